@@ -1,0 +1,316 @@
+// Package fifo is the ordered read-write FIFO that regulates access to one ORWL location.
+//
+// A FIFO holds entries in request order. An entry is either one write request or a group of
+// read requests; the head entry is granted, as a whole. A read request joins the tail entry
+// when that entry is a read group (even an already granted one: nothing waits behind it, so
+// nobody is overtaken); a write always starts a new entry. An entry leaves the FIFO when every
+// member has released, and the next entry is granted at once. Entries never leave from the
+// middle: cancelling a pending request means "release it as soon as it is granted".
+//
+// The package is a pure state machine. It knows nothing of tasks, locations' data or the
+// network, starts no goroutines and does no I/O, so the runtime can insert requests for local
+// and remote handles alike. Requests are values owned by the caller and reused across
+// iterations, so a steady stream of requests allocates nothing.
+package fifo
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+)
+
+// Mode says whether a request asks for shared (Read) or exclusive (Write) access.
+type Mode uint8
+
+const (
+	// Read requests shared access: adjacent reads are granted together.
+	Read Mode = iota + 1
+	// Write requests exclusive access.
+	Write
+)
+
+// String returns "read" or "write".
+func (m Mode) String() string {
+	switch m {
+	case Read:
+		return "read"
+	case Write:
+		return "write"
+	}
+	return "invalid mode"
+}
+
+// Errors returned for misuse of a Request. They are wrapped with context by the callers.
+var (
+	// ErrNotGranted is returned by Release for a request that is not granted.
+	ErrNotGranted = errors.New("request is not granted")
+	// ErrBusy is returned by Enqueue for a request that is still queued or granted.
+	ErrBusy = errors.New("request is still in a FIFO")
+	// ErrNotQueued is returned by Wait for a request that is in no FIFO.
+	ErrNotQueued = errors.New("request is not queued")
+	// ErrMode is returned by Enqueue for a mode other than Read or Write.
+	ErrMode = errors.New("invalid request mode")
+)
+
+// State is the life-cycle stage of a Request.
+type State uint32
+
+const (
+	// Idle: new, released, or cancelled and settled; the request may be enqueued again.
+	Idle State = iota
+	// Queued: waiting in a FIFO behind other entries.
+	Queued
+	// Granted: its entry is the head of the FIFO; the holder may access the data.
+	Granted
+	// Cancelled: was queued when cancelled; it is released as soon as it is granted.
+	Cancelled
+)
+
+// String returns the lower-case name of the state.
+func (s State) String() string {
+	switch s {
+	case Idle:
+		return "idle"
+	case Queued:
+		return "queued"
+	case Granted:
+		return "granted"
+	case Cancelled:
+		return "cancelled"
+	}
+	return "invalid state"
+}
+
+// FIFO is the queue of one location. Its methods are safe for concurrent use.
+// The zero value is an empty FIFO ready to use.
+type FIFO struct {
+	mu         sync.Mutex
+	head, tail *entry
+	free       *entry // recycled entries, linked by next
+}
+
+// entry is one write request or one group of read requests.
+type entry struct {
+	mode    Mode
+	granted bool
+	members []*Request // every request that joined, released or not
+	pending int        // members that have not released yet
+	next    *entry
+}
+
+// Request is one request for access. A Request is owned by its caller, who may enqueue it
+// again once it is Idle, so steady iteration allocates nothing. Enqueue, Release and Cancel
+// may be called from any goroutine; Wait by one goroutine at a time.
+type Request struct {
+	// Tag is opaque data of the caller's (for example the handle that made the request);
+	// the FIFO never reads it and hands it back in Blockers.
+	Tag any
+
+	fifo    *FIFO
+	entry   *entry
+	mode    Mode
+	state   atomic.Uint32
+	waiting bool          // a Wait is parked on ready; guarded by fifo.mu
+	ready   chan struct{} // receives the grant's token when waiting; empty otherwise
+	onGrant func(*Request)
+}
+
+// Enqueue appends r to the FIFO in mode m and returns at once: the position of r is fixed.
+// If r lands in the head entry it is granted before Enqueue returns. onGrant, if not nil, is
+// called when r is granted (possibly before Enqueue returns); it runs with the FIFO's lock
+// held, so it must be quick and must not call back into this FIFO.
+func (f *FIFO) Enqueue(r *Request, m Mode, onGrant func(*Request)) error {
+	if m != Read && m != Write {
+		return ErrMode
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if State(r.state.Load()) != Idle {
+		return ErrBusy
+	}
+	r.fifo, r.mode, r.onGrant = f, m, onGrant
+	e := f.tail
+	if m == Write || e == nil || e.mode != Read {
+		e = f.newEntry(m)
+	}
+	r.entry = e
+	e.members = append(e.members, r)
+	e.pending++
+	r.state.Store(uint32(Queued))
+	if e.granted {
+		f.grant(r)
+	}
+	return nil
+}
+
+// newEntry appends an empty entry of mode m and grants it if the FIFO was empty.
+func (f *FIFO) newEntry(m Mode) *entry {
+	e := f.free
+	if e != nil {
+		f.free = e.next
+		e.next = nil
+	} else {
+		e = &entry{}
+	}
+	e.mode = m
+	if f.tail == nil {
+		f.head, f.tail = e, e
+		e.granted = true
+	} else {
+		f.tail.next = e
+		f.tail = e
+	}
+	return e
+}
+
+// grant marks r granted and wakes its waiter; f.mu held.
+func (f *FIFO) grant(r *Request) {
+	r.state.Store(uint32(Granted))
+	if r.waiting {
+		r.waiting = false
+		r.ready <- struct{}{} // capacity 1 and empty: never blocks
+	}
+	if r.onGrant != nil {
+		r.onGrant(r)
+	}
+}
+
+// settle marks r released and, when its entry is done, removes finished head entries and
+// grants the next one as a whole; f.mu held. Cancelled members of a newly granted entry are
+// released on the spot, which may finish that entry too.
+func (f *FIFO) settle(r *Request) {
+	e := r.entry
+	r.state.Store(uint32(Idle))
+	r.entry, r.onGrant = nil, nil
+	e.pending--
+	for f.head != nil && f.head.pending == 0 {
+		done := f.head
+		f.head = done.next
+		if f.head == nil {
+			f.tail = nil
+		}
+		clear(done.members)
+		done.members = done.members[:0]
+		done.granted = false
+		done.next = f.free
+		f.free = done
+		if n := f.head; n != nil {
+			n.granted = true
+			for _, m := range n.members {
+				if State(m.state.Load()) == Cancelled {
+					m.state.Store(uint32(Idle))
+					m.entry, m.onGrant = nil, nil
+					n.pending--
+				} else {
+					f.grant(m)
+				}
+			}
+		}
+	}
+}
+
+// Release ends the access of a granted request: when every member of its entry has
+// released, the next entry is granted. r becomes Idle.
+func (r *Request) Release() error {
+	f := r.fifo
+	if f == nil {
+		return ErrNotGranted
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if State(r.state.Load()) != Granted {
+		return ErrNotGranted
+	}
+	f.settle(r)
+	return nil
+}
+
+// Cancel withdraws r: a granted request is released, a queued one is marked so that it is
+// released as soon as it is granted. Cancel of an Idle or cancelled request does nothing.
+func (r *Request) Cancel() {
+	f := r.fifo
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch State(r.state.Load()) {
+	case Granted:
+		f.settle(r)
+	case Queued:
+		r.state.Store(uint32(Cancelled))
+	}
+}
+
+// Wait blocks until r is granted or ctx is done. On cancellation it returns ctx.Err() and
+// cancels r (a cancellation that races with the grant wins over it), so the FIFO keeps moving.
+// Wait only waits: it never changes the position of r.
+func (r *Request) Wait(ctx context.Context) error {
+	if State(r.state.Load()) == Granted {
+		return nil
+	}
+	f := r.fifo
+	if f == nil {
+		return ErrNotQueued
+	}
+	f.mu.Lock()
+	switch State(r.state.Load()) {
+	case Granted:
+		f.mu.Unlock()
+		return nil
+	case Queued:
+	default:
+		f.mu.Unlock()
+		return ErrNotQueued
+	}
+	if r.ready == nil {
+		r.ready = make(chan struct{}, 1)
+	}
+	r.waiting = true
+	f.mu.Unlock()
+	select {
+	case <-r.ready:
+		return nil
+	case <-ctx.Done():
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r.waiting { // not granted: release it when it is
+		r.waiting = false
+		r.state.Store(uint32(Cancelled))
+	} else { // granted meanwhile: the cancellation wins, give the grant back
+		<-r.ready
+		f.settle(r)
+	}
+	return ctx.Err()
+}
+
+// Granted reports whether r is granted now. It never blocks.
+func (r *Request) Granted() bool { return State(r.state.Load()) == Granted }
+
+// State returns the life-cycle stage of r.
+func (r *Request) State() State { return State(r.state.Load()) }
+
+// Mode returns the mode r was last enqueued with.
+func (r *Request) Mode() Mode { return r.mode }
+
+// Blockers calls fn for each request that holds the grant r is waiting for: the members of
+// the head entry that have not released. It calls nothing when r is granted or not queued.
+// fn runs with the FIFO's lock held and must not call back into the FIFO.
+func (r *Request) Blockers(fn func(holder *Request)) {
+	f := r.fifo
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s := State(r.state.Load()); s != Queued && s != Cancelled {
+		return
+	}
+	for _, m := range f.head.members {
+		if m.entry == f.head && State(m.state.Load()) == Granted {
+			fn(m)
+		}
+	}
+}

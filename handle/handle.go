@@ -1,0 +1,297 @@
+// Package handle implements ORWL handles: the objects through which a task requests,
+// acquires, maps and releases one location.
+//
+// A handle places its request in the location's FIFO (Request), later blocks until that
+// request is granted (Acquire), sees the data while it holds the grant (Map), and releases it
+// (Release), which grants the next entry. Section does all of that around a function.
+// An iterative handle (ORWL's handle2) requests its next iteration, in the same mode, at
+// the moment it is acquired, so every location cycles through its handles in the same order
+// iteration after iteration. A one-shot handle serves one access.
+//
+// A handle talks to its location through the Queue interface, which this package owns: the
+// runtime supplies a local FIFO or a proxy for a location of another process. This package
+// knows nothing of tasks' scheduling, of the network, or of how data is stored.
+package handle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/orwl-go/orwl/fifo"
+)
+
+// Ticket is one request of a handle in a Queue, from the moment it is requested until it is
+// released or cancelled.
+type Ticket interface {
+	// Wait blocks until the ticket is granted. When ctx is done first it cancels the ticket
+	// (it will be released as soon as it is granted) and returns an error wrapping ctx.Err().
+	Wait(ctx context.Context) error
+	// Granted reports, without blocking, whether the ticket is granted.
+	Granted() bool
+	// Release ends a granted access; the next entry of the FIFO is granted.
+	Release() error
+	// Cancel withdraws the ticket: released now if granted, as soon as granted otherwise.
+	Cancel()
+	// Data is the location's data as the holder of the granted ticket sees it.
+	Data() []byte
+	// Resize changes the size of the data of a granted write ticket and returns the new data.
+	Resize(n int) ([]byte, error)
+}
+
+// Queue is the FIFO of one location as a handle sees it.
+type Queue interface {
+	// Request appends a request of h, in h's mode, and returns its ticket at once: the
+	// position is fixed when Request returns. reuse, when not nil, is a ticket of this queue
+	// that h no longer uses; the queue may recycle it so steady iteration allocates nothing.
+	Request(h *Handle, reuse Ticket) (Ticket, error)
+}
+
+// Observer is told of the life of a handle, for deadlock detection and tracing. Its methods
+// run on the goroutine that uses the handle and must be quick.
+type Observer interface {
+	// Requested: h placed request t.
+	Requested(h *Handle, t Ticket)
+	// WaitStart: Acquire of h blocks on t, which is not granted yet.
+	WaitStart(h *Handle, t Ticket)
+	// WaitEnd: the wait that WaitStart announced is over, granted or not.
+	WaitEnd(h *Handle, t Ticket)
+	// Acquired: h holds the grant of t.
+	Acquired(h *Handle, t Ticket)
+	// Released: h released t.
+	Released(h *Handle, t Ticket)
+}
+
+// Spec describes a handle: whose it is, on what, and how it accesses.
+type Spec struct {
+	Task      int       // the task that owns the handle
+	Location  string    // the location, as it should read in errors, e.g. `task 3 "bound"`
+	Pos       int       // initial FIFO position (0 for requests made after the schedule)
+	Mode      fifo.Mode // Read or Write
+	Iterative bool      // request the next iteration at every acquire
+}
+
+// Errors of handle misuse; every error returned by a Handle is an *Error wrapping one of these,
+// a Queue's error, or a context's error.
+var (
+	ErrNotRequested = errors.New("no request is queued (before the schedule, or a one-shot handle already used)")
+	ErrHeld         = errors.New("already acquired")
+	ErrNotHeld      = errors.New("not acquired")
+	ErrClosed       = errors.New("handle is closed")
+	ErrReadOnly     = errors.New("a read handle cannot resize its location")
+	ErrNegativeSize = errors.New("negative size")
+	ErrRequested    = errors.New("already requested")
+)
+
+// Error is a failed handle operation. It names the task, the location and the position.
+type Error struct {
+	Op   string // "acquire", "release", ...
+	Spec Spec
+	Err  error
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("task %d: %s of %s handle on %s (position %d): %v",
+		e.Spec.Task, e.Op, e.Spec.Mode, e.Spec.Location, e.Spec.Pos, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Handle is one task's access path to one location. A Handle is used by one goroutine at a
+// time (its task); it is not safe for concurrent use.
+type Handle struct {
+	spec   Spec
+	queue  Queue
+	obs    Observer
+	next   Ticket // requested, for the next Acquire
+	held   Ticket // granted and acquired, until Release
+	spare  Ticket // released, offered back to the queue
+	closed bool
+}
+
+// New returns a handle of spec on queue q that has not requested yet. obs may be nil.
+func New(q Queue, spec Spec, obs Observer) *Handle {
+	return &Handle{spec: spec, queue: q, obs: obs}
+}
+
+// Closed returns a handle on which every operation fails with err: the result of an insert
+// that was invalid, so that its mistake is reported where the handle is used.
+func Closed(spec Spec, err error) *Handle {
+	return &Handle{spec: spec, closed: true, queue: failedQueue{err}}
+}
+
+// failedQueue remembers why a handle was never usable.
+type failedQueue struct{ err error }
+
+func (q failedQueue) Request(*Handle, Ticket) (Ticket, error) { return nil, q.err }
+
+// Spec returns the description of h.
+func (h *Handle) Spec() Spec { return h.spec }
+
+// Mode returns h's access mode.
+func (h *Handle) Mode() fifo.Mode { return h.spec.Mode }
+
+func (h *Handle) fail(op string, err error) error { return &Error{Op: op, Spec: h.spec, Err: err} }
+
+func (h *Handle) closedErr(op string) error {
+	if q, ok := h.queue.(failedQueue); ok {
+		return h.fail(op, q.err)
+	}
+	return h.fail(op, ErrClosed)
+}
+
+// Request places h's request in its location's FIFO now, at the tail. It never blocks.
+// The runtime calls it at the schedule; a one-shot handle made after the schedule is
+// requested when it is made.
+func (h *Handle) Request() error {
+	switch {
+	case h.closed:
+		return h.closedErr("request")
+	case h.next != nil:
+		return h.fail("request", ErrRequested)
+	}
+	return h.request()
+}
+
+func (h *Handle) request() error {
+	t, err := h.queue.Request(h, h.spare)
+	h.spare = nil
+	if err != nil {
+		return h.fail("request", err)
+	}
+	h.next = t
+	if h.obs != nil {
+		h.obs.Requested(h, t)
+	}
+	return nil
+}
+
+// Acquire blocks until h's request is granted, then holds the grant until Release. An
+// iterative handle requests its next iteration before Acquire returns. When ctx is done
+// first, Acquire returns an error wrapping ctx.Err() (and the context's cause, if any), the
+// request is cancelled so the FIFO keeps moving, and h is closed.
+func (h *Handle) Acquire(ctx context.Context) error {
+	switch {
+	case h.closed:
+		return h.closedErr("acquire")
+	case h.held != nil:
+		return h.fail("acquire", ErrHeld)
+	case h.next == nil:
+		return h.fail("acquire", ErrNotRequested)
+	}
+	t := h.next
+	if !t.Granted() {
+		if h.obs != nil {
+			h.obs.WaitStart(h, t)
+		}
+		err := t.Wait(ctx)
+		if h.obs != nil {
+			h.obs.WaitEnd(h, t)
+		}
+		if err != nil {
+			h.next, h.closed = nil, true
+			if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
+				err = fmt.Errorf("%w (%w)", err, cause)
+			}
+			return h.fail("acquire", err)
+		}
+	}
+	h.next, h.held = nil, t
+	if h.obs != nil {
+		h.obs.Acquired(h, t)
+	}
+	if h.spec.Iterative {
+		if err := h.request(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Test reports, without blocking, whether Acquire would be granted at once.
+func (h *Handle) Test() bool {
+	return !h.closed && h.held == nil && h.next != nil && h.next.Granted()
+}
+
+// Map returns the location's data between Acquire and Release, nil otherwise. The slice of a
+// read handle must not be modified; no slice may be used after Release.
+func (h *Handle) Map() []byte {
+	if h.held == nil {
+		return nil
+	}
+	return h.held.Data()
+}
+
+// Resize changes the size of the location's data while h holds a write grant, keeping the
+// common prefix and zero-filling the rest, and returns the new data (Map returns it too).
+func (h *Handle) Resize(n int) ([]byte, error) {
+	switch {
+	case h.held == nil:
+		return nil, h.fail("resize", ErrNotHeld)
+	case h.spec.Mode != fifo.Write:
+		return nil, h.fail("resize", ErrReadOnly)
+	case n < 0:
+		return nil, h.fail("resize", fmt.Errorf("%w %d", ErrNegativeSize, n))
+	}
+	b, err := h.held.Resize(n)
+	if err != nil {
+		return nil, h.fail("resize", err)
+	}
+	return b, nil
+}
+
+// Release ends the access started by Acquire; the next entry of the FIFO is granted.
+func (h *Handle) Release() error {
+	t := h.held
+	if t == nil {
+		if h.closed {
+			return h.closedErr("release")
+		}
+		return h.fail("release", ErrNotHeld)
+	}
+	h.held = nil
+	err := t.Release()
+	h.spare = t
+	if h.obs != nil {
+		h.obs.Released(h, t)
+	}
+	if err != nil {
+		return h.fail("release", err)
+	}
+	return nil
+}
+
+// Section acquires h, calls fn with the mapped data, and releases h, even when fn fails or
+// panics. It returns the first error of the three steps.
+func (h *Handle) Section(ctx context.Context, fn func(data []byte) error) (err error) {
+	if err := h.Acquire(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		if rerr := h.Release(); err == nil {
+			err = rerr
+		}
+	}()
+	return fn(h.Map())
+}
+
+// Close releases the grant h holds and cancels the request it has queued; every later
+// operation on h fails with ErrClosed. Closing a closed handle does nothing.
+func (h *Handle) Close() error {
+	if h.closed {
+		return nil
+	}
+	h.closed = true
+	var err error
+	if h.held != nil {
+		err = h.Release()
+	}
+	if h.next != nil {
+		h.next.Cancel()
+		h.next = nil
+	}
+	return err
+}
+
+// Active reports whether h still holds or has queued a request.
+func (h *Handle) Active() bool { return h.held != nil || h.next != nil }

@@ -1,0 +1,183 @@
+package orwl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/orwl-go/orwl/fifo"
+	"github.com/orwl-go/orwl/handle"
+)
+
+// Task is one task of the job, handed to its TaskFunc. Its methods must be called from the
+// task's own goroutine.
+type Task struct {
+	id  int
+	job *job
+	obs observer
+
+	handles   []*handle.Handle // every handle made, closed when the task returns
+	compactAt int              // len(handles) at which finished one-shot handles are dropped
+	inserts   []*handle.Handle // handles declared in the init phase, requested at the schedule
+	problems  []error          // init-phase mistakes, reported by Schedule
+	misuse    []error          // mistakes after the schedule, returned when the task ends
+	scheduled bool
+}
+
+// ID returns the task's number, 0 <= ID < NumTasks.
+func (t *Task) ID() int { return t.id }
+
+// NumTasks returns the number of tasks in the whole job.
+func (t *Task) NumTasks() int { return t.job.tasks }
+
+// Loc names the location called name of task task. It does not check them: inserts do.
+func (t *Task) Loc(task int, name string) Location { return Location{Task: task, Name: name} }
+
+// Scale sets the size in bytes of this task's location name, zero-filled. It belongs to the
+// init phase: mistakes (unknown name, negative size, a call after Schedule) are reported by
+// Schedule, or, after it, when the task returns.
+func (t *Task) Scale(name string, bytes int) {
+	l, err := t.job.ownLocation(Location{Task: t.id, Name: name})
+	switch {
+	case err != nil:
+	case bytes < 0:
+		err = fmt.Errorf("%w %d", handle.ErrNegativeSize, bytes)
+	case t.scheduled:
+		err = errors.New("called after Schedule; resize inside a write section instead")
+	}
+	if err != nil {
+		t.complain(fmt.Errorf("task %d: Scale(%q, %d): %w", t.id, name, bytes, err))
+		return
+	}
+	l.data = alignedBytes(bytes)
+}
+
+// complain records a mistake: before the schedule Schedule reports it to every task, after it
+// the task's result carries it.
+func (t *Task) complain(err error) {
+	if t.scheduled {
+		t.misuse = append(t.misuse, err)
+	} else {
+		t.problems = append(t.problems, err)
+	}
+}
+
+// ReadInsert declares an iterative read handle on l at FIFO position pos (pos >= 0).
+// It never blocks and never fails on the spot: mistakes are reported by Schedule, and the
+// returned handle of a mistaken insert fails when used.
+func (t *Task) ReadInsert(l Location, pos int) *handle.Handle {
+	return t.insert(l, pos, fifo.Read, true)
+}
+
+// WriteInsert declares an iterative write handle on l at FIFO position pos, like ReadInsert.
+func (t *Task) WriteInsert(l Location, pos int) *handle.Handle {
+	return t.insert(l, pos, fifo.Write, true)
+}
+
+// ReadInsertOnce declares a one-shot read handle on l at FIFO position pos: it serves one
+// Acquire/Release, for example to read initial data. Otherwise like ReadInsert.
+func (t *Task) ReadInsertOnce(l Location, pos int) *handle.Handle {
+	return t.insert(l, pos, fifo.Read, false)
+}
+
+// WriteInsertOnce declares a one-shot write handle on l at FIFO position pos, for example to
+// initialise a location before the iterations. Otherwise like ReadInsert.
+func (t *Task) WriteInsertOnce(l Location, pos int) *handle.Handle {
+	return t.insert(l, pos, fifo.Write, false)
+}
+
+func (t *Task) insert(l Location, pos int, mode fifo.Mode, iterative bool) *handle.Handle {
+	spec := handle.Spec{Task: t.id, Location: l.String(), Pos: pos, Mode: mode, Iterative: iterative}
+	q, err := t.job.queue(l)
+	switch {
+	case err != nil:
+	case pos < 0:
+		err = fmt.Errorf("negative FIFO position %d", pos)
+	case t.scheduled:
+		err = errors.New("insert after Schedule; use ReadRequest or WriteRequest for requests made later")
+	}
+	if err != nil {
+		err = fmt.Errorf("task %d: %s insert on %s at position %d: %w", t.id, mode, l, pos, err)
+		t.complain(err)
+		return handle.Closed(spec, err)
+	}
+	h := handle.New(q, spec, &t.obs)
+	t.inserts = append(t.inserts, h)
+	t.track(h)
+	return h
+}
+
+// ReadRequest makes a one-shot read handle on l whose request is placed at the tail of l's
+// FIFO now. It belongs after Schedule.
+func (t *Task) ReadRequest(l Location) (*handle.Handle, error) {
+	return t.request(l, fifo.Read)
+}
+
+// WriteRequest makes a one-shot write handle on l whose request is placed at the tail of l's
+// FIFO now. It belongs after Schedule.
+func (t *Task) WriteRequest(l Location) (*handle.Handle, error) {
+	return t.request(l, fifo.Write)
+}
+
+func (t *Task) request(l Location, mode fifo.Mode) (*handle.Handle, error) {
+	q, err := t.job.queue(l)
+	if err == nil && !t.scheduled {
+		err = errors.New("request before Schedule; use ReadInsertOnce or WriteInsertOnce in the init phase")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("task %d: %s request on %s: %w", t.id, mode, l, err)
+	}
+	h := handle.New(q, handle.Spec{Task: t.id, Location: l.String(), Mode: mode}, &t.obs)
+	if err := h.Request(); err != nil {
+		return nil, err
+	}
+	t.track(h)
+	return h, nil
+}
+
+// track remembers h so that it is closed when the task returns, dropping finished one-shot
+// handles now and then so a long run of dynamic requests does not grow without bound.
+func (t *Task) track(h *handle.Handle) {
+	if len(t.handles) >= t.compactAt && t.scheduled {
+		t.handles = dropInactive(t.handles)
+		t.compactAt = 2*len(t.handles) + 16
+	}
+	t.handles = append(t.handles, h)
+}
+
+func dropInactive(hs []*handle.Handle) []*handle.Handle {
+	kept := hs[:0]
+	for _, h := range hs {
+		if h.Active() {
+			kept = append(kept, h)
+		}
+	}
+	clear(hs[len(kept):])
+	return kept
+}
+
+// Schedule is the global barrier that ends the init phase: when it returns nil, the FIFO of
+// every location of the job holds the inserted requests in the order (position, task id,
+// declaration order), adjacent reads grouped. It returns the init-phase mistakes of all
+// tasks, joined, to every task. A task may call it once; a task that returns without
+// calling it counts as having arrived with no requests.
+func (t *Task) Schedule(ctx context.Context) error {
+	if t.scheduled {
+		return fmt.Errorf("task %d: Schedule called twice", t.id)
+	}
+	t.scheduled = true
+	t.compactAt = 2*len(t.handles) + 16
+	return t.job.arrive(ctx, t, true)
+}
+
+// finish ends the task: everything it holds or has queued is released or cancelled.
+func (t *Task) finish() error {
+	var errs []error
+	for _, h := range t.handles {
+		if err := h.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	t.handles = nil
+	return errors.Join(append(t.misuse, errs...)...)
+}
