@@ -79,6 +79,14 @@ type detector struct {
 	fired bool
 }
 
+// holderTask returns the task that made r: a local handle's or a remote one's.
+func holderTask(r *fifo.Request) int {
+	if s, ok := r.Tag.(*served); ok {
+		return s.task
+	}
+	return r.Tag.(*handle.Handle).Spec().Task
+}
+
 // finishedTask marks the slot of a task that has returned.
 var finishedTask = &waiting{}
 
@@ -115,13 +123,13 @@ func (d *detector) check() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	gen := d.gen.Load()
-	if d.fired || d.blocked.Load() != d.running.Load() {
+	if d.fired || d.running.Load() == 0 || d.blocked.Load() != d.running.Load() {
 		return
 	}
 	for task := range d.slots { // a quick look first: most checks end here
 		w := d.slots[task].Load()
 		if w == nil {
-			return // running
+			return // running, or a task of another process: this check sees one process only
 		}
 		if lt, ok := w.t.(*localTicket); w != finishedTask && (!ok || lt.Granted()) {
 			return
@@ -137,11 +145,14 @@ func (d *detector) check() {
 			waits[task] = w
 		}
 	}
+	if len(waits) == 0 {
+		return // the last tasks finished meanwhile
+	}
 	holder := make(map[int]int, len(waits)) // task -> a task holding what it waits for
 	for task, w := range waits {
 		w.t.(*localTicket).Blockers(func(r *fifo.Request) {
 			if _, seen := holder[task]; !seen {
-				holder[task] = r.Tag.(*handle.Handle).Spec().Task
+				holder[task] = holderTask(r)
 			}
 		})
 		if _, ok := holder[task]; !ok {
@@ -151,9 +162,19 @@ func (d *detector) check() {
 	if d.gen.Load() != gen {
 		return // somebody moved: whoever blocks last checks again
 	}
-	// Every blocked task points to a blocked holder, so walking from any task runs into a
-	// cycle; start from the smallest id for a stable report.
-	start := slices.Min(slices.Collect(maps.Keys(waits)))
+	err := cycleError(holder, func(task int) Wait {
+		spec := waits[task].h.Spec()
+		return Wait{Task: task, Location: spec.Location, Mode: spec.Mode, Pos: spec.Pos}
+	})
+	d.fired = true
+	d.report(err)
+}
+
+// cycleError follows holder, in which every blocked task points to a blocked task holding
+// what it waits for, from the smallest task (for a stable report) until it runs into a
+// cycle, and describes that cycle.
+func cycleError(holder map[int]int, describe func(task int) Wait) *DeadlockError {
+	start := slices.Min(slices.Collect(maps.Keys(holder)))
 	order := map[int]int{}
 	var path []int
 	for task := start; ; task = holder[task] {
@@ -166,9 +187,9 @@ func (d *detector) check() {
 	}
 	err := &DeadlockError{}
 	for _, task := range path {
-		spec := waits[task].h.Spec()
-		err.Cycle = append(err.Cycle, Wait{Task: task, Location: spec.Location, Mode: spec.Mode, Pos: spec.Pos, Holder: holder[task]})
+		w := describe(task)
+		w.Holder = holder[task]
+		err.Cycle = append(err.Cycle, w)
 	}
-	d.fired = true
-	d.report(err)
+	return err
 }

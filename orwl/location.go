@@ -21,22 +21,26 @@ type Location struct {
 func (l Location) String() string { return fmt.Sprintf("task %d %q", l.Task, l.Name) }
 
 // location is a location owned by this process: its FIFO and its data. It is the
-// handle.Queue of the handles on it.
+// handle.Queue of the local handles on it; the node places remote handles' requests in it.
 type location struct {
-	id   Location
-	fifo fifo.FIFO
-	data []byte // 8-byte aligned; written only under a write grant (or before the schedule)
+	id      Location
+	index   uint32 // its number in the job, as it travels on the wire
+	fifo    fifo.FIFO
+	data    []byte // 8-byte aligned; written only under a write grant (or before the schedule)
+	version uint64 // counts the write releases; read and written under grants, like data
 
 	scheduled atomic.Bool // the initial requests have been placed in the FIFO
 	mu        sync.Mutex
-	initial   []initialEntry // requests made before the schedule, in arrival order; guarded by mu
+	pending   []pendingRequest // requests that came before the schedule; guarded by mu
 }
 
-// initialEntry is a request made before the schedule, placed in the FIFO by schedule.
-type initialEntry struct {
+// pendingRequest is a request that came before the schedule placed the initial ones.
+type pendingRequest struct {
+	initial   bool // declared in the init phase (else a later request that arrived early)
 	pos, task int
 	req       *fifo.Request
 	mode      fifo.Mode
+	onGrant   func(*fifo.Request)
 }
 
 // localTicket is a request on a location of this process.
@@ -52,6 +56,14 @@ func (t *localTicket) Resize(n int) ([]byte, error) {
 	return t.loc.data, nil
 }
 
+// Release ends the access; a write makes a new version of the data.
+func (t *localTicket) Release() error {
+	if t.Mode() == fifo.Write && t.Granted() {
+		t.loc.version++
+	}
+	return t.Request.Release()
+}
+
 // Request implements handle.Queue. Before the schedule the request is only recorded; the
 // schedule places all of them in the global order.
 func (l *location) Request(h *handle.Handle, reuse handle.Ticket) (handle.Ticket, error) {
@@ -60,41 +72,51 @@ func (l *location) Request(h *handle.Handle, reuse handle.Ticket) (handle.Ticket
 		t = &localTicket{loc: l}
 	}
 	t.Tag = h
-	if !l.scheduled.Load() && l.recordInitial(h, t) {
-		return t, nil
-	}
-	if err := l.fifo.Enqueue(&t.Request, h.Mode(), nil); err != nil {
+	spec := h.Spec()
+	if err := l.enqueue(&t.Request, spec.Mode, true, spec.Pos, spec.Task, nil); err != nil {
 		return nil, err
 	}
 	return t, nil
 }
 
-// recordInitial keeps t for the schedule, unless the schedule is already done.
-func (l *location) recordInitial(h *handle.Handle, t *localTicket) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.scheduled.Load() {
-		return false
+// enqueue places r in the FIFO, or, before the schedule, keeps it for the schedule.
+func (l *location) enqueue(r *fifo.Request, mode fifo.Mode, initial bool, pos, task int, onGrant func(*fifo.Request)) error {
+	if !l.scheduled.Load() {
+		l.mu.Lock()
+		if !l.scheduled.Load() {
+			l.pending = append(l.pending, pendingRequest{initial, pos, task, r, mode, onGrant})
+			l.mu.Unlock()
+			return nil
+		}
+		l.mu.Unlock()
 	}
-	spec := h.Spec()
-	l.initial = append(l.initial, initialEntry{pos: spec.Pos, task: spec.Task, req: &t.Request, mode: spec.Mode})
-	return true
+	return l.fifo.Enqueue(r, mode, onGrant)
 }
 
 // schedule places the initial requests in the FIFO ordered by position, then task id, then
-// arrival order (which is declaration order within a task), and lets later requests in.
+// arrival order (which is declaration order within a task), then the requests that arrived
+// early from processes already past the schedule, and lets later requests in.
 func (l *location) schedule() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	slices.SortStableFunc(l.initial, func(a, b initialEntry) int {
+	slices.SortStableFunc(l.pending, func(a, b pendingRequest) int {
+		if a.initial != b.initial {
+			if a.initial {
+				return -1
+			}
+			return 1
+		}
+		if !a.initial {
+			return 0
+		}
 		return cmp.Or(cmp.Compare(a.pos, b.pos), cmp.Compare(a.task, b.task))
 	})
-	for _, e := range l.initial {
-		if err := l.fifo.Enqueue(e.req, e.mode, nil); err != nil {
+	for _, p := range l.pending {
+		if err := l.fifo.Enqueue(p.req, p.mode, p.onGrant); err != nil {
 			return fmt.Errorf("schedule %s: %w", l.id, err)
 		}
 	}
-	l.initial = nil
+	l.pending = nil
 	l.scheduled.Store(true)
 	return nil
 }

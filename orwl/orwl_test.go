@@ -3,6 +3,7 @@ package orwl_test
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -12,7 +13,12 @@ import (
 	"github.com/orwl-go/orwl/orwl"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if name := os.Getenv(scenarioEnv); name != "" { // a process of a multi-process test
+		os.Exit(runScenario(name))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 var twoLocs = []string{"block", "bound"}
 

@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/orwl-go/orwl/handle"
+	"github.com/orwl-go/orwl/internal/jobenv"
+	"github.com/orwl-go/orwl/transport"
 )
 
 // Config describes a job.
@@ -17,10 +22,19 @@ type Config struct {
 	Tasks int
 	// Locations are the names of the locations every task owns.
 	Locations []string
+	// Job places this process in a job of several processes. Nil means: discover it from
+	// the environment (orwlrun, mpirun, srun), or else run the whole job in this process.
+	Job *Job
+	// Place returns the rank of the process that runs task, 0 <= rank < procs. Nil means
+	// contiguous blocks: task*procs/Tasks.
+	Place func(task, procs int) int
+	// Logger receives the runtime's reports (refused connections, rejected frames, lost
+	// processes). Nil means slog.Default().
+	Logger *slog.Logger
 }
 
 // TaskFunc is the program of every task. Returning a non-nil error cancels the context of
-// the other tasks, and Run returns the first such error.
+// the other tasks of the job, in every process, and Run returns the first such error.
 type TaskFunc func(ctx context.Context, t *Task) error
 
 // Errors that Run and Acquire report; test for them with errors.Is.
@@ -28,27 +42,50 @@ var (
 	// ErrDeadlock: every task still running was blocked in Acquire, waiting in a cycle.
 	// The error that matches it is a *DeadlockError naming the cycle.
 	ErrDeadlock = errors.New("orwl: deadlock")
-	// ErrPeerLost: a process of the job is gone.
-	ErrPeerLost = errors.New("orwl: peer process lost")
+	// ErrPeerLost: a process of the job is gone. The error that matches it names the rank.
+	ErrPeerLost = transport.ErrPeerLost
 )
 
-// Run runs the tasks of this process, each in its own goroutine, and returns when all of
-// them have returned: nil, or the first error of a task, of a deadlock, or of the job's
-// configuration. A task that panics fails the job with an error holding the panic's stack.
+// Run runs the tasks of this process, each in its own goroutine, and returns when the whole
+// job is done: nil, or the first error of a task, of a deadlock, of a lost process, or of
+// the configuration. A task that panics fails the job with an error holding the panic's
+// stack. With several processes, Run connects them first and returns on every process only
+// after every task of the job has returned.
 func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 	j, err := newJob(cfg)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
+	if j.procs > 1 {
+		if err := j.connect(ctx); err != nil {
+			return err
+		}
+	}
+	jobCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	j.cancel = cancel
 	var wg sync.WaitGroup
 	for _, t := range j.local {
-		wg.Go(func() { j.runTask(ctx, t, fn) })
+		wg.Go(func() { j.runTask(jobCtx, t, fn) })
+	}
+	var watcher sync.WaitGroup
+	watchCtx, stopWatch := context.WithCancel(jobCtx)
+	if j.node != nil {
+		watcher.Go(func() { j.watch(watchCtx) })
 	}
 	wg.Wait()
-	return j.err
+	stopWatch()
+	watcher.Wait()
+	if j.node != nil {
+		// Owners serve until every task of the job is done. A peer that closed cleanly has
+		// passed this barrier itself, so everybody had arrived.
+		j.node.finishing.Store(true)
+		if err := j.mesh.Barrier(ctx); err != nil && !errors.Is(err, transport.ErrPeerClosed) {
+			j.fail(fmt.Errorf("orwl: final barrier: %w", err))
+		}
+		j.mesh.Close()
+	}
+	return j.failure()
 }
 
 // job is this process's view of the whole job.
@@ -56,17 +93,29 @@ type job struct {
 	tasks   int
 	names   []string
 	nameIdx map[string]int
-	locs    []*location // by task*len(names)+name index
-	local   []*Task     // the tasks this process runs, by id
+	rank    int
+	procs   int
+	owner   []int          // rank of the process that runs each task
+	queues  []handle.Queue // every location of the job, by index (task*len(names)+name)
+	owned   []*location    // the locations of this process's tasks, by index; nil elsewhere
+	local   []*Task        // the tasks this process runs
 	det     detector
 	cancel  context.CancelCauseFunc
+	log     *slog.Logger
 
-	mu        sync.Mutex
-	err       error         // the first failure
-	arrived   []*Task       // tasks that reached the schedule, with their requests
-	pending   int           // tasks that have not reached the schedule nor returned
-	scheduled chan struct{} // closed when the schedule is done
-	schedErr  error
+	info jobenv.Job // how this process was placed, for connect
+	mesh *transport.Mesh
+	node *node
+
+	errMu sync.Mutex
+	err   error // the first failure
+
+	mu           sync.Mutex
+	arrived      []*Task       // tasks that reached the schedule, with their requests
+	pending      int           // tasks that have not reached the schedule nor returned
+	scheduled    chan struct{} // closed when the schedule is done
+	schedErr     error
+	requestsLive atomic.Bool // the schedule is done: requests go straight to the FIFOs
 }
 
 func newJob(cfg Config) (*job, error) {
@@ -76,11 +125,22 @@ func newJob(cfg Config) (*job, error) {
 	if len(cfg.Locations) == 0 {
 		return nil, errors.New("orwl: Config.Locations is empty; every task needs at least one location")
 	}
+	info, err := discover(cfg.Job)
+	if err != nil {
+		return nil, err
+	}
 	j := &job{
 		tasks:     cfg.Tasks,
 		names:     slices.Clone(cfg.Locations),
 		nameIdx:   make(map[string]int, len(cfg.Locations)),
+		rank:      info.Rank,
+		procs:     info.Size,
+		info:      info,
+		log:       cfg.Logger,
 		scheduled: make(chan struct{}),
+	}
+	if j.log == nil {
+		j.log = slog.Default()
 	}
 	for i, name := range j.names {
 		if name == "" {
@@ -91,17 +151,38 @@ func newJob(cfg Config) (*job, error) {
 		}
 		j.nameIdx[name] = i
 	}
-	j.locs = make([]*location, cfg.Tasks*len(j.names))
+	j.owner = make([]int, cfg.Tasks)
+	for task := range cfg.Tasks {
+		r := task * j.procs / cfg.Tasks
+		if cfg.Place != nil {
+			r = cfg.Place(task, j.procs)
+		}
+		if r < 0 || r >= j.procs {
+			return nil, fmt.Errorf("orwl: Config.Place puts task %d on rank %d; the job has %d processes", task, r, j.procs)
+		}
+		j.owner[task] = r
+	}
+	if j.procs > 1 {
+		j.node = newNode(j, j.log)
+	}
+	n := cfg.Tasks * len(j.names)
+	j.queues = make([]handle.Queue, n)
+	j.owned = make([]*location, n)
 	for task := range cfg.Tasks {
 		for i, name := range j.names {
-			j.locs[task*len(j.names)+i] = &location{id: Location{Task: task, Name: name}, data: alignedBytes(0)}
+			idx := task*len(j.names) + i
+			if j.owner[task] == j.rank {
+				l := &location{id: Location{Task: task, Name: name}, index: uint32(idx), data: alignedBytes(0), version: 1}
+				j.owned[idx], j.queues[idx] = l, l
+			} else {
+				j.queues[idx] = &remoteQueue{n: j.node, owner: j.owner[task], loc: uint32(idx)}
+			}
 		}
-	}
-	j.local = make([]*Task, cfg.Tasks)
-	for id := range j.local {
-		t := &Task{id: id, job: j}
-		t.obs.task = t
-		j.local[id] = t
+		if j.owner[task] == j.rank {
+			t := &Task{id: task, job: j}
+			t.obs.task = t
+			j.local = append(j.local, t)
+		}
 	}
 	j.pending = len(j.local)
 	j.det.running.Store(int64(len(j.local)))
@@ -110,7 +191,7 @@ func newJob(cfg Config) (*job, error) {
 	return j, nil
 }
 
-// locIndex checks l and returns its index in j.locs.
+// locIndex checks l and returns its index in the job.
 func (j *job) locIndex(l Location) (int, error) {
 	if l.Task < 0 || l.Task >= j.tasks {
 		return 0, fmt.Errorf("no task %d: the job has %d tasks", l.Task, j.tasks)
@@ -122,29 +203,61 @@ func (j *job) locIndex(l Location) (int, error) {
 	return l.Task*len(j.names) + i, nil
 }
 
-// queue returns the queue that handles on l talk to.
-func (j *job) queue(l Location) (*location, error) {
+// queue returns the queue that handles on l talk to: the location, or its remote proxy.
+func (j *job) queue(l Location) (handle.Queue, error) {
 	i, err := j.locIndex(l)
 	if err != nil {
 		return nil, err
 	}
-	return j.locs[i], nil
+	return j.queues[i], nil
 }
 
-// ownLocation returns l, which must be a location this process owns.
-func (j *job) ownLocation(l Location) (*location, error) { return j.queue(l) }
+// ownLocation returns l, which must be a location of this process.
+func (j *job) ownLocation(l Location) (*location, error) {
+	i, err := j.locIndex(l)
+	if err != nil {
+		return nil, err
+	}
+	if j.owned[i] == nil {
+		return nil, fmt.Errorf("%s belongs to rank %d, not to this process (rank %d)", l, j.owner[l.Task], j.rank)
+	}
+	return j.owned[i], nil
+}
 
-// fail records the job's first failure and cancels every task's context with it.
+// ownedByIndex returns the location of this process numbered idx on the wire.
+func (j *job) ownedByIndex(idx uint32) (*location, error) {
+	if int(idx) >= len(j.owned) || j.owned[idx] == nil {
+		return nil, fmt.Errorf("orwl: rank %d owns no location numbered %d", j.rank, idx)
+	}
+	return j.owned[idx], nil
+}
+
+// fail records the job's first failure and cancels every task's context with it. A failure
+// of this process (not one reported by another) is told to the other processes.
 func (j *job) fail(err error) {
-	j.mu.Lock()
+	j.errMu.Lock()
 	first := j.err == nil
 	if first {
 		j.err = err
 	}
-	j.mu.Unlock()
-	if first {
-		j.cancel(err)
+	j.errMu.Unlock()
+	if !first {
+		return
 	}
+	j.cancel(err)
+	var remote *peerFailure
+	var everywhere *scheduleError
+	if j.node != nil && !errors.As(err, &remote) && !errors.As(err, &everywhere) && !errors.Is(err, ErrPeerLost) {
+		// Tell the others, unless they see it themselves: a lost process, or the init-phase
+		// mistakes that the schedule reports to every task.
+		j.node.broadcastFailure(err)
+	}
+}
+
+func (j *job) failure() error {
+	j.errMu.Lock()
+	defer j.errMu.Unlock()
+	return j.err
 }
 
 func (j *job) runTask(ctx context.Context, t *Task, fn TaskFunc) {
@@ -169,19 +282,20 @@ func callTask(ctx context.Context, t *Task, fn TaskFunc) (err error) {
 	return fn(ctx, t)
 }
 
-// arrive is the schedule barrier. The last task to arrive places every request; with
-// requests false the task (which has returned) brings none and does not wait.
+// arrive is the schedule barrier. The last task of this process to arrive runs the
+// schedule; with requests false the task (which has returned) brings none and does not wait.
 func (j *job) arrive(ctx context.Context, t *Task, requests bool) error {
 	j.mu.Lock()
 	if requests {
 		j.arrived = append(j.arrived, t)
 	}
 	j.pending--
-	if j.pending == 0 {
-		j.schedErr = j.schedule()
+	last := j.pending == 0
+	j.mu.Unlock()
+	if last {
+		j.schedErr = j.schedule(ctx)
 		close(j.scheduled)
 	}
-	j.mu.Unlock()
 	if !requests {
 		return nil
 	}
@@ -193,16 +307,31 @@ func (j *job) arrive(ctx context.Context, t *Task, requests bool) error {
 	}
 }
 
-// schedule reports the init-phase mistakes of every task, or places every declared request
-// in the global order; j.mu held, every task arrived.
-func (j *job) schedule() error {
+// scheduleError holds the init-phase mistakes of every task of the job, which the schedule
+// reports to every task in every process.
+type scheduleError struct{ problems error }
+
+func (e *scheduleError) Error() string { return "orwl: schedule: " + e.problems.Error() }
+func (e *scheduleError) Unwrap() error { return e.problems }
+
+// schedule reports the init-phase mistakes of every task of the job, or places every
+// declared request in the global order. Every task of this process has arrived.
+func (j *job) schedule(ctx context.Context) error {
 	slices.SortFunc(j.arrived, func(a, b *Task) int { return a.id - b.id })
 	var problems []error
 	for _, t := range j.local {
 		problems = append(problems, t.problems...)
 	}
-	if len(problems) > 0 {
-		return fmt.Errorf("orwl: schedule: %w", errors.Join(problems...))
+	if j.node != nil {
+		all, err := j.node.exchangeProblems(ctx, problems)
+		if err != nil {
+			return fmt.Errorf("orwl: schedule: %w", err)
+		}
+		if len(all) > 0 { // the same text on every process
+			return &scheduleError{errors.New(strings.Join(all, "\n"))}
+		}
+	} else if len(problems) > 0 {
+		return &scheduleError{errors.Join(problems...)}
 	}
 	for _, t := range j.arrived {
 		for _, h := range t.inserts {
@@ -212,10 +341,20 @@ func (j *job) schedule() error {
 		}
 		t.inserts = nil
 	}
-	for _, l := range j.locs {
-		if err := l.schedule(); err != nil {
-			return err
+	if j.node != nil {
+		// Every initial request of the job is now with its owner (requests travel on the
+		// connections the barrier's markers follow).
+		if err := j.mesh.Barrier(ctx); err != nil {
+			return fmt.Errorf("orwl: schedule: %w", err)
 		}
 	}
+	for _, l := range j.owned {
+		if l != nil {
+			if err := l.schedule(); err != nil {
+				return err
+			}
+		}
+	}
+	j.requestsLive.Store(true)
 	return nil
 }

@@ -4,7 +4,11 @@
 // In every iteration a task, at FIFO position 0, writes its block while reading its left
 // neighbour's bound; then, at position 1, reads its block and writes its bound. Schedule
 // puts every reader of a bound before its writer, so a task always sees the bound of the
-// previous iteration, and the result is the same as a sequential sweep.
+// previous iteration, and the result is the same as a sequential sweep. At the end every task
+// publishes its bound once in a location "final" that task 0 reads (one-shot handles).
+//
+// The same program runs as one process or as several (under orwlrun or mpirun); the process
+// that runs task 0 prints the result line.
 //
 //	go run ./examples/blockbound -tasks 8 -size 1000 -iters 100
 package main
@@ -15,6 +19,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/orwl-go/orwl/handle"
 	"github.com/orwl-go/orwl/orwl"
 )
 
@@ -32,6 +37,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "blockbound:", err)
 		os.Exit(1)
 	}
+	if got == nil {
+		return // another process runs task 0 and reports
+	}
 	want := sequential(*tasks, *size, *iters)
 	fmt.Printf("tasks=%d size=%d iters=%d bounds=%v identical-to-sequential=%v\n",
 		*tasks, *size, *iters, got, equal(got, want))
@@ -44,14 +52,23 @@ func step(task int, block []float64, leftBound float64) {
 	}
 }
 
-// ring runs the example with ORWL and returns every task's final bound.
+// ring runs the example with ORWL and returns every task's final bound, or nil in a process
+// that does not run task 0.
 func ring(ctx context.Context, tasks, size, iters int) ([]float64, error) {
-	bounds := make([]float64, tasks)
-	err := orwl.Run(ctx, orwl.Config{Tasks: tasks, Locations: []string{"block", "bound"}},
+	var bounds []float64
+	err := orwl.Run(ctx, orwl.Config{Tasks: tasks, Locations: []string{"block", "bound", "final"}},
 		func(ctx context.Context, t *orwl.Task) error {
 			me, left := t.ID(), (t.ID()+t.NumTasks()-1)%t.NumTasks()
 			t.Scale("block", 8*size)
 			t.Scale("bound", 8)
+			t.Scale("final", 8)
+			publish := t.WriteInsertOnce(t.Loc(me, "final"), 0)
+			var gather []*handle.Handle
+			if me == 0 {
+				for k := range tasks {
+					gather = append(gather, t.ReadInsertOnce(t.Loc(k, "final"), 1))
+				}
+			}
 			// Position 0: write my block while reading the left neighbour's bound.
 			blockW := t.WriteInsert(t.Loc(me, "block"), 0)
 			leftR := t.ReadInsert(t.Loc(left, "bound"), 0)
@@ -61,6 +78,7 @@ func ring(ctx context.Context, tasks, size, iters int) ([]float64, error) {
 			if err := t.Schedule(ctx); err != nil {
 				return err
 			}
+			last := 0.0
 			for range iters {
 				if err := blockW.Section(ctx, func(block []byte) error {
 					return leftR.Section(ctx, func(bound []byte) error {
@@ -74,9 +92,20 @@ func ring(ctx context.Context, tasks, size, iters int) ([]float64, error) {
 					return boundW.Section(ctx, func(bound []byte) error {
 						b := orwl.Float64s(block)
 						orwl.Float64s(bound)[0] = b[len(b)-1]
-						bounds[me] = b[len(b)-1]
+						last = b[len(b)-1]
 						return nil
 					})
+				}); err != nil {
+					return err
+				}
+			}
+			if err := publish.Section(ctx, func(b []byte) error { orwl.Float64s(b)[0] = last; return nil }); err != nil {
+				return err
+			}
+			for _, h := range gather {
+				if err := h.Section(ctx, func(b []byte) error {
+					bounds = append(bounds, orwl.Float64s(b)[0])
+					return nil
 				}); err != nil {
 					return err
 				}

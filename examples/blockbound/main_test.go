@@ -1,9 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"regexp"
+	"strings"
 	"testing"
+
+	"github.com/orwl-go/orwl/internal/launch"
 )
 
 func TestRingIsSequential(t *testing.T) {
@@ -22,4 +28,35 @@ func Example_ring() {
 	bounds, err := ring(context.Background(), 4, 3, 2)
 	fmt.Println(bounds, err)
 	// Output: [5.5 5.5 7.5 9.5] <nil>
+}
+
+// childEnv makes a process of this test binary run main with the arguments it holds.
+const childEnv = "BLOCKBOUND_TEST_ARGS"
+
+func TestMain(m *testing.M) {
+	if args, ok := os.LookupEnv(childEnv); ok {
+		os.Args = append([]string{"blockbound"}, strings.Fields(args)...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestProcessesGiveIdenticalResults runs the program as 1, 2 and 3 processes: every run
+// prints the same bounds, equal to the sequential sweep's.
+func TestProcessesGiveIdenticalResults(t *testing.T) {
+	lines := map[string]bool{}
+	for _, procs := range []int{1, 2, 3} {
+		var out bytes.Buffer
+		status := launch.Run(launch.Options{Procs: procs, Argv: []string{os.Args[0], "-test.run=^$"},
+			Env: []string{childEnv + "=-tasks 5 -size 64 -iters 30"}, Stdout: &out, Stderr: &out})
+		m := regexp.MustCompile(`\[0\] (tasks=.* identical-to-sequential=true)`).FindStringSubmatch(out.String())
+		if status != 0 || m == nil {
+			t.Fatalf("%d processes: status %d\n%s", procs, status, out.String())
+		}
+		lines[m[1]] = true
+	}
+	if len(lines) != 1 {
+		t.Fatalf("results differ across process counts: %v", lines)
+	}
 }

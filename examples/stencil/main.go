@@ -1,13 +1,17 @@
 // Command stencil runs an iterative 1-D Jacobi stencil over ORWL tasks and checks that the
 // result is bit-identical to a sequential sweep, whatever the number of tasks.
 //
-// The cells are split into contiguous blocks, one per task. Every task owns three
-// locations: its cells, and copies of its first and last cell for its neighbours. In every
-// iteration a task, at position 1, reads its cells and publishes its edge cells; at
-// position 2, it reads its neighbours' edges and rewrites its cells. Position 0 holds a
-// one-shot write that sets the initial values. Schedule orders every edge's writer before
-// its readers in each iteration, so each update uses exactly the operands of the sequential
-// sweep.
+// The cells are split into contiguous blocks, one per task. Every task owns four
+// locations: its cells, copies of its first and last cell for its neighbours, and its part
+// of the result. In every iteration a task, at position 1, reads its cells and publishes its
+// edge cells; at position 2, it reads its neighbours' edges and rewrites its cells. Position
+// 0 holds a one-shot write that sets the initial values. Schedule orders every edge's writer
+// before its readers in each iteration, so each update uses exactly the operands of the
+// sequential sweep. At the end every task writes its part of the result once, and task 0
+// reads all parts (one-shot handles on locations used only for that).
+//
+// The same program runs as one process or as several (under orwlrun or mpirun); the
+// process that runs task 0 prints the result line.
 //
 //	go run ./examples/stencil -n 1000000 -tasks 4 -iters 200
 package main
@@ -16,6 +20,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"runtime"
 	"time"
@@ -40,9 +45,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "stencil:", err)
 		os.Exit(1)
 	}
+	if got == nil {
+		return // another process runs task 0 and reports
+	}
 	elapsed := time.Since(start)
-	line := fmt.Sprintf("result: n=%d tasks=%d iters=%d seconds=%.3f cell-updates/s=%.3g",
-		*n, *tasks, *iters, elapsed.Seconds(), float64(*n)*float64(*iters)/elapsed.Seconds())
+	line := fmt.Sprintf("result: n=%d tasks=%d iters=%d seconds=%.3f cell-updates/s=%.3g checksum=%016x",
+		*n, *tasks, *iters, elapsed.Seconds(), float64(*n)*float64(*iters)/elapsed.Seconds(), checksum(got))
 	if *verify {
 		line += fmt.Sprintf(" identical-to-sequential=%v", equal(got, sequential(*n, *iters)))
 	}
@@ -72,16 +80,25 @@ func update(cells []float64, left, right float64) {
 // span returns the cells [lo, hi) of task id when n cells are split over tasks.
 func span(n, tasks, id int) (lo, hi int) { return id * n / tasks, (id + 1) * n / tasks }
 
-// jacobi runs the stencil with ORWL and returns the final cells.
+// jacobi runs the stencil with ORWL and returns the final cells, or nil in a process that
+// does not run task 0.
 func jacobi(ctx context.Context, n, tasks, iters int) ([]float64, error) {
-	result := make([]float64, n)
-	err := orwl.Run(ctx, orwl.Config{Tasks: tasks, Locations: []string{"cells", "first", "last"}},
+	var result []float64
+	err := orwl.Run(ctx, orwl.Config{Tasks: tasks, Locations: []string{"cells", "first", "last", "out"}},
 		func(ctx context.Context, t *orwl.Task) error {
 			me := t.ID()
 			lo, hi := span(n, tasks, me)
 			t.Scale("cells", 8*(hi-lo))
 			t.Scale("first", 8)
 			t.Scale("last", 8)
+			t.Scale("out", 8*(hi-lo))
+			publish := t.WriteInsertOnce(t.Loc(me, "out"), 0)
+			var gather []*handle.Handle // task 0 reads every part once it is written
+			if me == 0 {
+				for k := range tasks {
+					gather = append(gather, t.ReadInsertOnce(t.Loc(k, "out"), 1))
+				}
+			}
 			setup := t.WriteInsertOnce(t.Loc(me, "cells"), 0)
 			// Position 1: read my cells, publish my edges.
 			cellsR := t.ReadInsert(t.Loc(me, "cells"), 1)
@@ -138,13 +155,35 @@ func jacobi(ctx context.Context, n, tasks, iters int) ([]float64, error) {
 					return err
 				}
 			}
-			// The next read of my cells is at the head of their FIFO: copy the result out.
-			return cellsR.Section(ctx, func(b []byte) error {
-				copy(result[lo:hi], orwl.Float64s(b))
+			// The next read of my cells is at the head of their FIFO: publish my part.
+			if err := cellsR.Section(ctx, func(b []byte) error {
+				return publish.Section(ctx, func(out []byte) error { copy(out, b); return nil })
+			}); err != nil {
+				return err
+			}
+			if me != 0 {
 				return nil
-			})
+			}
+			all := make([]float64, 0, n)
+			for _, h := range gather {
+				if err := h.Section(ctx, func(b []byte) error {
+					all = append(all, orwl.Float64s(b)...)
+					return nil
+				}); err != nil {
+					return err
+				}
+			}
+			result = all
+			return nil
 		})
 	return result, err
+}
+
+// checksum is a hash of the cells' bits: equal checksums mean bit-identical results.
+func checksum(cells []float64) uint64 {
+	h := fnv.New64a()
+	h.Write(orwl.Bytes(cells))
+	return h.Sum64()
 }
 
 // sequential is the same stencil in one loop.

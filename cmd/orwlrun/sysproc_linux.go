@@ -1,0 +1,13 @@
+package main
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// setProcAttr puts the process in its own process group, so that a terminal's
+// Ctrl-C reaches it once (forwarded by orwlrun) rather than twice, and has
+// the kernel kill it if orwlrun dies.
+func setProcAttr(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}

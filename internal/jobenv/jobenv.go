@@ -1,0 +1,474 @@
+// Package jobenv discovers which process of which job this is: rank, size,
+// the coordinator's address, the address to listen on and the job secret,
+// from explicit values, from the variables set by orwlrun, Open MPI, PMI/PMIx
+// or SLURM, or else a job of one process.
+//
+// It only reads the environment through the lookup function it is given;
+// it must not modify the environment, open sockets or start anything.
+// mpirun and srun are only process starters here: MPI is never linked.
+package jobenv
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Variables set by orwlrun (and honoured under any other starter).
+const (
+	EnvRank   = "ORWL_RANK"   // rank of this process
+	EnvSize   = "ORWL_SIZE"   // number of processes
+	EnvCoord  = "ORWL_COORD"  // host:port of rank 0's coordinator
+	EnvSecret = "ORWL_SECRET" // job secret (the variable's bytes are the secret)
+	EnvListen = "ORWL_LISTEN" // host every process listens on
+	// EnvCoordFD is the number of an inherited file descriptor holding
+	// rank 0's already open coordinator listener (set by orwlrun for rank 0
+	// so that two jobs never race for a port).
+	EnvCoordFD = "ORWL_COORD_FD"
+)
+
+// Sources, as reported in Job.Source.
+const (
+	SourceExplicit = "explicit"
+	SourceOrwl     = "orwlrun"
+	SourceOpenMPI  = "openmpi"
+	SourcePMI      = "pmi"
+	SourcePMIx     = "pmix"
+	SourceSLURM    = "slurm"
+	SourceSingle   = "single"
+)
+
+// Derived coordinator ports lie in [PortBase, PortBase+PortRange), below
+// Linux's default ephemeral range (32768-60999) so that they do not collide
+// with ports the kernel hands out.
+const (
+	PortBase  = 12000
+	PortRange = 16000
+)
+
+// Job describes this process's place in its job.
+type Job struct {
+	Rank, Size int
+	// Coord is rank 0's coordinator address (host:port); empty when Size == 1.
+	Coord string
+	// Listen is the host to listen on: ORWL_LISTEN when set, else
+	// 127.0.0.1 when the coordinator is on loopback (a job on one host),
+	// else 0.0.0.0 (every interface; the address advertised to the others
+	// is the one this host uses to reach the coordinator).
+	Listen string
+	// Secret authenticates the job's connections; empty when Size == 1.
+	Secret []byte
+	// WeakSecret is true when Secret was derived from the job's id because
+	// ORWL_SECRET was not set: anyone who can see the job id (ps, squeue,
+	// /proc) can compute it, so it only keeps unrelated jobs apart, it does
+	// not keep an attacker out. Export ORWL_SECRET to fix that.
+	WeakSecret bool
+	// CoordFD is an inherited file descriptor of rank 0's coordinator
+	// listener (ORWL_COORD_FD), or -1.
+	CoordFD int
+	// Hosts is the expanded SLURM node list, when there is one.
+	Hosts []string
+	// Source says where Rank and Size came from: one of the Source*
+	// constants.
+	Source string
+}
+
+// Explicit holds values given by the program; they win over the
+// environment. Size == 0 means "rank and size not given"; empty strings and
+// a nil Secret mean "not given" for the other fields.
+type Explicit struct {
+	Rank, Size    int
+	Coord, Listen string
+	Secret        []byte
+}
+
+// LookupFunc looks up an environment variable, like os.LookupEnv.
+type LookupFunc func(string) (string, bool)
+
+// FromEnv is Discover with the process environment.
+func FromEnv(ex Explicit) (Job, error) { return Discover(ex, os.LookupEnv) }
+
+// Discover determines the job from ex and the variables lookup returns, in
+// this order of precedence for rank and size: ex; ORWL_RANK/ORWL_SIZE; Open
+// MPI (OMPI_COMM_WORLD_RANK/_SIZE); PMI (PMI_RANK/PMI_SIZE); PMIx
+// (PMIX_RANK, size from PMIX_SIZE, PMI_SIZE, OMPI_COMM_WORLD_SIZE or
+// SLURM_STEP_NUM_TASKS); SLURM (SLURM_PROCID and SLURM_STEP_NUM_TASKS or
+// SLURM_NTASKS, only inside a step, i.e. with SLURM_STEP_ID set); otherwise
+// rank 0 of 1.
+//
+// The coordinator is ex.Coord, else ORWL_COORD, else derived: for SLURM the
+// first host of SLURM_STEP_NODELIST (or SLURM_JOB_NODELIST) and a port
+// derived from the job and step ids; for Open MPI, PMI and PMIx when every
+// rank is on this host, 127.0.0.1 and a port derived from the job's
+// namespace or id. A multi-host job without a way to derive it is an error
+// asking for ORWL_COORD. The secret is ex.Secret, else ORWL_SECRET, else
+// derived from the job id (Job.WeakSecret is then true).
+//
+// Errors name the variable at fault, for example a rank not below the size.
+func Discover(ex Explicit, lookup LookupFunc) (Job, error) {
+	env := envReader{lookup: lookup}
+	j := Job{CoordFD: -1}
+	var err error
+	var jobID string  // what derived ports and secrets hash
+	localOnly := true // every rank is on this host
+	switch {
+	case ex.Size != 0:
+		j.Source = SourceExplicit
+		j.Rank, j.Size = ex.Rank, ex.Size
+		if err = check(j.Rank, j.Size, "Explicit.Rank", "Explicit.Size"); err != nil {
+			return Job{}, err
+		}
+	case env.has(EnvRank) || env.has(EnvSize):
+		j.Source = SourceOrwl
+		if j.Rank, j.Size, err = env.rankSize(EnvRank, EnvSize); err != nil {
+			return Job{}, err
+		}
+	case env.has("OMPI_COMM_WORLD_RANK"):
+		j.Source = SourceOpenMPI
+		if j.Rank, j.Size, err = env.rankSize("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"); err != nil {
+			return Job{}, err
+		}
+		jobID = env.first("PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid")
+		if local, ok, err := env.int("OMPI_COMM_WORLD_LOCAL_SIZE"); err != nil {
+			return Job{}, err
+		} else if ok && local < j.Size {
+			localOnly = false
+		}
+	case env.has("PMI_RANK"):
+		j.Source = SourcePMI
+		if j.Rank, j.Size, err = env.rankSize("PMI_RANK", "PMI_SIZE"); err != nil {
+			return Job{}, err
+		}
+		jobID = env.first("PMI_JOBID", "PMIX_NAMESPACE", "PMI_KVSNAME", "PMI_PORT")
+		if local, ok, err := env.int("MPI_LOCALNRANKS"); err != nil {
+			return Job{}, err
+		} else if ok && local < j.Size {
+			localOnly = false
+		}
+	case env.has("PMIX_RANK"):
+		j.Source = SourcePMIx
+		sizeVar := "PMIX_SIZE"
+		for _, v := range []string{"PMIX_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"} {
+			if env.has(v) {
+				sizeVar = v
+				break
+			}
+		}
+		if j.Rank, j.Size, err = env.rankSize("PMIX_RANK", sizeVar); err != nil {
+			return Job{}, err
+		}
+		jobID = env.first("PMIX_NAMESPACE", "SLURM_JOB_ID")
+		if local, ok, err := env.int("PMIX_LOCAL_SIZE"); err != nil {
+			return Job{}, err
+		} else if ok && local < j.Size {
+			localOnly = false
+		}
+	case env.has("SLURM_PROCID") && (env.has("SLURM_STEP_ID") || env.has("SLURM_STEPID")):
+		j.Source = SourceSLURM
+		sizeVar := "SLURM_NTASKS"
+		if env.has("SLURM_STEP_NUM_TASKS") {
+			sizeVar = "SLURM_STEP_NUM_TASKS"
+		}
+		if j.Rank, j.Size, err = env.rankSize("SLURM_PROCID", sizeVar); err != nil {
+			return Job{}, err
+		}
+	default:
+		j.Source = SourceSingle
+		j.Rank, j.Size = 0, 1
+	}
+
+	// A SLURM node list, whoever started us (srun --mpi=pmix sets PMIX_*).
+	nodeVar := ""
+	for _, v := range []string{"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"} {
+		if env.has(v) {
+			nodeVar = v
+			break
+		}
+	}
+	if nodeVar != "" && (j.Source == SourceSLURM || j.Source == SourcePMIx || j.Source == SourcePMI) {
+		s, _ := lookup(nodeVar)
+		if j.Hosts, err = ExpandHostlist(s); err != nil {
+			return Job{}, fmt.Errorf("jobenv: %s=%q: %w", nodeVar, s, err)
+		}
+		localOnly = len(j.Hosts) <= 1
+		jid := env.first("SLURM_JOB_ID", "SLURM_JOBID")
+		step := env.first("SLURM_STEP_ID", "SLURM_STEPID")
+		if jid != "" {
+			jobID = "slurm:" + jid + "." + step
+		}
+	}
+
+	if s, ok := lookup(EnvCoordFD); ok && ex.Coord == "" && j.Rank == 0 {
+		fd, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || fd < 0 {
+			return Job{}, fmt.Errorf("jobenv: %s=%q: not a file descriptor number", EnvCoordFD, s)
+		}
+		j.CoordFD = fd
+	}
+
+	if j.Size == 1 {
+		j.Listen = "127.0.0.1"
+		if l, ok := lookup(EnvListen); ok && l != "" {
+			j.Listen = l
+		}
+		if ex.Listen != "" {
+			j.Listen = ex.Listen
+		}
+		j.Coord, j.Secret = ex.Coord, ex.Secret
+		return j, nil
+	}
+
+	// Coordinator.
+	coordVar := ""
+	switch c, ok := lookup(EnvCoord); {
+	case ex.Coord != "":
+		j.Coord, coordVar = ex.Coord, "Explicit.Coord"
+	case ok && c != "":
+		j.Coord, coordVar = c, EnvCoord
+	case j.Source == SourceOrwl || j.Source == SourceExplicit:
+		return Job{}, fmt.Errorf("jobenv: %s is required for a job of %d processes (rank %d, from %s)", EnvCoord, j.Size, j.Rank, j.Source)
+	case jobID == "":
+		return Job{}, fmt.Errorf("jobenv: %s job of %d processes has no job id to derive the coordinator from; export %s=host:port", j.Source, j.Size, EnvCoord)
+	case len(j.Hosts) > 1:
+		j.Coord, coordVar = net.JoinHostPort(j.Hosts[0], strconv.Itoa(DerivedPort(jobID))), "SLURM node list"
+	case localOnly:
+		j.Coord, coordVar = net.JoinHostPort("127.0.0.1", strconv.Itoa(DerivedPort(jobID))), "job id"
+	default:
+		return Job{}, fmt.Errorf("jobenv: %s job of %d processes spans several hosts; export %s=host:port (rank 0's host)", j.Source, j.Size, EnvCoord)
+	}
+	host, port, err := net.SplitHostPort(j.Coord)
+	if err != nil {
+		return Job{}, fmt.Errorf("jobenv: coordinator %q (from %s): %w", j.Coord, coordVar, err)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
+		return Job{}, fmt.Errorf("jobenv: coordinator %q (from %s): bad port", j.Coord, coordVar)
+	}
+
+	// Listen host.
+	switch l, ok := lookup(EnvListen); {
+	case ex.Listen != "":
+		j.Listen = ex.Listen
+	case ok && l != "":
+		j.Listen = l
+	case isLoopback(host):
+		j.Listen = "127.0.0.1"
+	default:
+		j.Listen = "0.0.0.0"
+	}
+
+	// Secret.
+	switch s, ok := lookup(EnvSecret); {
+	case ex.Secret != nil:
+		j.Secret = ex.Secret
+	case ok && s != "":
+		j.Secret = []byte(s)
+	case jobID != "":
+		sum := sha256.Sum256([]byte("orwl-go derived job secret\x00" + j.Source + "\x00" + jobID))
+		j.Secret, j.WeakSecret = sum[:], true
+	default:
+		return Job{}, fmt.Errorf("jobenv: %s is required for a job of %d processes (rank %d, from %s)", EnvSecret, j.Size, j.Rank, j.Source)
+	}
+	return j, nil
+}
+
+// DerivedPort maps a job id to a port in [PortBase, PortBase+PortRange).
+// Every process of a job derives the same one; two jobs collide with
+// probability 1/PortRange, in which case the second fails to listen (and
+// ORWL_COORD fixes it).
+func DerivedPort(jobID string) int {
+	sum := sha256.Sum256([]byte(jobID))
+	return PortBase + int(binary.BigEndian.Uint32(sum[:])%PortRange)
+}
+
+// CoordListener returns the coordinator listener inherited through
+// j.CoordFD, or nil when there is none. The caller owns it.
+func (j Job) CoordListener() (net.Listener, error) {
+	if j.CoordFD < 0 {
+		return nil, nil
+	}
+	f := os.NewFile(uintptr(j.CoordFD), "orwl-coordinator")
+	if f == nil {
+		return nil, fmt.Errorf("jobenv: %s=%d: not an open file descriptor", EnvCoordFD, j.CoordFD)
+	}
+	defer f.Close()
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, fmt.Errorf("jobenv: %s=%d: %w", EnvCoordFD, j.CoordFD, err)
+	}
+	return ln, nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func check(rank, size int, rankVar, sizeVar string) error {
+	if size < 1 {
+		return fmt.Errorf("jobenv: %s=%d: the job size must be at least 1", sizeVar, size)
+	}
+	if rank < 0 || rank >= size {
+		return fmt.Errorf("jobenv: %s=%d must be in [0, %s=%d)", rankVar, rank, sizeVar, size)
+	}
+	return nil
+}
+
+type envReader struct{ lookup LookupFunc }
+
+func (e envReader) has(v string) bool {
+	_, ok := e.lookup(v)
+	return ok
+}
+
+func (e envReader) first(vars ...string) string {
+	for _, v := range vars {
+		if s, ok := e.lookup(v); ok && s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// int returns the integer value of v, whether it is set, and an error
+// naming v when it is set but not an integer.
+func (e envReader) int(v string) (int, bool, error) {
+	s, ok := e.lookup(v)
+	if !ok {
+		return 0, false, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		return 0, true, fmt.Errorf("jobenv: %s=%q: not an integer", v, s)
+	}
+	return n, true, nil
+}
+
+func (e envReader) rankSize(rankVar, sizeVar string) (int, int, error) {
+	rank, ok, err := e.int(rankVar)
+	if err != nil {
+		return 0, 0, err
+	}
+	if !ok {
+		return 0, 0, fmt.Errorf("jobenv: %s is set but %s is not", sizeVar, rankVar)
+	}
+	size, ok, err := e.int(sizeVar)
+	if err != nil {
+		return 0, 0, err
+	}
+	if !ok {
+		return 0, 0, fmt.Errorf("jobenv: %s is set but %s is not", rankVar, sizeVar)
+	}
+	return rank, size, check(rank, size, rankVar, sizeVar)
+}
+
+// errHostlist is wrapped by every hostlist syntax error.
+var errHostlist = errors.New("malformed host list")
+
+// maxHosts bounds the expansion of a host list.
+const maxHosts = 1 << 20
+
+// ExpandHostlist expands a SLURM compressed host list such as
+// "node[01-04,07],gpu[1-2]" into host names, in order: ranges keep the
+// zero padding of their lower bound, several bracket groups in one name
+// multiply ("r[1-2]n[1-2]" gives r1n1 r1n2 r2n1 r2n2), and surrounding
+// spaces are ignored. An empty list gives no hosts.
+func ExpandHostlist(s string) ([]string, error) {
+	var out []string
+	for _, item := range splitTop(strings.TrimSpace(s)) {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			if strings.TrimSpace(s) == "" {
+				continue
+			}
+			return nil, fmt.Errorf("%w: empty host name", errHostlist)
+		}
+		var err error
+		if out, err = expandOne(out, "", item); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// splitTop splits s at commas outside brackets.
+func splitTop(s string) []string {
+	var parts []string
+	depth, start := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '[':
+			depth++
+		case ']':
+			depth--
+		case ',':
+			if depth == 0 {
+				parts = append(parts, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(parts, s[start:])
+}
+
+// expandOne appends prefix+expansions of item to out.
+func expandOne(out []string, prefix, item string) ([]string, error) {
+	open := strings.IndexByte(item, '[')
+	if open < 0 {
+		if strings.IndexByte(item, ']') >= 0 {
+			return nil, fmt.Errorf("%w: unbalanced ']' in %q", errHostlist, item)
+		}
+		if len(out) >= maxHosts {
+			return nil, fmt.Errorf("%w: more than %d hosts", errHostlist, maxHosts)
+		}
+		return append(out, prefix+item), nil
+	}
+	end := strings.IndexByte(item[open:], ']')
+	if end < 0 {
+		return nil, fmt.Errorf("%w: unbalanced '[' in %q", errHostlist, item)
+	}
+	end += open
+	head, body, rest := item[:open], item[open+1:end], item[end+1:]
+	if strings.IndexByte(head, ']') >= 0 || strings.IndexByte(body, '[') >= 0 {
+		return nil, fmt.Errorf("%w: misplaced bracket in %q", errHostlist, item)
+	}
+	if body == "" {
+		return nil, fmt.Errorf("%w: empty brackets in %q", errHostlist, item)
+	}
+	for _, r := range strings.Split(body, ",") {
+		r = strings.TrimSpace(r)
+		lo, hi, ok := strings.Cut(r, "-")
+		if !ok {
+			hi = lo
+		}
+		a, err1 := strconv.ParseUint(lo, 10, 32)
+		b, err2 := strconv.ParseUint(hi, 10, 32)
+		if lo == "" || hi == "" || err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("%w: bad range %q in %q", errHostlist, r, item)
+		}
+		if a > b {
+			return nil, fmt.Errorf("%w: range %q in %q goes down", errHostlist, r, item)
+		}
+		if b-a >= maxHosts {
+			return nil, fmt.Errorf("%w: more than %d hosts", errHostlist, maxHosts)
+		}
+		for n := a; n <= b; n++ {
+			num := strconv.FormatUint(n, 10)
+			if pad := len(lo) - len(num); pad > 0 {
+				num = strings.Repeat("0", pad) + num
+			}
+			var err error
+			if out, err = expandOne(out, prefix+head+num, rest); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,220 @@
+// Package launch starts N local processes of a program as one ORWL job, the way orwlrun
+// does (orwlrun, examples that start themselves, and multi-process tests share it).
+//
+// Every process gets ORWL_RANK, ORWL_SIZE, ORWL_COORD and a fresh ORWL_SECRET; rank 0
+// inherits the coordinator's already open listening socket (ORWL_COORD_FD), so two jobs on
+// one machine never race for a port. Output lines are prefixed with "[rank] ". When one
+// process fails, the others get SIGTERM, then SIGKILL after a grace period.
+//
+// It starts processes on this machine only; it must not interpret what they print.
+package launch
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Options describe a job of local processes.
+type Options struct {
+	Procs int      // number of processes, at least 1
+	Argv  []string // the program and its arguments
+	Env   []string // added to this process's environment for every process
+	Host  string   // coordinator and listen address; default 127.0.0.1
+	Port  int      // coordinator port; 0 for an ephemeral one
+	Grace time.Duration
+	// Stdout and Stderr receive the processes' lines, prefixed with "[rank] ".
+	Stdout, Stderr io.Writer
+	// Signals, when not nil, are forwarded to every process.
+	Signals <-chan os.Signal
+}
+
+// Run starts the job, waits for every process, and returns the exit status of the first
+// that failed (128+signal for one killed by a signal), or 0. Errors of its own (a process
+// that cannot start, a port that cannot be listened on) are reported on Stderr with a
+// status of 127 or 1.
+func Run(o Options) int {
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
+	if o.Grace == 0 {
+		o.Grace = 5 * time.Second
+	}
+	var secret [32]byte
+	if _, err := rand.Read(secret[:]); err != nil {
+		fmt.Fprintln(o.Stderr, "launch:", err)
+		return 1
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
+	if err != nil {
+		fmt.Fprintf(o.Stderr, "launch: coordinator listen: %v\n", err)
+		return 1
+	}
+	lnFile, err := ln.(*net.TCPListener).File()
+	ln.Close() // lnFile holds a duplicate of the socket
+	if err != nil {
+		fmt.Fprintf(o.Stderr, "launch: %v\n", err)
+		return 1
+	}
+	base := append(os.Environ(), o.Env...)
+	base = append(base,
+		"ORWL_SIZE="+strconv.Itoa(o.Procs),
+		"ORWL_COORD="+ln.Addr().String(),
+		"ORWL_SECRET="+hex.EncodeToString(secret[:]),
+	)
+	if o.Host != "127.0.0.1" && o.Host != "localhost" && o.Host != "::1" {
+		base = append(base, "ORWL_LISTEN="+o.Host)
+	}
+
+	var outMu sync.Mutex
+	procs := make([]*proc, 0, o.Procs)
+	exited := make(chan *proc, o.Procs)
+	for r := 0; r < o.Procs; r++ {
+		cmd := exec.Command(o.Argv[0], o.Argv[1:]...)
+		cmd.Env = append(base[:len(base):len(base)], "ORWL_RANK="+strconv.Itoa(r))
+		if r == 0 {
+			cmd.ExtraFiles = []*os.File{lnFile}
+			cmd.Env = append(cmd.Env, "ORWL_COORD_FD=3")
+		}
+		setProcAttr(cmd)
+		outR, err1 := cmd.StdoutPipe()
+		errR, err2 := cmd.StderrPipe()
+		if err = errors.Join(err1, err2); err == nil {
+			err = cmd.Start()
+		}
+		if r == 0 {
+			lnFile.Close()
+		}
+		if err != nil {
+			fmt.Fprintf(o.Stderr, "launch: starting rank %d: %v\n", r, err)
+			for _, p := range procs {
+				p.cmd.Process.Kill()
+			}
+			for range procs {
+				<-exited
+			}
+			return 127
+		}
+		p := &proc{rank: r, cmd: cmd, done: make(chan struct{})}
+		procs = append(procs, p)
+		prefix := "[" + strconv.Itoa(r) + "] "
+		var copiers sync.WaitGroup
+		copiers.Go(func() { copyLines(&outMu, o.Stdout, prefix, outR) })
+		copiers.Go(func() { copyLines(&outMu, o.Stderr, prefix, errR) })
+		go func() {
+			copiers.Wait() // wait only after the output is drained (exec's rule for pipes)
+			p.err = cmd.Wait()
+			close(p.done)
+			exited <- p
+		}()
+	}
+	return supervise(o, procs, exited)
+}
+
+// supervise waits for every process, stopping the others when one fails.
+func supervise(o Options, procs []*proc, exited <-chan *proc) int {
+	status := 0
+	stopping := false
+	var kill <-chan time.Time
+	signalAll := func(sig os.Signal) {
+		for _, p := range procs {
+			select {
+			case <-p.done:
+			default:
+				p.cmd.Process.Signal(sig)
+			}
+		}
+	}
+	for left := len(procs); left > 0; {
+		select {
+		case p := <-exited:
+			left--
+			if c := exitCode(p.err); c != 0 && status == 0 {
+				status = c
+				fmt.Fprintf(o.Stderr, "launch: rank %d failed (%v); stopping the others\n", p.rank, p.err)
+				if !stopping {
+					stopping = true
+					signalAll(syscall.SIGTERM)
+					kill = time.After(o.Grace)
+				}
+			}
+		case sig := <-o.Signals:
+			signalAll(sig)
+			if status == 0 {
+				status = 1
+				if s, ok := sig.(syscall.Signal); ok {
+					status = 128 + int(s)
+				}
+			}
+			if !stopping {
+				stopping = true
+				kill = time.After(o.Grace)
+			}
+		case <-kill:
+			fmt.Fprintf(o.Stderr, "launch: grace period %v over; killing the remaining processes\n", o.Grace)
+			signalAll(syscall.SIGKILL)
+			kill = nil
+		}
+	}
+	return status
+}
+
+// copyLines copies lines from one process stream to out with a prefix; mu keeps lines of
+// different processes whole.
+func copyLines(mu *sync.Mutex, out io.Writer, prefix string, r io.Reader) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	line := []byte(prefix)
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if len(line) > len(prefix) {
+			if line[len(line)-1] != '\n' {
+				line = append(line, '\n')
+			}
+			mu.Lock()
+			out.Write(line)
+			mu.Unlock()
+		}
+		line = line[:len(prefix)]
+		if err != nil {
+			return
+		}
+	}
+}
+
+type proc struct {
+	rank int
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// exitCode turns a process's Wait error into an exit status.
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		if c := ee.ExitCode(); c > 0 {
+			return c
+		}
+	}
+	return 1
+}

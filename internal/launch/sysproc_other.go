@@ -1,0 +1,14 @@
+//go:build unix && !linux
+
+package launch
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// setProcAttr puts the process in its own process group, so that a terminal's
+// Ctrl-C reaches it once (forwarded by orwlrun) rather than twice.
+func setProcAttr(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+}

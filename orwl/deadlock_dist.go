@@ -1,0 +1,211 @@
+package orwl
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/orwl-go/orwl/fifo"
+	"github.com/orwl-go/orwl/transport"
+)
+
+// Deadlock detection across processes. A process whose tasks are all blocked on requests
+// that are not granted (or have returned) is stuck. Every watchPeriod a stuck process sends
+// rank 0 what its tasks wait for and what the requests of other processes in its FIFOs
+// wait for, with its generation count. Rank 0 declares a deadlock when the reports of every
+// process show a cycle of waits, twice in a row with the same generations: nobody moved in
+// between, and messages in flight would have moved somebody.
+
+// watchPeriod is how often a process looks whether it is stuck.
+const watchPeriod = 200 * time.Millisecond
+
+// msgStuck, a stuck process to rank 0: Version = its generation, payload = a stuckReport.
+const msgStuck = msgFail + 1
+
+// stuckReport is what one stuck process tells rank 0.
+type stuckReport struct {
+	Waits  []waitRecord   // its blocked tasks
+	Served []servedRecord // requests of other processes in its FIFOs
+}
+
+// waitRecord is a blocked task: on a location of its own process (Holders known), or on a
+// remote one (the owner knows, by ticket).
+type waitRecord struct {
+	Task, Loc, Pos int
+	Write          bool
+	Holders        []int  `json:",omitempty"`
+	Owner          int    // rank of the location's owner
+	Ticket         uint64 `json:",omitempty"` // the request's id at the owner, when remote
+}
+
+// servedRecord is the state of a remote request in one of this process's FIFOs.
+type servedRecord struct {
+	From    int
+	Ticket  uint64
+	Granted bool
+	Holders []int `json:",omitempty"`
+}
+
+// watch reports this process to rank 0 while it is stuck, until ctx is done.
+func (j *job) watch(ctx context.Context) {
+	tick := time.NewTicker(watchPeriod)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		gen, report, stuck := j.stuckReport()
+		if !stuck {
+			continue
+		}
+		payload, err := json.Marshal(report)
+		if err != nil {
+			j.log.Error("orwl: deadlock report", "err", err)
+			continue
+		}
+		hdr := transport.Header{Type: msgStuck, Version: gen}
+		if j.rank == 0 {
+			j.node.stuck(0, &hdr, payload)
+		} else if err := j.mesh.Send(0, transport.Requester, hdr, payload); err != nil {
+			return
+		}
+	}
+}
+
+// stuckReport describes this process when all its tasks are blocked on requests that are
+// not granted, or have returned.
+func (j *job) stuckReport() (gen uint64, r stuckReport, stuck bool) {
+	d := &j.det
+	gen = d.gen.Load()
+	for _, t := range j.local {
+		w := d.slots[t.id].Load()
+		if w == nil {
+			return 0, r, false
+		}
+		if w == finishedTask {
+			continue
+		}
+		spec := w.h.Spec()
+		rec := waitRecord{Task: t.id, Pos: spec.Pos, Write: spec.Mode == fifo.Write}
+		switch tk := w.t.(type) {
+		case *localTicket:
+			rec.Loc, rec.Owner = int(tk.loc.index), j.rank
+			tk.Blockers(func(h *fifo.Request) { rec.Holders = append(rec.Holders, holderTask(h)) })
+			if len(rec.Holders) == 0 {
+				return 0, r, false // granted meanwhile
+			}
+		case *remoteTicket:
+			if tk.Granted() {
+				return 0, r, false
+			}
+			rec.Loc, rec.Owner, rec.Ticket = int(tk.q.loc), tk.q.owner, tk.id
+		default:
+			return 0, r, false
+		}
+		r.Waits = append(r.Waits, rec)
+	}
+	r.Served = j.node.servedRecords()
+	return gen, r, d.gen.Load() == gen
+}
+
+// servedRecords lists the requests of other processes in this process's FIFOs.
+func (n *node) servedRecords() []servedRecord {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var recs []servedRecord
+	for from, m := range n.served {
+		for id, s := range m {
+			rec := servedRecord{From: from, Ticket: id, Granted: s.Granted()}
+			if !rec.Granted {
+				s.Blockers(func(h *fifo.Request) { rec.Holders = append(rec.Holders, holderTask(h)) })
+			}
+			recs = append(recs, rec)
+		}
+	}
+	return recs
+}
+
+// deadlockWatch is rank 0's view of the stuck processes, in rounds: a round is complete
+// when every process has reported since the last one.
+type deadlockWatch struct {
+	reports   []*stuckReport // this round's report by rank; nil until it comes
+	gens      []uint64       // the generation of each report
+	candidate []uint64       // the generations of the previous round, if it showed a cycle
+}
+
+// stuck records a report at rank 0 and declares a deadlock when it is confirmed.
+func (n *node) stuck(from int, h *transport.Header, payload []byte) {
+	var r stuckReport
+	if err := json.Unmarshal(payload, &r); err != nil {
+		n.log.Error("orwl: bad deadlock report", "rank", from, "err", err)
+		return
+	}
+	n.mu.Lock()
+	w := &n.watch
+	if w.reports == nil {
+		w.reports, w.gens = make([]*stuckReport, n.j.procs), make([]uint64, n.j.procs)
+	}
+	w.reports[from], w.gens[from] = &r, h.Version
+	if slices.Contains(w.reports, nil) {
+		n.mu.Unlock()
+		return // the round is not complete
+	}
+	cycle := n.j.findCycle(w.reports)
+	confirmed := cycle != nil && slices.Equal(w.candidate, w.gens)
+	w.candidate = nil
+	if cycle != nil {
+		w.candidate = slices.Clone(w.gens)
+	}
+	clear(w.reports)
+	n.mu.Unlock()
+	if confirmed {
+		n.j.fail(cycle)
+	}
+}
+
+// findCycle looks for a cycle of waits in the reports of every process.
+func (j *job) findCycle(reports []*stuckReport) *DeadlockError {
+	waits := map[int]waitRecord{}
+	served := map[[2]uint64]servedRecord{}
+	for _, r := range reports {
+		for _, w := range r.Waits {
+			waits[w.Task] = w
+		}
+		for _, s := range r.Served {
+			served[[2]uint64{uint64(s.From), s.Ticket}] = s
+		}
+	}
+	if len(waits) == 0 {
+		return nil
+	}
+	holder := map[int]int{}
+	for task, w := range waits {
+		holders := w.Holders
+		if w.Ticket != 0 {
+			s, ok := served[[2]uint64{uint64(j.owner[task]), w.Ticket}]
+			if !ok || s.Granted {
+				return nil // the request or its grant is still on its way
+			}
+			holders = s.Holders
+		}
+		if len(holders) == 0 {
+			return nil
+		}
+		if _, blocked := waits[holders[0]]; !blocked {
+			return nil // the holder runs: it will release
+		}
+		holder[task] = holders[0]
+	}
+	return cycleError(holder, func(task int) Wait {
+		w := waits[task]
+		mode := fifo.Read
+		if w.Write {
+			mode = fifo.Write
+		}
+		loc := Location{Task: w.Loc / len(j.names), Name: j.names[w.Loc%len(j.names)]}
+		return Wait{Task: task, Location: loc.String(), Mode: mode, Pos: w.Pos}
+	})
+}

@@ -1,0 +1,170 @@
+package transport
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+)
+
+// Benchmarks compare the mesh with raw TCP between two endpoints of this
+// process over loopback sockets:
+//
+//	go test -run '^$' -bench . -benchtime 2s ./transport/
+
+const blockSize = 8 << 20
+
+// pairMesh starts a two-process job whose rank 1 reads payloads into a
+// mirror and calls recv for every frame.
+func pairMesh(b *testing.B, mirror int, recv func(from int, h *Header, p []byte)) []*Mesh {
+	sh := &sinkHandler{recorder: *newRecorder(), mirror: make([]byte, mirror)}
+	sh.onRecv = recv
+	meshes, _ := startMeshes(b, 2, func(rank int, c *Config) {
+		c.MaxFrame = 2 * blockSize
+		if rank == 1 {
+			c.Handler = sh
+		}
+	})
+	return meshes
+}
+
+// streamMesh sends b.N payloads from rank 0 to rank 1 with the given role,
+// at most window in flight.
+func streamMesh(b *testing.B, role Role, size int) {
+	const window = 4
+	credits := make(chan struct{}, window)
+	meshes := pairMesh(b, size, func(int, *Header, []byte) { credits <- struct{}{} })
+	payload := make([]byte, size)
+	for range window {
+		credits <- struct{}{}
+	}
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		<-credits
+		if err := meshes[0].Send(1, role, Header{Type: TypeUser, Version: uint64(i)}, payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range window {
+		<-credits
+	}
+}
+
+// BenchmarkStream8MiB: bulk data as grants travel (Owner role, unmasked)
+// against a raw TCP stream of the same blocks.
+func BenchmarkStream8MiB(b *testing.B) {
+	b.Run("mesh-owner", func(b *testing.B) { streamMesh(b, Owner, blockSize) })
+	b.Run("tcp", func(b *testing.B) { streamTCP(b, blockSize) })
+}
+
+// BenchmarkMasking justifies the topology: the same stream dialer->acceptor
+// (Requester role, masked by the client) and acceptor->dialer (Owner role).
+func BenchmarkMasking(b *testing.B) {
+	for _, size := range []int{64 << 10, 1 << 20, blockSize} {
+		b.Run(fmt.Sprintf("masked-dialer-%dKiB", size>>10), func(b *testing.B) { streamMesh(b, Requester, size) })
+		b.Run(fmt.Sprintf("unmasked-acceptor-%dKiB", size>>10), func(b *testing.B) { streamMesh(b, Owner, size) })
+	}
+}
+
+func tcpPair(b *testing.B) (net.Conn, net.Conn) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	acc := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		acc <- c
+	}()
+	d, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	a := <-acc
+	b.Cleanup(func() { d.Close(); a.Close() })
+	return a, d
+}
+
+func streamTCP(b *testing.B, size int) {
+	src, dst := tcpPair(b)
+	payload := make([]byte, size)
+	mirror := make([]byte, size)
+	done := make(chan error, 1)
+	n := b.N
+	go func() {
+		for i := 0; i < n; i++ {
+			if _, err := io.ReadFull(dst, mirror); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < n; i++ {
+		if _, err := src.Write(payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkPingPong8B: strict alternation of 8-byte messages, rank 0 sends
+// a request (Requester role), rank 1 answers with a grant (Owner role);
+// one op is a round trip. Against a raw TCP ping-pong.
+func BenchmarkPingPong8B(b *testing.B) {
+	b.Run("mesh", func(b *testing.B) {
+		pong := make(chan struct{}, 1)
+		r0 := &sinkHandler{recorder: *newRecorder(), mirror: make([]byte, 8)}
+		r0.onRecv = func(int, *Header, []byte) { pong <- struct{}{} }
+		var meshes []*Mesh
+		r1 := &sinkHandler{recorder: *newRecorder(), mirror: make([]byte, 8)}
+		answer := make([]byte, 8)
+		r1.onRecv = func(from int, h *Header, p []byte) {
+			binary.LittleEndian.PutUint64(answer, h.Version)
+			meshes[1].Send(0, Owner, Header{Type: TypeUser + 1, Version: h.Version}, answer)
+		}
+		meshes, _ = startMeshes(b, 2, func(rank int, c *Config) {
+			c.Handler = []Handler{r0, r1}[rank]
+		})
+		req := make([]byte, 8)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if err := meshes[0].Send(1, Requester, Header{Type: TypeUser, Version: uint64(i)}, req); err != nil {
+				b.Fatal(err)
+			}
+			<-pong
+		}
+	})
+	b.Run("tcp", func(b *testing.B) {
+		a, d := tcpPair(b)
+		n := b.N
+		go func() {
+			buf := make([]byte, 8)
+			for i := 0; i < n; i++ {
+				if _, err := io.ReadFull(a, buf); err != nil {
+					return
+				}
+				a.Write(buf)
+			}
+		}()
+		buf := make([]byte, 8)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < n; i++ {
+			d.Write(buf)
+			if _, err := io.ReadFull(d, buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
