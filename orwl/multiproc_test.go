@@ -305,4 +305,3 @@ func TestScheduleProblemsAcrossProcesses(t *testing.T) {
 		}
 	}
 }
-
