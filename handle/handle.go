@@ -58,8 +58,8 @@ type Observer interface {
 	WaitEnd(h *Handle, t Ticket)
 	// Acquired: h holds the grant of t.
 	Acquired(h *Handle, t Ticket)
-	// Released: h released t.
-	Released(h *Handle, t Ticket)
+	// Releasing: h is about to release t (the next grant has not happened yet).
+	Releasing(h *Handle, t Ticket)
 }
 
 // Spec describes a handle: whose it is, on what, and how it accesses.
@@ -250,11 +250,11 @@ func (h *Handle) Release() error {
 		return h.fail("release", ErrNotHeld)
 	}
 	h.held = nil
+	if h.obs != nil {
+		h.obs.Releasing(h, t)
+	}
 	err := t.Release()
 	h.spare = t
-	if h.obs != nil {
-		h.obs.Released(h, t)
-	}
 	if err != nil {
 		return h.fail("release", err)
 	}

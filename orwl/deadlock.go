@@ -44,20 +44,6 @@ func (e *DeadlockError) Error() string {
 // Is reports whether target is ErrDeadlock.
 func (e *DeadlockError) Is(target error) bool { return target == ErrDeadlock }
 
-// observer follows the handles of one task for the deadlock detector.
-type observer struct{ task *Task }
-
-func (o *observer) Requested(*handle.Handle, handle.Ticket) {}
-func (o *observer) Acquired(*handle.Handle, handle.Ticket)  {}
-func (o *observer) Released(*handle.Handle, handle.Ticket)  {}
-
-func (o *observer) WaitStart(h *handle.Handle, t handle.Ticket) {
-	// A fresh record each time: the detector may still be reading the previous one.
-	o.task.job.det.block(o.task.id, &waiting{h, t})
-}
-
-func (o *observer) WaitEnd(*handle.Handle, handle.Ticket) { o.task.job.det.unblock(o.task.id) }
-
 // waiting is a task blocked in Acquire.
 type waiting struct {
 	h *handle.Handle

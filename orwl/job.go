@@ -51,5 +51,11 @@ func (j *job) connect(ctx context.Context) error {
 		return fmt.Errorf("orwl: rank %d of %d: connecting the job: %w", j.rank, j.procs, err)
 	}
 	j.mesh, j.node.mesh = m, m
+	close(j.node.connected)
+	if j.rec != nil && j.rank != 0 {
+		if err := j.measureClock(ctx); err != nil {
+			return fmt.Errorf("orwl: rank %d: measuring the clock offset for the trace: %w", j.rank, err)
+		}
+	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
+	"github.com/orwl-go/orwl/trace"
 )
 
 // Location names one location of the job: the location called Name of task Task.
@@ -28,6 +29,9 @@ type location struct {
 	fifo    fifo.FIFO
 	data    []byte // 8-byte aligned; written only under a write grant (or before the schedule)
 	version uint64 // counts the write releases; read and written under grants, like data
+
+	fq       *trace.FIFO   // the trace of this FIFO; nil when tracing is off
+	lastFlow atomic.Uint64 // the trace flow of the last release, for the grant it causes
 
 	scheduled atomic.Bool // the initial requests have been placed in the FIFO
 	mu        sync.Mutex
@@ -81,6 +85,7 @@ func (l *location) Request(h *handle.Handle, reuse handle.Ticket) (handle.Ticket
 
 // enqueue places r in the FIFO, or, before the schedule, keeps it for the schedule.
 func (l *location) enqueue(r *fifo.Request, mode fifo.Mode, initial bool, pos, task int, onGrant func(*fifo.Request)) error {
+	l.fq.Request(task, traceMode(mode), pos)
 	if !l.scheduled.Load() {
 		l.mu.Lock()
 		if !l.scheduled.Load() {

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func runScenario(name string) int {
 // job runs scenario over procs processes and returns their output and the launcher's status.
 func job(t *testing.T, procs int, scenario string, env ...string) (string, int) {
 	t.Helper()
-	var out bytes.Buffer
+	var out syncBuffer
 	status := launch.Run(launch.Options{
 		Procs:  procs,
 		Argv:   []string{os.Args[0], "-test.run=^$"},
@@ -58,6 +59,24 @@ func job(t *testing.T, procs int, scenario string, env ...string) (string, int) 
 		Grace:  20 * time.Second,
 	})
 	return out.String(), status
+}
+
+// syncBuffer collects the output of the processes of a job.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // planSeed and planIters fix the random plan all processes of the plan scenario run.

@@ -1,6 +1,7 @@
 package orwl
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
+	"github.com/orwl-go/orwl/trace"
 	"github.com/orwl-go/orwl/transport"
 )
 
@@ -53,24 +55,30 @@ type node struct {
 	mesh *transport.Mesh
 	log  *slog.Logger
 
-	mu        sync.Mutex
-	nextID    uint64
-	tickets   map[uint64]*remoteTicket // this process's requests on other owners
-	served    []map[uint64]*served     // by requester rank: their requests on our locations
-	lost      []error                  // by rank, once lost
-	problems  []*string                // by rank: init-phase mistakes, at the schedule
-	watch     deadlockWatch            // rank 0: the reports of stuck processes; guarded by mu
-	finishing atomic.Bool              // this process's tasks are done: peers may leave cleanly now
+	mu         sync.Mutex
+	nextID     uint64
+	tickets    map[uint64]*remoteTicket // this process's requests on other owners
+	served     []map[uint64]*served     // by requester rank: their requests on our locations
+	lost       []error                  // by rank, once lost
+	problems   []*string                // by rank: init-phase mistakes, at the schedule
+	watch      deadlockWatch            // rank 0: the reports of stuck processes; guarded by mu
+	traceParts [][]byte                 // rank 0: the trace of every process, at the end; guarded by mu
+	clock      chan int64               // rank 0's answers to clock questions
+	connected  chan struct{}            // closed when mesh is set
+	finishing  atomic.Bool              // this process's tasks are done: peers may leave cleanly now
 }
 
 func newNode(j *job, log *slog.Logger) *node {
 	return &node{
-		j:        j,
-		log:      log,
-		tickets:  map[uint64]*remoteTicket{},
-		served:   make([]map[uint64]*served, j.procs),
-		lost:     make([]error, j.procs),
-		problems: make([]*string, j.procs),
+		j:          j,
+		log:        log,
+		tickets:    map[uint64]*remoteTicket{},
+		served:     make([]map[uint64]*served, j.procs),
+		lost:       make([]error, j.procs),
+		problems:   make([]*string, j.procs),
+		traceParts: make([][]byte, j.procs),
+		clock:      make(chan int64, 1),
+		connected:  make(chan struct{}),
 	}
 }
 
@@ -94,6 +102,10 @@ type remoteTicket struct {
 	ready        chan struct{} // the grant's (or failure's) token when waiting
 	grantVersion uint64        // guarded by n.mu
 	err          error         // why it failed; guarded by n.mu
+	task         int           // the task of the handle that made it, for the trace
+
+	grantFlow, releaseFlow trace.FlowID // trace arrows carried by the grant and the release
+	transfer               trace.Span   // the grant's data arriving
 }
 
 // Request implements handle.Queue: it sends the request to the owner at once.
@@ -110,7 +122,7 @@ func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Tic
 		return nil, err
 	}
 	n.nextID++
-	t.id, t.mode = n.nextID, spec.Mode
+	t.id, t.mode, t.task = n.nextID, spec.Mode, spec.Task
 	t.state.Store(uint32(fifo.Queued))
 	n.tickets[t.id] = t
 	version := q.version
@@ -203,7 +215,7 @@ func (t *remoteTicket) Release() error {
 		n.mu.Unlock()
 		return fifo.ErrNotGranted
 	}
-	hdr := transport.Header{Type: msgRelease, Loc: t.q.loc, Handle: t.id}
+	hdr := transport.Header{Type: msgRelease, Loc: t.q.loc, Handle: t.id, Arg: int64(t.releaseFlow)}
 	var payload []byte
 	if t.mode == fifo.Write {
 		hdr.Flags = flagData
@@ -243,13 +255,16 @@ type served struct {
 	ticket      uint64
 	task, pos   int
 	loc         *location
-	sentVersion uint64 // what the requester's mirror held when it asked
+	sentVersion uint64     // what the requester's mirror held when it asked
+	transfer    trace.Span // a write-back arriving
 }
 
 // onGrant pushes the data to the requester; it runs with the FIFO's lock held.
 func (s *served) onGrant(*fifo.Request) {
 	data, version := s.loc.data, s.loc.version
-	hdr := transport.Header{Type: msgGrant, Loc: s.loc.index, Handle: s.ticket, Version: version}
+	hdr := transport.Header{Type: msgGrant, Loc: s.loc.index, Handle: s.ticket, Version: version,
+		Arg: int64(s.loc.lastFlow.Load())}
+	s.loc.fq.Grant(s.task, traceMode(s.Mode()))
 	var payload []byte
 	if version != s.sentVersion {
 		hdr.Flags = flagData
@@ -273,6 +288,9 @@ func (n *node) Sink(from int, h *transport.Header) []byte {
 		if t == nil {
 			return nil
 		}
+		if n.j.rec != nil {
+			t.transfer = n.j.rec.TaskTrack(t.task).BeginTransfer(trace.Loc(n.j.locationAt(h.Loc)), trace.In, from, int64(h.Len))
+		}
 		return resizeKeep(&t.q.mirror, int(h.Len))
 	case msgRelease:
 		n.mu.Lock()
@@ -280,6 +298,9 @@ func (n *node) Sink(from int, h *transport.Header) []byte {
 		n.mu.Unlock()
 		if s == nil || s.State() != fifo.Granted || s.Mode() != fifo.Write {
 			return nil
+		}
+		if n.j.rec != nil {
+			s.transfer = n.j.rec.TaskTrack(s.loc.id.Task).BeginTransfer(trace.Loc(s.loc.id), trace.In, from, int64(h.Len))
 		}
 		return resizeKeep(&s.loc.data, int(h.Len))
 	}
@@ -313,6 +334,12 @@ func (n *node) Handle(from int, h *transport.Header, payload []byte) {
 		n.j.fail(&peerFailure{rank: from, msg: string(payload), deadlock: h.Flags&flagDeadlock != 0})
 	case msgStuck:
 		n.stuck(from, h, payload)
+	case msgClock:
+		n.clockMessage(from, h)
+	case msgTracePart:
+		n.mu.Lock()
+		n.traceParts[from] = bytes.Clone(payload) // payload is the mesh's scratch memory
+		n.mu.Unlock()
 	default:
 		n.log.Error("orwl: unknown message", "rank", from, "type", h.Type)
 	}
@@ -365,7 +392,9 @@ func (n *node) granted(from int, h *transport.Header, payload []byte) {
 	if h.Flags&flagData != 0 {
 		t.q.version = h.Version
 	}
-	t.grantVersion = h.Version
+	t.transfer.End()
+	t.transfer = trace.Span{}
+	t.grantVersion, t.grantFlow = h.Version, trace.FlowID(h.Arg)
 	if fifo.State(t.state.Load()) == fifo.Cancelled {
 		t.state.Store(uint32(fifo.Granted))
 		t.mode = fifo.Read // nothing was written: give it back unchanged
@@ -410,6 +439,9 @@ func (n *node) released(from int, h *transport.Header) {
 	if h.Flags&flagData != 0 && s.Mode() == fifo.Write {
 		s.loc.version++
 	}
+	s.transfer.End()
+	s.loc.lastFlow.Store(uint64(h.Arg))
+	s.loc.fq.Release(s.task, traceMode(s.Mode()))
 	if err := s.Release(); err != nil {
 		n.log.Error("orwl: remote release", "rank", from, "location", s.loc.id, "err", err)
 	}

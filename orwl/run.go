@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/orwl-go/orwl/handle"
 	"github.com/orwl-go/orwl/internal/jobenv"
+	"github.com/orwl-go/orwl/trace"
 	"github.com/orwl-go/orwl/transport"
 )
 
@@ -31,6 +33,11 @@ type Config struct {
 	// Logger receives the runtime's reports (refused connections, rejected frames, lost
 	// processes). Nil means slog.Default().
 	Logger *slog.Logger
+	// Trace, when not empty, records every request, grant, wait, section, release and
+	// transfer of the job, and rank 0 writes them to this file as Chrome trace event JSON
+	// (open it in Perfetto, or draw it with cmd/orwltrace) and prints a summary on stderr.
+	// Empty means the ORWL_TRACE environment variable, if set.
+	Trace string
 }
 
 // TaskFunc is the program of every task. Returning a non-nil error cancels the context of
@@ -56,14 +63,14 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 	if err != nil {
 		return err
 	}
-	if j.procs > 1 {
-		if err := j.connect(ctx); err != nil {
-			return err
-		}
-	}
 	jobCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	j.cancel = cancel
+	if j.procs > 1 {
+		if err := j.connect(jobCtx); err != nil {
+			return err
+		}
+	}
 	var wg sync.WaitGroup
 	for _, t := range j.local {
 		wg.Go(func() { j.runTask(jobCtx, t, fn) })
@@ -76,6 +83,9 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 	wg.Wait()
 	stopWatch()
 	watcher.Wait()
+	if j.node != nil && j.rec != nil && j.rank != 0 {
+		j.node.sendTracePart()
+	}
 	if j.node != nil {
 		// Owners serve until every task of the job is done. A peer that closed cleanly has
 		// passed this barrier itself, so everybody had arrived.
@@ -84,6 +94,11 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 			j.fail(fmt.Errorf("orwl: final barrier: %w", err))
 		}
 		j.mesh.Close()
+	}
+	if j.rec != nil && j.rank == 0 {
+		if err := j.writeTrace(); err != nil {
+			j.fail(err)
+		}
 	}
 	return j.failure()
 }
@@ -103,9 +118,11 @@ type job struct {
 	cancel  context.CancelCauseFunc
 	log     *slog.Logger
 
-	info jobenv.Job // how this process was placed, for connect
-	mesh *transport.Mesh
-	node *node
+	info      jobenv.Job      // how this process was placed, for connect
+	rec       *trace.Recorder // nil when tracing is off
+	traceFile string
+	mesh      *transport.Mesh
+	node      *node
 
 	errMu sync.Mutex
 	err   error // the first failure
@@ -142,6 +159,13 @@ func newJob(cfg Config) (*job, error) {
 	if j.log == nil {
 		j.log = slog.Default()
 	}
+	if j.traceFile = cfg.Trace; j.traceFile == "" {
+		j.traceFile = os.Getenv("ORWL_TRACE")
+	}
+	if j.traceFile != "" {
+		j.rec = trace.New(j.rank)
+		j.rec.SetEventLimit(traceEventLimit)
+	}
 	for i, name := range j.names {
 		if name == "" {
 			return nil, fmt.Errorf("orwl: Config.Locations[%d] is empty; locations need names", i)
@@ -173,6 +197,7 @@ func newJob(cfg Config) (*job, error) {
 			idx := task*len(j.names) + i
 			if j.owner[task] == j.rank {
 				l := &location{id: Location{Task: task, Name: name}, index: uint32(idx), data: alignedBytes(0), version: 1}
+				l.fq = j.rec.FIFO(trace.Loc(l.id))
 				j.owned[idx], j.queues[idx] = l, l
 			} else {
 				j.queues[idx] = &remoteQueue{n: j.node, owner: j.owner[task], loc: uint32(idx)}
@@ -181,6 +206,7 @@ func newJob(cfg Config) (*job, error) {
 		if j.owner[task] == j.rank {
 			t := &Task{id: task, job: j}
 			t.obs.task = t
+			t.obs.tr = j.rec.TaskTrack(task)
 			j.local = append(j.local, t)
 		}
 	}
@@ -317,6 +343,7 @@ func (e *scheduleError) Unwrap() error { return e.problems }
 // schedule reports the init-phase mistakes of every task of the job, or places every
 // declared request in the global order. Every task of this process has arrived.
 func (j *job) schedule(ctx context.Context) error {
+	defer j.rec.BeginBarrier("schedule").End()
 	slices.SortFunc(j.arrived, func(a, b *Task) int { return a.id - b.id })
 	var problems []error
 	for _, t := range j.local {

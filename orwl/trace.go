@@ -1,0 +1,122 @@
+package orwl
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"time"
+
+	"github.com/orwl-go/orwl/handle"
+	"github.com/orwl-go/orwl/trace"
+	"github.com/orwl-go/orwl/transport"
+)
+
+// traceEventLimit bounds the events kept per track, so a long traced run stays within
+// memory and within the mesh's frame size when its part travels to rank 0.
+const traceEventLimit = 100_000
+
+// Messages of traced jobs.
+const (
+	// msgTracePart, a process to rank 0 at the end: its trace part.
+	msgTracePart = msgStuck + 1 + iota
+	// msgClock, a process to rank 0 and back: Arg = the asker's wall clock (Unix ns);
+	// rank 0's answer adds its own in Version.
+	msgClock
+)
+
+// clockSamples is how many round trips measure a process's clock offset to rank 0; the
+// one with the shortest round trip counts.
+const clockSamples = 5
+
+// measureClock sets the trace's clock offset to rank 0's wall clock.
+func (j *job) measureClock(ctx context.Context) error {
+	best, offset := time.Duration(math.MaxInt64), time.Duration(0)
+	for range clockSamples {
+		sent := time.Now()
+		if err := j.mesh.Send(0, transport.Requester, transport.Header{Type: msgClock, Arg: sent.UnixNano()}, nil); err != nil {
+			return err
+		}
+		var theirs int64
+		select {
+		case theirs = <-j.node.clock:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		rtt := time.Since(sent)
+		if rtt < best {
+			mid := sent.Add(rtt / 2)
+			best, offset = rtt, time.Duration(theirs-mid.UnixNano())
+		}
+	}
+	j.rec.SetClockOffset(offset)
+	return nil
+}
+
+// clockMessage answers a clock question at rank 0, or delivers the answer elsewhere.
+func (n *node) clockMessage(from int, h *transport.Header) {
+	if n.j.rank == 0 {
+		<-n.connected // the question may come before this process's Start has returned
+		reply := transport.Header{Type: msgClock, Arg: h.Arg, Version: uint64(time.Now().UnixNano())}
+		n.mesh.Send(from, transport.Owner, reply, nil)
+		return
+	}
+	n.clock <- int64(h.Version)
+}
+
+// locationAt names the location numbered idx on the wire.
+func (j *job) locationAt(idx uint32) Location {
+	return Location{Task: int(idx) / len(j.names), Name: j.names[int(idx)%len(j.names)]}
+}
+
+// traceLoc names the location of ticket t for the trace.
+func (j *job) traceLoc(t handle.Ticket) trace.Loc {
+	switch t := t.(type) {
+	case *localTicket:
+		return trace.Loc(t.loc.id)
+	case *remoteTicket:
+		return trace.Loc(j.locationAt(t.q.loc))
+	}
+	return trace.Loc{}
+}
+
+// sendTracePart sends this process's trace to rank 0; it travels before the final
+// barrier's marker on the same connection, so rank 0 has it when the barrier passes.
+func (n *node) sendTracePart() {
+	if err := n.mesh.Send(0, transport.Requester, transport.Header{Type: msgTracePart}, n.j.rec.Part()); err != nil {
+		n.log.Error("orwl: trace part not sent", "err", err)
+	}
+}
+
+// writeTrace merges the parts of every process into the trace file and prints the summary.
+func (j *job) writeTrace() error {
+	var t *trace.Trace
+	if j.node == nil {
+		t = j.rec.Trace()
+	} else {
+		parts := [][]byte{j.rec.Part()}
+		j.node.mu.Lock()
+		for r, p := range j.node.traceParts {
+			if r != 0 && p != nil {
+				parts = append(parts, p)
+			}
+		}
+		j.node.mu.Unlock()
+		var err error
+		if t, err = trace.Merge(parts); err != nil {
+			return fmt.Errorf("orwl: trace: %w", err)
+		}
+	}
+	f, err := os.Create(j.traceFile)
+	if err != nil {
+		return fmt.Errorf("orwl: trace: %w", err)
+	}
+	if err := t.WriteJSON(f); err != nil {
+		f.Close()
+		return fmt.Errorf("orwl: trace %s: %w", j.traceFile, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("orwl: trace %s: %w", j.traceFile, err)
+	}
+	return trace.Summarize(os.Stderr, t)
+}
