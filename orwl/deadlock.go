@@ -5,7 +5,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/orwl-go/orwl/fifo"
@@ -44,26 +43,40 @@ func (e *DeadlockError) Error() string {
 // Is reports whether target is ErrDeadlock.
 func (e *DeadlockError) Is(target error) bool { return target == ErrDeadlock }
 
-// waiting is a task blocked in Acquire.
+// waiting is what a task is blocked on.
 type waiting struct {
 	h *handle.Handle
 	t handle.Ticket
 }
 
-// detector finds deadlocks without timers: when every running task is blocked in Acquire and
-// none of their requests is granted, nobody is left to release anything. Blocking and
-// unblocking are a few atomic operations; the full check runs only when the counts say that
-// every running task is blocked.
+// detector knows what each task of this process is blocked on. Blocking and unblocking
+// cost a few stores into the task's own slot (its own cache line: tasks on different cores
+// do not slow each other down) and allocate nothing; the job's watch goroutine looks at the
+// slots every watchPeriod (see look and deadlock_dist.go).
 type detector struct {
-	slots   []atomic.Pointer[waiting] // by task id; nil when the task is not blocked
-	blocked atomic.Int64
-	running atomic.Int64
-	gen     atomic.Uint64 // counts every block, unblock and finish
-	report  func(error)
+	slots []slot        // by task id
+	moves atomic.Uint64 // protocol events that may unblock somebody (remote grants, releases, requests)
 
-	mu    sync.Mutex // serialises checks
-	fired bool
+	// The previous look and how many looks found something moved; watch goroutine only.
+	last      []uint64
+	lastMoves uint64
+	epoch     uint64
 }
+
+// slot is what one task is blocked on. seq is odd while the task is blocked and grows at
+// every block and unblock, so a look that sees the same seq twice knows the task has not
+// moved in between; it is finishedSeq once the task has returned. The wait is published
+// before seq, through atomic fields, so the watch never reads a half-written one.
+type slot struct {
+	seq    atomic.Uint64
+	handle atomic.Pointer[handle.Handle]
+	local  atomic.Pointer[localTicket]
+	remote atomic.Pointer[remoteTicket]
+	_      [32]byte // a cache line of its own
+}
+
+// finishedSeq marks the slot of a task that has returned.
+const finishedSeq = ^uint64(0)
 
 // holderTask returns the task that made r: a local handle's or a remote one's.
 func holderTask(r *fifo.Request) int {
@@ -73,70 +86,80 @@ func holderTask(r *fifo.Request) int {
 	return r.Tag.(*handle.Handle).Spec().Task
 }
 
-// finishedTask marks the slot of a task that has returned.
-var finishedTask = &waiting{}
-
-// The order of the steps below matters for check: a task's releases happen before the
-// generation moves when it blocks or finishes, and after it moves when it unblocks.
-
-func (d *detector) block(task int, w *waiting) {
-	d.gen.Add(1)
-	d.slots[task].Store(w)
-	if d.blocked.Add(1) == d.running.Load() {
-		d.check()
+func (d *detector) block(task int, h *handle.Handle, t handle.Ticket) {
+	s := &d.slots[task]
+	s.handle.Store(h)
+	switch t := t.(type) {
+	case *localTicket:
+		s.local.Store(t)
+		s.remote.Store(nil)
+	case *remoteTicket:
+		s.local.Store(nil)
+		s.remote.Store(t)
 	}
+	s.seq.Add(1)
 }
 
-func (d *detector) unblock(task int) {
-	d.slots[task].Store(nil)
-	d.gen.Add(1)
-	d.blocked.Add(-1)
-}
+func (d *detector) unblock(task int)  { d.slots[task].seq.Add(1) }
+func (d *detector) finished(task int) { d.slots[task].seq.Store(finishedSeq) }
 
-func (d *detector) finished(task int) {
-	d.gen.Add(1)
-	d.slots[task].Store(finishedTask)
-	if n := d.running.Add(-1); n > 0 && d.blocked.Load() == n {
-		d.check()
+// wait returns what task is blocked on, with the slot's seq: ok is false while it runs.
+func (d *detector) wait(task int) (w waiting, seq uint64, ok bool) {
+	s := &d.slots[task]
+	seq = s.seq.Load()
+	if seq == finishedSeq || seq%2 == 0 {
+		return w, seq, false
 	}
+	w.h = s.handle.Load()
+	if lt := s.local.Load(); lt != nil {
+		w.t = lt
+	} else {
+		w.t = s.remote.Load()
+	}
+	return w, seq, s.seq.Load() == seq
 }
 
-// check reports a deadlock when every running task is blocked on a request that is not
-// granted. Nothing can change then: grants come only from releases, and every task that
-// could release is blocked. The generation count proves that no task moved while the check
-// looked at them.
-func (d *detector) check() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	gen := d.gen.Load()
-	if d.fired || d.running.Load() == 0 || d.blocked.Load() != d.running.Load() {
+// look records what the tasks of tasks are blocked on. It reports stuck when every one of
+// them is blocked on a request that is not granted, or has returned; and moved when that
+// differs from the previous look (or the protocol moved), in which case the epoch grows.
+// Two looks in a row that find every task stuck and nothing moved mean that nobody can
+// release anything here: grants come only from releases.
+func (d *detector) look(tasks []*Task) (waits map[int]waiting, stuck, moved bool) {
+	cur := make([]uint64, len(tasks))
+	moves := d.moves.Load()
+	stuck = true
+	waits = map[int]waiting{}
+	for i, t := range tasks {
+		w, seq, blocked := d.wait(t.id)
+		cur[i] = seq
+		switch {
+		case seq == finishedSeq:
+		case !blocked || w.t.Granted():
+			stuck = false
+		default:
+			waits[t.id] = w
+		}
+	}
+	moved = !slices.Equal(cur, d.last) || moves != d.lastMoves
+	if moved {
+		d.epoch++
+	}
+	d.last, d.lastMoves = cur, moves
+	return waits, stuck && len(waits) > 0, moved
+}
+
+// checkLocal reports a deadlock of a job that runs in this process alone: every task that
+// has not returned is blocked, nothing moved since the previous look, and following the
+// holders of what they wait for runs into a cycle.
+func (j *job) checkLocal() {
+	waits, stuck, moved := j.det.look(j.local)
+	if !stuck || moved {
 		return
-	}
-	for task := range d.slots { // a quick look first: most checks end here
-		w := d.slots[task].Load()
-		if w == nil {
-			return // running, or a task of another process: this check sees one process only
-		}
-		if lt, ok := w.t.(*localTicket); w != finishedTask && (!ok || lt.Granted()) {
-			return
-		}
-	}
-	waits := map[int]*waiting{}
-	for task := range d.slots {
-		w := d.slots[task].Load()
-		if w == nil {
-			return
-		}
-		if w != finishedTask {
-			waits[task] = w
-		}
-	}
-	if len(waits) == 0 {
-		return // the last tasks finished meanwhile
 	}
 	holder := make(map[int]int, len(waits)) // task -> a task holding what it waits for
 	for task, w := range waits {
-		w.t.(*localTicket).Blockers(func(r *fifo.Request) {
+		lt := w.t.(*localTicket)
+		lt.Blockers(func(r *fifo.Request) {
 			if _, seen := holder[task]; !seen {
 				holder[task] = holderTask(r)
 			}
@@ -145,15 +168,10 @@ func (d *detector) check() {
 			return // granted meanwhile
 		}
 	}
-	if d.gen.Load() != gen {
-		return // somebody moved: whoever blocks last checks again
-	}
-	err := cycleError(holder, func(task int) Wait {
+	j.fail(cycleError(holder, func(task int) Wait {
 		spec := waits[task].h.Spec()
 		return Wait{Task: task, Location: spec.Location, Mode: spec.Mode, Pos: spec.Pos}
-	})
-	d.fired = true
-	d.report(err)
+	}))
 }
 
 // cycleError follows holder, in which every blocked task points to a blocked task holding

@@ -10,17 +10,19 @@ import (
 	"github.com/orwl-go/orwl/transport"
 )
 
-// Deadlock detection across processes. A process whose tasks are all blocked on requests
-// that are not granted (or have returned) is stuck. Every watchPeriod a stuck process sends
-// rank 0 what its tasks wait for and what the requests of other processes in its FIFOs
-// wait for, with its generation count. Rank 0 declares a deadlock when the reports of every
-// process show a cycle of waits, twice in a row with the same generations: nobody moved in
-// between, and messages in flight would have moved somebody.
+// Deadlock detection. Every watchPeriod each process looks at what its tasks are blocked on
+// (detector.look). A job of one process checks itself (checkLocal). In a job of several, a
+// process whose tasks are all blocked on requests that are not granted (or have returned)
+// is stuck, and sends rank 0 what its tasks wait for and what the requests of other
+// processes in its FIFOs wait for, with its epoch (the count of looks that saw it move).
+// Rank 0 declares a deadlock when the reports of every process show a cycle of waits, twice
+// in a row with the same epochs: nobody moved in between, and a message in flight would
+// have moved its receiver.
 
-// watchPeriod is how often a process looks whether it is stuck.
-const watchPeriod = 200 * time.Millisecond
+// watchPeriod is how often a process looks at its tasks.
+const watchPeriod = 100 * time.Millisecond
 
-// msgStuck, a stuck process to rank 0: Version = its generation, payload = a stuckReport.
+// msgStuck, a stuck process to rank 0: Version = its epoch, payload = a stuckReport.
 const msgStuck = msgFail + 1
 
 // stuckReport is what one stuck process tells rank 0.
@@ -47,7 +49,8 @@ type servedRecord struct {
 	Holders []int `json:",omitempty"`
 }
 
-// watch reports this process to rank 0 while it is stuck, until ctx is done.
+// watch looks for deadlocks until ctx is done: in this process alone, or by reporting this
+// process to rank 0 while it is stuck.
 func (j *job) watch(ctx context.Context) {
 	tick := time.NewTicker(watchPeriod)
 	defer tick.Stop()
@@ -57,7 +60,11 @@ func (j *job) watch(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		gen, report, stuck := j.stuckReport()
+		if j.node == nil {
+			j.checkLocal()
+			continue
+		}
+		epoch, report, stuck := j.stuckReport()
 		if !stuck {
 			continue
 		}
@@ -66,7 +73,7 @@ func (j *job) watch(ctx context.Context) {
 			j.log.Error("orwl: deadlock report", "err", err)
 			continue
 		}
-		hdr := transport.Header{Type: msgStuck, Version: gen}
+		hdr := transport.Header{Type: msgStuck, Version: epoch}
 		if j.rank == 0 {
 			j.node.stuck(0, &hdr, payload)
 		} else if err := j.mesh.Send(0, transport.Requester, hdr, payload); err != nil {
@@ -77,19 +84,14 @@ func (j *job) watch(ctx context.Context) {
 
 // stuckReport describes this process when all its tasks are blocked on requests that are
 // not granted, or have returned.
-func (j *job) stuckReport() (gen uint64, r stuckReport, stuck bool) {
-	d := &j.det
-	gen = d.gen.Load()
-	for _, t := range j.local {
-		w := d.slots[t.id].Load()
-		if w == nil {
-			return 0, r, false
-		}
-		if w == finishedTask {
-			continue
-		}
+func (j *job) stuckReport() (epoch uint64, r stuckReport, stuck bool) {
+	waits, stuck, _ := j.det.look(j.local)
+	if !stuck {
+		return 0, r, false
+	}
+	for task, w := range waits {
 		spec := w.h.Spec()
-		rec := waitRecord{Task: t.id, Pos: spec.Pos, Write: spec.Mode == fifo.Write}
+		rec := waitRecord{Task: task, Pos: spec.Pos, Write: spec.Mode == fifo.Write}
 		switch tk := w.t.(type) {
 		case *localTicket:
 			rec.Loc, rec.Owner = int(tk.loc.index), j.rank
@@ -98,17 +100,12 @@ func (j *job) stuckReport() (gen uint64, r stuckReport, stuck bool) {
 				return 0, r, false // granted meanwhile
 			}
 		case *remoteTicket:
-			if tk.Granted() {
-				return 0, r, false
-			}
 			rec.Loc, rec.Owner, rec.Ticket = int(tk.q.loc), tk.q.owner, tk.id
-		default:
-			return 0, r, false
 		}
 		r.Waits = append(r.Waits, rec)
 	}
 	r.Served = j.node.servedRecords()
-	return gen, r, d.gen.Load() == gen
+	return j.det.epoch, r, true
 }
 
 // servedRecords lists the requests of other processes in this process's FIFOs.

@@ -24,8 +24,7 @@ func (o *observer) Requested(h *handle.Handle, t handle.Ticket) {
 }
 
 func (o *observer) WaitStart(h *handle.Handle, t handle.Ticket) {
-	// A fresh record each time: the detector may still be reading the previous one.
-	o.task.job.det.block(o.task.id, &waiting{h, t})
+	o.task.job.det.block(o.task.id, h, t)
 	if o.tr != nil {
 		spec := h.Spec()
 		o.wait = o.tr.BeginWait(o.task.job.traceLoc(t), traceMode(spec.Mode), spec.Pos)

@@ -347,7 +347,7 @@ func (n *node) Handle(from int, h *transport.Header, payload []byte) {
 
 // serve places the request of a remote handle in the FIFO of one of our locations.
 func (n *node) serve(from int, h *transport.Header) {
-	n.j.det.gen.Add(1) // the deadlock watch must see that something moved
+	n.j.det.moves.Add(1) // the deadlock watch must see that something moved
 	l, err := n.j.ownedByIndex(h.Loc)
 	if err != nil {
 		n.log.Error("orwl: request refused", "rank", from, "err", err)
@@ -375,7 +375,7 @@ func (n *node) serve(from int, h *transport.Header) {
 
 // granted completes a remote ticket: the payload, if any, is already in the mirror.
 func (n *node) granted(from int, h *transport.Header, payload []byte) {
-	n.j.det.gen.Add(1)
+	n.j.det.moves.Add(1)
 	n.mu.Lock()
 	t := n.tickets[h.Handle]
 	if t == nil {
@@ -427,7 +427,7 @@ func (n *node) fail(t *remoteTicket) {
 // released ends a remote handle's access to one of our locations; a write's data is already
 // in the location's buffer.
 func (n *node) released(from int, h *transport.Header) {
-	n.j.det.gen.Add(1)
+	n.j.det.moves.Add(1)
 	n.mu.Lock()
 	s := n.served[from][h.Handle]
 	delete(n.served[from], h.Handle)

@@ -206,3 +206,10 @@ func BenchmarkRemoteHandoff(b *testing.B) {
 	b.Run("orwl", func(b *testing.B) { runRemote(b, benchJob{size: 8, iters: b.N, flow: "handoff"}) })
 	b.Run("tcp", func(b *testing.B) { runTCP(b, benchJob{size: 8, iters: b.N, flow: "handoff"}) })
 }
+
+// BenchmarkRemoteReaderSteady: an iterative reader of an 8-byte location of the other
+// process; allocs/op shows what one iteration allocates in the reading process (setup is
+// spread over b.N).
+func BenchmarkRemoteReaderSteady(b *testing.B) {
+	runRemote(b, benchJob{size: 8, iters: b.N, flow: "push"})
+}

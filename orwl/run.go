@@ -77,9 +77,7 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 	}
 	var watcher sync.WaitGroup
 	watchCtx, stopWatch := context.WithCancel(jobCtx)
-	if j.node != nil {
-		watcher.Go(func() { j.watch(watchCtx) })
-	}
+	watcher.Go(func() { j.watch(watchCtx) })
 	wg.Wait()
 	stopWatch()
 	watcher.Wait()
@@ -211,9 +209,7 @@ func newJob(cfg Config) (*job, error) {
 		}
 	}
 	j.pending = len(j.local)
-	j.det.running.Store(int64(len(j.local)))
-	j.det.slots = make([]atomic.Pointer[waiting], cfg.Tasks)
-	j.det.report = j.fail
+	j.det.slots = make([]slot, cfg.Tasks)
 	return j, nil
 }
 
