@@ -2,6 +2,7 @@ package orwl_test
 
 import (
 	"context"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -9,9 +10,12 @@ import (
 )
 
 // runBench runs a job of n tasks with one location "x" of 8 bytes and fails b on error.
-func runBench(b *testing.B, n int, fn orwl.TaskFunc) {
+func runBench(b *testing.B, n int, fn orwl.TaskFunc) { runBenchTraced(b, n, "", fn) }
+
+// runBenchTraced is runBench with the job traced into file ("" for no trace).
+func runBenchTraced(b *testing.B, n int, file string, fn orwl.TaskFunc) {
 	b.Helper()
-	err := orwl.Run(context.Background(), orwl.Config{Tasks: n, Locations: []string{"x"}},
+	err := orwl.Run(context.Background(), orwl.Config{Tasks: n, Locations: []string{"x"}, Trace: file},
 		func(ctx context.Context, t *orwl.Task) error {
 			t.Scale("x", 8)
 			return fn(ctx, t)
@@ -24,9 +28,15 @@ func runBench(b *testing.B, n int, fn orwl.TaskFunc) {
 func nop([]byte) error { return nil }
 
 // BenchmarkSectionUncontended: one iterative write handle alone on its location; every
-// iteration is acquire (already granted), re-request, map, release.
+// iteration is acquire (already granted), re-request, map, release. "traced" records every
+// event (the summary it prints at the end goes to stderr).
 func BenchmarkSectionUncontended(b *testing.B) {
-	runBench(b, 1, func(ctx context.Context, t *orwl.Task) error {
+	b.Run("untraced", func(b *testing.B) { benchSectionUncontended(b, "") })
+	b.Run("traced", func(b *testing.B) { benchSectionUncontended(b, filepath.Join(b.TempDir(), "trace.json")) })
+}
+
+func benchSectionUncontended(b *testing.B, traceFile string) {
+	runBenchTraced(b, 1, traceFile, func(ctx context.Context, t *orwl.Task) error {
 		h := t.WriteInsert(t.Loc(0, "x"), 0)
 		if err := t.Schedule(ctx); err != nil {
 			return err
