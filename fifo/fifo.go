@@ -101,7 +101,8 @@ type entry struct {
 
 // Request is one request for access. A Request is owned by its caller, who may enqueue it
 // again once it is Idle, so steady iteration allocates nothing. Enqueue, Release and Cancel
-// may be called from any goroutine; Wait by one goroutine at a time.
+// may be called from any goroutine; Wait by one goroutine at a time, and not at the same
+// time as Cancel (Wait cancels by itself when its context is done).
 type Request struct {
 	// Tag is opaque data of the caller's (for example the handle that made the request);
 	// the FIFO never reads it and hands it back in Blockers.
@@ -110,11 +111,15 @@ type Request struct {
 	fifo    *FIFO
 	entry   *entry
 	mode    Mode
-	state   atomic.Uint32
-	waiting bool          // a Wait is parked on ready; guarded by fifo.mu
-	ready   chan struct{} // receives the grant's token when waiting; empty otherwise
+	state   atomic.Uint32 // a State, or parked
+	ready   chan struct{} // receives the grant's token when parked; empty otherwise
 	onGrant func(*Request)
 }
+
+// parked is the state of a queued request whose Wait is blocked on its ready channel; State
+// reports it as Queued. The grant swaps the state to Granted and, when it was parked,
+// sends the token: one atomic decision, so a token is sent exactly when somebody waits.
+const parked = State(4)
 
 // Enqueue appends r to the FIFO in mode m and returns at once: the position of r is fixed.
 // If r lands in the head entry it is granted before Enqueue returns. onGrant, if not nil, is
@@ -166,9 +171,7 @@ func (f *FIFO) newEntry(m Mode) *entry {
 
 // grant marks r granted and wakes its waiter; f.mu held.
 func (f *FIFO) grant(r *Request) {
-	r.state.Store(uint32(Granted))
-	if r.waiting {
-		r.waiting = false
+	if State(r.state.Swap(uint32(Granted))) == parked {
 		r.ready <- struct{}{} // capacity 1 and empty: never blocks
 	}
 	if r.onGrant != nil {
@@ -238,7 +241,7 @@ func (r *Request) Cancel() {
 	switch State(r.state.Load()) {
 	case Granted:
 		f.settle(r)
-	case Queued:
+	case Queued, parked:
 		r.state.Store(uint32(Cancelled))
 	}
 }
@@ -254,21 +257,15 @@ func (r *Request) Wait(ctx context.Context) error {
 	if f == nil {
 		return ErrNotQueued
 	}
-	f.mu.Lock()
-	switch State(r.state.Load()) {
-	case Granted:
-		f.mu.Unlock()
-		return nil
-	case Queued:
-	default:
-		f.mu.Unlock()
-		return ErrNotQueued
-	}
 	if r.ready == nil {
 		r.ready = make(chan struct{}, 1)
 	}
-	r.waiting = true
-	f.mu.Unlock()
+	if !r.state.CompareAndSwap(uint32(Queued), uint32(parked)) {
+		if State(r.state.Load()) == Granted {
+			return nil
+		}
+		return ErrNotQueued
+	}
 	select {
 	case <-r.ready:
 		return nil
@@ -276,10 +273,8 @@ func (r *Request) Wait(ctx context.Context) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if r.waiting { // not granted: release it when it is
-		r.waiting = false
-		r.state.Store(uint32(Cancelled))
-	} else { // granted meanwhile: the cancellation wins, give the grant back
+	if !r.state.CompareAndSwap(uint32(parked), uint32(Cancelled)) {
+		// Granted meanwhile, and its token sent: the cancellation wins, give the grant back.
 		<-r.ready
 		f.settle(r)
 	}
@@ -290,7 +285,12 @@ func (r *Request) Wait(ctx context.Context) error {
 func (r *Request) Granted() bool { return State(r.state.Load()) == Granted }
 
 // State returns the life-cycle stage of r.
-func (r *Request) State() State { return State(r.state.Load()) }
+func (r *Request) State() State {
+	if s := State(r.state.Load()); s != parked {
+		return s
+	}
+	return Queued
+}
 
 // Mode returns the mode r was last enqueued with.
 func (r *Request) Mode() Mode { return r.mode }
@@ -305,7 +305,7 @@ func (r *Request) Blockers(fn func(holder *Request)) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if s := State(r.state.Load()); s != Queued && s != Cancelled {
+	if s := r.State(); s != Queued && s != Cancelled {
 		return
 	}
 	for _, m := range f.head.members {
