@@ -1,0 +1,86 @@
+// Command bench runs the benchmarks of orwl-go. Each subcommand lives in its
+// own file(s) and registers itself from an init function with register (add
+// a file such as matmul.go with its own init to add a subcommand):
+//
+//	go run ./bench kernels [flags]   GFLOP/s of the DGEMM kernel plugins
+//
+// Run "go run ./bench <command> -h" for a command's flags. The command only
+// measures and reports; it must not be imported by programs.
+//
+// # kernels
+//
+// Measures N×N×N DGEMM (C = A·B) for every available plugin, or those named
+// by -kernels, at the sizes of -n (default 256..4096 on CPU, 256..16384 on
+// GPU), and in the same run the references each plugin is compared with:
+//
+//   - ref:openblas-c: cblas_dgemm called from a C program built with gcc
+//     against libopenblas.so.0 (skipped with a message without gcc or the
+//     library; -cref gives a prebuilt one), same N and thread count.
+//   - ref:gonum: gonum's Dgemm called directly.
+//   - ref:cublas-raw: a bare cublasDgemm loop on device buffers, through
+//     purego from the same library files; compared with cublas-resident
+//     (Kernel.Gemm on device-resident matrices).
+//   - ref:cuda-h2h-bound: max(raw cublasDgemm time, time to move A and B up
+//     and C down with cudaMemcpy on pinned memory); compared with cublas
+//     (host-slice Dgemm on Go slices) and cublas-pinned (host-slice Dgemm on
+//     AllocHost slices).
+//
+// Rows are measured in interleaved rounds (-rounds, -time); GFLOP/s is the
+// best round, with the median beside it, and ratio is plugin/reference. The
+// table (or with -json one JSON object per measurement: kernel, n, threads,
+// gflops, median_gflops, seconds, reps, samples, device, reference, ref,
+// ratio) goes to standard output; -out receives kernels.svg, a chart of
+// GFLOP/s against N, and kernels.json with every measurement.
+package main
+
+import (
+	"fmt"
+	"os"
+	"sort"
+)
+
+// command is a bench subcommand.
+type command struct {
+	summary string
+	run     func(args []string) error
+}
+
+// commands holds the subcommands by name, filled by register.
+var commands = map[string]command{}
+
+// register adds a subcommand; files call it from init.
+func register(name, summary string, run func(args []string) error) {
+	if _, dup := commands[name]; dup {
+		panic("bench: command registered twice: " + name)
+	}
+	commands[name] = command{summary, run}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: bench <command> [flags]\n\ncommands:")
+	names := make([]string, 0, len(commands))
+	for name := range commands {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Fprintf(os.Stderr, "  %-10s %s\n", name, commands[name].summary)
+	}
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	cmd, ok := commands[os.Args[1]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "bench: unknown command %q\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	if err := cmd.run(os.Args[2:]); err != nil {
+		fmt.Fprintf(os.Stderr, "bench %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,231 @@
+// Package kernels defines the contract between ORWL computations and the
+// dense linear-algebra libraries that do the arithmetic inside a critical
+// section, and a registry that selects one of them at run time.
+//
+// A kernel implements [Gemm]: gonum's row-major Dgemm signature
+// (gonum.org/v1/gonum/blas), a name, a [Device] kind and a host-thread
+// setting. Plugins live in sub-packages and register themselves from their
+// init function:
+//
+//   - kernels/gonum: pure Go, always available, the default ([Default]).
+//   - kernels/openblas: libopenblas.so.0 opened at run time (no cgo).
+//   - kernels/cublas: libcudart and libcublas opened at run time (no cgo).
+//
+// Import kernels/all (blank import) to register all three, or import the
+// plugin packages you want. A program built with CGO_ENABLED=0 can then call
+// [Get]("openblas"), [Get]("cublas") or [Get]([Auto]); a plugin whose library
+// or device is missing returns an error that says why instead of failing
+// later.
+//
+// Invalid arguments: every registered kernel panics exactly as gonum's
+// implementation (gonum.org/v1/gonum/blas/gonum) does for the same call, with
+// the same panic values, in the same order of checks. Plugins that wrap a C
+// library call [CheckDgemm] before touching the library, so bad arguments
+// never reach C code.
+//
+// This package must not import any plugin, load any shared library or touch
+// a device: it only holds the contract and the registry.
+package kernels
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"gonum.org/v1/gonum/blas"
+)
+
+// Device says where a kernel computes.
+type Device int
+
+const (
+	// CPU kernels compute on host threads, directly on the caller's slices.
+	CPU Device = iota
+	// GPU kernels compute on an accelerator; host slices are copied to and
+	// from device memory by the kernel.
+	GPU
+)
+
+// String returns "cpu" or "gpu".
+func (d Device) String() string {
+	switch d {
+	case CPU:
+		return "cpu"
+	case GPU:
+		return "gpu"
+	}
+	return fmt.Sprintf("Device(%d)", int(d))
+}
+
+// Gemm is the kernel contract.
+//
+// Dgemm computes C = alpha * op(A) * op(B) + beta * C for row-major matrices,
+// with exactly the semantics, argument checks and panic values of
+// gonum.org/v1/gonum/blas/gonum.Implementation.Dgemm: op(X) is X or Xᵀ
+// (blas.ConjTrans means Trans), op(A) is m×k, op(B) is k×n, C is m×n, and
+// lda, ldb, ldc are row strides. When beta is 0, C is not read (NaNs in C do
+// not propagate). Dgemm returns when C holds the result. A Gemm value must
+// not be used by several goroutines at once unless its package says so;
+// call [Get] once per goroutine to get independent values. Kernels that
+// hold resources (the cuBLAS kernel: device memory, streams) also implement
+// io.Closer; call Close when done with them.
+//
+// Threads reports the number of host threads one Dgemm call may use.
+// SetThreads asks for n host threads per call; n <= 0 restores the kernel's
+// default. A kernel that cannot honour the request returns an error wrapping
+// [ErrThreads] and keeps its previous setting. The setting may be
+// process-wide (OpenBLAS); each plugin documents its scope.
+type Gemm interface {
+	Dgemm(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int)
+	Name() string
+	Device() Device
+	Threads() int
+	SetThreads(n int) error
+}
+
+// Allocator is implemented by kernels that compute faster on host memory
+// they allocate themselves (GPU kernels: page-locked memory, which moves to
+// and from the device by DMA at full bus speed instead of being staged).
+// Programs may type-assert a Gemm to Allocator and allocate their operands
+// with it; such memory lives outside the Go heap and must be released with
+// Free. Kernels that do not implement it work as well on any slice.
+type Allocator interface {
+	// Alloc returns n zeroed float64s.
+	Alloc(n int) ([]float64, error)
+	// Free releases a slice returned by Alloc; it must not be used after.
+	Free(s []float64) error
+}
+
+// Names understood by [Get] besides the registered plugin names.
+const (
+	// Default is the kernel used when no name is given: pure-Go gonum.
+	Default = "gonum"
+	// Auto selects the available plugin with the highest [Plugin.Priority]
+	// (GPU, then OpenBLAS, then gonum).
+	Auto = "auto"
+)
+
+// Errors returned (wrapped) by the registry and by SetThreads.
+var (
+	// ErrUnknown: no plugin is registered under the requested name.
+	ErrUnknown = errors.New("kernels: unknown kernel")
+	// ErrUnavailable: the plugin is registered but cannot run here (library
+	// not found, no GPU, ...); the wrapped error gives the reason.
+	ErrUnavailable = errors.New("kernels: kernel unavailable")
+	// ErrThreads: the kernel cannot use the requested number of threads.
+	ErrThreads = errors.New("kernels: thread setting not supported")
+)
+
+// Plugin describes a kernel implementation to the registry.
+type Plugin struct {
+	// Name is the registry key, e.g. "openblas". Lower case, unique.
+	Name string
+	// Device is the kind of device the kernel computes on.
+	Device Device
+	// Priority orders plugins for [Auto]: the available plugin with the
+	// highest priority wins. gonum uses 0, openblas 10, cublas 20.
+	Priority int
+	// Check reports whether the plugin can run in this process: nil, or an
+	// error saying why not (e.g. which paths were searched for a library).
+	// It may load libraries and should cache its result; it must be safe for
+	// concurrent use.
+	Check func() error
+	// New returns a fresh kernel. It is called only after Check returned nil.
+	New func() (Gemm, error)
+}
+
+var (
+	mu      sync.RWMutex
+	plugins = map[string]Plugin{}
+)
+
+// Register adds a plugin to the registry. Plugin packages call it from their
+// init function. It panics if the name is empty, [Auto] or already
+// registered, or if Check or New is nil.
+func Register(p Plugin) {
+	if p.Name == "" || p.Name == Auto || p.Check == nil || p.New == nil {
+		panic(fmt.Sprintf("kernels: invalid plugin registration %q", p.Name))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := plugins[p.Name]; dup {
+		panic(fmt.Sprintf("kernels: plugin %q registered twice", p.Name))
+	}
+	plugins[p.Name] = p
+}
+
+// Registered returns the registered plugins, highest priority first (ties by
+// name), whether or not they are available.
+func Registered() []Plugin {
+	mu.RLock()
+	ps := make([]Plugin, 0, len(plugins))
+	for _, p := range plugins {
+		ps = append(ps, p)
+	}
+	mu.RUnlock()
+	sort.Slice(ps, func(i, j int) bool {
+		if ps[i].Priority != ps[j].Priority {
+			return ps[i].Priority > ps[j].Priority
+		}
+		return ps[i].Name < ps[j].Name
+	})
+	return ps
+}
+
+// Available returns the names of the registered plugins that can run in this
+// process, fastest (highest priority) first. The first name is what [Auto]
+// selects.
+func Available() []string {
+	var names []string
+	for _, p := range Registered() {
+		if p.Check() == nil {
+			names = append(names, p.Name)
+		}
+	}
+	return names
+}
+
+// Get returns a new kernel by name: a registered plugin name, [Auto], or ""
+// (meaning [Default]). Errors wrap [ErrUnknown] (with the list of registered
+// names) or [ErrUnavailable] (with the plugin's reason).
+func Get(name string) (Gemm, error) {
+	if name == "" {
+		name = Default
+	}
+	if name == Auto {
+		avail := Available()
+		if len(avail) == 0 {
+			return nil, fmt.Errorf("%w: auto: no plugin available (registered: %s; import github.com/orwl-go/orwl/kernels/all to register all plugins)", ErrUnavailable, registeredNames())
+		}
+		name = avail[0]
+	}
+	mu.RLock()
+	p, ok := plugins[name]
+	mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("%w %q (registered: %s; import github.com/orwl-go/orwl/kernels/all to register all plugins)", ErrUnknown, name, registeredNames())
+	}
+	if err := p.Check(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, name, err)
+	}
+	g, err := p.New()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, name, err)
+	}
+	return g, nil
+}
+
+func registeredNames() string {
+	var names []string
+	for _, p := range Registered() {
+		names = append(names, p.Name)
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
