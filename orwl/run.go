@@ -85,10 +85,11 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 		j.node.sendTracePart()
 	}
 	if j.node != nil {
-		// Owners serve until every task of the job is done. A peer that closed cleanly has
-		// passed this barrier itself, so everybody had arrived.
+		// Owners serve until every task of the job is done. Lost processes are skipped: a
+		// process whose job failed waits here for the other survivors, so they find out
+		// what failed by themselves rather than by seeing it leave.
 		j.node.finishing.Store(true)
-		if err := j.mesh.Barrier(ctx); err != nil && !errors.Is(err, transport.ErrPeerClosed) {
+		if err := j.mesh.FinalBarrier(ctx); err != nil {
 			j.fail(fmt.Errorf("orwl: final barrier: %w", err))
 		}
 		j.mesh.Close()

@@ -2,7 +2,8 @@
 // ORWL job: bootstrap through a coordinator (rank 0), mutual authentication
 // with the job secret, one writer and one reader goroutine per connection,
 // a compact frame format (a msgpack header followed by raw payload bytes),
-// heartbeats and failure detection, and a message-ordering barrier.
+// heartbeats and failure detection, a message-ordering barrier, and a final
+// barrier among the surviving processes at the end of a job.
 //
 // Topology: every pair of processes (i, j) is joined by two websockets. The
 // one i dialed to j carries i's Requester-role messages to j (requests,

@@ -32,6 +32,7 @@ const (
 	TypeRegister      uint8 = 6  // bootstrap: a rank's listen address
 	TypeAddrBook      uint8 = 7  // bootstrap: every rank's listen address
 	TypeBye           uint8 = 8  // the sender is closing its mesh cleanly
+	TypeFinal         uint8 = 9  // final barrier marker: the sender takes part in no further Barrier
 	TypeUser          uint8 = 16 // first type available to the upper layer
 )
 

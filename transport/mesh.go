@@ -42,9 +42,9 @@ func (r Role) String() string {
 
 // Handler receives what arrives on a Mesh. Its methods are called on the
 // reader goroutine of a connection (PeerLost possibly on the heartbeat or a
-// writer goroutine); they may call Mesh.Send but must not call Mesh.Close or
-// Mesh.Barrier, and should return quickly: while one runs, the connection it
-// was called for reads nothing.
+// writer goroutine); they may call Mesh.Send but must not call Mesh.Close,
+// Mesh.Barrier or Mesh.FinalBarrier, and should return quickly: while one
+// runs, the connection it was called for reads nothing.
 type Handler interface {
 	// Sink returns the buffer the payload of the frame h is read into; its
 	// length must be at least h.Len (only the first h.Len bytes are
@@ -67,7 +67,8 @@ type Handler interface {
 	// discarded and the connection goes on.
 	FrameError(from int, err error)
 	// PeerLost reports that rank is gone: heartbeat timeout, connection
-	// loss, or a clean Close on its side (err wraps ErrPeerClosed then).
+	// loss, or a clean Close on its side (err wraps ErrPeerClosed then;
+	// the mesh logs it at Debug level, other losses at Error level).
 	// err is a *PeerLostError. It is called at most once per peer, and not
 	// at all once Close has begun.
 	PeerLost(rank int, err error)
@@ -80,8 +81,12 @@ var (
 	// ErrPeerClosed is the cause in a PeerLostError when the peer closed its
 	// mesh cleanly (it sent a goodbye) rather than failed.
 	ErrPeerClosed = errors.New("peer closed its mesh")
-	// ErrClosed is returned by operations on a closed Mesh.
+	// ErrClosed is returned by operations on a Mesh after its own Close
+	// (never because of what a peer did).
 	ErrClosed = errors.New("transport: mesh closed")
+	// ErrPeerFinished is wrapped by the error of a Barrier that a peer
+	// will never reach because it has entered FinalBarrier.
+	ErrPeerFinished = errors.New("transport: peer has entered its final barrier")
 	// ErrAuth is wrapped by handshake failures (wrong or missing secret).
 	ErrAuth = errors.New("transport: authentication failed")
 )
@@ -162,10 +167,10 @@ const (
 // including from Handler methods; it never blocks on the network (messages
 // are queued, without limit, to the connection's single writer goroutine,
 // so the upper layer's protocol must bound what it has in flight). Barrier
-// may be called by one goroutine at a time (concurrent calls are
-// serialised) and not from Handler methods. Close may be called from any
-// goroutine except Handler methods, more than once; after it returns no
-// Handler method runs any more. Handler methods of one connection run one
+// and FinalBarrier may be called by one goroutine at a time (concurrent
+// calls are serialised) and not from Handler methods. Close may be called
+// from any goroutine except Handler methods, more than once; after it
+// returns no Handler method runs any more. Handler methods of one connection run one
 // at a time on its reader goroutine; those of different connections run
 // concurrently.
 //
@@ -175,7 +180,12 @@ const (
 //
 // Failure: a lost peer (connection error, heartbeat timeout, goodbye) is
 // reported once through Handler.PeerLost; Send to it and Barrier then
-// return its *PeerLostError. Frames queued to it are dropped.
+// return its *PeerLostError, and FinalBarrier no longer waits for it.
+// Frames queued to it are dropped.
+//
+// End of a job: every process calls FinalBarrier, then Close, so that no
+// process closes while another still needs it, even when the job failed
+// because a process died.
 type Mesh struct {
 	rank, size int
 	cfg        Config
@@ -205,15 +215,25 @@ type Mesh struct {
 	barMu   sync.Mutex
 	barSeq  uint64
 	markMu  sync.Mutex
-	marks   []uint64
-	markCh  chan struct{}
+	marks   []uint64      // the last barrier marker of each peer; markMu
+	markCh  chan struct{} // closed and renewed on every marker, final or loss
+	final   bool          // this process has sent its final marker; barMu
 	started time.Time
 }
 
 type peer struct {
 	conns [2]atomic.Pointer[conn] // indexed by Role
-	lost  atomic.Bool
-	err   atomic.Pointer[PeerLostError]
+	// err is set, once, when the peer is lost; its CompareAndSwap from nil
+	// decides who reports the loss.
+	err atomic.Pointer[PeerLostError]
+	// final: the peer has entered FinalBarrier (its final marker arrived);
+	// markMu.
+	final bool
+	// sent counts the messages the writers of both connections to the
+	// peer have written; readers of the peer's frames load it before
+	// Sink and Handle (see Send: a happens-before edge the race detector
+	// sees).
+	sent atomic.Uint64
 }
 
 // Start bootstraps the job's mesh: it listens, registers with the
@@ -663,8 +683,22 @@ func (m *Mesh) Size() int { return m.size }
 // given role and returns without waiting for the network. h.Len is set to
 // len(payload); h.Type must be >= TypeUser. The payload is written without
 // copying, so the caller must not modify it until the peer's answer shows it
-// was received. Send fails with a *PeerLostError when to is lost, with
-// ErrClosed after Close, and with ErrFrameTooLarge above MaxFrame.
+// was received.
+//
+// Memory model: the write of a message (every read of payload by the mesh)
+// happens before the delivery (Sink and Handle) of any frame that the peer
+// sent after receiving it, on either connection. The causality goes
+// through the network, which the race detector cannot see, so the mesh
+// makes it explicit: the writer publishes a per-peer counter (one atomic
+// add per message) once it has read the message, and the readers of that
+// peer's frames load it before calling Sink or Handle. A caller that
+// modifies payload once the peer's answer was delivered is therefore
+// race-free for the detector too.
+//
+// Errors: Send fails with a *PeerLostError (errors.Is ErrPeerLost) when to
+// is lost or is closing its mesh (its connection was closed or broken by its
+// side), with ErrClosed only after this process's own Close, and with
+// ErrFrameTooLarge above MaxFrame.
 func (m *Mesh) Send(to int, role Role, h Header, payload []byte) error {
 	if h.Type < TypeUser {
 		return fmt.Errorf("transport: Send: message type %d is reserved for the mesh", h.Type)
@@ -687,11 +721,11 @@ func (m *Mesh) send(to int, role Role, o outMsg) error {
 	if e := p.err.Load(); e != nil {
 		return e
 	}
+	if m.closing.Load() {
+		return ErrClosed
+	}
 	c := p.conns[role].Load()
 	if c == nil {
-		if m.closing.Load() {
-			return ErrClosed
-		}
 		return fmt.Errorf("transport: Send: no %s connection to rank %d yet", role, to)
 	}
 	return c.enqueue(o)
@@ -702,9 +736,12 @@ func (m *Mesh) send(to int, role Role, o outMsg) error {
 // its Requester-role connection and waits for the markers of all peers;
 // since connections are FIFO, when Barrier returns every Requester-role
 // message sent by any process before its Barrier call has been handed to
-// Handle here (Owner-role messages are not ordered by it). A lost peer makes
-// Barrier fail with its *PeerLostError; ctx cancellation returns ctx.Err(),
-// after which the job's barriers are out of step and the job should end.
+// Handle here (Owner-role messages are not ordered by it). Every process
+// must take part: a lost peer makes Barrier fail with its *PeerLostError,
+// a peer that entered FinalBarrier instead makes it fail with an error
+// wrapping ErrPeerFinished, and ctx cancellation returns ctx.Err(); after
+// any of these the job's barriers are out of step and the job should end
+// (with FinalBarrier and Close). Barrier fails after FinalBarrier.
 func (m *Mesh) Barrier(ctx context.Context) error {
 	m.barMu.Lock()
 	defer m.barMu.Unlock()
@@ -713,6 +750,9 @@ func (m *Mesh) Barrier(ctx context.Context) error {
 	}
 	if m.closing.Load() {
 		return ErrClosed
+	}
+	if m.final {
+		return errors.New("transport: Barrier after FinalBarrier")
 	}
 	m.barSeq++
 	seq := m.barSeq
@@ -737,8 +777,14 @@ func (m *Mesh) Barrier(ctx context.Context) error {
 				continue
 			}
 			waiting = true
-			if e := m.peers[j].err.Load(); e != nil && lost == nil {
+			if lost != nil {
+				continue
+			}
+			if e := m.peers[j].err.Load(); e != nil {
 				lost = e
+			} else if m.peers[j].final {
+				// Its markers are all in (they precede the final one).
+				lost = fmt.Errorf("rank %d: %w", j, ErrPeerFinished)
 			}
 		}
 		if !waiting {
@@ -748,6 +794,72 @@ func (m *Mesh) Barrier(ctx context.Context) error {
 		if lost != nil {
 			m.markMu.Unlock()
 			return fmt.Errorf("transport: barrier %d: %w", seq, lost)
+		}
+		if m.markCh == nil {
+			m.markCh = make(chan struct{})
+		}
+		ch := m.markCh
+		m.markMu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-m.done:
+			return ErrClosed
+		}
+	}
+}
+
+// FinalBarrier is the barrier at the end of a job, among the survivors: it
+// tells every peer that this process has finished (a final marker, sent
+// once, on the Requester-role connection) and returns when every peer that
+// is not lost has entered FinalBarrier too. Lost peers (including peers
+// that closed their mesh) are skipped, not errors: their loss is reported
+// through Handler.PeerLost. So a process whose job failed, because a peer
+// died, say, waits for the other survivors to finish before it closes its
+// mesh, and they do not see it leave early.
+//
+// When it returns nil, every Requester-role message that a peer still in the
+// job sent before its FinalBarrier call has been handed to Handle here (as
+// for Barrier); lost peers are not waited for. After it, Send and Handler
+// go on as before, Barrier fails, a second FinalBarrier waits for the same
+// condition without telling the peers again, and the process should Close. A peer still waiting
+// in a Barrier that this process will not reach gets an error wrapping
+// ErrPeerFinished from it, so it can go on to its own FinalBarrier.
+//
+// It fails only with ctx.Err() when ctx ends first (the others are then
+// left waiting until this process closes or is lost), or ErrClosed after
+// Close. With Size 1 it returns nil at once.
+func (m *Mesh) FinalBarrier(ctx context.Context) error {
+	m.barMu.Lock()
+	defer m.barMu.Unlock()
+	if m.size == 1 {
+		return nil
+	}
+	if m.closing.Load() {
+		return ErrClosed
+	}
+	if !m.final {
+		m.final = true
+		for j := 0; j < m.size; j++ {
+			if j == m.rank {
+				continue
+			}
+			if err := m.send(j, Requester, outMsg{h: Header{Type: TypeFinal, Version: m.barSeq}}); err != nil && !errors.Is(err, ErrPeerLost) {
+				return err
+			}
+		}
+	}
+	for {
+		m.markMu.Lock()
+		waiting := false
+		for j := 0; j < m.size && !waiting; j++ {
+			p := &m.peers[j]
+			waiting = j != m.rank && !p.final && p.err.Load() == nil
+		}
+		if !waiting {
+			m.markMu.Unlock()
+			return nil
 		}
 		if m.markCh == nil {
 			m.markCh = make(chan struct{})
@@ -780,14 +892,21 @@ func (m *Mesh) mark(from int, seq uint64) {
 	m.markMu.Unlock()
 }
 
+// markFinal records that from has entered FinalBarrier.
+func (m *Mesh) markFinal(from int) {
+	m.markMu.Lock()
+	m.peers[from].final = true
+	m.wakeBarrier()
+	m.markMu.Unlock()
+}
+
 // lose marks rank lost, closes its connections and reports it once.
 func (m *Mesh) lose(rank int, cause error) {
 	p := &m.peers[rank]
-	if !p.lost.CompareAndSwap(false, true) {
+	e := &PeerLostError{Rank: rank, Err: cause}
+	if !p.err.CompareAndSwap(nil, e) {
 		return
 	}
-	e := &PeerLostError{Rank: rank, Err: cause}
-	p.err.Store(e)
 	if !errors.Is(cause, ErrPeerClosed) {
 		for i := range p.conns {
 			if c := p.conns[i].Load(); c != nil {
@@ -802,7 +921,7 @@ func (m *Mesh) lose(rank int, cause error) {
 		return
 	}
 	if errors.Is(cause, ErrPeerClosed) {
-		m.log.Info("peer closed its mesh", "peer", rank)
+		m.log.Debug("peer closed its mesh", "peer", rank)
 	} else {
 		m.log.Error("peer lost", "peer", rank, "err", cause)
 	}
@@ -823,7 +942,7 @@ func (m *Mesh) heartbeatLoop() {
 		now := int64(time.Since(m.started))
 		for j := range m.peers {
 			p := &m.peers[j]
-			if j == m.rank || p.lost.Load() {
+			if j == m.rank || p.err.Load() != nil {
 				continue
 			}
 			for i := range p.conns {
@@ -926,10 +1045,7 @@ func (c *conn) enqueue(o outMsg) error {
 	c.mu.Lock()
 	if c.closing || c.stopped.Load() {
 		c.mu.Unlock()
-		if e := c.m.peers[c.peer].err.Load(); e != nil {
-			return e
-		}
-		return ErrClosed
+		return c.gone()
 	}
 	c.q = append(c.q, o)
 	c.mu.Unlock()
@@ -938,6 +1054,20 @@ func (c *conn) enqueue(o outMsg) error {
 	default:
 	}
 	return nil
+}
+
+// gone is the error of a Send on a connection that takes no more messages:
+// the peer's loss, or ErrClosed after this process's own Close, or else the
+// peer is closing its mesh: it said goodbye and closed this connection, but
+// its goodbye on the other one (which makes it lost) has not been read yet.
+func (c *conn) gone() error {
+	if e := c.m.peers[c.peer].err.Load(); e != nil {
+		return e
+	}
+	if c.m.closing.Load() {
+		return ErrClosed
+	}
+	return &PeerLostError{Rank: c.peer, Err: ErrPeerClosed}
 }
 
 // goodbye queues TypeBye and lets the writer finish with a close frame.
@@ -965,6 +1095,7 @@ func (c *conn) shutdown() {
 func (c *conn) writeLoop() {
 	defer c.m.wg.Done()
 	w := c.w
+	sent := &c.m.peers[c.peer].sent
 	for {
 		select {
 		case <-c.wake:
@@ -988,12 +1119,18 @@ func (c *conn) writeLoop() {
 			if err != nil {
 				break
 			}
+			// The payload was read (copied into the output buffer, whose
+			// last bytes are not sent yet, or written out): publish it
+			// for the readers of the peer's answers (see Send).
+			sent.Add(1)
 		}
 		if err == nil {
 			err = w.flush()
 		}
 		if err != nil {
-			if !c.stopped.Load() && !c.m.closing.Load() {
+			// After the peer's goodbye on this connection its end is
+			// expected; the other connection's goodbye decides.
+			if !c.stopped.Load() && !c.m.closing.Load() && !c.bye.Load() {
 				c.m.lose(c.peer, fmt.Errorf("writing to the %s connection: %w", c.role, err))
 			}
 			c.shutdown()
@@ -1097,6 +1234,9 @@ func (c *conn) readLoop() {
 			}
 			continue
 		}
+		// Everything this process wrote to the peer before the peer sent
+		// this frame happens before its delivery (see Send).
+		m.peers[c.peer].sent.Load()
 		var buf []byte
 		if h.Len > 0 {
 			buf = m.h.Sink(c.peer, h)
@@ -1143,6 +1283,8 @@ func (c *conn) meshFrame(h *Header) {
 	case TypeHeartbeat:
 	case TypeBarrier:
 		c.m.mark(c.peer, h.Version)
+	case TypeFinal:
+		c.m.markFinal(c.peer)
 	case TypeBye:
 		// The peer is gone once both its connections said goodbye: what
 		// it sent before (a barrier marker, say) is delivered by then.

@@ -392,7 +392,7 @@ func TestBadFramesRejected(t *testing.T) {
 		}, want: ErrFrameTooLarge},
 		{name: "truncated", raw: append(hdr(Header{Type: TypeUser, Len: 100}), make([]byte, 10)...), want: ErrFrameTruncated},
 		{name: "trailing", raw: append(hdr(Header{Type: TypeUser, Len: 1}), make([]byte, 10)...), want: ErrTrailingBytes},
-		{name: "unknown mesh type", raw: hdr(Header{Type: 9}), want: ErrUnknownType},
+		{name: "unknown mesh type", raw: hdr(Header{Type: TypeUser - 1}), want: ErrUnknownType},
 		{name: "auth type after handshake", raw: hdr(Header{Type: TypeAuthHello}), want: ErrUnknownType},
 		{name: "malformed header", raw: []byte("hello, world"), want: ErrBadHeader},
 		{name: "empty message", raw: nil, want: ErrBadHeader},
@@ -462,7 +462,7 @@ func TestSinkReceivesPayload(t *testing.T) {
 	sh := &sinkHandler{recorder: *newRecorder(), mirror: make([]byte, 1<<20)}
 	got := make(chan []byte, 1)
 	sh.onRecv = func(from int, h *Header, p []byte) { got <- p }
-	meshes, _ := startMeshes(t, 2, func(rank int, c *Config) {
+	meshes, recs := startMeshes(t, 2, func(rank int, c *Config) {
 		if rank == 1 {
 			c.Handler = sh
 		}
@@ -479,6 +479,13 @@ func TestSinkReceivesPayload(t *testing.T) {
 		if &q[0] != &sh.mirror[0] || !bytes.Equal(q, p) {
 			t.Fatalf("size %d: payload not delivered into the sink intact", size)
 		}
+		// Rank 1 is done with its mirror: it says so, as a real receiver
+		// does, before rank 0 sends into it again (the happens-before edge
+		// of Send's contract, which the race detector sees).
+		if err := meshes[1].Send(0, Requester, Header{Type: TypeUser}, nil); err != nil {
+			t.Fatal(err)
+		}
+		<-recs[0].frames
 	}
 }
 

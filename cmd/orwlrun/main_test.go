@@ -7,15 +7,15 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/orwl-go/orwl/internal/jobenv"
+	"github.com/orwl-go/orwl/internal/launch"
 	"github.com/orwl-go/orwl/transport"
 	"go.uber.org/goleak"
 )
@@ -30,97 +30,29 @@ func TestMain(m *testing.M) {
 }
 
 // helper is the PROGRAM orwlrun starts in these tests (this test binary).
+// The launching itself (prefixes, stopping the others, signals) is tested in
+// internal/launch; here a real job runs end to end.
 func helper(mode string) int {
-	rank, _ := strconv.Atoi(os.Getenv("ORWL_RANK"))
-	size, _ := strconv.Atoi(os.Getenv("ORWL_SIZE"))
 	switch mode {
-	case "hello":
-		if len(os.Getenv("ORWL_SECRET")) != 64 {
-			fmt.Println("bad secret")
-			return 1
-		}
-		// The coordinator socket reaches rank 0 as fd 3; the others connect.
-		if rank == 0 {
-			if os.Getenv("ORWL_COORD_FD") != "3" {
-				fmt.Println("no ORWL_COORD_FD")
-				return 1
-			}
-			ln, err := net.FileListener(os.NewFile(3, "coord"))
-			if err != nil {
-				fmt.Println(err)
-				return 1
-			}
-			for i := 1; i < size; i++ {
-				c, err := ln.Accept()
-				if err != nil {
-					fmt.Println(err)
-					return 1
-				}
-				c.Close()
-			}
-		} else {
-			c, err := net.Dial("tcp", os.Getenv("ORWL_COORD"))
-			if err != nil {
-				fmt.Println(err)
-				return 1
-			}
-			c.Close()
-		}
-		fmt.Printf("hello from %d of %d\n", rank, size)
-		fmt.Fprintf(os.Stderr, "to stderr %d", rank) // no final newline
-		return 0
-	case "fail":
-		// Rank 2 ignores SIGTERM (it needs the SIGKILL); rank 1 fails once
-		// rank 2 is ready, which the FIFO tells it.
-		fifo := os.Getenv("ORWLRUN_TEST_FIFO")
-		if rank == 1 {
-			f, err := os.OpenFile(fifo, os.O_RDONLY, 0)
-			if err == nil {
-				f.Close()
-			}
-			fmt.Println("failing")
-			return 3
-		}
-		if rank == 2 {
-			signal.Ignore(syscall.SIGTERM)
-			if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
-				f.Close()
-			}
-		}
-		fmt.Println("waiting")
-		time.Sleep(time.Hour)
-		return 0
 	case "mesh":
 		return meshHelper()
-	case "signal":
-		c := make(chan os.Signal, 1)
-		signal.Notify(c, syscall.SIGTERM)
-		fmt.Println("ready")
-		<-c
-		fmt.Println("terminated cleanly")
-		return 0
+	case "fail":
+		fmt.Println("failing")
+		return 3
 	}
 	return 2
 }
 
-// syncBuffer is an io.Writer that can be waited on.
+// syncBuffer is a concurrency-safe io.Writer.
 type syncBuffer struct {
-	mu   sync.Mutex
-	b    bytes.Buffer
-	want string
-	n    int
-	seen chan struct{}
+	mu sync.Mutex
+	b  bytes.Buffer
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.b.Write(p)
-	if s.seen != nil && strings.Count(s.b.String(), s.want) >= s.n {
-		close(s.seen)
-		s.seen = nil
-	}
-	return len(p), nil
+	return s.b.Write(p)
 }
 
 func (s *syncBuffer) String() string {
@@ -129,59 +61,23 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func TestHelloPrefixesAndEnv(t *testing.T) {
-	t.Setenv(helperEnv, "hello")
-	var out, errOut syncBuffer
-	status := run([]string{"-np", "3", os.Args[0]}, &out, &errOut, nil)
-	if status != 0 {
-		t.Fatalf("status %d\nstdout:\n%s\nstderr:\n%s", status, out.String(), errOut.String())
-	}
-	for r := 0; r < 3; r++ {
-		if want := fmt.Sprintf("[%d] hello from %d of 3\n", r, r); !strings.Contains(out.String(), want) {
-			t.Errorf("stdout lacks %q:\n%s", want, out.String())
-		}
-		if want := fmt.Sprintf("[%d] to stderr %d\n", r, r); !strings.Contains(errOut.String(), want) {
-			t.Errorf("stderr lacks %q:\n%s", want, errOut.String())
-		}
-	}
-}
-
-func TestFailureStopsOthers(t *testing.T) {
-	t.Setenv(helperEnv, "fail")
-	fifo := t.TempDir() + "/ready"
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("ORWLRUN_TEST_FIFO", fifo)
-	var out, errOut syncBuffer
-	start := time.Now()
-	status := run([]string{"-np", "3", "-grace", "300ms", os.Args[0]}, &out, &errOut, nil)
-	if status != 3 {
-		t.Fatalf("status %d, want 3\nstdout:\n%s\nstderr:\n%s", status, out.String(), errOut.String())
-	}
-	if !strings.Contains(errOut.String(), "rank 1 failed") || !strings.Contains(errOut.String(), "killing the remaining") {
-		t.Fatalf("stderr:\n%s", errOut.String())
-	}
-	t.Logf("job stopped after %v", time.Since(start).Round(time.Millisecond))
-}
-
-func TestSignalForwarded(t *testing.T) {
-	t.Setenv(helperEnv, "signal")
-	out := &syncBuffer{want: "ready", n: 2, seen: make(chan struct{})}
-	seen := out.seen
-	var errOut syncBuffer
-	sigs := make(chan os.Signal, 1)
-	go func() {
-		<-seen
-		sigs <- syscall.SIGTERM
-	}()
-	status := run([]string{"-np", "2", os.Args[0]}, out, &errOut, sigs)
-	if status != 128+int(syscall.SIGTERM) {
-		t.Fatalf("status %d\nstdout:\n%s\nstderr:\n%s", status, out.String(), errOut.String())
-	}
-	for r := 0; r < 2; r++ {
-		if want := fmt.Sprintf("[%d] terminated cleanly\n", r); !strings.Contains(out.String(), want) {
-			t.Errorf("stdout lacks %q:\n%s", want, out.String())
+// The flags map onto the launcher's options; -grace 0 kills at once.
+func TestFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want launch.Options
+	}{
+		{[]string{"prog"}, launch.Options{Procs: 1, Host: "127.0.0.1", Grace: launch.DefaultGrace, Argv: []string{"prog"}}},
+		{[]string{"-np", "4", "-host", "0.0.0.0", "-port", "7000", "-grace", "2s", "prog", "-x", "y"},
+			launch.Options{Procs: 4, Host: "0.0.0.0", Port: 7000, Grace: 2 * time.Second, Argv: []string{"prog", "-x", "y"}}},
+		{[]string{"-grace", "0", "prog"}, launch.Options{Procs: 1, Host: "127.0.0.1", Grace: -1, Argv: []string{"prog"}}},
+	} {
+		var errOut syncBuffer
+		o, err := parse(c.args, &errOut)
+		c.want.Name = "orwlrun"
+		if err != nil || o.Procs != c.want.Procs || o.Host != c.want.Host || o.Port != c.want.Port ||
+			o.Grace != c.want.Grace || o.Name != c.want.Name || !slices.Equal(o.Argv, c.want.Argv) {
+			t.Errorf("parse(%q) = %+v, %v; want %+v", c.args, o, err, c.want)
 		}
 	}
 }
@@ -193,20 +89,38 @@ func TestUsageErrors(t *testing.T) {
 	}
 	defer ln.Close()
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	for _, args := range [][]string{
-		{},
-		{"-np", "0", "true"},
-		{"-port", "70000", "true"},
-		{"-port", port, "true"}, // taken
+	for _, c := range []struct {
+		args   []string
+		status int
+		msg    string
+	}{
+		{[]string{}, 2, "orwlrun: no program given\n"},
+		{[]string{"-np", "0", "true"}, 2, "orwlrun: -np 0: need at least one process\n"},
+		{[]string{"-port", "70000", "true"}, 2, "orwlrun: -port 70000: not a port\n"},
+		{[]string{"-nosuchflag", "true"}, 2, "flag provided but not defined: -nosuchflag"},
+		{[]string{"-port", port, "true"}, 1, "orwlrun: coordinator listen: "}, // taken
+		{[]string{"-np", "2", "/nonexistent/program"}, 127, "orwlrun: starting rank 0: "},
+		{[]string{"-h"}, 0, "usage: orwlrun -np N [flags] PROGRAM [ARGS...]\n"},
 	} {
 		var out, errOut syncBuffer
-		if status := run(args, &out, &errOut, nil); status == 0 {
-			t.Errorf("orwlrun %q succeeded", args)
+		if status := run(c.args, &out, &errOut, nil); status != c.status || !strings.Contains(errOut.String(), c.msg) {
+			t.Errorf("orwlrun %q: status %d, stderr:\n%s\nwant status %d and %q", c.args, status, errOut.String(), c.status, c.msg)
 		}
 	}
+}
+
+// A failed process: orwlrun exits with its status and says so with its own prefix.
+func TestFailureStatus(t *testing.T) {
+	t.Setenv(helperEnv, "fail")
 	var out, errOut syncBuffer
-	if status := run([]string{"-np", "2", "/nonexistent/program"}, &out, &errOut, nil); status != 127 {
-		t.Errorf("missing program: status %d, %s", status, errOut.String())
+	if status := run([]string{"-np", "1", os.Args[0]}, &out, &errOut, nil); status != 3 {
+		t.Fatalf("status %d, want 3\nstdout:\n%s\nstderr:\n%s", status, out.String(), errOut.String())
+	}
+	if want := "orwlrun: rank 0 failed (exit status 3); stopping the others\n"; !strings.Contains(errOut.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, errOut.String())
+	}
+	if !strings.Contains(out.String(), "[0] failing\n") {
+		t.Errorf("stdout:\n%s", out.String())
 	}
 }
 

@@ -25,6 +25,9 @@ import (
 	"time"
 )
 
+// DefaultGrace is the grace period between SIGTERM and SIGKILL when Options.Grace is 0.
+const DefaultGrace = 5 * time.Second
+
 // Options describe a job of local processes.
 type Options struct {
 	Procs int      // number of processes, at least 1
@@ -32,38 +35,64 @@ type Options struct {
 	Env   []string // added to this process's environment for every process
 	Host  string   // coordinator and listen address; default 127.0.0.1
 	Port  int      // coordinator port; 0 for an ephemeral one
+	// Grace is the time between SIGTERM and SIGKILL when the others are stopped, or after
+	// a forwarded signal: 0 means DefaultGrace, a negative value kills at once.
 	Grace time.Duration
-	// Stdout and Stderr receive the processes' lines, prefixed with "[rank] ".
+	// Stdout and Stderr receive the processes' lines, prefixed with "[rank] "; nil
+	// discards them. Stderr also receives the launcher's own messages. Lines are written
+	// whole, one Write each, never two at once (one writer may serve as both).
 	Stdout, Stderr io.Writer
 	// Signals, when not nil, are forwarded to every process.
 	Signals <-chan os.Signal
+	// Name prefixes the launcher's own messages ("Name: rank 1 failed ..."); default
+	// "launch". orwlrun sets "orwlrun".
+	Name string
 }
 
 // Run starts the job, waits for every process, and returns the exit status of the first
-// that failed (128+signal for one killed by a signal), or 0. Errors of its own (a process
-// that cannot start, a port that cannot be listened on) are reported on Stderr with a
-// status of 127 or 1.
+// that failed (128+signal for one killed by a signal; 128+signal also when a forwarded
+// signal stops a job that had not failed), or 0. Errors of its own are reported on Stderr
+// with a status: 2 for invalid Options, 127 for a process that cannot start, 1 for the
+// rest (a port that cannot be listened on).
 func Run(o Options) int {
 	if o.Host == "" {
 		o.Host = "127.0.0.1"
 	}
 	if o.Grace == 0 {
-		o.Grace = 5 * time.Second
+		o.Grace = DefaultGrace
+	}
+	if o.Name == "" {
+		o.Name = "launch"
+	}
+	if o.Stdout == nil {
+		o.Stdout = io.Discard
+	}
+	if o.Stderr == nil {
+		o.Stderr = io.Discard
+	}
+	l := &launcher{o: o}
+	switch {
+	case len(o.Argv) == 0:
+		l.say("no program given")
+		return 2
+	case o.Procs < 1:
+		l.say("%d processes: need at least one", o.Procs)
+		return 2
 	}
 	var secret [32]byte
 	if _, err := rand.Read(secret[:]); err != nil {
-		fmt.Fprintln(o.Stderr, "launch:", err)
+		l.say("%v", err)
 		return 1
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
 	if err != nil {
-		fmt.Fprintf(o.Stderr, "launch: coordinator listen: %v\n", err)
+		l.say("coordinator listen: %v", err)
 		return 1
 	}
 	lnFile, err := ln.(*net.TCPListener).File()
 	ln.Close() // lnFile holds a duplicate of the socket
 	if err != nil {
-		fmt.Fprintf(o.Stderr, "launch: %v\n", err)
+		l.say("%v", err)
 		return 1
 	}
 	base := append(os.Environ(), o.Env...)
@@ -76,7 +105,6 @@ func Run(o Options) int {
 		base = append(base, "ORWL_LISTEN="+o.Host)
 	}
 
-	var outMu sync.Mutex
 	procs := make([]*proc, 0, o.Procs)
 	exited := make(chan *proc, o.Procs)
 	for r := 0; r < o.Procs; r++ {
@@ -96,7 +124,7 @@ func Run(o Options) int {
 			lnFile.Close()
 		}
 		if err != nil {
-			fmt.Fprintf(o.Stderr, "launch: starting rank %d: %v\n", r, err)
+			l.say("starting rank %d: %v", r, err)
 			for _, p := range procs {
 				p.cmd.Process.Kill()
 			}
@@ -109,8 +137,8 @@ func Run(o Options) int {
 		procs = append(procs, p)
 		prefix := "[" + strconv.Itoa(r) + "] "
 		var copiers sync.WaitGroup
-		copiers.Go(func() { copyLines(&outMu, o.Stdout, prefix, outR) })
-		copiers.Go(func() { copyLines(&outMu, o.Stderr, prefix, errR) })
+		copiers.Go(func() { l.copyLines(o.Stdout, prefix, outR) })
+		copiers.Go(func() { l.copyLines(o.Stderr, prefix, errR) })
 		go func() {
 			copiers.Wait() // wait only after the output is drained (exec's rule for pipes)
 			p.err = cmd.Wait()
@@ -118,11 +146,25 @@ func Run(o Options) int {
 			exited <- p
 		}()
 	}
-	return supervise(o, procs, exited)
+	return l.supervise(procs, exited)
+}
+
+// launcher is one Run: its options and the lock that keeps output lines whole.
+type launcher struct {
+	o  Options
+	mu sync.Mutex // serialises every write to Stdout and Stderr
+}
+
+// say writes one message of the launcher's own to Stderr, prefixed with its Name.
+func (l *launcher) say(format string, args ...any) {
+	msg := l.o.Name + ": " + fmt.Sprintf(format, args...) + "\n"
+	l.mu.Lock()
+	io.WriteString(l.o.Stderr, msg)
+	l.mu.Unlock()
 }
 
 // supervise waits for every process, stopping the others when one fails.
-func supervise(o Options, procs []*proc, exited <-chan *proc) int {
+func (l *launcher) supervise(procs []*proc, exited <-chan *proc) int {
 	status := 0
 	stopping := false
 	var kill <-chan time.Time
@@ -141,14 +183,14 @@ func supervise(o Options, procs []*proc, exited <-chan *proc) int {
 			left--
 			if c := exitCode(p.err); c != 0 && status == 0 {
 				status = c
-				fmt.Fprintf(o.Stderr, "launch: rank %d failed (%v); stopping the others\n", p.rank, p.err)
+				l.say("rank %d failed (%v); stopping the others", p.rank, p.err)
 				if !stopping {
 					stopping = true
 					signalAll(syscall.SIGTERM)
-					kill = time.After(o.Grace)
+					kill = time.After(max(l.o.Grace, 0))
 				}
 			}
-		case sig := <-o.Signals:
+		case sig := <-l.o.Signals:
 			signalAll(sig)
 			if status == 0 {
 				status = 1
@@ -158,10 +200,10 @@ func supervise(o Options, procs []*proc, exited <-chan *proc) int {
 			}
 			if !stopping {
 				stopping = true
-				kill = time.After(o.Grace)
+				kill = time.After(max(l.o.Grace, 0))
 			}
 		case <-kill:
-			fmt.Fprintf(o.Stderr, "launch: grace period %v over; killing the remaining processes\n", o.Grace)
+			l.say("grace period %v over; killing the remaining processes", max(l.o.Grace, 0))
 			signalAll(syscall.SIGKILL)
 			kill = nil
 		}
@@ -169,9 +211,9 @@ func supervise(o Options, procs []*proc, exited <-chan *proc) int {
 	return status
 }
 
-// copyLines copies lines from one process stream to out with a prefix; mu keeps lines of
-// different processes whole.
-func copyLines(mu *sync.Mutex, out io.Writer, prefix string, r io.Reader) {
+// copyLines copies lines from one process stream to out with a prefix, each line whole in
+// one Write under the launcher's lock.
+func (l *launcher) copyLines(out io.Writer, prefix string, r io.Reader) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	line := []byte(prefix)
 	for {
@@ -184,9 +226,9 @@ func copyLines(mu *sync.Mutex, out io.Writer, prefix string, r io.Reader) {
 			if line[len(line)-1] != '\n' {
 				line = append(line, '\n')
 			}
-			mu.Lock()
+			l.mu.Lock()
 			out.Write(line)
-			mu.Unlock()
+			l.mu.Unlock()
 		}
 		line = line[:len(prefix)]
 		if err != nil {

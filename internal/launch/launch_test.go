@@ -1,0 +1,245 @@
+package launch
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+const helperEnv = "LAUNCH_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		os.Exit(helper(mode))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// block waits for a signal that never comes, until the process is killed.
+func block() {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGUSR2)
+	<-c
+}
+
+// helper is the program the tests launch (this test binary).
+func helper(mode string) int {
+	rank, _ := strconv.Atoi(os.Getenv("ORWL_RANK"))
+	size, _ := strconv.Atoi(os.Getenv("ORWL_SIZE"))
+	switch mode {
+	case "hello":
+		if len(os.Getenv("ORWL_SECRET")) != 64 {
+			fmt.Println("bad secret")
+			return 1
+		}
+		// The coordinator socket reaches rank 0 as fd 3; the others connect.
+		if rank == 0 {
+			if os.Getenv("ORWL_COORD_FD") != "3" {
+				fmt.Println("no ORWL_COORD_FD")
+				return 1
+			}
+			ln, err := net.FileListener(os.NewFile(3, "coord"))
+			if err != nil {
+				fmt.Println(err)
+				return 1
+			}
+			for i := 1; i < size; i++ {
+				c, err := ln.Accept()
+				if err != nil {
+					fmt.Println(err)
+					return 1
+				}
+				c.Close()
+			}
+		} else {
+			c, err := net.Dial("tcp", os.Getenv("ORWL_COORD"))
+			if err != nil {
+				fmt.Println(err)
+				return 1
+			}
+			c.Close()
+		}
+		fmt.Printf("hello from %d of %d (%s)\n", rank, size, os.Getenv("LAUNCH_TEST_EXTRA"))
+		fmt.Fprintf(os.Stderr, "to stderr %d", rank) // no final newline
+		return 0
+	case "fail":
+		// Rank 2 ignores SIGTERM (it needs the SIGKILL); rank 1 fails once rank 2 is
+		// ready, which the FIFO tells it.
+		fifo := os.Getenv("LAUNCH_TEST_FIFO")
+		if rank == 1 {
+			f, err := os.OpenFile(fifo, os.O_RDONLY, 0)
+			if err == nil {
+				f.Close()
+			}
+			fmt.Println("failing")
+			return 3
+		}
+		if rank == 2 {
+			signal.Ignore(syscall.SIGTERM)
+			if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+				f.Close()
+			}
+		}
+		fmt.Println("waiting")
+		block()
+		return 0
+	case "signal":
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGTERM)
+		fmt.Println("ready")
+		<-c
+		fmt.Println("terminated cleanly")
+		return 0
+	}
+	return 2
+}
+
+// syncBuffer is an io.Writer that can be waited on: seen is closed once want was
+// written n times.
+type syncBuffer struct {
+	mu   sync.Mutex
+	b    bytes.Buffer
+	want string
+	n    int
+	seen chan struct{}
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b.Write(p)
+	if s.seen != nil && strings.Count(s.b.String(), s.want) >= s.n {
+		close(s.seen)
+		s.seen = nil
+	}
+	return len(p), nil
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Every line gets its rank's prefix, on the stream it was printed to, a line without a
+// final newline included; every process gets the job's environment and Env.
+func TestPrefixesAndEnv(t *testing.T) {
+	t.Setenv(helperEnv, "hello")
+	var out, errOut syncBuffer
+	status := Run(Options{Procs: 3, Argv: []string{os.Args[0]}, Env: []string{"LAUNCH_TEST_EXTRA=extra"},
+		Stdout: &out, Stderr: &errOut})
+	if status != 0 {
+		t.Fatalf("status %d\nstdout:\n%s\nstderr:\n%s", status, out.String(), errOut.String())
+	}
+	for r := 0; r < 3; r++ {
+		if want := fmt.Sprintf("[%d] hello from %d of 3 (extra)\n", r, r); !strings.Contains(out.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out.String())
+		}
+		if want := fmt.Sprintf("[%d] to stderr %d\n", r, r); !strings.Contains(errOut.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut.String())
+		}
+	}
+}
+
+// One writer for both streams, as tests pass it, gets whole lines (-race checks that the
+// launcher's own messages do not race with the processes' lines).
+func TestSharedWriterWholeLines(t *testing.T) {
+	t.Setenv(helperEnv, "hello")
+	var out bytes.Buffer // not safe for concurrent use: Run must serialise
+	if status := Run(Options{Procs: 4, Argv: []string{os.Args[0]}, Stdout: &out, Stderr: &out}); status != 0 {
+		t.Fatalf("status %d\n%s", status, out.String())
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 8 {
+		t.Fatalf("%d lines, want 8:\n%s", len(lines), out.String())
+	}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "[") || strings.Count(l, "[") != 1 {
+			t.Errorf("line not whole: %q", l)
+		}
+	}
+}
+
+// When one process fails, the others get SIGTERM, and SIGKILL after the grace period;
+// the status is the failed process's, and the messages carry Name.
+func TestFailureStopsOthers(t *testing.T) {
+	t.Setenv(helperEnv, "fail")
+	fifo := t.TempDir() + "/ready"
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("LAUNCH_TEST_FIFO", fifo)
+	var out, errOut syncBuffer
+	status := Run(Options{Procs: 3, Argv: []string{os.Args[0]}, Grace: -1, Name: "tester",
+		Stdout: &out, Stderr: &errOut})
+	if status != 3 {
+		t.Fatalf("status %d, want 3\nstdout:\n%s\nstderr:\n%s", status, out.String(), errOut.String())
+	}
+	for _, want := range []string{"tester: rank 1 failed (exit status 3); stopping the others\n",
+		"tester: grace period 0s over; killing the remaining processes\n"} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut.String())
+		}
+	}
+	if !strings.Contains(out.String(), "[1] failing\n") {
+		t.Errorf("stdout:\n%s", out.String())
+	}
+}
+
+// Signals are forwarded to every process; the status says which signal stopped the job.
+func TestSignalForwarded(t *testing.T) {
+	t.Setenv(helperEnv, "signal")
+	out := &syncBuffer{want: "ready", n: 2, seen: make(chan struct{})}
+	seen := out.seen
+	var errOut syncBuffer
+	sigs := make(chan os.Signal, 1)
+	go func() {
+		<-seen
+		sigs <- syscall.SIGTERM
+	}()
+	status := Run(Options{Procs: 2, Argv: []string{os.Args[0]}, Stdout: out, Stderr: &errOut, Signals: sigs})
+	if status != 128+int(syscall.SIGTERM) {
+		t.Fatalf("status %d\nstdout:\n%s\nstderr:\n%s", status, out.String(), errOut.String())
+	}
+	for r := 0; r < 2; r++ {
+		if want := fmt.Sprintf("[%d] terminated cleanly\n", r); !strings.Contains(out.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// The launcher's own errors: their status and their message, prefixed with Name
+// ("launch" by default).
+func TestOwnErrors(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	for _, c := range []struct {
+		o      Options
+		status int
+		msg    string
+	}{
+		{Options{Procs: 0, Argv: []string{"true"}}, 2, "launch: 0 processes: need at least one\n"},
+		{Options{Procs: 1}, 2, "launch: no program given\n"},
+		{Options{Procs: 1, Argv: []string{"true"}, Port: port, Name: "x"}, 1, "x: coordinator listen: "},
+		{Options{Procs: 2, Argv: []string{"/nonexistent/program"}}, 127, "launch: starting rank 0: "},
+	} {
+		var errOut syncBuffer
+		c.o.Stderr = &errOut
+		if status := Run(c.o); status != c.status || !strings.HasPrefix(errOut.String(), c.msg) {
+			t.Errorf("%+v: status %d, stderr %q; want %d, %q", c.o, status, errOut.String(), c.status, c.msg)
+		}
+	}
+}

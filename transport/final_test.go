@@ -1,0 +1,283 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// waitFinal waits until m has received from's final marker.
+func waitFinal(m *Mesh, from int) {
+	for {
+		m.markMu.Lock()
+		if m.peers[from].final {
+			m.markMu.Unlock()
+			return
+		}
+		if m.markCh == nil {
+			m.markCh = make(chan struct{})
+		}
+		ch := m.markCh
+		m.markMu.Unlock()
+		<-ch
+	}
+}
+
+// A process whose job failed because peers are gone (one crashed, one closed)
+// waits in FinalBarrier for the other survivor, skipping the lost ones; when
+// it returns, what the survivor sent before its FinalBarrier was delivered.
+func TestFinalBarrierWaitsForSurvivors(t *testing.T) {
+	meshes, recs := startMeshes(t, 4, nil)
+	crash(meshes[3])
+	meshes[2].Close() // without FinalBarrier: counts as lost too
+	for _, r := range recs[:2] {
+		got := map[int]bool{}
+		for range 2 {
+			err := <-r.lost
+			var pl *PeerLostError
+			if !errors.As(err, &pl) || got[pl.Rank] || errors.Is(err, ErrPeerClosed) != (pl.Rank == 2) {
+				t.Fatalf("PeerLost: %v", err)
+			}
+			got[pl.Rank] = true
+		}
+	}
+	ctx := context.Background()
+	done0 := make(chan error, 1)
+	go func() { done0 <- meshes[0].FinalBarrier(ctx) }()
+	waitFinal(meshes[1], 0)
+	select {
+	case err := <-done0:
+		t.Fatalf("rank 0 left its final barrier (%v) before rank 1 entered it", err)
+	default:
+	}
+	if err := meshes[1].Send(0, Requester, Header{Type: TypeUser}, []byte("last words")); err != nil {
+		t.Fatal(err)
+	}
+	if err := meshes[1].FinalBarrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done0; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case f := <-recs[0].frames:
+		if string(f.p) != "last words" {
+			t.Fatalf("got %q", f.p)
+		}
+	default:
+		t.Fatal("a message sent before FinalBarrier was not delivered when it returned")
+	}
+	// Again: at once. Barrier: refused.
+	if err := meshes[0].FinalBarrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := meshes[0].Barrier(ctx); err == nil {
+		t.Fatal("Barrier after FinalBarrier succeeded")
+	}
+	closeAll(meshes[:2])
+	if err := meshes[0].FinalBarrier(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("FinalBarrier after Close: %v", err)
+	}
+}
+
+// A Barrier that a peer will not reach, because it entered FinalBarrier,
+// fails with ErrPeerFinished; the process then passes its own FinalBarrier.
+func TestBarrierFailsWhenPeerFinished(t *testing.T) {
+	meshes, recs := startMeshes(t, 2, nil)
+	ctx := context.Background()
+	done0 := make(chan error, 1)
+	go func() { done0 <- meshes[0].FinalBarrier(ctx) }()
+	err := meshes[1].Barrier(ctx)
+	if !errors.Is(err, ErrPeerFinished) || !strings.Contains(err.Error(), "rank 0") || errors.Is(err, ErrPeerLost) {
+		t.Fatalf("Barrier: %v", err)
+	}
+	if err := meshes[1].FinalBarrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done0; err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		select {
+		case err := <-r.lost:
+			t.Fatalf("PeerLost: %v", err)
+		default:
+		}
+	}
+}
+
+// FinalBarrier gives up with ctx; a peer that never comes is waited for.
+func TestFinalBarrierContext(t *testing.T) {
+	meshes, _ := startMeshes(t, 2, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := meshes[0].FinalBarrier(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("FinalBarrier: %v", err)
+	}
+	single, err := Start(context.Background(), Config{Rank: 0, Size: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer single.Close()
+	if err := single.FinalBarrier(ctx); err != nil {
+		t.Fatalf("FinalBarrier of one process: %v", err)
+	}
+}
+
+// Send on a connection the peer closed (its goodbye on the other connection
+// not read yet) says the peer is lost, closing: not ErrClosed.
+func TestSendToClosingPeer(t *testing.T) {
+	inHandle, unblock := make(chan struct{}), make(chan struct{})
+	r0 := newRecorder()
+	r0.onRecv = func(int, *Header, []byte) {
+		close(inHandle)
+		<-unblock
+	}
+	meshes, _ := startMeshes(t, 2, func(rank int, c *Config) {
+		c.Heartbeat, c.PeerTimeout = time.Hour, 2*time.Hour
+		if rank == 0 {
+			c.Handler = r0
+		}
+	})
+	var once sync.Once
+	release := func() { once.Do(func() { close(unblock) }) }
+	t.Cleanup(release) // before the meshes' cleanup, even when the test fails
+	// Rank 1's Requester-role frame holds up the reader of rank 0's Owner
+	// connection, so rank 0 reads rank 1's goodbye on the other one only.
+	if err := meshes[1].Send(0, Requester, Header{Type: TypeUser}, nil); err != nil {
+		t.Fatal(err)
+	}
+	<-inHandle
+	closed := make(chan struct{})
+	go func() { meshes[1].Close(); close(closed) }()
+	<-meshes[0].peers[1].conns[Requester].Load().stop
+	err := meshes[0].Send(1, Requester, Header{Type: TypeUser}, nil)
+	var pl *PeerLostError
+	if !errors.As(err, &pl) || pl.Rank != 1 || !errors.Is(err, ErrPeerClosed) || errors.Is(err, ErrClosed) {
+		t.Fatalf("Send to a closing peer: %v", err)
+	}
+	release()
+	if err := <-r0.lost; !errors.Is(err, ErrPeerClosed) {
+		t.Fatalf("PeerLost: %v", err)
+	}
+	<-closed
+	if err := meshes[0].Send(1, Owner, Header{Type: TypeUser}, nil); !errors.Is(err, ErrPeerLost) {
+		t.Fatalf("Send to a closed peer: %v", err)
+	}
+}
+
+// Sends racing with the peer's Close fail with ErrPeerLost only; after this
+// process's own Close, Send fails with ErrClosed.
+func TestSendErrorsAroundClose(t *testing.T) {
+	for round := 0; round < 5; round++ {
+		meshes, recs := startMeshes(t, 3, nil)
+		for _, r := range recs {
+			r.onRecv = func(int, *Header, []byte) {}
+		}
+		go meshes[2].Close()
+		for _, role := range []Role{Requester, Owner} {
+			for {
+				err := meshes[0].Send(2, role, Header{Type: TypeUser}, []byte("x"))
+				if err == nil {
+					continue
+				}
+				if !errors.Is(err, ErrPeerLost) || errors.Is(err, ErrClosed) {
+					t.Fatalf("round %d: Send to a peer closing: %v", round, err)
+				}
+				break
+			}
+		}
+		meshes[0].Close()
+		if err := meshes[0].Send(1, Requester, Header{Type: TypeUser}, nil); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Send after Close: %v", err)
+		}
+		closeAll(meshes)
+	}
+}
+
+// answerer answers every TypeUser frame with an Owner-role frame, which
+// travels on the other connection of the pair.
+type answerer struct {
+	recorder
+	m atomic.Pointer[Mesh]
+}
+
+func (a *answerer) Handle(from int, h *Header, p []byte) {
+	if h.Type == TypeUser {
+		a.m.Load().Send(from, Owner, Header{Type: TypeUser, Arg: h.Arg}, nil)
+	}
+}
+
+// The payload of a message that the peer answered may be modified once the
+// answer is delivered: the race detector sees the edge through the network
+// (without it, go test -race reports the writer's copy of the payload). The
+// small payload shares its writev with a large one, so no write(2), which the
+// race detector counts as a release, follows its copy.
+func TestSendHappensBeforeAnswer(t *testing.T) {
+	a := &answerer{recorder: *newRecorder()}
+	answers := make(chan int64, 1)
+	r0 := newRecorder()
+	r0.onRecv = func(from int, h *Header, p []byte) { answers <- h.Arg }
+	meshes, _ := startMeshes(t, 2, func(rank int, c *Config) {
+		c.Heartbeat, c.PeerTimeout = time.Hour, 2*time.Hour
+		c.Handler = r0
+		if rank == 1 {
+			c.Handler = a
+		}
+	})
+	a.m.Store(meshes[1])
+	small, large := make([]byte, 100), make([]byte, directLimit) // both fit in the output buffer
+	c := meshes[0].peers[1].conns[Owner].Load()
+	for i := range int64(20) {
+		for k := range small {
+			small[k] = byte(i) // the owner modifies its data after the answer
+		}
+		c.mu.Lock() // one batch: the writer copies small, then writes both with writev
+		c.q = append(c.q,
+			outMsg{h: Header{Type: TypeUser, Arg: i, Len: uint32(len(small))}, p: small},
+			outMsg{h: Header{Type: TypeUser + 1, Len: uint32(len(large))}, p: large})
+		c.mu.Unlock()
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+		if got := <-answers; got != i {
+			t.Fatalf("answer %d, want %d", got, i)
+		}
+	}
+}
+
+// A clean close at the end of a job is logged at Debug level; a loss at
+// Error level.
+func TestCloseLogLevels(t *testing.T) {
+	var logs logBuffer
+	meshes, recs := startMeshes(t, 3, func(rank int, c *Config) {
+		if rank == 0 {
+			c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		}
+	})
+	meshes[2].Close()
+	<-recs[0].lost
+	crash(meshes[1])
+	<-recs[0].lost
+	var closedLine, lostLine string
+	for line := range strings.SplitSeq(logs.String(), "\n") {
+		switch {
+		case strings.Contains(line, "peer closed its mesh"):
+			closedLine = line
+		case strings.Contains(line, "peer lost"):
+			lostLine = line
+		}
+	}
+	if !strings.Contains(closedLine, "level=DEBUG") || !strings.Contains(closedLine, "peer=2") {
+		t.Errorf("clean close logged as %q", closedLine)
+	}
+	if !strings.Contains(lostLine, "level=ERROR") || !strings.Contains(lostLine, "peer=1") {
+		t.Errorf("loss logged as %q", lostLine)
+	}
+}
