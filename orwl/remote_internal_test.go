@@ -1,0 +1,92 @@
+package orwl
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/orwl-go/orwl/fifo"
+	"github.com/orwl-go/orwl/handle"
+)
+
+// connectedPair builds the jobs of two processes of one job in this process, connected by a
+// real mesh on loopback; task 0 runs on rank 0 and task 1 on rank 1.
+func connectedPair(t *testing.T) [2]*job {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	coord := ln.Addr().String()
+	ln.Close()
+	var jobs [2]*job
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for rank := range 2 {
+		j, err := newJob(Config{Tasks: 2, Locations: []string{"x"},
+			Job: &Job{Rank: rank, Size: 2, Coord: coord, Secret: []byte("pair")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancelCause(context.Background())
+		t.Cleanup(func() { cancel(nil) })
+		j.cancel = cancel
+		jobs[rank] = j
+		wg.Go(func() {
+			ctx, stop := context.WithTimeout(ctx, 10*time.Second)
+			defer stop()
+			errs[rank] = j.connect(ctx)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, j := range jobs {
+			j.mesh.Close()
+		}
+	})
+	for _, j := range jobs { // no schedule in this test: requests go straight to the FIFOs
+		j.requestsLive.Store(true)
+		for _, l := range j.owned {
+			if l != nil {
+				l.scheduled.Store(true)
+			}
+		}
+	}
+	return jobs
+}
+
+// TestRequestForMissingLocationIsRefused: a request for a location the owner does not have
+// fails with a clear error, and the job goes on.
+func TestRequestForMissingLocationIsRefused(t *testing.T) {
+	jobs := connectedPair(t)
+	ctx := context.Background()
+	bogus := &remoteQueue{n: jobs[1].node, owner: 0, loc: 9999}
+	h := handle.New(bogus, handle.Spec{Task: 1, Location: "nowhere", Mode: fifo.Read}, nil)
+	if err := h.Request(); err != nil {
+		t.Fatal(err)
+	}
+	err := h.Acquire(ctx)
+	if err == nil || !strings.Contains(err.Error(), "rank 0 refused the request: orwl: rank 0 owns no location numbered 9999") {
+		t.Fatalf("acquire of a missing location: %v", err)
+	}
+	// The job is unharmed: a real location of rank 0 is served.
+	q, err := jobs[1].queue(Location{Task: 0, Name: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := handle.New(q, handle.Spec{Task: 1, Location: `task 0 "x"`, Mode: fifo.Read}, nil)
+	if err := good.Request(); err != nil {
+		t.Fatal(err)
+	}
+	if err := good.Section(ctx, func([]byte) error { return nil }); err != nil {
+		t.Fatalf("a valid request after the refused one: %v", err)
+	}
+}
