@@ -3,7 +3,6 @@ package orwl_test
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -19,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/internal/launch"
 	"github.com/orwl-go/orwl/orwl"
 )
@@ -93,7 +91,7 @@ func planScenario() int {
 	results := make(chan []string, tasks)
 	err := orwl.Run(context.Background(), orwl.Config{Tasks: tasks, Locations: names},
 		func(ctx context.Context, task *orwl.Task) error {
-			seen, err := runPlan(ctx, task, plan, names, planIters)
+			seen, err := runPlan(ctx, task, plan, names, planIters, nil)
 			var mine []string
 			for k, v := range seen {
 				mine = append(mine, fmt.Sprintf("seen %d %d %d %d", k[0], k[1], k[2], v))
@@ -112,54 +110,6 @@ func planScenario() int {
 		return 1
 	}
 	return 0
-}
-
-// runPlan is one task's part of a random plan: its handles in order of position, one
-// section at a time, writes folding into the location's value, reads recording it.
-func runPlan(ctx context.Context, task *orwl.Task, plan []planned, names []string, iters int) (map[[3]int]uint64, error) {
-	for _, name := range names {
-		task.Scale(name, 8)
-	}
-	type mine struct {
-		p planned
-		h interface {
-			Section(context.Context, func([]byte) error) error
-		}
-	}
-	var hs []mine
-	for _, p := range plan {
-		if p.task != task.ID() {
-			continue
-		}
-		l := task.Loc(p.loc/len(names), names[p.loc%len(names)])
-		insert := task.ReadInsert
-		if p.mode == fifo.Write {
-			insert = task.WriteInsert
-		}
-		hs = append(hs, mine{p, insert(l, p.pos)})
-	}
-	slices.SortStableFunc(hs, func(a, b mine) int { return a.p.pos - b.p.pos })
-	if err := task.Schedule(ctx); err != nil {
-		return nil, err
-	}
-	seen := map[[3]int]uint64{}
-	for iter := range iters {
-		for _, m := range hs {
-			err := m.h.Section(ctx, func(b []byte) error {
-				v := binary.LittleEndian.Uint64(b)
-				if m.p.mode == fifo.Write {
-					binary.LittleEndian.PutUint64(b, mix(v, task.ID(), iter))
-				} else {
-					seen[[3]int{task.ID(), m.p.seq, iter}] = v
-				}
-				return nil
-			})
-			if err != nil {
-				return seen, err
-			}
-		}
-	}
-	return seen, nil
 }
 
 // checkPlanOutput compares the "seen" lines of a plan job with the sequential play.
@@ -210,21 +160,9 @@ func TestPlanUnderMpirun(t *testing.T) {
 	checkPlanOutput(t, string(out))
 }
 
-// deadlockScenario breaks the discipline across processes: each task holds its own block
-// and waits for the other's.
+// deadlockScenario breaks the discipline across processes.
 func deadlockScenario() int {
-	err := orwl.Run(context.Background(), orwl.Config{Tasks: 2, Locations: []string{"block"}},
-		func(ctx context.Context, task *orwl.Task) error {
-			other := 1 - task.ID()
-			mine := task.WriteInsert(task.Loc(task.ID(), "block"), 0)
-			theirs := task.WriteInsert(task.Loc(other, "block"), 1)
-			if err := task.Schedule(ctx); err != nil {
-				return err
-			}
-			return mine.Section(ctx, func([]byte) error {
-				return theirs.Section(ctx, func([]byte) error { return nil })
-			})
-		})
+	err := orwl.Run(context.Background(), orwl.Config{Tasks: 2, Locations: []string{"block"}}, crossing)
 	fmt.Printf("deadlock=%v err=%v\n", errors.Is(err, orwl.ErrDeadlock), err)
 	return 0
 }

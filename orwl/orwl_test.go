@@ -296,20 +296,22 @@ func TestCancelledAcquireClosesHandle(t *testing.T) {
 	}
 }
 
-// TestDeadlockIsReported breaks the discipline: each task holds its own block and waits for
-// the other's, at positions that cross.
-func TestDeadlockIsReported(t *testing.T) {
-	err := run(t, 2, func(ctx context.Context, task *orwl.Task) error {
-		other := 1 - task.ID()
-		mine := task.WriteInsert(task.Loc(task.ID(), "block"), 0)
-		theirs := task.WriteInsert(task.Loc(other, "block"), 1)
-		if err := task.Schedule(ctx); err != nil {
-			return err
-		}
-		return mine.Section(ctx, func([]byte) error {
-			return theirs.Section(ctx, func([]byte) error { return nil })
-		})
+// crossing breaks the discipline (for two tasks): each task holds its own block and waits
+// for the other's, nesting sections of different positions.
+func crossing(ctx context.Context, task *orwl.Task) error {
+	other := 1 - task.ID()
+	mine := task.WriteInsert(task.Loc(task.ID(), "block"), 0)
+	theirs := task.WriteInsert(task.Loc(other, "block"), 1)
+	if err := task.Schedule(ctx); err != nil {
+		return err
+	}
+	return mine.Section(ctx, func([]byte) error {
+		return theirs.Section(ctx, func([]byte) error { return nil })
 	})
+}
+
+func TestDeadlockIsReported(t *testing.T) {
+	err := run(t, 2, crossing)
 	var dl *orwl.DeadlockError
 	if !errors.As(err, &dl) || !errors.Is(err, orwl.ErrDeadlock) {
 		t.Fatalf("Run returned %v, want a DeadlockError", err)

@@ -61,6 +61,59 @@ func simulate(plan []planned, iters int) map[[3]int]uint64 {
 	return seen
 }
 
+// runPlan is one task's part of a random plan: its handles in order of position, one
+// section at a time, writes folding into the location's value, reads recording it. With
+// jitter, sections yield the processor a random number of times.
+func runPlan(ctx context.Context, task *orwl.Task, plan []planned, names []string, iters int, jitter *rand.Rand) (map[[3]int]uint64, error) {
+	for _, name := range names {
+		task.Scale(name, 8)
+	}
+	type mine struct {
+		p planned
+		h *handle.Handle
+	}
+	var hs []mine
+	for _, p := range plan {
+		if p.task != task.ID() {
+			continue
+		}
+		l := task.Loc(p.loc/len(names), names[p.loc%len(names)])
+		insert := task.ReadInsert
+		if p.mode == fifo.Write {
+			insert = task.WriteInsert
+		}
+		hs = append(hs, mine{p, insert(l, p.pos)})
+	}
+	// Take the handles in order of position (declaration order within one).
+	slices.SortStableFunc(hs, func(a, b mine) int { return cmp.Compare(a.p.pos, b.p.pos) })
+	if err := task.Schedule(ctx); err != nil {
+		return nil, err
+	}
+	seen := map[[3]int]uint64{}
+	for iter := range iters {
+		for _, m := range hs {
+			err := m.h.Section(ctx, func(b []byte) error {
+				if jitter != nil {
+					for range jitter.IntN(3) {
+						runtime.Gosched()
+					}
+				}
+				v := binary.LittleEndian.Uint64(b)
+				if m.p.mode == fifo.Write {
+					binary.LittleEndian.PutUint64(b, mix(v, task.ID(), iter))
+				} else {
+					seen[[3]int{task.ID(), m.p.seq, iter}] = v
+				}
+				return nil
+			})
+			if err != nil {
+				return seen, err
+			}
+		}
+	}
+	return seen, nil
+}
+
 // TestStressMatchesScheduleOrder runs random plans with random jitter inside sections: what
 // every read sees must equal the sequential play of the order Schedule fixes.
 func TestStressMatchesScheduleOrder(t *testing.T) {
@@ -74,54 +127,10 @@ func TestStressMatchesScheduleOrder(t *testing.T) {
 		got := make([]map[[3]int]uint64, tasks)
 		err := orwl.Run(context.Background(), orwl.Config{Tasks: tasks, Locations: names},
 			func(ctx context.Context, task *orwl.Task) error {
-				for _, name := range names {
-					task.Scale(name, 8)
-				}
 				jitter := rand.New(rand.NewPCG(seed, uint64(task.ID())))
-				type mine struct {
-					p planned
-					h *handle.Handle
-				}
-				var hs []mine
-				for _, p := range plan {
-					if p.task != task.ID() {
-						continue
-					}
-					l := task.Loc(p.loc/len(names), names[p.loc%len(names)])
-					insert := task.ReadInsert
-					if p.mode == fifo.Write {
-						insert = task.WriteInsert
-					}
-					h := insert(l, p.pos)
-					hs = append(hs, mine{p, h})
-				}
-				// Take the handles in order of position (declaration order within one).
-				slices.SortStableFunc(hs, func(a, b mine) int { return cmp.Compare(a.p.pos, b.p.pos) })
-				if err := task.Schedule(ctx); err != nil {
-					return err
-				}
-				seen := map[[3]int]uint64{}
-				for iter := range iters {
-					for _, m := range hs {
-						err := m.h.Section(ctx, func(b []byte) error {
-							for range jitter.IntN(3) {
-								runtime.Gosched()
-							}
-							v := binary.LittleEndian.Uint64(b)
-							if m.p.mode == fifo.Write {
-								binary.LittleEndian.PutUint64(b, mix(v, task.ID(), iter))
-							} else {
-								seen[[3]int{task.ID(), m.p.seq, iter}] = v
-							}
-							return nil
-						})
-						if err != nil {
-							return err
-						}
-					}
-				}
+				seen, err := runPlan(ctx, task, plan, names, iters, jitter)
 				got[task.ID()] = seen
-				return nil
+				return err
 			})
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)

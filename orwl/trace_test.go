@@ -48,7 +48,7 @@ func TestTracedJob(t *testing.T) {
 			_, err := runPlan(ctx, task, []planned{
 				{task: 0, loc: 0, pos: 0, mode: fifo.Write}, {task: 1, loc: 0, pos: 1, mode: fifo.Read},
 				{task: 2, loc: 0, pos: 1, mode: fifo.Read}, {task: 3, loc: 0, pos: 2, mode: fifo.Write},
-			}, []string{"x"}, iters)
+			}, []string{"x"}, iters, nil)
 			return err
 		})
 	if err != nil {
