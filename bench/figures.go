@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// figures: regenerates the Figures section of the README (between the markers
+// <!-- figures:begin --> and <!-- figures:end -->) from fresh measurements: the lock
+// benchmarks of package orwl (go test -bench, each beside its reference from the same
+// run), this harness's kernels and matmul commands. Figures in the README are only ever
+// written by this command.
+
+func init() {
+	register("figures", "measure and rewrite the README's Figures section", benchFigures)
+}
+
+const (
+	figuresBegin = "<!-- figures:begin -->"
+	figuresEnd   = "<!-- figures:end -->"
+)
+
+func benchFigures(args []string) error {
+	fs := flag.NewFlagSet("figures", flag.ContinueOnError)
+	readme := fs.String("readme", "README.md", "the README to rewrite")
+	n := fs.Int("n", 4096, "matrix size of the matmul figures")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	text, err := os.ReadFile(*readme)
+	if err != nil {
+		return err
+	}
+	begin, end := bytes.Index(text, []byte(figuresBegin)), bytes.Index(text, []byte(figuresEnd))
+	if begin < 0 || end < begin {
+		return fmt.Errorf("%s has no %s ... %s section", *readme, figuresBegin, figuresEnd)
+	}
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\nMeasured by `go run ./bench figures` on %s, %s, %d cores, %s, %s.\n",
+		figuresBegin, time.Now().UTC().Format("2006-01-02"), cpuModel(), runtime.NumCPU(), runtime.Version(), runtime.GOARCH)
+	b.WriteString("Every ratio compares two rows of the same run; absolute numbers vary with the machine's load.\n\n")
+
+	fmt.Fprintln(os.Stderr, "figures: lock benchmarks (go test -bench ./orwl)")
+	locks, err := goBench("./orwl", "SectionUncontended|Handoff|ReadersWriter|RemotePush|RemoteReaderSteady", "1s")
+	if err != nil {
+		return err
+	}
+	b.WriteString("| ORWL operation | time | reference | ratio |\n|---|---|---|---|\n")
+	lockRow := func(what, name, ref, refName string) {
+		x, r := locks[name], locks[ref]
+		if x.nsPerOp == 0 || r.nsPerOp == 0 {
+			return
+		}
+		fmt.Fprintf(&b, "| %s | %s, %.0f allocs | %s %s | %.2fx |\n", what, nanos(x.nsPerOp), x.allocs, refName, nanos(r.nsPerOp), x.nsPerOp/r.nsPerOp)
+	}
+	lockRow("uncontended section (acquire, re-request, map, release)", "SectionUncontended/untraced", "SectionUncontended/traced", "same, traced:")
+	lockRow("hand-off between two tasks, per round trip", "Handoff/orwl", "Handoff/channel", "channel ping-pong:")
+	lockRow("hand-off between two tasks, per round trip", "Handoff/orwl", "Handoff/mutex-cond", "sync.Cond hand-off:")
+	lockRow("1 writer then 8 readers, per cycle (ordered)", "ReadersWriter/orwl", "ReadersWriter/rwmutex", "sync.RWMutex (no order):")
+	lockRow("remote hand-off of 8 bytes between 2 processes", "RemoteHandoff/orwl", "RemoteHandoff/tcp", "raw TCP ping-pong:")
+	if p, t := locks["RemotePush/orwl"], locks["RemotePush/tcp"]; p.mbPerS > 0 && t.mbPerS > 0 {
+		fmt.Fprintf(&b, "| remote grant of 8 MiB between 2 processes | %.0f MB/s | raw TCP stream: %.0f MB/s | %.2fx |\n", p.mbPerS, t.mbPerS, p.mbPerS/t.mbPerS)
+	}
+	if s, ok := locks["RemoteReaderSteady"]; ok {
+		fmt.Fprintf(&b, "| iterative remote reader, steady state | %s, %.0f allocs/op | | |\n", nanos(s.nsPerOp), s.allocs)
+	}
+
+	fmt.Fprintln(os.Stderr, "figures: kernels")
+	kern, err := selfJSON("kernels", "-json", "-n", "1024,2048", "-kernels", "openblas,gonum", "-time", "1s", "-rounds", "2")
+	if err != nil {
+		return err
+	}
+	b.WriteString("\n| kernel | N | threads | GFLOP/s | reference | ratio |\n|---|---|---|---|---|---|\n")
+	for _, r := range kern {
+		if r["reference"] == true || r["ref"] == nil || r["ref"] == "" {
+			continue
+		}
+		fmt.Fprintf(&b, "| %v | %v | %v | %.1f | %v | %.2fx |\n", r["kernel"], r["n"], r["threads"], num(r["gflops"]), r["ref"], num(r["ratio"]))
+	}
+
+	fmt.Fprintln(os.Stderr, "figures: matmul")
+	mm, err := selfJSON("matmul", "-json", "-n", strconv.Itoa(*n), "-procs", "2", "-rounds", "2")
+	if err != nil {
+		return err
+	}
+	b.WriteString("\n| matmul N=" + strconv.Itoa(*n) + " | processes | grid | kernel threads | GFLOP/s | vs roofline |\n|---|---|---|---|---|---|\n")
+	for _, r := range mm {
+		fmt.Fprintf(&b, "| %v (%v) | %v | %v | %v | %.1f | %.2fx |\n", r["impl"], r["kernel"], r["procs"], r["grid"], r["threads"], num(r["gflops"]), num(r["vs_roofline"]))
+	}
+	b.WriteString("\nCharts: [kernels](results/kernels.svg), [matmul against N](results/matmul_n.svg), " +
+		"[matmul against processes](results/matmul_procs.svg).\n")
+
+	out := append([]byte{}, text[:begin]...)
+	out = append(out, b.String()...)
+	out = append(out, text[end:]...)
+	return os.WriteFile(*readme, out, 0o644)
+}
+
+// benchLine is one line of go test -bench output.
+type benchLine struct{ nsPerOp, mbPerS, allocs float64 }
+
+var benchRE = regexp.MustCompile(`^Benchmark(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op(?:\s+([\d.]+) MB/s)?(?:\s+\d+ B/op\s+(\d+) allocs/op)?`)
+
+// goBench runs the benchmarks matching pattern in pkg and returns them by name.
+func goBench(pkg, pattern, benchtime string) (map[string]benchLine, error) {
+	cmd := exec.Command("go", "test", "-run", "^$", "-bench", pattern, "-benchtime", benchtime, "-benchmem", pkg)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go test -bench %s %s: %w\n%s", pattern, pkg, err, out)
+	}
+	lines := map[string]benchLine{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		m := benchRE.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		var l benchLine
+		l.nsPerOp, _ = strconv.ParseFloat(m[2], 64)
+		l.mbPerS, _ = strconv.ParseFloat(m[3], 64)
+		l.allocs, _ = strconv.ParseFloat(m[4], 64)
+		lines[m[1]] = l
+	}
+	return lines, nil
+}
+
+// selfJSON runs another command of this harness and returns the JSON objects it prints.
+func selfJSON(args ...string) ([]map[string]any, error) {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("bench %s: %w", strings.Join(args, " "), err)
+	}
+	var rows []map[string]any
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var r map[string]any
+		if err := dec.Decode(&r); err != nil {
+			return nil, fmt.Errorf("bench %s: %w", args[0], err)
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+func num(v any) float64 {
+	f, _ := v.(float64)
+	return f
+}
+
+// nanos formats a duration in nanoseconds with a unit that suits it.
+func nanos(ns float64) string {
+	return time.Duration(ns).Round(time.Duration(max(1, ns/100))).String()
+}
+
+// cpuModel returns the processor's name from /proc/cpuinfo, or the architecture.
+func cpuModel() string {
+	data, err := os.ReadFile("/proc/cpuinfo")
+	if err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if name, ok := strings.CutPrefix(line, "model name"); ok {
+				return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(name), ":"))
+			}
+		}
+	}
+	return runtime.GOARCH
+}
