@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -261,4 +262,65 @@ func TestScheduleProblemsAcrossProcesses(t *testing.T) {
 			t.Errorf("error lacks %q: %s", want, texts["0"])
 		}
 	}
+}
+
+// TestPlanAcrossHosts runs the plan scenario on two emulated hosts: network namespaces
+// joined by a veth pair, each process listening on its host's own address. It needs root
+// and iproute2, and skips without them.
+func TestPlanAcrossHosts(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create network namespaces")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("needs iproute2's ip to create network namespaces")
+	}
+	suffix := strconv.Itoa(os.Getpid() % 100000)
+	hosts := []string{"orwla" + suffix, "orwlb" + suffix}
+	addrs := []string{"10.213.7.1", "10.213.7.2"}
+	sh := func(args ...string) error {
+		out, err := exec.Command("ip", args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	for _, h := range hosts {
+		if err := sh("netns", "add", h); err != nil {
+			t.Skipf("cannot create network namespaces here: %v", err)
+		}
+		t.Cleanup(func() { sh("netns", "del", h) })
+	}
+	veth := []string{"oa" + suffix, "ob" + suffix}
+	steps := [][]string{{"link", "add", veth[0], "type", "veth", "peer", "name", veth[1]}}
+	for i, h := range hosts {
+		steps = append(steps,
+			[]string{"link", "set", veth[i], "netns", h},
+			[]string{"-n", h, "addr", "add", addrs[i] + "/24", "dev", veth[i]},
+			[]string{"-n", h, "link", "set", veth[i], "up"},
+			[]string{"-n", h, "link", "set", "lo", "up"})
+	}
+	for _, s := range steps {
+		if err := sh(s...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	coord := net.JoinHostPort(addrs[0], "7411")
+	var outs [2]syncBuffer
+	var cmds [2]*exec.Cmd
+	for rank, h := range hosts {
+		cmd := exec.Command("ip", "netns", "exec", h, os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), scenarioEnv+"=plan", "ORWL_RANK="+strconv.Itoa(rank), "ORWL_SIZE=2",
+			"ORWL_COORD="+coord, "ORWL_SECRET=across-hosts", "ORWL_LISTEN="+addrs[rank])
+		cmd.Stdout, cmd.Stderr = &outs[rank], &outs[rank]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[rank] = cmd
+	}
+	for rank, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("rank %d: %v\n%s", rank, err, outs[rank].String())
+		}
+	}
+	checkPlanOutput(t, outs[0].String()+outs[1].String())
 }
