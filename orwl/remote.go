@@ -284,8 +284,11 @@ func (n *node) Sink(from int, h *transport.Header) []byte {
 	case msgGrant:
 		n.mu.Lock()
 		t := n.tickets[h.Handle]
+		current := t != nil && t.q.version == h.Version
 		n.mu.Unlock()
-		if t == nil {
+		if t == nil || current {
+			// Unknown, or the mirror already holds this version: another task of this
+			// process may be reading it in the same read group, so it must not be rewritten.
 			return nil
 		}
 		if n.j.rec != nil {
