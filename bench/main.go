@@ -3,6 +3,7 @@
 // a file such as matmul.go with its own init to add a subcommand):
 //
 //	go run ./bench kernels [flags]   GFLOP/s of the DGEMM kernel plugins
+//	go run ./bench matmul [flags]    ORWL matmul against roofline, shared memory, ScaLAPACK (matmul.go)
 //
 // Run "go run ./bench <command> -h" for a command's flags. The command only
 // measures and reports; it must not be imported by programs.

@@ -30,6 +30,18 @@ func (t *Task) ID() int { return t.id }
 // NumTasks returns the number of tasks in the whole job.
 func (t *Task) NumTasks() int { return t.job.tasks }
 
+// NumProcs returns the number of processes the job runs on.
+func (t *Task) NumProcs() int { return t.job.procs }
+
+// ProcOf returns the rank of the process that runs task (Config.Place), or -1 for a task
+// that does not exist.
+func (t *Task) ProcOf(task int) int {
+	if task < 0 || task >= t.job.tasks {
+		return -1
+	}
+	return t.job.owner[task]
+}
+
 // Loc names the location called name of task task. It does not check them: inserts do.
 func (t *Task) Loc(task int, name string) Location { return Location{Task: task, Name: name} }
 

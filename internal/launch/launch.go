@@ -42,6 +42,9 @@ type Options struct {
 	// discards them. Stderr also receives the launcher's own messages. Lines are written
 	// whole, one Write each, never two at once (one writer may serve as both).
 	Stdout, Stderr io.Writer
+	// PlainStdout passes the processes' standard output on without the prefix, for
+	// programs in which one process prints the results.
+	PlainStdout bool
 	// Signals, when not nil, are forwarded to every process.
 	Signals <-chan os.Signal
 	// Name prefixes the launcher's own messages ("Name: rank 1 failed ..."); default
@@ -136,8 +139,12 @@ func Run(o Options) int {
 		p := &proc{rank: r, cmd: cmd, done: make(chan struct{})}
 		procs = append(procs, p)
 		prefix := "[" + strconv.Itoa(r) + "] "
+		outPrefix := prefix
+		if o.PlainStdout {
+			outPrefix = ""
+		}
 		var copiers sync.WaitGroup
-		copiers.Go(func() { l.copyLines(o.Stdout, prefix, outR) })
+		copiers.Go(func() { l.copyLines(o.Stdout, outPrefix, outR) })
 		copiers.Go(func() { l.copyLines(o.Stderr, prefix, errR) })
 		go func() {
 			copiers.Wait() // wait only after the output is drained (exec's rule for pipes)

@@ -26,6 +26,11 @@
 // (typically cores / concurrently computing tasks, often 1) and set it
 // before the tasks start.
 //
+// CPU kernels: when OPENBLAS_CORETYPE is not set, the plugin sets it from the CPU's
+// features (SkylakeX with AVX-512, Haswell with AVX2 and FMA) before it loads the library,
+// because OpenBLAS builds fall back to slow generic kernels on CPUs they do not recognise.
+// Set OPENBLAS_CORETYPE yourself to choose otherwise.
+//
 // This package must not use cgo or link OpenBLAS at build time.
 package openblas
 
@@ -67,6 +72,7 @@ type lib struct {
 }
 
 var load = sync.OnceValues(func() (*lib, error) {
+	chooseCoreType()
 	var candidates []string
 	if p := os.Getenv(EnvLib); p != "" {
 		candidates = append(candidates, p)

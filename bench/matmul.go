@@ -1,0 +1,448 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"gonum.org/v1/gonum/blas"
+
+	"github.com/orwl-go/orwl/examples/matmul/summa"
+	"github.com/orwl-go/orwl/internal/launch"
+	"github.com/orwl-go/orwl/kernels"
+)
+
+// matmul: the ORWL block-cyclic matrix multiplication (examples/matmul's engine, package
+// summa) against its references, at the same N and process count, in one run:
+//
+//   - roofline: one process, one kernel call on the whole problem, all threads;
+//   - shared: one process, one goroutine per "process" each multiplying its rows of C with
+//     the same kernel (what one writes without ORWL);
+//   - orwl: P x Q tasks, one per process, SUMMA through ORWL locations;
+//   - scalapack: PDGEMM of Debian's libscalapack-openmpi on the same grid, N and NB, through
+//     the C driver bench/scalapack/pdgemm.c built with mpicc (skipped, saying why, when
+//     mpicc, mpirun or the library is missing).
+//
+// Every row's seconds is the fastest of -reps multiplications (each implementation gets
+// one warm-up: an untimed kernel call, an untimed PDGEMM, or ORWL's first multiplication),
+// and the best of -rounds measurements. It prints a table with the ratio of each row to
+// the roofline and of orwl to scalapack, and writes it to matmul.txt, with matmul_n.svg
+// (GFLOP/s vs N), matmul_procs.svg (GFLOP/s vs processes) and matmul.json, into -out.
+
+func init() {
+	register("matmul", "ORWL matmul against the roofline, shared-memory Go and ScaLAPACK PDGEMM", benchMatmul)
+}
+
+//go:embed scalapack/pdgemm.c
+var pdgemmSource []byte
+
+// matmulChildEnv marks a process of an orwl row; it holds the row's parameters.
+const matmulChildEnv = "ORWL_BENCH_MATMUL_CHILD"
+
+// mmResult is one row of the matmul table.
+type mmResult struct {
+	Impl     string  `json:"impl"`
+	N        int     `json:"n"`
+	NB       int     `json:"nb"`
+	Procs    int     `json:"procs"`
+	Grid     string  `json:"grid"`
+	Threads  int     `json:"threads"` // kernel threads per process (or goroutine)
+	Kernel   string  `json:"kernel"`
+	Seconds  float64 `json:"seconds"`
+	GFlops   float64 `json:"gflops"`
+	Roofline float64 `json:"vs_roofline"`
+	Verified *bool   `json:"verified,omitempty"`
+}
+
+func benchMatmul(args []string) error {
+	if spec, ok := os.LookupEnv(matmulChildEnv); ok {
+		return matmulChild(spec)
+	}
+	fs := flag.NewFlagSet("matmul", flag.ContinueOnError)
+	sizes := fs.String("n", "1024,2048,4096", "comma-separated matrix sizes N")
+	procList := fs.String("procs", "1,2", "comma-separated process counts (tasks = processes, grid from the count)")
+	nb := fs.Int("nb", 512, "block size NB (orwl and scalapack)")
+	kernel := fs.String("kernel", "", "kernel plugin (default: the fastest available CPU kernel)")
+	reps := fs.Int("reps", 2, "multiplications per measurement; seconds is the fastest of them (every row)")
+	rounds := fs.Int("rounds", 3, "measurements of every row; the best is reported (the machine may be shared)")
+	withScalapack := fs.Bool("scalapack", true, "measure ScaLAPACK PDGEMM when mpicc, mpirun and libscalapack-openmpi are present")
+	out := fs.String("out", "results", "folder for matmul_n.svg, matmul_procs.svg and matmul.json")
+	asJSON := fs.Bool("json", false, "print one JSON object per row instead of the table")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ns, err := intList(*sizes)
+	if err != nil {
+		return fmt.Errorf("-n: %w", err)
+	}
+	procs, err := intList(*procList)
+	if err != nil {
+		return fmt.Errorf("-procs: %w", err)
+	}
+	if *nb < 1 || *reps < 1 || *rounds < 1 {
+		return errors.New("-nb, -reps and -rounds must be at least 1")
+	}
+	// best runs a measurement rounds times and keeps the shortest time.
+	best := func(measure func() (float64, error)) (float64, error) {
+		t := 0.0
+		for i := range *rounds {
+			s, err := measure()
+			if err != nil {
+				return 0, err
+			}
+			if i == 0 || s < t {
+				t = s
+			}
+		}
+		return t, nil
+	}
+	cores := runtime.NumCPU()
+	name := *kernel
+	if name == "" {
+		for _, p := range kernels.Registered() {
+			if p.Device == kernels.CPU && p.Check() == nil {
+				name = p.Name
+				break
+			}
+		}
+	}
+	g, err := kernels.Get(name)
+	if err != nil {
+		return err
+	}
+	if c, ok := g.(io.Closer); ok {
+		defer c.Close()
+	}
+	fmt.Fprintf(os.Stderr, "matmul: kernel %s, %d cores, NB %d, %d multiplications per measurement, OPENBLAS_CORETYPE=%s\n",
+		name, cores, *nb, *reps, os.Getenv("OPENBLAS_CORETYPE"))
+
+	var pdgemm string
+	if *withScalapack {
+		dir, err := os.MkdirTemp("", "orwl-bench-matmul")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		if pdgemm, err = buildPdgemm(dir); err != nil {
+			fmt.Fprintf(os.Stderr, "matmul: skipping scalapack: %v\n", err)
+		}
+	}
+
+	var results []mmResult
+	emit := func(r mmResult) {
+		results = append(results, r)
+		if *asJSON {
+			b, _ := json.Marshal(r)
+			fmt.Println(string(b))
+		}
+	}
+	// The table goes to standard output (unless -json) and to matmul.txt.
+	var table strings.Builder
+	fmt.Fprintf(&table, "# go run ./bench matmul %s\n# kernel %s, %d cores, NB %d, fastest of %d multiplications, best of %d rounds, OPENBLAS_CORETYPE=%s\n",
+		strings.Join(args, " "), name, cores, *nb, *reps, *rounds, os.Getenv("OPENBLAS_CORETYPE"))
+	row := func(format string, a ...any) {
+		line := fmt.Sprintf(format, a...)
+		table.WriteString(line)
+		if !*asJSON {
+			fmt.Print(line)
+		}
+	}
+	row("%6s  %-10s %5s %5s %7s %9s %9s %11s  %s\n", "N", "impl", "procs", "grid", "threads", "seconds", "GFLOP/s", "vs-roofline", "note")
+	print := func(r mmResult, note string) {
+		row("%6d  %-10s %5d %5s %7d %9.3f %9.1f %11.3f  %s\n", r.N, r.Impl, r.Procs, r.Grid, r.Threads, r.Seconds, r.GFlops, r.Roofline, note)
+	}
+	for _, n := range ns {
+		roof := mmResult{Impl: "roofline", N: n, NB: n, Procs: 1, Grid: "1x1", Threads: cores, Kernel: name}
+		// The roofline is the denominator of every ratio: measure it twice as often, so
+		// that a noisy neighbour does not flatter the ratios.
+		roof.Seconds, err = best(func() (float64, error) {
+			t1, err := timeRoofline(g, n, cores, *reps)
+			if err != nil {
+				return 0, err
+			}
+			t2, err := timeRoofline(g, n, cores, *reps)
+			return min(t1, t2), err
+		})
+		if err != nil {
+			return err
+		}
+		roof.GFlops = summa.Flops(n) / roof.Seconds / 1e9
+		roof.Roofline = 1
+		emit(roof)
+		print(roof, "one kernel call, all threads")
+		for _, np := range procs {
+			grid := summa.DefaultGrid(np)
+			threads := max(1, cores/np)
+			base := mmResult{N: n, NB: *nb, Procs: np, Grid: grid.String(), Threads: threads, Kernel: name}
+
+			sh := base
+			sh.Impl, sh.NB = "shared", n
+			if sh.Seconds, err = best(func() (float64, error) { return timeShared(g, n, np, threads, *reps) }); err != nil {
+				return err
+			}
+			finish(&sh, roof.GFlops)
+			emit(sh)
+			print(sh, fmt.Sprintf("%d goroutines, rows of C", np))
+
+			ow := base
+			ow.Impl = "orwl"
+			verified := true
+			if ow.Seconds, err = best(func() (float64, error) {
+				s, ok, err := timeORWL(ow, *reps)
+				verified = verified && ok
+				return s, err
+			}); err != nil {
+				return err
+			}
+			ow.Verified = &verified
+			finish(&ow, roof.GFlops)
+			emit(ow)
+			print(ow, fmt.Sprintf("verified=%v", verified))
+
+			if pdgemm != "" {
+				sc := base
+				sc.Impl = "scalapack"
+				if sc.Seconds, err = best(func() (float64, error) { return timeScalapack(pdgemm, sc, *reps) }); err != nil {
+					fmt.Fprintf(os.Stderr, "matmul: scalapack N=%d procs=%d: %v\n", n, np, err)
+					continue
+				}
+				finish(&sc, roof.GFlops)
+				emit(sc)
+				print(sc, fmt.Sprintf("orwl/scalapack=%.3f", ow.GFlops/sc.GFlops))
+			}
+		}
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	b, _ := json.MarshalIndent(results, "", "  ")
+	if err := os.WriteFile(filepath.Join(*out, "matmul.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(*out, "matmul.txt"), []byte(table.String()), 0o644); err != nil {
+		return err
+	}
+	if err := matmulCharts(*out, results); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "wrote matmul_n.svg, matmul_procs.svg, matmul.txt and matmul.json in %s\n", *out)
+	return nil
+}
+
+func finish(r *mmResult, roof float64) {
+	r.GFlops = summa.Flops(r.N) / r.Seconds / 1e9
+	r.Roofline = r.GFlops / roof
+}
+
+func intList(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("%q is not a list of positive integers", s)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// mmOperands returns A, B and C of size n, A and B generated as the ORWL job does.
+func mmOperands(n int) (a, b, c []float64) {
+	a, b, c = make([]float64, n*n), make([]float64, n*n), make([]float64, n*n)
+	for i := range n {
+		for j := range n {
+			a[i*n+j] = summa.MatrixA(1, n, i, j)
+			b[i*n+j] = summa.MatrixB(1, n, i, j)
+		}
+	}
+	return a, b, c
+}
+
+// timeRoofline times one kernel call on the whole problem with threads threads.
+func timeRoofline(g kernels.Gemm, n, threads, reps int) (float64, error) {
+	if err := g.SetThreads(threads); err != nil && !errors.Is(err, kernels.ErrThreads) {
+		return 0, err
+	}
+	a, b, c := mmOperands(n)
+	warmUp(g)
+	best := math.Inf(1)
+	for range reps {
+		t0 := time.Now()
+		g.Dgemm(blas.NoTrans, blas.NoTrans, n, n, n, 1, a, n, b, n, 0, c, n)
+		best = min(best, time.Since(t0).Seconds())
+	}
+	return best, nil
+}
+
+// timeShared times the plain shared-memory version: workers goroutines, each multiplying
+// its block of rows of C with its own kernel value, threads threads per call.
+func timeShared(g kernels.Gemm, n, workers, threads, reps int) (float64, error) {
+	if err := g.SetThreads(threads); err != nil && !errors.Is(err, kernels.ErrThreads) {
+		return 0, err
+	}
+	gs := make([]kernels.Gemm, workers)
+	for i := range gs {
+		k, err := kernels.Get(g.Name())
+		if err != nil {
+			return 0, err
+		}
+		if c, ok := k.(io.Closer); ok {
+			defer c.Close()
+		}
+		gs[i] = k
+	}
+	a, b, c := mmOperands(n)
+	for _, k := range gs {
+		warmUp(k)
+	}
+	best := math.Inf(1)
+	for range reps {
+		t0 := time.Now()
+		var wg sync.WaitGroup
+		for w := range workers {
+			lo, hi := w*n/workers, (w+1)*n/workers
+			wg.Go(func() {
+				if hi > lo {
+					gs[w].Dgemm(blas.NoTrans, blas.NoTrans, hi-lo, n, n, 1, a[lo*n:], n, b, n, 0, c[lo*n:], n)
+				}
+			})
+		}
+		wg.Wait()
+		best = min(best, time.Since(t0).Seconds())
+	}
+	return best, nil
+}
+
+// timeORWL runs the ORWL job as r.Procs local processes of this program (one task each)
+// and returns the job's own measurement (the fastest of reps multiplications, see
+// summa.Result.Seconds) and whether it verified (Freivalds, outside the timing).
+func timeORWL(r mmResult, reps int) (float64, bool, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return 0, false, err
+	}
+	spec := fmt.Sprintf("%d %d %s %s %d %d", r.N, r.NB, r.Grid, r.Kernel, r.Threads, reps)
+	var out, errs bytes.Buffer
+	status := launch.Run(launch.Options{Procs: r.Procs, Argv: []string{exe, "matmul"},
+		Env: []string{matmulChildEnv + "=" + spec}, Stdout: &out, Stderr: &errs})
+	if status != 0 {
+		return 0, false, fmt.Errorf("orwl job (%s) failed with status %d:\n%s%s", spec, status, out.String(), errs.String())
+	}
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		line := sc.Text()
+		if _, js, ok := strings.Cut(line, "] "); ok && strings.HasPrefix(js, "{") {
+			var res struct {
+				Seconds  float64 `json:"seconds"`
+				Verified bool    `json:"verified"`
+			}
+			if err := json.Unmarshal([]byte(js), &res); err != nil {
+				return 0, false, err
+			}
+			return res.Seconds, res.Verified, nil
+		}
+	}
+	return 0, false, fmt.Errorf("orwl job (%s) printed no result:\n%s%s", spec, out.String(), errs.String())
+}
+
+// matmulChild is one process of an orwl row: it runs its part of the job and, in the
+// process of task 0, prints the result as JSON.
+func matmulChild(spec string) error {
+	var n, nb, threads, reps int
+	var gridS, kernel string
+	if _, err := fmt.Sscanf(spec, "%d %d %s %s %d %d", &n, &nb, &gridS, &kernel, &threads, &reps); err != nil {
+		return fmt.Errorf("bad %s %q: %w", matmulChildEnv, spec, err)
+	}
+	grid, err := summa.ParseGrid(gridS)
+	if err != nil {
+		return err
+	}
+	g, err := kernels.Get(kernel)
+	if err != nil {
+		return err
+	}
+	if err := g.SetThreads(threads); err != nil && !errors.Is(err, kernels.ErrThreads) {
+		return err
+	}
+	warmUp(g)
+	names := make([]string, grid.Tasks())
+	for i := range names {
+		names[i] = kernel
+	}
+	res, err := summa.Run(context.Background(), summa.Params{N: n, NB: nb, Grid: grid, Kernels: names,
+		Reps: reps, Seed: 1, Verify: summa.Freivalds})
+	if err != nil || res == nil {
+		return err
+	}
+	b, _ := json.Marshal(map[string]any{"seconds": res.Seconds, "verified": res.Verified})
+	fmt.Println(string(b))
+	return nil
+}
+
+// warmUp makes one small untimed call, so that the kernel's threads are started before a
+// measurement (every row gets one; the ScaLAPACK driver makes one untimed PDGEMM).
+func warmUp(g kernels.Gemm) {
+	const n = 256
+	a, c := make([]float64, n*n), make([]float64, n*n)
+	g.Dgemm(blas.NoTrans, blas.NoTrans, n, n, n, 1, a, n, a, n, 0, c, n)
+}
+
+// buildPdgemm compiles the ScaLAPACK driver into dir.
+func buildPdgemm(dir string) (string, error) {
+	for _, tool := range []string{"mpicc", "mpirun"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return "", fmt.Errorf("%s not found (install Debian packages openmpi-bin, libopenmpi-dev and libscalapack-openmpi-dev)", tool)
+		}
+	}
+	src := filepath.Join(dir, "pdgemm.c")
+	if err := os.WriteFile(src, pdgemmSource, 0o644); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "pdgemm")
+	out, err := exec.Command("mpicc", "-O2", "-o", bin, src, "-lscalapack-openmpi").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("mpicc failed (is libscalapack-openmpi-dev installed?): %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return bin, nil
+}
+
+// timeScalapack runs the driver with mpirun on r's grid.
+func timeScalapack(bin string, r mmResult, reps int) (float64, error) {
+	grid, err := summa.ParseGrid(r.Grid)
+	if err != nil {
+		return 0, err
+	}
+	args := []string{"--oversubscribe", "--bind-to", "none",
+		"-x", "OPENBLAS_NUM_THREADS=" + strconv.Itoa(r.Threads), "-x", "OPENBLAS_CORETYPE=" + os.Getenv("OPENBLAS_CORETYPE"),
+		"-np", strconv.Itoa(r.Procs), bin,
+		strconv.Itoa(r.N), strconv.Itoa(r.NB), strconv.Itoa(grid.P), strconv.Itoa(grid.Q), strconv.Itoa(reps)}
+	if os.Geteuid() == 0 {
+		args = append([]string{"--allow-run-as-root"}, args...)
+	}
+	out, err := exec.Command("mpirun", args...).CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("mpirun: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "seconds="); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	return 0, fmt.Errorf("no result from pdgemm: %s", strings.TrimSpace(string(out)))
+}
+

@@ -1,0 +1,537 @@
+// Command matmul multiplies two N x N float64 matrices distributed 2-D block-cyclically over
+// the tasks of an ORWL job (ScaLAPACK's parameters: block size -nb, grid -grid PxQ), checks
+// the result and prints its speed. Blocks move between tasks only through ORWL locations,
+// with iterative handles giving double buffering: package
+// github.com/orwl-go/orwl/examples/matmul/summa describes the algorithm (SUMMA) and why it
+// is deadlock-free.
+//
+// With no flags it starts one process per core on this machine (loopback), one task per
+// process, with the fastest CPU kernel and a problem that takes a few seconds:
+//
+//	go run ./examples/matmul
+//	go run ./examples/matmul -n 4096 -nb 512 -grid 2x1 -np 2 -kernel openblas -threads 1
+//
+// Started by another launcher (orwlrun -np N, mpirun -np N, srun) it is one process of that
+// job and starts nothing itself. The process that runs task 0 prints a progress line on
+// standard error while it runs, a summary, and, last, the result line:
+//
+//	result: n=4096 nb=512 grid=2x1 tasks=2 procs=2 kernel=openblas seconds=0.93 gflops=147.8 verified=true
+//
+// (-json prints one JSON object with the same fields instead of the summary and result
+// lines). Flags that make no sense are reported in one line on standard error with exit
+// status 2; a failed run exits with status 1; a failed verification with status 3.
+//
+// -kernel takes a kernel name (gonum, openblas, cublas), "cpu" (the fastest available CPU
+// kernel, the default), "auto" (the fastest available kernel), or a mix for hybrid runs
+// such as "cublas:1,openblas": one task on cublas, the others on openblas (tasks are
+// assigned in id order; at most one entry may leave out its count, it takes the rest).
+// Mixed runs are balanced (-balance, on by default for them): the grid is one row of
+// tasks, every task computes a range of C's columns, and after each multiplication the
+// ranges move in proportion to the rates the tasks measured (-reps defaults to 4 then;
+// the result line's seconds is the fastest multiplication, normally the last). -split 4,1
+// fixes the shares by hand instead (static split, for comparison).
+//
+// -verify: "auto" (the default, also "true") runs Freivalds' check for any N and, for
+// N <= 1024, also an exact comparison with one kernel call on the whole problem; "exact",
+// "freivalds" and "none" (also "false") choose.
+//
+// -trace FILE records every request, grant, wait, section and transfer of the job; the
+// process of rank 0 writes them to FILE as Chrome trace event JSON (open it in Perfetto,
+// or draw it with cmd/orwltrace) and prints a summary on standard error.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/orwl-go/orwl/examples/matmul/summa"
+	"github.com/orwl-go/orwl/internal/jobenv"
+	"github.com/orwl-go/orwl/internal/launch"
+	"github.com/orwl-go/orwl/kernels"
+	_ "github.com/orwl-go/orwl/kernels/all"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Exit statuses.
+const (
+	exitFailed   = 1 // the job failed
+	exitUsage    = 2 // bad flags
+	exitMismatch = 3 // the result did not verify
+)
+
+// config is the parsed and checked command line.
+type config struct {
+	n, nb        int
+	grid         summa.Grid
+	tasks, procs int
+	kernelSpec   string   // as printed in the result line
+	kernels      []string // per task
+	threads      int
+	reps         int
+	seed         uint64
+	verify       summa.Verify
+	json         bool
+	balance      bool
+	split        []float64
+	trace        string // trace file, or ""
+	inJob        bool   // started by a launcher: run, do not start processes
+	args         []string
+}
+
+// usageError is a mistake on the command line.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+// verifyFlag is -verify: a bool-like flag that also takes a check's name.
+type verifyFlag struct{ s string }
+
+func (v *verifyFlag) String() string { return v.s }
+func (v *verifyFlag) Set(s string) error {
+	switch s {
+	case "auto", "true", "exact", "freivalds", "none", "false":
+		v.s = s
+		return nil
+	}
+	return errors.New("want auto, exact, freivalds or none")
+}
+func (v *verifyFlag) IsBoolFlag() bool { return true }
+
+func parse(args []string, stderr io.Writer) (*config, error) {
+	fs := flag.NewFlagSet("matmul", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	n := fs.Int("n", 0, "matrix size N (default: 6144 with a BLAS kernel, 1536 with gonum)")
+	nb := fs.Int("nb", 512, "block size NB")
+	grid := fs.String("grid", "", "task grid PxQ (default: the most square grid of -tasks)")
+	tasks := fs.Int("tasks", 0, "tasks (default: P*Q of -grid, else -np, else the launcher's process count, else one per core)")
+	np := fs.Int("np", 0, "processes started on this machine (default: min(tasks, cores)); ignored under a launcher")
+	kernel := fs.String("kernel", "cpu", "kernel: cpu, auto, gonum, openblas, cublas, or a mix such as cublas:1,openblas")
+	threads := fs.Int("threads", 0, "kernel threads per process (default: cores / tasks, at least 1)")
+	reps := fs.Int("reps", 1, "multiplications; seconds is the fastest (the summary gives the mean)")
+	seed := fs.Uint64("seed", 1, "seed of A, B and the verification vector")
+	verify := &verifyFlag{"auto"}
+	fs.Var(verify, "verify", "checks: auto, exact, freivalds, none")
+	balance := fs.Bool("balance", false, "move the shares of C's columns between tasks after each multiplication from measured rates (default: on for mixed kernels)")
+	split := fs.String("split", "", "static shares of C's columns, one weight per task (e.g. 4,1); implies a 1xT grid")
+	traceFile := fs.String("trace", "", "write the job's trace (Chrome trace event JSON) to this file")
+	asJSON := fs.Bool("json", false, "print one JSON object instead of the summary and result lines")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fmt.Fprintln(stderr, "usage: matmul [flags]")
+			fs.PrintDefaults()
+			return nil, err
+		}
+		return nil, usagef("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	c := &config{nb: *nb, threads: *threads, reps: *reps, seed: *seed, json: *asJSON, trace: *traceFile, args: args}
+	info, err := jobenv.FromEnv(jobenv.Explicit{})
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	c.inJob = info.Source != jobenv.SourceSingle
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case *nb < 1:
+		return nil, usagef("-nb is %d; the block size must be at least 1", *nb)
+	case set["n"] && *n < 1:
+		return nil, usagef("-n is %d; the matrix size must be at least 1", *n)
+	case set["tasks"] && *tasks < 1:
+		return nil, usagef("-tasks is %d; need at least 1", *tasks)
+	case set["np"] && *np < 1:
+		return nil, usagef("-np is %d; need at least 1", *np)
+	case *reps < 1:
+		return nil, usagef("-reps is %d; need at least 1", *reps)
+	case *threads < 0:
+		return nil, usagef("-threads is %d; need at least 0 (0: default)", *threads)
+	}
+	cores := runtime.NumCPU()
+	if set["grid"] {
+		if c.grid, err = summa.ParseGrid(*grid); err != nil {
+			return nil, usagef("-grid: %v", err)
+		}
+	}
+	switch {
+	case set["tasks"]:
+		c.tasks = *tasks
+	case set["grid"]:
+		c.tasks = c.grid.Tasks()
+	case set["np"]:
+		c.tasks = *np
+	case c.inJob:
+		c.tasks = info.Size
+	default:
+		c.tasks = cores
+	}
+	if c.kernels, c.kernelSpec, err = parseKernels(*kernel, c.tasks); err != nil {
+		return nil, err
+	}
+	c.balance = *balance
+	if !set["balance"] {
+		c.balance = slices.ContainsFunc(c.kernels, func(k string) bool { return k != c.kernels[0] })
+	}
+	if set["split"] {
+		for _, f := range strings.Split(*split, ",") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil || !(v >= 0) || v > 1e300 {
+				return nil, usagef("-split %q: %q is not a weight >= 0", *split, f)
+			}
+			c.split = append(c.split, v)
+		}
+		if len(c.split) != c.tasks {
+			return nil, usagef("-split has %d weights for %d tasks", len(c.split), c.tasks)
+		}
+	}
+	balanced := c.balance || c.split != nil
+	switch {
+	case !set["grid"] && balanced:
+		c.grid = summa.Grid{P: 1, Q: c.tasks}
+	case !set["grid"]:
+		c.grid = summa.DefaultGrid(c.tasks)
+	case c.grid.Tasks() != c.tasks:
+		return nil, usagef("-grid %s has %d tasks but -tasks is %d", c.grid, c.grid.Tasks(), c.tasks)
+	case balanced && c.grid.P != 1:
+		return nil, usagef("-grid %s: balanced runs (-balance, -split, mixed kernels) need a grid of one row, 1x%d", c.grid, c.tasks)
+	}
+	if c.balance && !set["reps"] {
+		c.reps = 4 // the shares move between multiplications
+	}
+	switch {
+	case c.inJob:
+		c.procs = info.Size
+	case set["np"]:
+		c.procs = *np
+	default:
+		c.procs = min(c.tasks, cores)
+	}
+	if c.procs > c.tasks {
+		return nil, usagef("%d processes for %d tasks; need at most one process per task", c.procs, c.tasks)
+	}
+	c.n = *n
+	if !set["n"] {
+		c.n = 6144
+		if c.kernelSpec == "gonum" {
+			c.n = 1536
+		}
+	}
+	switch verify.s {
+	case "auto", "true":
+		c.verify = summa.Freivalds
+		if c.n <= 1024 {
+			c.verify |= summa.Exact
+		}
+	case "exact":
+		c.verify = summa.Exact
+	case "freivalds":
+		c.verify = summa.Freivalds
+	}
+	if c.threads == 0 {
+		c.threads = max(1, cores/c.tasks)
+	}
+	return c, nil
+}
+
+// parseKernels turns -kernel into one kernel name per task, checking that each is known and
+// available here, and returns the spec as the result line prints it.
+func parseKernels(spec string, tasks int) ([]string, string, error) {
+	type entry struct {
+		name  string
+		count int // -1: the rest
+	}
+	var entries []entry
+	rest := -1
+	fixed := 0
+	for i, part := range strings.Split(spec, ",") {
+		name, count, hasCount := strings.Cut(strings.TrimSpace(part), ":")
+		e := entry{name: name, count: -1}
+		if hasCount {
+			c, err := strconv.Atoi(count)
+			if err != nil || c < 1 {
+				return nil, "", usagef("-kernel %q: %q is not a task count >= 1", spec, count)
+			}
+			e.count = c
+			fixed += c
+		} else {
+			if rest >= 0 {
+				return nil, "", usagef("-kernel %q: only one entry may leave out its task count", spec)
+			}
+			rest = i
+		}
+		resolved, err := resolveKernel(e.name)
+		if err != nil {
+			return nil, "", err
+		}
+		e.name = resolved
+		entries = append(entries, e)
+	}
+	switch {
+	case rest < 0 && fixed != tasks:
+		return nil, "", usagef("-kernel %q assigns %d tasks; the job has %d", spec, fixed, tasks)
+	case rest >= 0 && fixed >= tasks && len(entries) > 1:
+		return nil, "", usagef("-kernel %q assigns %d tasks before the rest; the job has %d", spec, fixed, tasks)
+	}
+	var names []string
+	var out []string
+	for _, e := range entries {
+		count := e.count
+		if count < 0 {
+			count = tasks - fixed
+			out = append(out, e.name)
+		} else {
+			out = append(out, fmt.Sprintf("%s:%d", e.name, e.count))
+		}
+		for range count {
+			names = append(names, e.name)
+		}
+	}
+	if len(entries) == 1 {
+		return names, entries[0].name, nil
+	}
+	return names, strings.Join(out, ","), nil
+}
+
+// resolveKernel checks one kernel name ("cpu" and "auto" are resolved to a plugin name).
+func resolveKernel(name string) (string, error) {
+	switch name {
+	case "cpu":
+		for _, p := range kernels.Registered() {
+			if p.Device == kernels.CPU && p.Check() == nil {
+				return p.Name, nil
+			}
+		}
+		return "", usagef("-kernel cpu: no CPU kernel is available")
+	case kernels.Auto:
+		avail := kernels.Available()
+		if len(avail) == 0 {
+			return "", usagef("-kernel auto: no kernel is available")
+		}
+		return avail[0], nil
+	}
+	g, err := kernels.Get(name)
+	switch {
+	case errors.Is(err, kernels.ErrUnknown):
+		var known []string
+		for _, p := range kernels.Registered() {
+			known = append(known, p.Name)
+		}
+		return "", usagef("-kernel: unknown kernel %q (known: cpu, auto, %s)", name, strings.Join(known, ", "))
+	case err != nil:
+		return "", usagef("-kernel: %s is not available here: %s", name, strings.TrimPrefix(err.Error(), kernels.ErrUnavailable.Error()+": "))
+	}
+	if c, ok := g.(io.Closer); ok {
+		c.Close()
+	}
+	return name, nil
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	c, err := parse(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "matmul:", oneLine(err.Error()))
+		return exitUsage
+	}
+	if !c.inJob && c.procs > 1 {
+		return startProcesses(c, stdout, stderr)
+	}
+	return compute(c, stdout, stderr)
+}
+
+// oneLine keeps an error message on one line.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// startProcesses runs this program as c.procs local processes of one job.
+func startProcesses(c *config, stdout, stderr io.Writer) int {
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(stderr, "matmul:", err)
+		return exitFailed
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	return launch.Run(launch.Options{
+		Procs:       c.procs,
+		Argv:        append([]string{exe}, c.args...),
+		Stdout:      stdout,
+		PlainStdout: true, // only the process of task 0 prints there
+		Stderr:      stderr,
+		Signals:     sigs,
+	})
+}
+
+// setThreads sets the process-wide thread count of the kernels this process uses.
+func setThreads(c *config) {
+	seen := map[string]bool{}
+	for _, name := range c.kernels {
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		g, err := kernels.Get(name)
+		if err != nil {
+			continue // the task reports it
+		}
+		if g.Device() == kernels.CPU {
+			g.SetThreads(c.threads) // gonum follows GOMAXPROCS and refuses: fine
+		}
+		if cl, ok := g.(io.Closer); ok {
+			cl.Close()
+		}
+	}
+}
+
+// jsonResult is the -json output: the result line's fields and a few more.
+type jsonResult struct {
+	N        int     `json:"n"`
+	NB       int     `json:"nb"`
+	Grid     string  `json:"grid"`
+	Tasks    int     `json:"tasks"`
+	Procs    int     `json:"procs"`
+	Kernel   string  `json:"kernel"`
+	Seconds  float64 `json:"seconds"`
+	Mean     float64 `json:"mean_seconds"`
+	GFlops   float64 `json:"gflops"`
+	Verified bool    `json:"verified"`
+	Threads  int     `json:"threads"`
+	Reps     int     `json:"reps"`
+	Checks   string  `json:"checks"`
+	Checksum string  `json:"checksum"`
+	Compute  float64 `json:"compute_seconds"`
+	Wait     float64 `json:"wait_seconds"`
+	BytesIn  int64   `json:"bytes_moved"`
+}
+
+// compute runs this process's part of the job and, in the process of task 0, reports.
+func compute(c *config, stdout, stderr io.Writer) int {
+	setThreads(c)
+	var prog progress
+	prog.w = stderr
+	stopProgress := prog.start()
+	t0 := time.Now()
+	res, err := summa.Run(context.Background(), summa.Params{
+		N: c.n, NB: c.nb, Grid: c.grid, Kernels: c.kernels, Reps: c.reps, Seed: c.seed,
+		Verify: c.verify, Progress: prog.update, Trace: c.trace, Balance: c.balance, Split: c.split,
+		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	stopProgress()
+	if err != nil {
+		fmt.Fprintln(stderr, "matmul:", err)
+		return exitFailed
+	}
+	if res == nil {
+		return 0 // another process runs task 0 and reports
+	}
+	var compute, wait time.Duration
+	var moved int64
+	kinds := map[string][2]float64{} // kernel: flops, seconds
+	for _, s := range res.Tasks {
+		compute += s.Compute
+		wait += s.Wait
+		moved += s.BytesIn
+		k := kinds[s.Kernel]
+		kinds[s.Kernel] = [2]float64{k[0] + s.Flops, k[1] + s.Compute.Seconds()}
+	}
+	tasks := float64(len(res.Tasks))
+	if c.json {
+		out, _ := json.Marshal(jsonResult{
+			N: c.n, NB: c.nb, Grid: c.grid.String(), Tasks: c.tasks, Procs: res.Procs, Kernel: c.kernelSpec,
+			Seconds: res.Seconds, Mean: res.MeanSeconds, GFlops: res.GFlops, Verified: res.Verified, Threads: c.threads, Reps: c.reps,
+			Checks: res.Checks, Checksum: fmt.Sprintf("%016x", res.Checksum),
+			Compute: compute.Seconds() / tasks / float64(c.reps), Wait: wait.Seconds() / tasks / float64(c.reps), BytesIn: moved,
+		})
+		fmt.Fprintln(stdout, string(out))
+	} else {
+		fmt.Fprintf(stdout, "summary: wall %.3fs (setup, %d multiplication(s), checks); mean %.3fs per multiplication; per multiplication and task: compute %.3fs, waiting %.3fs; %.1f MB moved between processes; threads=%d/process\n",
+			time.Since(t0).Seconds(), c.reps, res.MeanSeconds, compute.Seconds()/tasks/float64(c.reps), wait.Seconds()/tasks/float64(c.reps), float64(moved)/1e6, c.threads)
+		for _, name := range slices.Sorted(maps.Keys(kinds)) {
+			if k := kinds[name]; len(kinds) > 1 {
+				fmt.Fprintf(stdout, "summary: kernel %s: %.1f%% of the flops at %.1f GFLOP/s per task\n", name, 100*k[0]/(summa.Flops(c.n)*float64(c.reps)), k[0]/k[1]/1e9)
+			}
+		}
+		if res.Split != nil {
+			shares := make([]string, len(res.Split))
+			for i, f := range res.Split {
+				shares[i] = fmt.Sprintf("%s %.1f%%", c.kernels[i], 100*f)
+			}
+			how := "static"
+			if c.balance {
+				how = "balanced from measured rates"
+			}
+			fmt.Fprintf(stdout, "summary: shares of C's columns in the last multiplication (%s): %s\n", how, strings.Join(shares, ", "))
+		}
+		fmt.Fprintf(stdout, "summary: checks=%s freivalds-ratio=%.3g exact-max-error=%.3g checksum=%016x\n",
+			res.Checks, res.FreivaldsRatio, res.ExactErr, res.Checksum)
+		fmt.Fprintf(stdout, "result: n=%d nb=%d grid=%s tasks=%d procs=%d kernel=%s seconds=%.3f gflops=%.1f verified=%v\n",
+			c.n, c.nb, c.grid, c.tasks, res.Procs, c.kernelSpec, res.Seconds, res.GFlops, res.Verified)
+	}
+	if c.verify != 0 && !res.Verified {
+		fmt.Fprintln(stderr, "matmul: verification failed")
+		return exitMismatch
+	}
+	return 0
+}
+
+// progress prints task 0's progress once a second on long runs.
+type progress struct {
+	w           io.Writer
+	mu          sync.Mutex
+	done, total int
+}
+
+func (p *progress) update(done, total int) {
+	p.mu.Lock()
+	p.done, p.total = done, total
+	p.mu.Unlock()
+}
+
+// start prints a line every second while steps remain; the returned function stops it.
+func (p *progress) start() func() {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	begin := time.Now()
+	wg.Go(func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				p.mu.Lock()
+				done, total := p.done, p.total
+				p.mu.Unlock()
+				if total > 0 && done < total {
+					fmt.Fprintf(p.w, "progress: step %d/%d (%.0f%%) after %.1fs\n", done, total, 100*float64(done)/float64(total), time.Since(begin).Seconds())
+				}
+			}
+		}
+	})
+	return func() { close(stop); wg.Wait() }
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/orwl-go/orwl/internal/launch"
+	"github.com/orwl-go/orwl/kernels"
+)
+
+// childEnv makes a process of this test binary run main with the arguments it holds.
+const childEnv = "MATMUL_TEST_ARGS"
+
+func TestMain(m *testing.M) {
+	if args, ok := os.LookupEnv(childEnv); ok {
+		os.Args = append([]string{"matmul"}, strings.Fields(args)...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// cpuKernels are the CPU kernels available here.
+func cpuKernels(t *testing.T) []string {
+	var names []string
+	for _, p := range kernels.Registered() {
+		if p.Device == kernels.CPU && p.Check() == nil {
+			names = append(names, p.Name)
+		}
+	}
+	if len(names) == 0 {
+		t.Fatal("no CPU kernel available")
+	}
+	return names
+}
+
+var (
+	resultRE   = regexp.MustCompile(`(?m)^\[0\] result: n=(\d+) nb=(\d+) grid=(\S+) tasks=(\d+) procs=(\d+) kernel=(\S+) seconds=[0-9.]+ gflops=[0-9.]+ verified=true\n\z`)
+	checksumRE = regexp.MustCompile(`(?m)^\[0\] summary: checks=freivalds\+exact .* checksum=([0-9a-f]{16})$`)
+)
+
+// TestProcessesGiveIdenticalResults runs the program as 1, 2 and 3 processes for several
+// grids (and a static split of the balanced mode) and every CPU kernel: each run verifies, ends with the result line, and the
+// checksum of C is the same for every process count.
+func TestProcessesGiveIdenticalResults(t *testing.T) {
+	for _, kernel := range cpuKernels(t) {
+		for _, grid := range []string{"1x3", "2x2", "1x3 -split 1,2,1"} {
+			sums := map[string][]int{}
+			for _, procs := range []int{1, 2, 3} {
+				var out, errs bytes.Buffer
+				args := fmt.Sprintf("-n 45 -nb 7 -kernel %s -reps 2 -verify -grid %s", kernel, grid)
+				status := launch.Run(launch.Options{Procs: procs, Argv: []string{os.Args[0], "-test.run=^$"},
+					Env: []string{childEnv + "=" + args}, Stdout: &out, Stderr: &errs})
+				m := resultRE.FindStringSubmatch(out.String())
+				c := checksumRE.FindStringSubmatch(out.String())
+				if status != 0 || m == nil || c == nil || m[5] != fmt.Sprint(procs) || m[6] != kernel {
+					t.Fatalf("%s %s, %d processes: status %d\n%s%s", kernel, grid, procs, status, out.String(), errs.String())
+				}
+				sums[c[1]] = append(sums[c[1]], procs)
+			}
+			if len(sums) != 1 {
+				t.Fatalf("%s %s: checksums differ across process counts: %v", kernel, grid, sums)
+			}
+		}
+	}
+}
+
+func TestOneProcessInline(t *testing.T) {
+	var out, errs bytes.Buffer
+	if status := run([]string{"-n", "33", "-nb", "4", "-grid", "2x1", "-np", "1", "-kernel", "gonum", "-json"}, &out, &errs); status != 0 {
+		t.Fatalf("status %d: %s", status, errs.String())
+	}
+	var r jsonResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v: %q", err, out.String())
+	}
+	if !r.Verified || r.N != 33 || r.NB != 4 || r.Grid != "2x1" || r.Tasks != 2 || r.Procs != 1 || r.Kernel != "gonum" || r.GFlops <= 0 || r.Checks != "freivalds+exact" {
+		t.Fatalf("unexpected result %+v", r)
+	}
+}
+
+// TestBadFlags: one line on standard error and exit status 2, for every mistake.
+func TestBadFlags(t *testing.T) {
+	cases := [][]string{
+		{"-grid", "3x3", "-tasks", "4"},
+		{"-nb", "0"},
+		{"-n", "-5"},
+		{"-grid", "2by2"},
+		{"-kernel", "nosuchkernel"},
+		{"-kernel", "gonum:1,openblas:1", "-tasks", "3"},
+		{"-kernel", "gonum,gonum"},
+		{"-np", "3", "-tasks", "2"},
+		{"-reps", "0"},
+		{"-verify=maybe"},
+		{"-split", "1,2", "-tasks", "3"},
+		{"-split", "1,x"},
+		{"-balance", "-grid", "2x2"},
+		{"-bogus"},
+		{"extra"},
+	}
+	for _, name := range []string{"cublas", "openblas"} {
+		if _, err := kernels.Get(name); err != nil {
+			cases = append(cases, []string{"-kernel", name}) // registered but unavailable here
+		}
+	}
+	for _, args := range cases {
+		var out, errs bytes.Buffer
+		full := args
+		if args[0] != "-np" {
+			full = append([]string{"-np", "1"}, args...) // never start processes
+		}
+		status := run(full, &out, &errs)
+		lines := strings.Split(strings.TrimSuffix(errs.String(), "\n"), "\n")
+		if status != exitUsage || len(lines) != 1 || !strings.HasPrefix(lines[0], "matmul: ") || out.Len() != 0 {
+			t.Errorf("%q: status %d, stdout %q, stderr %q", args, status, out.String(), errs.String())
+		}
+	}
+}
+
+func TestKernelSpecs(t *testing.T) {
+	for _, c := range []struct {
+		spec  string
+		tasks int
+		want  string
+		names string
+	}{
+		{"gonum", 3, "gonum", "gonum gonum gonum"},
+		{"gonum:2", 2, "gonum", "gonum gonum"},
+		{"gonum:1,gonum", 3, "gonum:1,gonum", "gonum gonum gonum"},
+	} {
+		names, spec, err := parseKernels(c.spec, c.tasks)
+		if err != nil || spec != c.want || strings.Join(names, " ") != c.names {
+			t.Errorf("parseKernels(%q, %d) = %v, %q, %v", c.spec, c.tasks, names, spec, err)
+		}
+	}
+}
+
+func TestTraceFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "trace.json")
+	var out, errs bytes.Buffer
+	if status := run([]string{"-n", "20", "-nb", "6", "-grid", "1x2", "-np", "1", "-kernel", "gonum", "-trace", file}, &out, &errs); status != 0 {
+		t.Fatalf("status %d: %s", status, errs.String())
+	}
+	b, err := os.ReadFile(file)
+	if err != nil || !json.Valid(b) || !bytes.Contains(b, []byte(`"a0`)) {
+		t.Fatalf("trace %s: %v, %d bytes, valid JSON %v", file, err, len(b), json.Valid(b))
+	}
+}
+
+// TestMixedKernels runs a job whose tasks use different CPU kernels.
+func TestMixedKernels(t *testing.T) {
+	names := cpuKernels(t)
+	if len(names) < 2 {
+		t.Skip("one CPU kernel available")
+	}
+	spec := names[1] + ":1," + names[0]
+	var out, errs bytes.Buffer
+	if status := run([]string{"-n", "32", "-nb", "4", "-tasks", "4", "-np", "1", "-kernel", spec, "-split", "1,1,1,1"}, &out, &errs); status != 0 {
+		t.Fatalf("status %d: %s", status, errs.String())
+	}
+	if !strings.Contains(out.String(), "grid=1x4 tasks=4 procs=1 kernel="+spec+" ") || !strings.Contains(out.String(), "verified=true") ||
+		!strings.Contains(out.String(), "(balanced from measured rates): "+names[1]+" ") {
+		t.Fatalf("unexpected output:\n%s", out.String())
+	}
+	out.Reset()
+	if status := run([]string{"-n", "40", "-nb", "4", "-tasks", "2", "-np", "1", "-kernel", spec, "-split", "3,1", "-balance=false"}, &out, &errs); status != 0 {
+		t.Fatalf("status %d: %s", status, errs.String())
+	}
+	if !strings.Contains(out.String(), "(static): "+names[1]+" 80.0%, "+names[0]+" 20.0%") || !strings.Contains(out.String(), "verified=true") {
+		t.Fatalf("unexpected output:\n%s", out.String())
+	}
+}

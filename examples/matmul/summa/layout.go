@@ -1,0 +1,99 @@
+package summa
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Grid is a P x Q grid of tasks: task (p, q) has id p*Q + q.
+type Grid struct{ P, Q int }
+
+// String returns "PxQ".
+func (g Grid) String() string { return fmt.Sprintf("%dx%d", g.P, g.Q) }
+
+// Tasks returns P*Q.
+func (g Grid) Tasks() int { return g.P * g.Q }
+
+// Coords returns the grid row and column of task id.
+func (g Grid) Coords(id int) (p, q int) { return id / g.Q, id % g.Q }
+
+// ID returns the task at grid row p, column q.
+func (g Grid) ID(p, q int) int { return p*g.Q + q }
+
+// DefaultGrid returns the most square grid of tasks tasks with P >= Q.
+func DefaultGrid(tasks int) Grid {
+	q := 1
+	for d := 1; d*d <= tasks; d++ {
+		if tasks%d == 0 {
+			q = d
+		}
+	}
+	return Grid{P: tasks / q, Q: q}
+}
+
+// ParseGrid reads "PxQ".
+func ParseGrid(s string) (Grid, error) {
+	ps, qs, ok := strings.Cut(s, "x")
+	p, err1 := strconv.Atoi(ps)
+	q, err2 := strconv.Atoi(qs)
+	if !ok || err1 != nil || err2 != nil || p < 1 || q < 1 {
+		return Grid{}, fmt.Errorf("grid %q is not PxQ with P, Q >= 1 (for example 2x2)", s)
+	}
+	return Grid{P: p, Q: q}, nil
+}
+
+// numroc returns how many of n indices, dealt in blocks of nb round-robin over procs
+// processes starting at process 0, belong to process iproc (ScaLAPACK's NUMROC).
+func numroc(n, nb, iproc, procs int) int {
+	blocks := n / nb
+	count := (blocks / procs) * nb
+	switch extra := blocks % procs; {
+	case iproc < extra:
+		count += nb
+	case iproc == extra:
+		count += n % nb
+	}
+	return count
+}
+
+// globals returns the global indices owned by process iproc, in local order.
+func globals(n, nb, iproc, procs int) []int {
+	out := make([]int, 0, numroc(n, nb, iproc, procs))
+	for start := iproc * nb; start < n; start += procs * nb {
+		for i := start; i < min(start+nb, n); i++ {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// blockWidth returns the width of global block k of n indices in blocks of nb.
+func blockWidth(n, nb, k int) int { return min(nb, n-k*nb) }
+
+// step says who publishes the panels of one global step and in which buffer.
+type step struct {
+	k          int // global block column of A / block row of B multiplied
+	aCol, aBuf int // grid column owning A's panel k, and the buffer (0 or 1) it uses
+	bRow, bBuf int // grid row owning B's panel k, and its buffer
+}
+
+// schedule lists the steps of reps multiplications of nk panels each. A panel owner
+// alternates its two buffers over the steps it owns, so consecutive uses of one buffer
+// are at least two steps apart. It also returns how often each grid column and row
+// publishes, per buffer.
+func schedule(g Grid, nk, reps int) (steps []step, aUses, bUses [][2]int) {
+	aUses, bUses = make([][2]int, g.Q), make([][2]int, g.P)
+	aSeen, bSeen := make([]int, g.Q), make([]int, g.P)
+	for s := range nk * reps {
+		k := s % nk
+		st := step{k: k, aCol: k % g.Q, bRow: k % g.P}
+		st.aBuf, st.bBuf = aSeen[st.aCol]%2, bSeen[st.bRow]%2
+		aSeen[st.aCol]++
+		bSeen[st.bRow]++
+		aUses[st.aCol][st.aBuf]++
+		bUses[st.bRow][st.bBuf]++
+		steps = append(steps, st)
+	}
+	return steps, aUses, bUses
+}

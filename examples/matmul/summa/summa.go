@@ -1,0 +1,778 @@
+// Package summa multiplies two N x N float64 matrices distributed 2-D block-cyclically over
+// the tasks of an ORWL job, with the SUMMA algorithm; it is the engine of the matmul
+// example and of the bench harness's matmul rows.
+//
+// # Distribution
+//
+// The tasks form a P x Q grid (task (p, q) has id p*Q+q). A, B and C are cut into NB x NB
+// blocks (the last row and column of blocks may be narrower) dealt round-robin as in
+// ScaLAPACK: block (I, J) belongs to task (I mod P, J mod Q). A task stores its part of A as
+// column panels (its rows of one block column), its part of B as row panels (one block row,
+// its columns) and its part of C as one row-major matrix. A and B are generated entry by
+// entry from the seed, so every task builds its own blocks and nothing is sent to set up.
+//
+// # Algorithm
+//
+// C = sum over k of A(:, k) B(k, :), one block column k of A and block row k of B per step.
+// At step k the tasks of grid column k mod Q own the pieces of A's panel k and the tasks of
+// grid row k mod P own the pieces of B's panel k; each owner publishes its piece in a
+// location that the tasks of its grid row (for A) or column (for B) read, and every task
+// then adds its product C_loc += A_panel x B_panel with one kernel call. Panels move between
+// tasks only through these locations. (With a single grid column, Q = 1, an A panel's
+// only reader is its owner: it is then used in place, without a location or a copy; the
+// same holds for B with P = 1.)
+//
+// Every task owns two A-panel locations (a0, a1) and two B-panel locations (b0, b1). An
+// owner alternates between its two buffers over the steps it owns, so a buffer is reused
+// at the earliest two steps later. Each location has one iterative write handle (its owner,
+// FIFO position 0) and iterative read handles of every task of the row or column (position
+// 1), so its FIFO cycles: write, group of reads, write, group of reads, one cycle per step
+// that uses the buffer. Data of a location in another process is pushed to the reader's
+// mirror when the write is released, that is while the reader is still multiplying the
+// previous step: in iteration s a task first publishes its pieces for step s+1 (lookahead
+// one), then reads the panels of step s and multiplies. That is the double buffering: the
+// panels of the next step travel while the current one is multiplied, and a buffer is not
+// overwritten before all its readers are done with it, without any other synchronisation.
+//
+// # Why it cannot deadlock, and why it fits ORWL
+//
+// Give the write of step s the key (s-1, 0) and the reads of step s the key (s, 1). Every
+// task takes its handles in increasing key order (publish s+1, then read s). A read of
+// step s waits only for the write of step s on the same buffer (key (s-1, 0), smaller). A
+// write of step s waits only for the reads of the previous use of its buffer, at a step
+// s' <= s-2, key (s', 1) < (s-1, 0). So every access waits only for accesses with smaller
+// keys; the blocked access with the smallest key always has its predecessors done, and
+// some task can always move. Nested sections (the two reads of one step) are both at
+// position 1, as ORWL's discipline asks. Schedule puts, on every location, the owner's
+// write (position 0) before the readers (position 1), which starts every cycle right.
+//
+// The algorithm fits ORWL because SUMMA is a fixed, data-independent sequence of accesses
+// to a few shared panels: exactly the iterative pattern that ORWL's ordered FIFOs
+// describe once, at Schedule, and then run without any central coordination or
+// per-message matching. Read groups make a broadcast (all readers of a panel are granted
+// together), iterative handles queue the next access before the current one ends, and
+// remote grants prefetch the data, which is what overlaps communication with computation.
+// The order of conflicting accesses is fixed, so every task performs the same kernel calls
+// on the same data whatever the timing or the number of processes: results are
+// bit-identical across process counts.
+//
+// # Balanced runs
+//
+// For tasks of unequal speed (GPU and CPU kernels in one job), Params.Split and
+// Params.Balance switch to a variant on one row of tasks: A's panels are published once,
+// each in its own location, and every task computes a range of C's columns whose width
+// follows a static weight or, with Balance, the rates measured in the previous
+// multiplication, exchanged through a location "rate" per task (balance.go).
+//
+// At the end every task publishes, once, its statistics and its verification data in its
+// location "out" (one-shot write at position 0), which task 0 reads (one-shot reads at
+// position 1) to report and check the result.
+//
+// This package computes and checks; it must not print, parse flags or start processes.
+package summa
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"math"
+	"time"
+
+	"gonum.org/v1/gonum/blas"
+
+	"github.com/orwl-go/orwl/handle"
+	"github.com/orwl-go/orwl/kernels"
+	"github.com/orwl-go/orwl/kernels/cublas"
+	"github.com/orwl-go/orwl/orwl"
+)
+
+// Verify selects the checks of the result; the values combine with |.
+type Verify int
+
+// Checks.
+const (
+	// Freivalds compares C·x with A·(B·x) for a random x: O(N²), for any N.
+	Freivalds Verify = 1 << iota
+	// Exact gathers C and compares it with one kernel call on the whole of A and B. It needs
+	// the whole problem in task 0's memory: for small N.
+	Exact
+)
+
+// Params describe one job.
+type Params struct {
+	N, NB int
+	Grid  Grid
+	// Kernels names the kernel of every task (len Grid.Tasks()), as kernels.Get takes them.
+	Kernels []string
+	Reps    int    // multiplications, one after the other (at least 1)
+	Seed    uint64 // generates A, B and the Freivalds vector
+	Verify  Verify
+	// Job and Place are passed to orwl.Config; nil means discovered and contiguous.
+	Job   *orwl.Job
+	Place func(task, procs int) int
+	// Progress, when not nil, is called by task 0 after each of its steps.
+	Progress func(done, total int)
+	Logger   *slog.Logger
+	// Trace is passed to orwl.Config.Trace: a file for the job's Chrome trace (rank 0).
+	Trace string
+	// Split, when not nil, gives every task's share of C's columns (any non-negative
+	// weights, one per task) instead of the block-cyclic deal: see balance.go. It needs a
+	// grid of one row (P = 1).
+	Split []float64
+	// Balance moves the shares of C's columns after every multiplication in proportion to
+	// the rates measured during it (dynamic load balancing), starting from Split or from
+	// equal shares. It needs a grid of one row (P = 1) and Reps > 1 to act.
+	Balance bool
+}
+
+// balanced reports whether C's columns are split in ranges rather than dealt block-cyclically.
+func (p *Params) balanced() bool { return p.Balance || p.Split != nil }
+
+// TaskStats are the measurements of one task.
+type TaskStats struct {
+	Kernel  string
+	Compute time.Duration // inside kernel calls
+	Wait    time.Duration // blocked acquiring panels
+	BytesIn int64         // panel bytes received from tasks of other processes
+	Flops   float64
+}
+
+// Result is what task 0 learns at the end. Only the process that runs task 0 gets one.
+type Result struct {
+	// Seconds is the time of the fastest of the Reps multiplications (the first one pays
+	// for warming up: page faults, thread pools, device buffers). Multiplication r ends
+	// when the last task finishes its part of it; it starts when multiplication r-1 ended,
+	// or, for the first one, when the first task started after Schedule.
+	Seconds float64
+	// MeanSeconds is the mean over the Reps multiplications: from the first task's start
+	// to the last task's end, divided by Reps.
+	MeanSeconds float64
+	GFlops      float64 // 2N³ / Seconds
+	Procs       int
+	Verified    bool   // every requested check passed (false when none was requested)
+	Checks      string // the checks made, e.g. "freivalds+exact", or "none"
+	// FreivaldsRatio is max |C·x - A·(B·x)| / tolerance over the rows (passing: <= 1).
+	FreivaldsRatio float64
+	// ExactErr is max |C - C_ref| of the exact check.
+	ExactErr float64
+	Checksum uint64 // hash of the bits of C, identical across process counts
+	Tasks    []TaskStats
+	// Split is every task's share of C's columns in the last multiplication (balanced
+	// runs; nil otherwise).
+	Split []float64
+}
+
+// Flops returns the floating-point operations of one N x N x N multiplication.
+func Flops(n int) float64 { return 2 * float64(n) * float64(n) * float64(n) }
+
+func (p *Params) check() error {
+	switch {
+	case p.N < 1:
+		return fmt.Errorf("summa: n is %d; need n >= 1", p.N)
+	case p.NB < 1:
+		return fmt.Errorf("summa: nb is %d; need nb >= 1", p.NB)
+	case p.Grid.P < 1 || p.Grid.Q < 1:
+		return fmt.Errorf("summa: grid %s; need P, Q >= 1", p.Grid)
+	case len(p.Kernels) != p.Grid.Tasks():
+		return fmt.Errorf("summa: %d kernel names for %d tasks", len(p.Kernels), p.Grid.Tasks())
+	case p.Reps < 1:
+		return fmt.Errorf("summa: reps is %d; need reps >= 1", p.Reps)
+	case p.balanced() && p.Grid.P != 1:
+		return fmt.Errorf("summa: balanced runs need a grid of one row (1x%d), not %s", p.Grid.Tasks(), p.Grid)
+	case p.Split != nil && len(p.Split) != p.Grid.Tasks():
+		return fmt.Errorf("summa: %d split weights for %d tasks", len(p.Split), p.Grid.Tasks())
+	}
+	for _, v := range p.Split {
+		if !(v >= 0) || math.IsInf(v, 0) {
+			return fmt.Errorf("summa: split weight %v; need finite weights >= 0", v)
+		}
+	}
+	return nil
+}
+
+// header fields of a task's "out" location, in float64 slots.
+const (
+	hStart = iota // UnixNano bits
+	hEnd
+	hCompute // seconds
+	hWait
+	hBytes
+	hChecksum // bits
+	hFlops
+	hC0 // balanced runs: my range of columns in the last multiplication
+	hC1
+	hLen
+)
+
+// Run runs the job; in every process it returns when the whole job is done. The process
+// that runs task 0 gets the Result, the others nil.
+func Run(ctx context.Context, p Params) (*Result, error) {
+	if err := p.check(); err != nil {
+		return nil, err
+	}
+	nk := (p.N + p.NB - 1) / p.NB
+	steps, aUses, bUses := schedule(p.Grid, nk, p.Reps)
+	var res *Result
+	pins := &pinSet{}
+	defer pins.release()
+	cfg := orwl.Config{
+		Tasks:     p.Grid.Tasks(),
+		Locations: locationNames(&p, nk),
+		Job:       p.Job,
+		Place:     p.Place,
+		Logger:    p.Logger,
+		Trace:     p.Trace,
+	}
+	err := orwl.Run(ctx, cfg, func(ctx context.Context, t *orwl.Task) error {
+		w := &worker{p: &p, t: t, steps: steps, pins: pins}
+		r, err := w.run(ctx, aUses, bUses)
+		if r != nil {
+			r.Procs = t.NumProcs()
+			res = r
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// worker is one task's state.
+type worker struct {
+	p           *Params
+	t           *orwl.Task
+	steps       []step
+	me, gp, gq  int
+	rows, cols  []int       // global rows and columns of my part of C
+	aPanels     [][]float64 // my part of A, by local block column
+	bPanels     [][]float64 // my part of B, by local block row
+	c           []float64
+	gemm        kernels.Gemm
+	stats       TaskStats
+	aW, bW      [2]*handle.Handle   // my panel locations, written
+	aR          [][2]*handle.Handle // A panels of my grid row, by grid column and buffer
+	bR          [][2]*handle.Handle // B panels of my grid column, by grid row and buffer
+	remoteA     []bool              // the A locations of grid column q are in another process
+	remoteB     []bool              // the B locations of grid row p are in another process
+	publish     *handle.Handle      // my "out"
+	gather      []*handle.Handle    // task 0: everybody's "out"
+	start, stop time.Time
+	aCols       []int   // global columns of my part of A
+	pins        *pinSet // location buffers pinned for GPU kernels
+	pinPanels   bool    // my kernel reads panels faster from pinned memory
+
+	// Balanced runs.
+	cuts         []int     // column ranges of all tasks
+	c0, c1       int       // my range of C's columns
+	bFull, cFull []float64 // the whole of B; C with my range filled
+	rateW        *handle.Handle
+	panW, panR   []*handle.Handle // A panels published once: mine, written; all, read
+	rateR        []*handle.Handle
+	repFlops     float64
+	repCompute   time.Duration
+	repEnds      []time.Time // when I finished my part of each multiplication
+}
+
+func (w *worker) run(ctx context.Context, aUses, bUses [][2]int) (*Result, error) {
+	p, t, g := w.p, w.t, w.p.Grid
+	w.me = t.ID()
+	w.gp, w.gq = g.Coords(w.me)
+	gemm, err := kernels.Get(p.Kernels[w.me])
+	if err != nil {
+		return nil, fmt.Errorf("task %d: %w", w.me, err)
+	}
+	w.gemm = gemm
+	_, w.pinPanels = gemm.(*cublas.Kernel)
+	if c, ok := gemm.(io.Closer); ok {
+		defer c.Close()
+	}
+	w.stats.Kernel = gemm.Name()
+	free, err := w.generate()
+	if err != nil {
+		return nil, err
+	}
+	defer free()
+	mloc, nloc := len(w.rows), len(w.cols)
+	maxW := min(p.NB, p.N)
+	t.Scale("a0", 8*mloc*maxW)
+	t.Scale("a1", 8*mloc*maxW)
+	t.Scale("b0", 8*maxW*nloc)
+	t.Scale("b1", 8*maxW*nloc)
+	t.Scale("out", 8*outLen(p, mloc, nloc))
+	t.Scale("rate", 8)
+	if p.Balance && p.Reps > 1 {
+		w.balanceHandles()
+	}
+	myProc := t.ProcOf(w.me)
+	// A panel with Q == 1 (a B panel with P == 1) is read by its owner only: it is used
+	// where it is, with no location and no copy.
+	for b := range 2 {
+		if aUses[w.gq][b] > 0 && g.Q > 1 && !p.balanced() {
+			w.aW[b] = t.WriteInsert(t.Loc(w.me, fmt.Sprintf("a%d", b)), 0)
+		}
+		if bUses[w.gp][b] > 0 && g.P > 1 {
+			w.bW[b] = t.WriteInsert(t.Loc(w.me, fmt.Sprintf("b%d", b)), 0)
+		}
+	}
+	w.aR, w.remoteA = make([][2]*handle.Handle, g.Q), make([]bool, g.Q)
+	for q := range g.Q {
+		owner := g.ID(w.gp, q)
+		w.remoteA[q] = t.ProcOf(owner) != myProc
+		for b := range 2 {
+			if aUses[q][b] > 0 && g.Q > 1 && !p.balanced() {
+				w.aR[q][b] = t.ReadInsert(t.Loc(owner, fmt.Sprintf("a%d", b)), 1)
+			}
+		}
+	}
+	w.bR, w.remoteB = make([][2]*handle.Handle, g.P), make([]bool, g.P)
+	for pr := range g.P {
+		owner := g.ID(pr, w.gq)
+		w.remoteB[pr] = t.ProcOf(owner) != myProc
+		for b := range 2 {
+			if bUses[pr][b] > 0 && g.P > 1 {
+				w.bR[pr][b] = t.ReadInsert(t.Loc(owner, fmt.Sprintf("b%d", b)), 1)
+			}
+		}
+	}
+	if p.balanced() && g.Q > 1 {
+		w.panelHandles()
+	}
+	w.publish = t.WriteInsertOnce(t.Loc(w.me, "out"), 0)
+	if w.me == 0 {
+		for k := range g.Tasks() {
+			w.gather = append(w.gather, t.ReadInsertOnce(t.Loc(k, "out"), 1))
+		}
+	}
+	if err := t.Schedule(ctx); err != nil {
+		return nil, err
+	}
+
+	if err := w.publishOnce(ctx); err != nil {
+		return nil, err
+	}
+	w.start = time.Now()
+	if err := w.publishPanels(ctx, 0); err != nil {
+		return nil, err
+	}
+	for s := range w.steps {
+		if s+1 < len(w.steps) {
+			if err := w.publishPanels(ctx, s+1); err != nil {
+				return nil, err
+			}
+		}
+		if err := w.multiply(ctx, s); err != nil {
+			return nil, err
+		}
+		if (s+1)%(len(w.steps)/p.Reps) == 0 {
+			w.repEnds = append(w.repEnds, time.Now())
+			if w.rateW != nil && len(w.repEnds) < p.Reps {
+				if err := w.rebalance(ctx); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if w.me == 0 && p.Progress != nil {
+			p.Progress(s+1, len(w.steps))
+		}
+	}
+	w.stop = time.Now()
+
+	if err := w.publish.Section(ctx, func(b []byte) error {
+		w.fillOut(orwl.Float64s(b))
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if w.me != 0 {
+		return nil, nil
+	}
+	return w.collect(ctx)
+}
+
+// generate builds my blocks of A and B and allocates C: in memory of the kernel's
+// allocator when it has one (a GPU kernel's pinned memory), else on the Go heap. The
+// returned function frees what the allocator gave.
+func (w *worker) generate() (free func(), err error) {
+	p, g := w.p, w.p.Grid
+	w.rows = globals(p.N, p.NB, w.gp, g.P)
+	w.cols = globals(p.N, p.NB, w.gq, g.Q)
+	w.aCols = w.cols
+	mloc, nloc := len(w.rows), len(w.cols)
+	kA, kB := len(w.cols), len(w.rows) // my A has nloc columns, my B has mloc rows
+	size := mloc*kA + kB*nloc + mloc*nloc
+	if p.balanced() { // A as usual; the whole of B; C full width
+		size = mloc*kA + 2*p.N*p.N
+	}
+	all := make([]float64, 0)
+	free = func() {}
+	if al, ok := w.gemm.(kernels.Allocator); ok && size > 0 {
+		if all, err = al.Alloc(size); err != nil {
+			return nil, fmt.Errorf("task %d: %w", w.me, err)
+		}
+		free = func() { al.Free(all) }
+	} else {
+		all = make([]float64, size)
+	}
+	take := func(n int) []float64 {
+		s := all[:n:n]
+		all = all[n:]
+		return s
+	}
+	for J := w.gq; J*p.NB < p.N; J += g.Q {
+		wd := blockWidth(p.N, p.NB, J)
+		panel := take(mloc * wd)
+		for i, gi := range w.rows {
+			for c := range wd {
+				panel[i*wd+c] = MatrixA(p.Seed, p.N, gi, J*p.NB+c)
+			}
+		}
+		w.aPanels = append(w.aPanels, panel)
+	}
+	if p.balanced() {
+		w.bFull, w.cFull = take(p.N*p.N), take(p.N*p.N)
+		for i := range p.N {
+			for j := range p.N {
+				w.bFull[i*p.N+j] = MatrixB(p.Seed, p.N, i, j)
+			}
+		}
+		weights := p.Split
+		if weights == nil {
+			weights = make([]float64, g.Tasks())
+			for i := range weights {
+				weights[i] = 1
+			}
+		}
+		w.setRange(cutPoints(p.N, weights))
+		return free, nil
+	}
+	for I := w.gp; I*p.NB < p.N; I += g.P {
+		wd := blockWidth(p.N, p.NB, I)
+		panel := take(wd * nloc)
+		for r := range wd {
+			for j, gj := range w.cols {
+				panel[r*nloc+j] = MatrixB(p.Seed, p.N, I*p.NB+r, gj)
+			}
+		}
+		w.bPanels = append(w.bPanels, panel)
+	}
+	w.c = take(mloc * nloc)
+	return free, nil
+}
+
+// publishPanels writes my pieces of the panels of step s, if I own any.
+func (w *worker) publishPanels(ctx context.Context, s int) error {
+	st := w.steps[s]
+	if st.aCol == w.gq && w.p.Grid.Q > 1 && !w.p.balanced() {
+		panel := w.aPanels[st.k/w.p.Grid.Q]
+		if err := w.timedSection(ctx, w.aW[st.aBuf], func(b []byte) { copy(orwl.Float64s(b), panel) }); err != nil {
+			return err
+		}
+	}
+	if st.bRow == w.gp && w.p.Grid.P > 1 {
+		panel := w.bPanels[st.k/w.p.Grid.P]
+		if err := w.timedSection(ctx, w.bW[st.bBuf], func(b []byte) { copy(orwl.Float64s(b), panel) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// timedSection is a write section whose acquire counts as waiting.
+func (w *worker) timedSection(ctx context.Context, h *handle.Handle, fn func([]byte)) error {
+	t0 := time.Now()
+	if err := h.Acquire(ctx); err != nil {
+		return err
+	}
+	w.stats.Wait += time.Since(t0)
+	fn(h.Map())
+	return h.Release()
+}
+
+// multiply reads the panels of step s and adds their product to C.
+func (w *worker) multiply(ctx context.Context, s int) error {
+	st := w.steps[s]
+	g := w.p.Grid
+	mloc, nloc := len(w.rows), len(w.cols)
+	wd := blockWidth(w.p.N, w.p.NB, st.k)
+	var a, b []float64
+	var ha, hb *handle.Handle
+	t0 := time.Now()
+	if g.Q > 1 {
+		ha = w.aR[st.aCol][st.aBuf]
+		if w.p.balanced() {
+			ha = w.panR[st.k]
+		}
+		if err := ha.Acquire(ctx); err != nil {
+			return err
+		}
+		a = orwl.Float64s(ha.Map())
+		if w.pinPanels {
+			w.pins.add(a)
+		}
+		if w.remoteA[st.aCol] && (!w.p.balanced() || s < len(w.steps)/w.p.Reps) {
+			w.stats.BytesIn += int64(len(ha.Map())) // balanced runs: sent once
+		}
+	} else {
+		a = w.aPanels[st.k]
+	}
+	if g.P > 1 {
+		hb = w.bR[st.bRow][st.bBuf]
+		if err := hb.Acquire(ctx); err != nil {
+			return errors.Join(err, release(ha))
+		}
+		b = orwl.Float64s(hb.Map())
+		if w.pinPanels {
+			w.pins.add(b)
+		}
+		if w.remoteB[st.bRow] {
+			w.stats.BytesIn += int64(len(hb.Map()))
+		}
+	} else if !w.p.balanced() {
+		b = w.bPanels[st.k]
+	}
+	t1 := time.Now()
+	w.stats.Wait += t1.Sub(t0)
+	if w.p.balanced() {
+		w.multiplyRange(st, a, s)
+	} else if mloc > 0 && nloc > 0 && s != skipStep {
+		beta := 1.0
+		if st.k == 0 {
+			beta = 0
+		}
+		a, b = a[:mloc*wd], b[:wd*nloc]
+		w.gemm.Dgemm(blas.NoTrans, blas.NoTrans, mloc, nloc, wd, 1, a, wd, b, nloc, beta, w.c, nloc)
+		w.stats.Flops += 2 * float64(mloc) * float64(nloc) * float64(wd)
+	}
+	w.stats.Compute += time.Since(t1)
+	return errors.Join(release(hb), release(ha))
+}
+
+// release releases h, when there is one.
+func release(h *handle.Handle) error {
+	if h == nil {
+		return nil
+	}
+	return h.Release()
+}
+
+// skipStep is a step whose product every task leaves out: tests set it to check that
+// verification catches a wrong result. -1 in normal runs.
+var skipStep = -1
+
+// outLen is the size in float64s of the "out" location of a task with an mloc x nloc part.
+func outLen(p *Params, mloc, nloc int) int {
+	n := hLen + p.Reps
+	if p.Verify&Freivalds != 0 {
+		n += 3 * mloc
+	}
+	if p.Verify&Exact != 0 {
+		if p.balanced() {
+			nloc = p.N // the final range is not known yet
+		}
+		n += mloc * nloc
+	}
+	return n
+}
+
+// fillOut writes my statistics and verification data.
+func (w *worker) fillOut(out []float64) {
+	if w.p.balanced() {
+		w.compactC()
+	}
+	h := fnv.New64a()
+	h.Write(orwl.Bytes(w.c))
+	out[hStart] = math.Float64frombits(uint64(w.start.UnixNano()))
+	out[hEnd] = math.Float64frombits(uint64(w.stop.UnixNano()))
+	out[hCompute] = w.stats.Compute.Seconds()
+	out[hWait] = w.stats.Wait.Seconds()
+	out[hBytes] = float64(w.stats.BytesIn)
+	out[hChecksum] = math.Float64frombits(h.Sum64())
+	out[hFlops] = w.stats.Flops
+	out[hC0], out[hC1] = float64(w.c0), float64(w.c1)
+	for r, t := range w.repEnds {
+		out[hLen+r] = math.Float64frombits(uint64(t.UnixNano()))
+	}
+	rest := out[hLen+w.p.Reps:]
+	if w.p.Verify&Freivalds != 0 {
+		m := len(w.rows)
+		w.freivalds(rest[:m], rest[m:2*m], rest[2*m:3*m])
+		rest = rest[3*m:]
+	}
+	if w.p.Verify&Exact != 0 {
+		copy(rest, w.c)
+	}
+}
+
+// freivalds computes my partial sums, for my rows of C, of y = C·x, z = A·(B·x) and
+// bound = |A|·(|B|·|x|), over my columns. The rows of B that my columns of A multiply are
+// generated whole, so no other task's data is needed.
+func (w *worker) freivalds(y, z, bound []float64) {
+	p := w.p
+	x := make([]float64, p.N)
+	for j := range x {
+		x[j] = vectorX(p.Seed, j)
+	}
+	nloc := len(w.cols)
+	bx, babs := make([]float64, len(w.aCols)), make([]float64, len(w.aCols))
+	for c, r := range w.aCols {
+		var s, sa float64
+		for j := range p.N {
+			v := MatrixB(p.Seed, p.N, r, j) * x[j]
+			s += v
+			sa += math.Abs(v)
+		}
+		bx[c], babs[c] = s, sa
+	}
+	for i := range w.rows {
+		var s float64
+		for c, gj := range w.cols {
+			s += w.c[i*nloc+c] * x[gj]
+		}
+		y[i] = s
+	}
+	c0 := 0
+	for _, panel := range w.aPanels {
+		wd := len(panel) / max(len(w.rows), 1)
+		for i := range w.rows {
+			var s, sa float64
+			for c := range wd {
+				a := panel[i*wd+c]
+				s += a * bx[c0+c]
+				sa += math.Abs(a) * babs[c0+c]
+			}
+			z[i] += s
+			bound[i] += sa
+		}
+		c0 += wd
+	}
+}
+
+// collect is task 0's end: read every task's "out", check and report.
+func (w *worker) collect(ctx context.Context) (*Result, error) {
+	p, g := w.p, w.p.Grid
+	res := &Result{}
+	var y, z, bound, full []float64
+	if p.Verify&Freivalds != 0 {
+		y, z, bound = make([]float64, p.N), make([]float64, p.N), make([]float64, p.N)
+	}
+	if p.Verify&Exact != 0 {
+		full = make([]float64, p.N*p.N)
+	}
+	var first, last int64 = math.MaxInt64, math.MinInt64
+	repEnd := make([]int64, p.Reps) // when the last task finished each multiplication
+	sums := fnv.New64a()
+	for k, h := range w.gather {
+		pk, qk := g.Coords(k)
+		rows, cols := globals(p.N, p.NB, pk, g.P), globals(p.N, p.NB, qk, g.Q)
+		if err := h.Section(ctx, func(b []byte) error {
+			out := orwl.Float64s(b)
+			if p.balanced() {
+				c0, c1 := int(out[hC0]), int(out[hC1])
+				cols = cols[:0]
+				for j := c0; j < c1; j++ {
+					cols = append(cols, j)
+				}
+				res.Split = append(res.Split, float64(c1-c0)/float64(p.N))
+			}
+			first = min(first, int64(math.Float64bits(out[hStart])))
+			last = max(last, int64(math.Float64bits(out[hEnd])))
+			res.Tasks = append(res.Tasks, TaskStats{
+				Kernel:  p.Kernels[k],
+				Compute: time.Duration(out[hCompute] * 1e9),
+				Wait:    time.Duration(out[hWait] * 1e9),
+				BytesIn: int64(out[hBytes]),
+				Flops:   out[hFlops],
+			})
+			var cs [8]byte
+			for i := range cs {
+				cs[i] = byte(math.Float64bits(out[hChecksum]) >> (8 * i))
+			}
+			sums.Write(cs[:])
+			for r := range p.Reps {
+				repEnd[r] = max(repEnd[r], int64(math.Float64bits(out[hLen+r])))
+			}
+			rest := out[hLen+p.Reps:]
+			if y != nil {
+				m := len(rows)
+				for i, gi := range rows {
+					y[gi] += rest[i]
+					z[gi] += rest[m+i]
+					bound[gi] += rest[2*m+i]
+				}
+				rest = rest[3*m:]
+			}
+			if full != nil {
+				for i, gi := range rows {
+					for j, gj := range cols {
+						full[gi*p.N+gj] = rest[i*len(cols)+j]
+					}
+				}
+			}
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
+	res.Tasks[0].Kernel = w.stats.Kernel
+	res.MeanSeconds = float64(last-first) / 1e9 / float64(p.Reps)
+	for r, end := range repEnd {
+		begin := first
+		if r > 0 {
+			begin = repEnd[r-1]
+		}
+		if d := float64(end-begin) / 1e9; r == 0 || d < res.Seconds {
+			res.Seconds = d
+		}
+	}
+	res.GFlops = Flops(p.N) / res.Seconds / 1e9
+	res.Checksum = sums.Sum64()
+	res.Checks = "none"
+	ok := p.Verify != 0
+	eps := math.Nextafter(1, 2) - 1
+	if y != nil {
+		res.Checks = "freivalds"
+		for i := range y {
+			tol := 4*float64(p.N)*eps*bound[i] + math.SmallestNonzeroFloat64
+			r := math.Abs(y[i]-z[i]) / tol
+			if !(r <= 1) {
+				ok = false
+			}
+			if !(r <= res.FreivaldsRatio) {
+				res.FreivaldsRatio = r
+			}
+		}
+	}
+	if full != nil {
+		if y != nil {
+			res.Checks += "+exact"
+		} else {
+			res.Checks = "exact"
+		}
+		a, b, ref := make([]float64, p.N*p.N), make([]float64, p.N*p.N), make([]float64, p.N*p.N)
+		for i := range p.N {
+			for j := range p.N {
+				a[i*p.N+j] = MatrixA(p.Seed, p.N, i, j)
+				b[i*p.N+j] = MatrixB(p.Seed, p.N, i, j)
+			}
+		}
+		w.gemm.Dgemm(blas.NoTrans, blas.NoTrans, p.N, p.N, p.N, 1, a, p.N, b, p.N, 0, ref, p.N)
+		// Entries lie in [-1, 1), so |A||B| <= N entrywise; the two results differ only
+		// by rounding, at most about 2Nε|A||B|.
+		tol := 4 * float64(p.N) * eps * float64(p.N)
+		for i := range ref {
+			d := math.Abs(full[i] - ref[i])
+			if !(d <= tol) {
+				ok = false
+			}
+			if !(d <= res.ExactErr) {
+				res.ExactErr = d
+			}
+		}
+	}
+	res.Verified = ok
+	return res, nil
+}

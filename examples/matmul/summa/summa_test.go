@@ -1,0 +1,202 @@
+package summa
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/orwl-go/orwl/kernels"
+	_ "github.com/orwl-go/orwl/kernels/all"
+)
+
+// cpuKernels are the CPU kernels available here.
+func cpuKernels(t *testing.T) []string {
+	var names []string
+	for _, p := range kernels.Registered() {
+		if p.Device == kernels.CPU && p.Check() == nil {
+			names = append(names, p.Name)
+		}
+	}
+	if len(names) == 0 {
+		t.Fatal("no CPU kernel available")
+	}
+	return names
+}
+
+func TestNumrocAndGlobals(t *testing.T) {
+	for _, c := range []struct{ n, nb, procs int }{{10, 3, 1}, {10, 3, 2}, {10, 3, 4}, {7, 8, 3}, {64, 8, 3}, {1, 1, 5}} {
+		seen := make([]bool, c.n)
+		total := 0
+		for p := range c.procs {
+			g := globals(c.n, c.nb, p, c.procs)
+			if len(g) != numroc(c.n, c.nb, p, c.procs) {
+				t.Fatalf("%+v proc %d: %d globals, numroc %d", c, p, len(g), numroc(c.n, c.nb, p, c.procs))
+			}
+			for _, i := range g {
+				if seen[i] || (i/c.nb)%c.procs != p {
+					t.Fatalf("%+v proc %d: index %d wrongly owned", c, p, i)
+				}
+				seen[i] = true
+			}
+			total += len(g)
+		}
+		if total != c.n {
+			t.Fatalf("%+v: %d indices owned", c, total)
+		}
+	}
+}
+
+// TestScheduleReusesBuffersLate checks what the deadlock-freedom argument needs: a buffer
+// is used again at least two steps after its previous use.
+func TestScheduleReusesBuffersLate(t *testing.T) {
+	for _, g := range []Grid{{1, 1}, {2, 1}, {1, 3}, {2, 2}, {3, 2}} {
+		for _, nk := range []int{1, 2, 3, 5, 8} {
+			steps, aUses, bUses := schedule(g, nk, 3)
+			lastA, lastB := map[[2]int]int{}, map[[2]int]int{}
+			countA, countB := make([][2]int, g.Q), make([][2]int, g.P)
+			for s, st := range steps {
+				if st.k != s%nk || st.aCol != st.k%g.Q || st.bRow != st.k%g.P {
+					t.Fatalf("grid %s nk %d step %d: %+v", g, nk, s, st)
+				}
+				ka, kb := [2]int{st.aCol, st.aBuf}, [2]int{st.bRow, st.bBuf}
+				if prev, ok := lastA[ka]; ok && s-prev < 2 {
+					t.Fatalf("grid %s nk %d: A buffer %v used at steps %d and %d", g, nk, ka, prev, s)
+				}
+				if prev, ok := lastB[kb]; ok && s-prev < 2 {
+					t.Fatalf("grid %s nk %d: B buffer %v used at steps %d and %d", g, nk, kb, prev, s)
+				}
+				lastA[ka], lastB[kb] = s, s
+				countA[st.aCol][st.aBuf]++
+				countB[st.bRow][st.bBuf]++
+			}
+			for q := range g.Q {
+				if countA[q] != aUses[q] {
+					t.Fatalf("grid %s nk %d: A uses %v, counted %v", g, nk, aUses, countA)
+				}
+			}
+			for p := range g.P {
+				if countB[p] != bUses[p] {
+					t.Fatalf("grid %s nk %d: B uses %v, counted %v", g, nk, bUses, countB)
+				}
+			}
+		}
+	}
+}
+
+func TestGrids(t *testing.T) {
+	for tasks, want := range map[int]Grid{1: {1, 1}, 2: {2, 1}, 3: {3, 1}, 4: {2, 2}, 6: {3, 2}, 12: {4, 3}} {
+		if g := DefaultGrid(tasks); g != want {
+			t.Errorf("DefaultGrid(%d) = %s, want %s", tasks, g, want)
+		}
+	}
+	for _, bad := range []string{"", "3", "0x2", "2x", "2x2x2", "axb", "-1x2", "2x2 "} {
+		if _, err := ParseGrid(bad); err == nil {
+			t.Errorf("ParseGrid(%q) accepted", bad)
+		}
+	}
+	if g, err := ParseGrid("3x2"); err != nil || g != (Grid{3, 2}) {
+		t.Errorf("ParseGrid(3x2) = %v, %v", g, err)
+	}
+}
+
+// TestMultiplies runs the whole job in one process for several grids, sizes that NB does
+// not divide, and every CPU kernel, with both checks.
+func TestMultiplies(t *testing.T) {
+	for _, kernel := range cpuKernels(t) {
+		for _, g := range []Grid{{1, 1}, {2, 1}, {1, 3}, {2, 2}} {
+			for _, c := range []struct{ n, nb, reps int }{{37, 5, 1}, {50, 8, 2}, {10, 8, 1}, {6, 16, 1}} {
+				names := make([]string, g.Tasks())
+				for i := range names {
+					names[i] = kernel
+				}
+				res, err := Run(context.Background(), Params{N: c.n, NB: c.nb, Grid: g, Kernels: names,
+					Reps: c.reps, Seed: 7, Verify: Freivalds | Exact})
+				if err != nil {
+					t.Fatalf("%s grid %s %+v: %v", kernel, g, c, err)
+				}
+				if !res.Verified || res.Checks != "freivalds+exact" {
+					t.Fatalf("%s grid %s %+v: not verified: %+v", kernel, g, c, res)
+				}
+				var flops float64
+				for _, s := range res.Tasks {
+					flops += s.Flops
+				}
+				if want := Flops(c.n) * float64(c.reps); flops != want {
+					t.Fatalf("%s grid %s %+v: tasks did %g flops, want %g", kernel, g, c, flops, want)
+				}
+			}
+		}
+	}
+}
+
+// TestDetectsWrongResult makes sure the checks can fail: a task that skips a panel.
+func TestDetectsWrongResult(t *testing.T) {
+	p := Params{N: 40, NB: 8, Grid: Grid{2, 2}, Kernels: []string{"gonum", "gonum", "gonum", "gonum"}, Reps: 1, Seed: 3}
+	for _, v := range []Verify{Freivalds, Exact} {
+		p.Verify = v
+		skipStep = 2
+		res, err := Run(context.Background(), p)
+		skipStep = -1
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Verified {
+			t.Fatalf("checks %s passed a wrong product", res.Checks)
+		}
+	}
+}
+
+func TestCutPoints(t *testing.T) {
+	for _, c := range []struct {
+		n       int
+		weights []float64
+		want    []int
+	}{
+		{100, []float64{1, 1}, []int{0, 48, 100}},
+		{100, []float64{3, 1}, []int{0, 72, 100}},
+		{100, []float64{1, 0, 1}, []int{0, 48, 48, 100}},
+		{10, []float64{0, 0}, []int{0, 5, 10}},
+		{5, []float64{1, 1, 1}, []int{0, 0, 0, 5}},
+	} {
+		if got := cutPoints(c.n, c.weights); !slices.Equal(got, c.want) {
+			t.Errorf("cutPoints(%d, %v) = %v, want %v", c.n, c.weights, got, c.want)
+		}
+	}
+}
+
+// TestBalancedRuns: static splits and dynamic balancing multiply correctly, in one and
+// in several processes' worth of tasks, and the shares cover all columns.
+func TestBalancedRuns(t *testing.T) {
+	names := cpuKernels(t)
+	mixed := []string{names[0], names[len(names)-1], names[0]}
+	for _, c := range []struct {
+		split   []float64
+		balance bool
+	}{
+		{[]float64{3, 1, 0}, false},
+		{nil, true},
+		{[]float64{1, 5, 1}, true},
+	} {
+		res, err := Run(context.Background(), Params{N: 61, NB: 9, Grid: Grid{1, 3}, Kernels: mixed, Reps: 3, Seed: 5,
+			Verify: Freivalds | Exact, Split: c.split, Balance: c.balance})
+		if err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		if !res.Verified || len(res.Split) != 3 {
+			t.Fatalf("%+v: %+v", c, res)
+		}
+		sum := 0.0
+		for _, f := range res.Split {
+			sum += f
+		}
+		if sum < 0.999 || sum > 1.001 {
+			t.Fatalf("%+v: shares %v", c, res.Split)
+		}
+		if !c.balance && (res.Split[2] != 0 || res.Split[0] < 0.7) {
+			t.Fatalf("%+v: static split not kept: %v", c, res.Split)
+		}
+	}
+	if _, err := Run(context.Background(), Params{N: 10, NB: 2, Grid: Grid{2, 1}, Kernels: []string{"gonum", "gonum"}, Reps: 1, Balance: true}); err == nil {
+		t.Fatal("balanced run on a 2x1 grid accepted")
+	}
+}
