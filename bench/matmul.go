@@ -445,4 +445,3 @@ func timeScalapack(bin string, r mmResult, reps int) (float64, error) {
 	}
 	return 0, fmt.Errorf("no result from pdgemm: %s", strings.TrimSpace(string(out)))
 }
-
