@@ -64,7 +64,10 @@ func benchFigures(args []string) error {
 		}
 		fmt.Fprintf(&b, "| %s | %s, %.0f allocs | %s %s | %.2fx |\n", what, nanos(x.nsPerOp), x.allocs, refName, nanos(r.nsPerOp), x.nsPerOp/r.nsPerOp)
 	}
-	lockRow("uncontended section (acquire, re-request, map, release)", "SectionUncontended/untraced", "SectionUncontended/traced", "same, traced:")
+	if u, ok := locks["SectionUncontended/untraced"]; ok {
+		fmt.Fprintf(&b, "| uncontended section (acquire, re-request, map, release) | %s, %.0f allocs | | |\n", nanos(u.nsPerOp), u.allocs)
+	}
+	lockRow("the same, tracing on (4 events)", "SectionUncontended/traced", "SectionUncontended/untraced", "tracing off:")
 	lockRow("hand-off between two tasks, per round trip", "Handoff/orwl", "Handoff/channel", "channel ping-pong:")
 	lockRow("hand-off between two tasks, per round trip", "Handoff/orwl", "Handoff/mutex-cond", "sync.Cond hand-off:")
 	lockRow("1 writer then 8 readers, per cycle (ordered)", "ReadersWriter/orwl", "ReadersWriter/rwmutex", "sync.RWMutex (no order):")
@@ -90,13 +93,18 @@ func benchFigures(args []string) error {
 	}
 
 	fmt.Fprintln(os.Stderr, "figures: matmul")
-	mm, err := selfJSON("matmul", "-json", "-n", strconv.Itoa(*n), "-procs", "2", "-rounds", "2")
+	mm, err := selfJSON("matmul", "-json", "-n", strconv.Itoa(*n), "-procs", "2", "-rounds", "3")
 	if err != nil {
 		return err
 	}
 	b.WriteString("\n| matmul N=" + strconv.Itoa(*n) + " | processes | grid | kernel threads | GFLOP/s | vs roofline |\n|---|---|---|---|---|---|\n")
+	impl := map[any]float64{}
 	for _, r := range mm {
 		fmt.Fprintf(&b, "| %v (%v) | %v | %v | %v | %.1f | %.2fx |\n", r["impl"], r["kernel"], r["procs"], r["grid"], r["threads"], num(r["gflops"]), num(r["vs_roofline"]))
+		impl[r["impl"]] = num(r["gflops"])
+	}
+	if impl["orwl"] > 0 && impl["scalapack"] > 0 {
+		fmt.Fprintf(&b, "\nORWL / ScaLAPACK PDGEMM at N=%d, same grid and NB: %.2fx.\n", *n, impl["orwl"]/impl["scalapack"])
 	}
 	b.WriteString("\nCharts: [kernels](results/kernels.svg), [matmul against N](results/matmul_n.svg), " +
 		"[matmul against processes](results/matmul_procs.svg).\n")
@@ -107,12 +115,16 @@ func benchFigures(args []string) error {
 	return os.WriteFile(*readme, out, 0o644)
 }
 
-// benchLine is one line of go test -bench output.
+// benchLine is the result of one benchmark of go test -bench.
 type benchLine struct{ nsPerOp, mbPerS, allocs float64 }
 
-var benchRE = regexp.MustCompile(`^Benchmark(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op(?:\s+([\d.]+) MB/s)?(?:\s+\d+ B/op\s+(\d+) allocs/op)?`)
+var (
+	benchName   = regexp.MustCompile(`^Benchmark(\S+?)(?:-\d+)?(?:\s|$)`)
+	benchNumber = regexp.MustCompile(`([\d.]+) (ns/op|MB/s|allocs/op)`)
+)
 
-// goBench runs the benchmarks matching pattern in pkg and returns them by name.
+// goBench runs the benchmarks matching pattern in pkg and returns them by name. A
+// benchmark's numbers may come lines after its name (when it prints something itself).
 func goBench(pkg, pattern, benchtime string) (map[string]benchLine, error) {
 	cmd := exec.Command("go", "test", "-run", "^$", "-bench", pattern, "-benchtime", benchtime, "-benchmem", pkg)
 	cmd.Stderr = os.Stderr
@@ -121,17 +133,28 @@ func goBench(pkg, pattern, benchtime string) (map[string]benchLine, error) {
 		return nil, fmt.Errorf("go test -bench %s %s: %w\n%s", pattern, pkg, err, out)
 	}
 	lines := map[string]benchLine{}
+	name := ""
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
-		m := benchRE.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
+		if m := benchName.FindStringSubmatch(sc.Text()); m != nil {
+			name = m[1]
 		}
 		var l benchLine
-		l.nsPerOp, _ = strconv.ParseFloat(m[2], 64)
-		l.mbPerS, _ = strconv.ParseFloat(m[3], 64)
-		l.allocs, _ = strconv.ParseFloat(m[4], 64)
-		lines[m[1]] = l
+		for _, m := range benchNumber.FindAllStringSubmatch(sc.Text(), -1) {
+			v, _ := strconv.ParseFloat(m[1], 64)
+			switch m[2] {
+			case "ns/op":
+				l.nsPerOp = v
+			case "MB/s":
+				l.mbPerS = v
+			case "allocs/op":
+				l.allocs = v
+			}
+		}
+		if l.nsPerOp > 0 && name != "" {
+			lines[name] = l
+			name = ""
+		}
 	}
 	return lines, nil
 }

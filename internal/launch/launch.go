@@ -3,8 +3,11 @@
 //
 // Every process gets ORWL_RANK, ORWL_SIZE, ORWL_COORD and a fresh ORWL_SECRET; rank 0
 // inherits the coordinator's already open listening socket (ORWL_COORD_FD), so two jobs on
-// one machine never race for a port. Output lines are prefixed with "[rank] ". When one
-// process fails, the others get SIGTERM, then SIGKILL after a grace period.
+// one machine never race for a port. The processes share this machine's cores: unless
+// GOMAXPROCS is set, each gets GOMAXPROCS = cores / processes (at least 1), so that their
+// goroutines hand work to each other on the same core instead of waking idle ones. Output
+// lines are prefixed with "[rank] ". When one process fails, the others get SIGTERM, then
+// SIGKILL after a grace period.
 //
 // It starts processes on this machine only; it must not interpret what they print.
 package launch
@@ -19,7 +22,10 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -106,6 +112,11 @@ func Run(o Options) int {
 	)
 	if o.Host != "127.0.0.1" && o.Host != "localhost" && o.Host != "::1" {
 		base = append(base, "ORWL_LISTEN="+o.Host)
+	}
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set && !slices.ContainsFunc(o.Env, func(v string) bool {
+		return strings.HasPrefix(v, "GOMAXPROCS=")
+	}) {
+		base = append(base, "GOMAXPROCS="+strconv.Itoa(max(1, runtime.NumCPU()/o.Procs)))
 	}
 
 	procs := make([]*proc, 0, o.Procs)

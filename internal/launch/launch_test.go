@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,6 +71,9 @@ func helper(mode string) int {
 		}
 		fmt.Printf("hello from %d of %d (%s)\n", rank, size, os.Getenv("LAUNCH_TEST_EXTRA"))
 		fmt.Fprintf(os.Stderr, "to stderr %d", rank) // no final newline
+		return 0
+	case "procs":
+		fmt.Printf("rank %d GOMAXPROCS=%s\n", rank, os.Getenv("GOMAXPROCS"))
 		return 0
 	case "fail":
 		// Rank 2 ignores SIGTERM (it needs the SIGKILL); rank 1 fails once rank 2 is
@@ -152,6 +156,31 @@ func TestPrefixesAndEnv(t *testing.T) {
 
 // One writer for both streams, as tests pass it, gets whole lines (-race checks that the
 // launcher's own messages do not race with the processes' lines).
+// TestPlainStdoutAndShareOfCores: stdout without prefixes on request, and the processes
+// share the cores unless GOMAXPROCS is given.
+func TestPlainStdoutAndShareOfCores(t *testing.T) {
+	t.Setenv(helperEnv, "procs")
+	t.Setenv("GOMAXPROCS", "") // restored after the test
+	os.Unsetenv("GOMAXPROCS")
+	var out syncBuffer
+	if status := Run(Options{Procs: 2, Argv: []string{os.Args[0]}, Stdout: &out, PlainStdout: true}); status != 0 {
+		t.Fatalf("status %d", status)
+	}
+	share := strconv.Itoa(max(1, runtime.NumCPU()/2))
+	for r := range 2 {
+		if want := fmt.Sprintf("rank %d GOMAXPROCS=%s\n", r, share); !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	out = syncBuffer{}
+	if status := Run(Options{Procs: 2, Argv: []string{os.Args[0]}, Env: []string{"GOMAXPROCS=7"}, Stdout: &out}); status != 0 {
+		t.Fatalf("status %d", status)
+	}
+	if !strings.Contains(out.String(), "[1] rank 1 GOMAXPROCS=7\n") {
+		t.Errorf("a given GOMAXPROCS was not kept:\n%s", out.String())
+	}
+}
+
 func TestSharedWriterWholeLines(t *testing.T) {
 	t.Setenv(helperEnv, "hello")
 	var out bytes.Buffer // not safe for concurrent use: Run must serialise
