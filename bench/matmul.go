@@ -113,13 +113,8 @@ func benchMatmul(args []string) error {
 	}
 	cores := runtime.NumCPU()
 	name := *kernel
-	if name == "" {
-		for _, p := range kernels.Registered() {
-			if p.Device == kernels.CPU && p.Check() == nil {
-				name = p.Name
-				break
-			}
-		}
+	if cpu := kernels.AvailableOn(kernels.CPU); name == "" && len(cpu) > 0 {
+		name = cpu[0]
 	}
 	g, err := kernels.Get(name)
 	if err != nil {

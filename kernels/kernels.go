@@ -178,10 +178,16 @@ func Registered() []Plugin {
 // Available returns the names of the registered plugins that can run in this
 // process, fastest (highest priority) first. The first name is what [Auto]
 // selects.
-func Available() []string {
+func Available() []string { return available(func(Plugin) bool { return true }) }
+
+// AvailableOn returns the names of the available plugins that compute on
+// device d, fastest first: AvailableOn(CPU)[0] is the fastest CPU kernel.
+func AvailableOn(d Device) []string { return available(func(p Plugin) bool { return p.Device == d }) }
+
+func available(keep func(Plugin) bool) []string {
 	var names []string
 	for _, p := range Registered() {
-		if p.Check() == nil {
+		if keep(p) && p.Check() == nil {
 			names = append(names, p.Name)
 		}
 	}

@@ -59,6 +59,18 @@ func TestAuto(t *testing.T) {
 	}
 }
 
+func TestAvailableOn(t *testing.T) {
+	cpu := kernels.AvailableOn(kernels.CPU)
+	if len(cpu) == 0 || cpu[0] != "test-fast" {
+		t.Fatalf("AvailableOn(CPU) = %v, want test-fast first", cpu)
+	}
+	for _, name := range kernels.AvailableOn(kernels.GPU) {
+		if name == "test-missing" || name == "test-fast" || name == "gonum" {
+			t.Fatalf("AvailableOn(GPU) lists %s", name)
+		}
+	}
+}
+
 func TestUnavailable(t *testing.T) {
 	_, err := kernels.Get("test-missing")
 	if !errors.Is(err, kernels.ErrUnavailable) || !strings.Contains(err.Error(), "libmissing.so not found") {

@@ -318,10 +318,8 @@ func parseKernels(spec string, tasks int) ([]string, string, error) {
 func resolveKernel(name string) (string, error) {
 	switch name {
 	case "cpu":
-		for _, p := range kernels.Registered() {
-			if p.Device == kernels.CPU && p.Check() == nil {
-				return p.Name, nil
-			}
+		if cpu := kernels.AvailableOn(kernels.CPU); len(cpu) > 0 {
+			return cpu[0], nil
 		}
 		return "", usagef("-kernel cpu: no CPU kernel is available")
 	case kernels.Auto:

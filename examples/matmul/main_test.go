@@ -28,12 +28,7 @@ func TestMain(m *testing.M) {
 
 // cpuKernels are the CPU kernels available here.
 func cpuKernels(t *testing.T) []string {
-	var names []string
-	for _, p := range kernels.Registered() {
-		if p.Device == kernels.CPU && p.Check() == nil {
-			names = append(names, p.Name)
-		}
-	}
+	names := kernels.AvailableOn(kernels.CPU)
 	if len(names) == 0 {
 		t.Fatal("no CPU kernel available")
 	}
