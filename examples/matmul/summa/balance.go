@@ -69,13 +69,17 @@ func (w *worker) setRange(cuts []int) {
 }
 
 // rebalance exchanges the rates of the multiplication that just ended and moves the
-// column ranges in proportion to them.
+// column ranges in proportion to them. A task's rate is its flops over the whole time it
+// spent on its part (from the end of the previous exchange to its last product), not only
+// inside kernel calls: what a task does around its products (waiting for panels, copies,
+// a GPU's transfers) grows with its share too, and leaving it out overrates some tasks.
 func (w *worker) rebalance(ctx context.Context) error {
 	rate := 0.0
-	if w.repCompute > 0 {
-		rate = w.repFlops / w.repCompute.Seconds()
+	if busy := w.repEnds[len(w.repEnds)-1].Sub(w.repBegin); busy > 0 {
+		rate = w.repFlops / busy.Seconds()
 	}
-	w.repFlops, w.repCompute = 0, 0
+	w.repFlops = 0
+	defer func() { w.repBegin = time.Now() }()
 	if err := w.rateW.Section(ctx, func(b []byte) error {
 		orwl.Float64s(b)[0] = rate
 		return nil
@@ -125,12 +129,6 @@ func (w *worker) balanceHandles() {
 	}
 }
 
-// countRep adds a product to the measurements of the current multiplication.
-func (w *worker) countRep(flops float64, d time.Duration) {
-	w.repFlops += flops
-	w.repCompute += d
-}
-
 // multiplyRange adds A_panel x B(k, c0:c1) to C(:, c0:c1) for step st.
 func (w *worker) multiplyRange(st step, a []float64, s int) {
 	n, wd := w.p.N, blockWidth(w.p.N, w.p.NB, st.k)
@@ -142,13 +140,11 @@ func (w *worker) multiplyRange(st step, a []float64, s int) {
 	if st.k == 0 {
 		beta = 0
 	}
-	t0 := time.Now()
 	b := w.bFull[st.k*w.p.NB*n+w.c0:]
 	w.gemm.Dgemm(blas.NoTrans, blas.NoTrans, n, width, wd, 1, a[:n*wd], wd, b, n, beta, w.cFull[w.c0:], n)
-	d := time.Since(t0)
 	flops := 2 * float64(n) * float64(width) * float64(wd)
 	w.stats.Flops += flops
-	w.countRep(flops, d)
+	w.repFlops += flops
 }
 
 // compactC makes w.c and w.cols my final range of C, for the checks and the checksum.

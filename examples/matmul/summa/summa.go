@@ -272,8 +272,8 @@ type worker struct {
 	rateW        *handle.Handle
 	panW, panR   []*handle.Handle // A panels published once: mine, written; all, read
 	rateR        []*handle.Handle
-	repFlops     float64
-	repCompute   time.Duration
+	repFlops     float64     // my flops in the current multiplication
+	repBegin     time.Time   // when I started my part of the current multiplication
 	repEnds      []time.Time // when I finished my part of each multiplication
 }
 
@@ -355,6 +355,7 @@ func (w *worker) run(ctx context.Context, aUses, bUses [][2]int) (*Result, error
 		return nil, err
 	}
 	w.start = time.Now()
+	w.repBegin = w.start
 	if err := w.publishPanels(ctx, 0); err != nil {
 		return nil, err
 	}
