@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -48,7 +47,7 @@ func runScenario(name string) int {
 // job runs scenario over procs processes and returns their output and the launcher's status.
 func job(t *testing.T, procs int, scenario string, env ...string) (string, int) {
 	t.Helper()
-	var out syncBuffer
+	var out bytes.Buffer // launch writes one line at a time
 	status := launch.Run(launch.Options{
 		Procs:  procs,
 		Argv:   []string{os.Args[0], "-test.run=^$"},
@@ -58,24 +57,6 @@ func job(t *testing.T, procs int, scenario string, env ...string) (string, int) 
 		Grace:  20 * time.Second,
 	})
 	return out.String(), status
-}
-
-// syncBuffer collects the output of the processes of a job.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // planSeed and planIters fix the random plan all processes of the plan scenario run.
@@ -305,7 +286,7 @@ func TestPlanAcrossHosts(t *testing.T) {
 		}
 	}
 	coord := net.JoinHostPort(addrs[0], "7411")
-	var outs [2]syncBuffer
+	var outs [2]bytes.Buffer // one writer per process: exec copies both streams with one goroutine
 	var cmds [2]*exec.Cmd
 	for rank, h := range hosts {
 		cmd := exec.Command("ip", "netns", "exec", h, os.Args[0], "-test.run=^$")

@@ -756,58 +756,26 @@ func (m *Mesh) Barrier(ctx context.Context) error {
 	}
 	m.barSeq++
 	seq := m.barSeq
-	for j := 0; j < m.size; j++ {
-		if j == m.rank {
-			continue
-		}
-		if err := m.send(j, Requester, outMsg{h: Header{Type: TypeBarrier, Version: seq}}); err != nil {
-			// A peer that already delivered its marker may be gone; the
-			// wait below decides.
-			if !errors.Is(err, ErrPeerLost) {
-				return err
-			}
-		}
+	if err := m.broadcastMarker(TypeBarrier, seq); err != nil {
+		return err
 	}
-	for {
-		m.markMu.Lock()
-		var lost error
+	return m.awaitMarks(ctx, func() (bool, error) {
 		waiting := false
 		for j := 0; j < m.size; j++ {
 			if j == m.rank || m.marks[j] >= seq {
 				continue
 			}
 			waiting = true
-			if lost != nil {
-				continue
-			}
 			if e := m.peers[j].err.Load(); e != nil {
-				lost = e
-			} else if m.peers[j].final {
+				return false, fmt.Errorf("transport: barrier %d: %w", seq, e)
+			}
+			if m.peers[j].final {
 				// Its markers are all in (they precede the final one).
-				lost = fmt.Errorf("rank %d: %w", j, ErrPeerFinished)
+				return false, fmt.Errorf("transport: barrier %d: rank %d: %w", seq, j, ErrPeerFinished)
 			}
 		}
-		if !waiting {
-			m.markMu.Unlock()
-			return nil
-		}
-		if lost != nil {
-			m.markMu.Unlock()
-			return fmt.Errorf("transport: barrier %d: %w", seq, lost)
-		}
-		if m.markCh == nil {
-			m.markCh = make(chan struct{})
-		}
-		ch := m.markCh
-		m.markMu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-m.done:
-			return ErrClosed
-		}
-	}
+		return !waiting, nil
+	})
 }
 
 // FinalBarrier is the barrier at the end of a job, among the survivors: it
@@ -841,25 +809,45 @@ func (m *Mesh) FinalBarrier(ctx context.Context) error {
 	}
 	if !m.final {
 		m.final = true
-		for j := 0; j < m.size; j++ {
-			if j == m.rank {
-				continue
-			}
-			if err := m.send(j, Requester, outMsg{h: Header{Type: TypeFinal, Version: m.barSeq}}); err != nil && !errors.Is(err, ErrPeerLost) {
-				return err
-			}
+		if err := m.broadcastMarker(TypeFinal, m.barSeq); err != nil {
+			return err
 		}
 	}
+	return m.awaitMarks(ctx, func() (bool, error) {
+		for j := 0; j < m.size; j++ {
+			p := &m.peers[j]
+			if j != m.rank && !p.final && p.err.Load() == nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// broadcastMarker sends a barrier marker of type typ, numbered seq, to every peer on the
+// Requester-role connection. A peer that is lost is left to the wait that follows: it may
+// have delivered its own marker already.
+func (m *Mesh) broadcastMarker(typ uint8, seq uint64) error {
+	for j := 0; j < m.size; j++ {
+		if j == m.rank {
+			continue
+		}
+		if err := m.send(j, Requester, outMsg{h: Header{Type: typ, Version: seq}}); err != nil && !errors.Is(err, ErrPeerLost) {
+			return err
+		}
+	}
+	return nil
+}
+
+// awaitMarks waits until check, called with markMu held at first and again whenever a
+// marker arrives or a peer is lost, reports done or fails; or ctx ends, or Close.
+func (m *Mesh) awaitMarks(ctx context.Context, check func() (done bool, err error)) error {
 	for {
 		m.markMu.Lock()
-		waiting := false
-		for j := 0; j < m.size && !waiting; j++ {
-			p := &m.peers[j]
-			waiting = j != m.rank && !p.final && p.err.Load() == nil
-		}
-		if !waiting {
+		done, err := check()
+		if done || err != nil {
 			m.markMu.Unlock()
-			return nil
+			return err
 		}
 		if m.markCh == nil {
 			m.markCh = make(chan struct{})
