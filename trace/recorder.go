@@ -644,51 +644,23 @@ func (s *Span) end() {
 type FIFO struct{ t *Track }
 
 // Request records that task placed a request in mode m at position pos.
-func (f *FIFO) Request(task int, m Mode, pos int) {
-	if f == nil {
-		return
-	}
-	f.fifoRequest(task, m, pos)
-}
-
-func (f *FIFO) fifoRequest(task int, m Mode, pos int) {
-	f.t.add(rec{ts: f.t.now(), a: int32(task), b: int32(pos), kind: kFIFORequest, mode: m}, "")
-}
+func (f *FIFO) Request(task int, m Mode, pos int) { f.event(kFIFORequest, task, m, pos) }
 
 // Grant records that task's entry (mode m) reached the head and was granted.
-func (f *FIFO) Grant(task int, m Mode) {
-	if f == nil {
-		return
-	}
-	f.fifoGrant(task, m)
-}
-
-func (f *FIFO) fifoGrant(task int, m Mode) {
-	f.t.add(rec{ts: f.t.now(), a: int32(task), kind: kFIFOGrant, mode: m}, "")
-}
+func (f *FIFO) Grant(task int, m Mode) { f.event(kFIFOGrant, task, m, 0) }
 
 // Release records that task released its access (mode m).
-func (f *FIFO) Release(task int, m Mode) {
-	if f == nil {
-		return
-	}
-	f.fifoRelease(task, m)
-}
-
-func (f *FIFO) fifoRelease(task int, m Mode) {
-	f.t.add(rec{ts: f.t.now(), a: int32(task), kind: kFIFORelease, mode: m}, "")
-}
+func (f *FIFO) Release(task int, m Mode) { f.event(kFIFORelease, task, m, 0) }
 
 // Cancel records that task's pending request (mode m) was cancelled.
-func (f *FIFO) Cancel(task int, m Mode) {
+func (f *FIFO) Cancel(task int, m Mode) { f.event(kFIFOCancel, task, m, 0) }
+
+// event records one FIFO event as an instant; a nil FIFO records nothing.
+func (f *FIFO) event(kind uint8, task int, m Mode, pos int) {
 	if f == nil {
 		return
 	}
-	f.fifoCancel(task, m)
-}
-
-func (f *FIFO) fifoCancel(task int, m Mode) {
-	f.t.add(rec{ts: f.t.now(), a: int32(task), kind: kFIFOCancel, mode: m}, "")
+	f.t.add(rec{ts: f.t.now(), a: int32(task), b: int32(pos), kind: kind, mode: m}, "")
 }
 
 // snapshot copies a track's events under its lock.
