@@ -4,6 +4,7 @@
 //
 //	go run ./bench kernels [flags]   GFLOP/s of the DGEMM kernel plugins
 //	go run ./bench matmul [flags]    ORWL matmul against roofline, shared memory, ScaLAPACK (matmul.go)
+//	go run ./bench hybrid [flags]    mixed-kernel matmul, dynamic balancing against static splits (hybrid.go)
 //
 // Run "go run ./bench <command> -h" for a command's flags. The command only
 // measures and reports; it must not be imported by programs.

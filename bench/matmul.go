@@ -323,68 +323,99 @@ func timeShared(g kernels.Gemm, n, workers, threads, reps int) (float64, error) 
 	return best, nil
 }
 
-// timeORWL runs the ORWL job as r.Procs local processes of this program (one task each)
-// and returns the job's own measurement (the fastest of reps multiplications, see
-// summa.Result.Seconds) and whether it verified (Freivalds, outside the timing).
-func timeORWL(r mmResult, reps int) (float64, bool, error) {
+// orwlJob is one ORWL matmul job of the harness, run as local processes of this program
+// (one task each); it travels to them as JSON in matmulChildEnv.
+type orwlJob struct {
+	N       int       `json:"n"`
+	NB      int       `json:"nb"`
+	Grid    string    `json:"grid"`
+	Kernels []string  `json:"kernels"` // per task
+	Threads int       `json:"threads"` // kernel threads per process (CPU kernels)
+	Reps    int       `json:"reps"`
+	Split   []float64 `json:"split,omitempty"`
+	Balance bool      `json:"balance,omitempty"`
+}
+
+// orwlResult is what the process of task 0 prints, as one JSON line.
+type orwlResult struct {
+	Seconds     float64   `json:"seconds"` // the fastest multiplication (summa.Result.Seconds)
+	MeanSeconds float64   `json:"mean_seconds"`
+	Verified    bool      `json:"verified"` // Freivalds, outside the timing
+	Split       []float64 `json:"split,omitempty"`
+}
+
+// runORWL runs job as procs local processes of this program and returns its result.
+func runORWL(job orwlJob, procs int) (orwlResult, error) {
+	var res orwlResult
 	exe, err := os.Executable()
 	if err != nil {
-		return 0, false, err
+		return res, err
 	}
-	spec := fmt.Sprintf("%d %d %s %s %d %d", r.N, r.NB, r.Grid, r.Kernel, r.Threads, reps)
+	spec, _ := json.Marshal(job)
 	var out, errs bytes.Buffer
-	status := launch.Run(launch.Options{Procs: r.Procs, Argv: []string{exe, "matmul"},
-		Env: []string{matmulChildEnv + "=" + spec}, Stdout: &out, Stderr: &errs})
+	status := launch.Run(launch.Options{Procs: procs, Argv: []string{exe, "matmul"},
+		Env: []string{matmulChildEnv + "=" + string(spec)}, Stdout: &out, Stderr: &errs})
 	if status != 0 {
-		return 0, false, fmt.Errorf("orwl job (%s) failed with status %d:\n%s%s", spec, status, out.String(), errs.String())
+		return res, fmt.Errorf("orwl job %s failed with status %d:\n%s%s", spec, status, out.String(), errs.String())
 	}
 	sc := bufio.NewScanner(&out)
 	for sc.Scan() {
-		line := sc.Text()
-		if _, js, ok := strings.Cut(line, "] "); ok && strings.HasPrefix(js, "{") {
-			var res struct {
-				Seconds  float64 `json:"seconds"`
-				Verified bool    `json:"verified"`
-			}
-			if err := json.Unmarshal([]byte(js), &res); err != nil {
-				return 0, false, err
-			}
-			return res.Seconds, res.Verified, nil
+		if _, js, ok := strings.Cut(sc.Text(), "] "); ok && strings.HasPrefix(js, "{") {
+			err := json.Unmarshal([]byte(js), &res)
+			return res, err
 		}
 	}
-	return 0, false, fmt.Errorf("orwl job (%s) printed no result:\n%s%s", spec, out.String(), errs.String())
+	return res, fmt.Errorf("orwl job %s printed no result:\n%s%s", spec, out.String(), errs.String())
 }
 
-// matmulChild is one process of an orwl row: it runs its part of the job and, in the
-// process of task 0, prints the result as JSON.
+// timeORWL runs the ORWL row r, every task on r.Kernel, and returns the fastest of reps
+// multiplications and whether the job verified.
+func timeORWL(r mmResult, reps int) (float64, bool, error) {
+	names := make([]string, r.Procs)
+	for i := range names {
+		names[i] = r.Kernel
+	}
+	res, err := runORWL(orwlJob{N: r.N, NB: r.NB, Grid: r.Grid, Kernels: names, Threads: r.Threads, Reps: reps}, r.Procs)
+	return res.Seconds, res.Verified, err
+}
+
+// matmulChild is one process of an ORWL job (spec: an orwlJob in JSON): it runs its part
+// and, in the process of task 0, prints the result as JSON.
 func matmulChild(spec string) error {
-	var n, nb, threads, reps int
-	var gridS, kernel string
-	if _, err := fmt.Sscanf(spec, "%d %d %s %s %d %d", &n, &nb, &gridS, &kernel, &threads, &reps); err != nil {
+	var job orwlJob
+	if err := json.Unmarshal([]byte(spec), &job); err != nil {
 		return fmt.Errorf("bad %s %q: %w", matmulChildEnv, spec, err)
 	}
-	grid, err := summa.ParseGrid(gridS)
+	grid, err := summa.ParseGrid(job.Grid)
 	if err != nil {
 		return err
 	}
-	g, err := kernels.Get(kernel)
-	if err != nil {
-		return err
+	seen := map[string]bool{}
+	for _, name := range job.Kernels {
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		g, err := kernels.Get(name)
+		if err != nil {
+			return err
+		}
+		if g.Device() == kernels.CPU {
+			if err := g.SetThreads(job.Threads); err != nil && !errors.Is(err, kernels.ErrThreads) {
+				return err
+			}
+		}
+		warmUp(g)
+		if c, ok := g.(io.Closer); ok {
+			c.Close()
+		}
 	}
-	if err := g.SetThreads(threads); err != nil && !errors.Is(err, kernels.ErrThreads) {
-		return err
-	}
-	warmUp(g)
-	names := make([]string, grid.Tasks())
-	for i := range names {
-		names[i] = kernel
-	}
-	res, err := summa.Run(context.Background(), summa.Params{N: n, NB: nb, Grid: grid, Kernels: names,
-		Reps: reps, Seed: 1, Verify: summa.Freivalds})
+	res, err := summa.Run(context.Background(), summa.Params{N: job.N, NB: job.NB, Grid: grid, Kernels: job.Kernels,
+		Reps: job.Reps, Seed: 1, Verify: summa.Freivalds, Split: job.Split, Balance: job.Balance})
 	if err != nil || res == nil {
 		return err
 	}
-	b, _ := json.Marshal(map[string]any{"seconds": res.Seconds, "verified": res.Verified})
+	b, _ := json.Marshal(orwlResult{Seconds: res.Seconds, MeanSeconds: res.MeanSeconds, Verified: res.Verified, Split: res.Split})
 	fmt.Println(string(b))
 	return nil
 }

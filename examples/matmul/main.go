@@ -258,60 +258,16 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 // parseKernels turns -kernel into one kernel name per task, checking that each is known and
 // available here, and returns the spec as the result line prints it.
 func parseKernels(spec string, tasks int) ([]string, string, error) {
-	type entry struct {
-		name  string
-		count int // -1: the rest
+	mix, err := kernels.ParseMix(spec, tasks)
+	if err != nil {
+		return nil, "", usagef("-kernel: %v", err)
 	}
-	var entries []entry
-	rest := -1
-	fixed := 0
-	for i, part := range strings.Split(spec, ",") {
-		name, count, hasCount := strings.Cut(strings.TrimSpace(part), ":")
-		e := entry{name: name, count: -1}
-		if hasCount {
-			c, err := strconv.Atoi(count)
-			if err != nil || c < 1 {
-				return nil, "", usagef("-kernel %q: %q is not a task count >= 1", spec, count)
-			}
-			e.count = c
-			fixed += c
-		} else {
-			if rest >= 0 {
-				return nil, "", usagef("-kernel %q: only one entry may leave out its task count", spec)
-			}
-			rest = i
-		}
-		resolved, err := resolveKernel(e.name)
-		if err != nil {
+	for i := range mix {
+		if mix[i].Name, err = resolveKernel(mix[i].Name); err != nil {
 			return nil, "", err
 		}
-		e.name = resolved
-		entries = append(entries, e)
 	}
-	switch {
-	case rest < 0 && fixed != tasks:
-		return nil, "", usagef("-kernel %q assigns %d tasks; the job has %d", spec, fixed, tasks)
-	case rest >= 0 && fixed >= tasks && len(entries) > 1:
-		return nil, "", usagef("-kernel %q assigns %d tasks before the rest; the job has %d", spec, fixed, tasks)
-	}
-	var names []string
-	var out []string
-	for _, e := range entries {
-		count := e.count
-		if count < 0 {
-			count = tasks - fixed
-			out = append(out, e.name)
-		} else {
-			out = append(out, fmt.Sprintf("%s:%d", e.name, e.count))
-		}
-		for range count {
-			names = append(names, e.name)
-		}
-	}
-	if len(entries) == 1 {
-		return names, entries[0].name, nil
-	}
-	return names, strings.Join(out, ","), nil
+	return kernels.TaskKernels(mix), kernels.FormatMix(mix), nil
 }
 
 // resolveKernel checks one kernel name ("cpu" and "auto" are resolved to a plugin name).

@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	"gonum.org/v1/gonum/blas"
 
 	"github.com/orwl-go/orwl/handle"
-	"github.com/orwl-go/orwl/kernels/cublas"
 	"github.com/orwl-go/orwl/orwl"
 )
 
@@ -18,22 +16,23 @@ import (
 // GPU and CPU kernels in one job. The grid is one row of tasks (P = 1). A stays
 // block-cyclic: block column k of A belongs to task k mod Q, which publishes it once, at
 // the start, in its own location "p<k>" (one-shot write, position 0); every task reads
-// every panel in every multiplication (iterative reads, position 1; a read group that no
-// write ever follows, so they never wait after the first grant, and a remote panel
-// travels once: its version never changes). Unlike the 2-D algorithm there is no copy
-// per step, which matters when one task is a GPU that multiplies a panel faster than a
-// host thread copies it. C and B are not dealt block-cyclically: every task computes a
-// contiguous range of C's columns, whose width is proportional to its share. Every task
-// generates the whole of B (it is never sent), so a range can change between
-// multiplications at no cost: that is how the shares move.
+// every panel once (one-shot reads, position 1) into its own copy of A. C and B are not
+// dealt block-cyclically: every task computes a contiguous range of C's columns, whose
+// width is proportional to its share, with one kernel call per multiplication
+// (C(:, range) = A · B(:, range)). One call lets a GPU kernel pipeline its transfers over
+// the whole product and move C once, where a call per panel would move C's range to the
+// device and back at every step. Every task generates the whole of B (it is never sent),
+// so a range can change between multiplications at no cost: that is how the shares move.
 //
 // With Balance, after each multiplication but the last, every task publishes its measured
-// rate (flops / seconds inside kernel calls during that multiplication) in its location
-// "rate" (iterative write, position 0) and reads everybody's (iterative reads, position 1);
-// every task then computes the same new ranges, in proportion to the rates. The exchange
-// comes after the task's last product of the multiplication and before its next one, so in
-// the order of the deadlock argument (package comment) it sits between step s and step
-// s+1: it waits only for earlier accesses, and nothing earlier waits for it.
+// rate (flops / seconds of its kernel call) in its location "rate" (iterative write,
+// position 0) and reads everybody's (iterative reads, position 1); every task then
+// computes the same new ranges, in proportion to the rates. Deadlock freedom follows the
+// argument of the package comment with the keys: panel writes (-1, 0), panel reads
+// (-1, 1), and, in exchange r, rate write (r, 0) and rate reads (r, 1). A rate write
+// waits only for the reads of exchange r-1 on the same location; a rate read waits only
+// for the write of exchange r; the panel reads wait only for the panel writes, which wait
+// for nothing.
 
 // splitGranule is the multiple of columns that ranges are rounded to.
 const splitGranule = 8
@@ -62,43 +61,14 @@ func cutPoints(n int, weights []float64) []int {
 	return cuts
 }
 
-// setRange makes [c0, c1) the columns of C this task computes.
-func (w *worker) setRange(cuts []int) {
-	w.cuts = cuts
-	w.c0, w.c1 = cuts[w.me], cuts[w.me+1]
-}
-
-// rebalance exchanges the rates of the multiplication that just ended and moves the
-// column ranges in proportion to them. A task's rate is its flops over the whole time it
-// spent on its part (from the end of the previous exchange to its last product), not only
-// inside kernel calls: what a task does around its products (waiting for panels, copies,
-// a GPU's transfers) grows with its share too, and leaving it out overrates some tasks.
-func (w *worker) rebalance(ctx context.Context) error {
-	rate := 0.0
-	if busy := w.repEnds[len(w.repEnds)-1].Sub(w.repBegin); busy > 0 {
-		rate = w.repFlops / busy.Seconds()
-	}
-	w.repFlops = 0
-	defer func() { w.repBegin = time.Now() }()
-	if err := w.rateW.Section(ctx, func(b []byte) error {
-		orwl.Float64s(b)[0] = rate
-		return nil
-	}); err != nil {
-		return err
-	}
-	weights := make([]float64, len(w.rateR))
-	for k, h := range w.rateR {
-		if err := h.Section(ctx, func(b []byte) error {
-			weights[k] = orwl.Float64s(b)[0]
-			return nil
-		}); err != nil {
-			return err
-		}
-	}
-	// A task without a measurement (no columns this time) and a very slow one keep a
-	// small share, minShare of the total, so that they are measured again.
+// balancedWeights turns the rates measured in a multiplication of n columns into the
+// weights of the next one: the rates themselves, except that every task is given at
+// least the rate that earns it one granule of columns, so that a task without a
+// measurement (no columns this time) or a very slow one stays measured at a cost of a
+// few columns. A rate that is not a finite number >= 0 counts as none.
+func balancedWeights(rates []float64, n int) []float64 {
 	total := 0.0
-	for _, v := range weights {
+	for _, v := range rates {
 		if v > 0 && !math.IsInf(v, 0) {
 			total += v
 		}
@@ -106,17 +76,108 @@ func (w *worker) rebalance(ctx context.Context) error {
 	if total == 0 {
 		total = 1
 	}
-	for k, v := range weights {
-		if !(v >= minShare*total) || math.IsInf(v, 0) {
-			weights[k] = minShare * total
+	floor := total * min(float64(splitGranule)/float64(n), 1/float64(len(rates)))
+	weights := make([]float64, len(rates))
+	for k, v := range rates {
+		weights[k] = floor
+		if v > floor && !math.IsInf(v, 0) {
+			weights[k] = v
 		}
 	}
-	w.setRange(cutPoints(w.p.N, weights))
+	return weights
+}
+
+// setRange makes [c0, c1) the columns of C this task computes.
+func (w *worker) setRange(cuts []int) {
+	w.cuts = cuts
+	w.c0, w.c1 = cuts[w.me], cuts[w.me+1]
+}
+
+// runBalanced is a balanced run's part of a task, after Schedule: gather A, then one
+// product per multiplication, exchanging rates in between when balancing.
+func (w *worker) runBalanced(ctx context.Context) error {
+	w.start = time.Now()
+	if err := w.gatherA(ctx); err != nil {
+		return err
+	}
+	for r := range w.p.Reps {
+		rate := w.multiplyRange()
+		w.repEnds = append(w.repEnds, time.Now())
+		if w.me == 0 && w.p.Progress != nil {
+			w.p.Progress(r+1, w.p.Reps)
+		}
+		if w.rateW != nil && r+1 < w.p.Reps {
+			if err := w.rebalance(ctx, rate); err != nil {
+				return err
+			}
+		}
+	}
+	w.stop = time.Now()
 	return nil
 }
 
-// minShare is the smallest share of the total rate a task is given when balancing.
-const minShare = 0.02
+// gatherA copies every panel of A, as its owner published it, into my copy of A.
+func (w *worker) gatherA(ctx context.Context) error {
+	n := w.p.N
+	for k, h := range w.panR {
+		t0 := time.Now()
+		if err := h.Acquire(ctx); err != nil {
+			return err
+		}
+		w.stats.Wait += time.Since(t0)
+		panel, wd := orwl.Float64s(h.Map()), blockWidth(n, w.p.NB, k)
+		if k != skipStep {
+			for i := range n {
+				copy(w.aFull[i*n+k*w.p.NB:i*n+k*w.p.NB+wd], panel[i*wd:(i+1)*wd])
+			}
+		}
+		if w.remoteA[k%w.p.Grid.Q] {
+			w.stats.BytesIn += int64(len(h.Map()))
+		}
+		if err := h.Release(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// multiplyRange computes my range of C with one kernel call and returns its rate in
+// flop/s (0 when the range is empty).
+func (w *worker) multiplyRange() float64 {
+	n, width := w.p.N, w.c1-w.c0
+	if width == 0 {
+		return 0
+	}
+	t0 := time.Now()
+	w.gemm.Dgemm(blas.NoTrans, blas.NoTrans, n, width, n, 1, w.aFull, n, w.bFull[w.c0:], n, 0, w.cFull[w.c0:], n)
+	took := time.Since(t0)
+	flops := 2 * float64(n) * float64(n) * float64(width)
+	w.stats.Compute += took
+	w.stats.Flops += flops
+	return flops / max(took.Seconds(), 1e-9)
+}
+
+// rebalance publishes my rate, reads everybody's and moves the column ranges in
+// proportion to them (balancedWeights).
+func (w *worker) rebalance(ctx context.Context, rate float64) error {
+	if err := w.rateW.Section(ctx, func(b []byte) error {
+		orwl.Float64s(b)[0] = rate
+		return nil
+	}); err != nil {
+		return err
+	}
+	rates := make([]float64, len(w.rateR))
+	for k, h := range w.rateR {
+		if err := h.Section(ctx, func(b []byte) error {
+			rates[k] = orwl.Float64s(b)[0]
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	w.setRange(cutPoints(w.p.N, balancedWeights(rates, w.p.N)))
+	return nil
+}
 
 // balanceHandles declares the rate exchange: my rate written at position 0, everybody's
 // read at position 1.
@@ -127,24 +188,6 @@ func (w *worker) balanceHandles() {
 	for k := range w.rateR {
 		w.rateR[k] = t.ReadInsert(t.Loc(k, "rate"), 1)
 	}
-}
-
-// multiplyRange adds A_panel x B(k, c0:c1) to C(:, c0:c1) for step st.
-func (w *worker) multiplyRange(st step, a []float64, s int) {
-	n, wd := w.p.N, blockWidth(w.p.N, w.p.NB, st.k)
-	width := w.c1 - w.c0
-	if width == 0 || s == skipStep {
-		return
-	}
-	beta := 1.0
-	if st.k == 0 {
-		beta = 0
-	}
-	b := w.bFull[st.k*w.p.NB*n+w.c0:]
-	w.gemm.Dgemm(blas.NoTrans, blas.NoTrans, n, width, wd, 1, a[:n*wd], wd, b, n, beta, w.cFull[w.c0:], n)
-	flops := 2 * float64(n) * float64(width) * float64(wd)
-	w.stats.Flops += flops
-	w.repFlops += flops
 }
 
 // compactC makes w.c and w.cols my final range of C, for the checks and the checksum.
@@ -160,47 +203,6 @@ func (w *worker) compactC() {
 	}
 }
 
-// pinSet page-locks, once each, the location buffers that GPU tasks of this process read
-// panels from, so that the cuBLAS kernel moves them by DMA instead of staging them through
-// host threads (which compete with CPU tasks for cores and memory bandwidth). It holds the
-// buffers until release, after the job, so they stay valid while pinned.
-type pinSet struct {
-	mu   sync.Mutex
-	bufs map[*float64][]float64
-}
-
-// add pins b unless it is already pinned here; failures only cost speed.
-func (ps *pinSet) add(b []float64) {
-	if len(b) == 0 {
-		return
-	}
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	if ps.bufs == nil {
-		ps.bufs = map[*float64][]float64{}
-	}
-	if _, ok := ps.bufs[&b[0]]; ok {
-		return
-	}
-	if cublas.RegisterHost(b) == nil {
-		ps.bufs[&b[0]] = b
-	} else {
-		ps.bufs[&b[0]] = nil // do not try again
-	}
-}
-
-// release unpins every buffer.
-func (ps *pinSet) release() {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	for _, b := range ps.bufs {
-		if b != nil {
-			cublas.UnregisterHost(b)
-		}
-	}
-	ps.bufs = nil
-}
-
 // locationNames are the job's locations: the 2-D algorithm's, and in balanced runs one
 // per A panel.
 func locationNames(p *Params, nk int) []string {
@@ -214,7 +216,7 @@ func locationNames(p *Params, nk int) []string {
 }
 
 // panelHandles declares, in balanced runs, the one-shot writes of my A panels and the
-// iterative reads of every panel.
+// one-shot reads of every panel.
 func (w *worker) panelHandles() {
 	t, q := w.t, w.p.Grid.Q
 	nk := (w.p.N + w.p.NB - 1) / w.p.NB
@@ -225,7 +227,7 @@ func (w *worker) panelHandles() {
 			t.Scale(name, 8*len(w.rows)*blockWidth(w.p.N, w.p.NB, k))
 			w.panW = append(w.panW, t.WriteInsertOnce(t.Loc(w.me, name), 0))
 		}
-		w.panR[k] = t.ReadInsert(t.Loc(k%q, name), 1)
+		w.panR[k] = t.ReadInsertOnce(t.Loc(k%q, name), 1)
 	}
 }
 

@@ -60,9 +60,10 @@
 //
 // For tasks of unequal speed (GPU and CPU kernels in one job), Params.Split and
 // Params.Balance switch to a variant on one row of tasks: A's panels are published once,
-// each in its own location, and every task computes a range of C's columns whose width
-// follows a static weight or, with Balance, the rates measured in the previous
-// multiplication, exchanged through a location "rate" per task (balance.go).
+// each in its own location, every task gathers them into its own copy of A, and computes
+// a range of C's columns, with one kernel call per multiplication, whose width follows a
+// static weight or, with Balance, the rates measured in the previous multiplication,
+// exchanged through a location "rate" per task (balance.go).
 //
 // At the end every task publishes, once, its statistics and its verification data in its
 // location "out" (one-shot write at position 0), which task 0 reads (one-shot reads at
@@ -113,7 +114,8 @@ type Params struct {
 	// Job and Place are passed to orwl.Config; nil means discovered and contiguous.
 	Job   *orwl.Job
 	Place func(task, procs int) int
-	// Progress, when not nil, is called by task 0 after each of its steps.
+	// Progress, when not nil, is called by task 0 after each of its steps (in balanced
+	// runs, after each multiplication).
 	Progress func(done, total int)
 	Logger   *slog.Logger
 	// Trace is passed to orwl.Config.Trace: a file for the job's Chrome trace (rank 0).
@@ -265,16 +267,15 @@ type worker struct {
 	pins        *pinSet // location buffers pinned for GPU kernels
 	pinPanels   bool    // my kernel reads panels faster from pinned memory
 
+	repEnds []time.Time // when I finished my part of each multiplication
+
 	// Balanced runs.
-	cuts         []int     // column ranges of all tasks
-	c0, c1       int       // my range of C's columns
-	bFull, cFull []float64 // the whole of B; C with my range filled
-	rateW        *handle.Handle
-	panW, panR   []*handle.Handle // A panels published once: mine, written; all, read
-	rateR        []*handle.Handle
-	repFlops     float64     // my flops in the current multiplication
-	repBegin     time.Time   // when I started my part of the current multiplication
-	repEnds      []time.Time // when I finished my part of each multiplication
+	cuts                []int     // column ranges of all tasks
+	c0, c1              int       // my range of C's columns
+	aFull, bFull, cFull []float64 // the whole of A and B; C with my range filled
+	rateW               *handle.Handle
+	rateR               []*handle.Handle
+	panW, panR          []*handle.Handle // A panels published once: mine, written; all, read
 }
 
 func (w *worker) run(ctx context.Context, aUses, bUses [][2]int) (*Result, error) {
@@ -338,7 +339,7 @@ func (w *worker) run(ctx context.Context, aUses, bUses [][2]int) (*Result, error
 			}
 		}
 	}
-	if p.balanced() && g.Q > 1 {
+	if p.balanced() {
 		w.panelHandles()
 	}
 	w.publish = t.WriteInsertOnce(t.Loc(w.me, "out"), 0)
@@ -351,37 +352,17 @@ func (w *worker) run(ctx context.Context, aUses, bUses [][2]int) (*Result, error
 		return nil, err
 	}
 
-	if err := w.publishOnce(ctx); err != nil {
-		return nil, err
-	}
-	w.start = time.Now()
-	w.repBegin = w.start
-	if err := w.publishPanels(ctx, 0); err != nil {
-		return nil, err
-	}
-	for s := range w.steps {
-		if s+1 < len(w.steps) {
-			if err := w.publishPanels(ctx, s+1); err != nil {
-				return nil, err
-			}
-		}
-		if err := w.multiply(ctx, s); err != nil {
+	if p.balanced() {
+		if err := w.publishOnce(ctx); err != nil {
 			return nil, err
 		}
-		if (s+1)%(len(w.steps)/p.Reps) == 0 {
-			w.repEnds = append(w.repEnds, time.Now())
-			if w.rateW != nil && len(w.repEnds) < p.Reps {
-				if err := w.rebalance(ctx); err != nil {
-					return nil, err
-				}
-			}
-		}
-		if w.me == 0 && p.Progress != nil {
-			p.Progress(s+1, len(w.steps))
-		}
+		err = w.runBalanced(ctx)
+	} else {
+		err = w.runSteps(ctx)
 	}
-	w.stop = time.Now()
-
+	if err != nil {
+		return nil, err
+	}
 	if err := w.publish.Section(ctx, func(b []byte) error {
 		w.fillOut(orwl.Float64s(b))
 		return nil
@@ -392,6 +373,33 @@ func (w *worker) run(ctx context.Context, aUses, bUses [][2]int) (*Result, error
 		return nil, nil
 	}
 	return w.collect(ctx)
+}
+
+// runSteps is the 2-D algorithm's part of a task, after Schedule: publish the panels of
+// the next step, multiply those of this one.
+func (w *worker) runSteps(ctx context.Context) error {
+	w.start = time.Now()
+	if err := w.publishPanels(ctx, 0); err != nil {
+		return err
+	}
+	for s := range w.steps {
+		if s+1 < len(w.steps) {
+			if err := w.publishPanels(ctx, s+1); err != nil {
+				return err
+			}
+		}
+		if err := w.multiply(ctx, s); err != nil {
+			return err
+		}
+		if (s+1)%(len(w.steps)/w.p.Reps) == 0 {
+			w.repEnds = append(w.repEnds, time.Now())
+		}
+		if w.me == 0 && w.p.Progress != nil {
+			w.p.Progress(s+1, len(w.steps))
+		}
+	}
+	w.stop = time.Now()
+	return nil
 }
 
 // generate builds my blocks of A and B and allocates C: in memory of the kernel's
@@ -405,8 +413,8 @@ func (w *worker) generate() (free func(), err error) {
 	mloc, nloc := len(w.rows), len(w.cols)
 	kA, kB := len(w.cols), len(w.rows) // my A has nloc columns, my B has mloc rows
 	size := mloc*kA + kB*nloc + mloc*nloc
-	if p.balanced() { // A as usual; the whole of B; C full width
-		size = mloc*kA + 2*p.N*p.N
+	if p.balanced() { // A as usual and whole; the whole of B; C full width
+		size = mloc*kA + 3*p.N*p.N
 	}
 	all := make([]float64, 0)
 	free = func() {}
@@ -434,7 +442,7 @@ func (w *worker) generate() (free func(), err error) {
 		w.aPanels = append(w.aPanels, panel)
 	}
 	if p.balanced() {
-		w.bFull, w.cFull = take(p.N*p.N), take(p.N*p.N)
+		w.aFull, w.bFull, w.cFull = take(p.N*p.N), take(p.N*p.N), take(p.N*p.N)
 		for i := range p.N {
 			for j := range p.N {
 				w.bFull[i*p.N+j] = MatrixB(p.Seed, p.N, i, j)
@@ -467,7 +475,7 @@ func (w *worker) generate() (free func(), err error) {
 // publishPanels writes my pieces of the panels of step s, if I own any.
 func (w *worker) publishPanels(ctx context.Context, s int) error {
 	st := w.steps[s]
-	if st.aCol == w.gq && w.p.Grid.Q > 1 && !w.p.balanced() {
+	if st.aCol == w.gq && w.p.Grid.Q > 1 {
 		panel := w.aPanels[st.k/w.p.Grid.Q]
 		if err := w.timedSection(ctx, w.aW[st.aBuf], func(b []byte) { copy(orwl.Float64s(b), panel) }); err != nil {
 			return err
@@ -504,9 +512,6 @@ func (w *worker) multiply(ctx context.Context, s int) error {
 	t0 := time.Now()
 	if g.Q > 1 {
 		ha = w.aR[st.aCol][st.aBuf]
-		if w.p.balanced() {
-			ha = w.panR[st.k]
-		}
 		if err := ha.Acquire(ctx); err != nil {
 			return err
 		}
@@ -514,8 +519,8 @@ func (w *worker) multiply(ctx context.Context, s int) error {
 		if w.pinPanels {
 			w.pins.add(a)
 		}
-		if w.remoteA[st.aCol] && (!w.p.balanced() || s < len(w.steps)/w.p.Reps) {
-			w.stats.BytesIn += int64(len(ha.Map())) // balanced runs: sent once
+		if w.remoteA[st.aCol] {
+			w.stats.BytesIn += int64(len(ha.Map()))
 		}
 	} else {
 		a = w.aPanels[st.k]
@@ -532,14 +537,12 @@ func (w *worker) multiply(ctx context.Context, s int) error {
 		if w.remoteB[st.bRow] {
 			w.stats.BytesIn += int64(len(hb.Map()))
 		}
-	} else if !w.p.balanced() {
+	} else {
 		b = w.bPanels[st.k]
 	}
 	t1 := time.Now()
 	w.stats.Wait += t1.Sub(t0)
-	if w.p.balanced() {
-		w.multiplyRange(st, a, s)
-	} else if mloc > 0 && nloc > 0 && s != skipStep {
+	if mloc > 0 && nloc > 0 && s != skipStep {
 		beta := 1.0
 		if st.k == 0 {
 			beta = 0
@@ -560,8 +563,9 @@ func release(h *handle.Handle) error {
 	return h.Release()
 }
 
-// skipStep is a step whose product every task leaves out: tests set it to check that
-// verification catches a wrong result. -1 in normal runs.
+// skipStep is a step whose product every task leaves out (in balanced runs, a panel of A
+// that every task leaves out of its copy of A): tests set it to check that verification
+// catches a wrong result. -1 in normal runs.
 var skipStep = -1
 
 // outLen is the size in float64s of the "out" location of a task with an mloc x nloc part.

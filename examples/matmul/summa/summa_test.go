@@ -2,16 +2,21 @@ package summa
 
 import (
 	"context"
+	"math"
 	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"gonum.org/v1/gonum/blas"
 
 	"github.com/orwl-go/orwl/kernels"
 	_ "github.com/orwl-go/orwl/kernels/all"
 )
 
-// cpuKernels are the CPU kernels available here.
+// cpuKernels are the CPU kernels available here, without this file's paced ones.
 func cpuKernels(t *testing.T) []string {
-	names := kernels.AvailableOn(kernels.CPU)
+	names := slices.DeleteFunc(kernels.AvailableOn(kernels.CPU), func(name string) bool { return strings.HasPrefix(name, "paced-") })
 	if len(names) == 0 {
 		t.Fatal("no CPU kernel available")
 	}
@@ -124,19 +129,25 @@ func TestMultiplies(t *testing.T) {
 	}
 }
 
-// TestDetectsWrongResult makes sure the checks can fail: a task that skips a panel.
+// TestDetectsWrongResult makes sure the checks can fail: tasks that skip a panel, in the
+// 2-D algorithm and in a balanced run.
 func TestDetectsWrongResult(t *testing.T) {
-	p := Params{N: 40, NB: 8, Grid: Grid{2, 2}, Kernels: []string{"gonum", "gonum", "gonum", "gonum"}, Reps: 1, Seed: 3}
-	for _, v := range []Verify{Freivalds, Exact} {
-		p.Verify = v
-		skipStep = 2
-		res, err := Run(context.Background(), p)
-		skipStep = -1
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Verified {
-			t.Fatalf("checks %s passed a wrong product", res.Checks)
+	gonum4 := []string{"gonum", "gonum", "gonum", "gonum"}
+	for _, p := range []Params{
+		{N: 40, NB: 8, Grid: Grid{2, 2}, Kernels: gonum4, Reps: 1, Seed: 3},
+		{N: 40, NB: 8, Grid: Grid{1, 4}, Kernels: gonum4, Reps: 2, Seed: 3, Balance: true},
+	} {
+		for _, v := range []Verify{Freivalds, Exact} {
+			p.Verify = v
+			skipStep = 2
+			res, err := Run(context.Background(), p)
+			skipStep = -1
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Verified {
+				t.Fatalf("grid %s: checks %s passed a wrong product", p.Grid, res.Checks)
+			}
 		}
 	}
 }
@@ -193,5 +204,66 @@ func TestBalancedRuns(t *testing.T) {
 	}
 	if _, err := Run(context.Background(), Params{N: 10, NB: 2, Grid: Grid{2, 1}, Kernels: []string{"gonum", "gonum"}, Reps: 1, Balance: true}); err == nil {
 		t.Fatal("balanced run on a 2x1 grid accepted")
+	}
+}
+
+func TestBalancedWeights(t *testing.T) {
+	for _, c := range []struct {
+		rates []float64
+		n     int
+		want  []float64
+	}{
+		{[]float64{3, 1}, 800, []float64{3, 1}},
+		// One granule of 800 columns is 1% of the total rate: the floor.
+		{[]float64{99, 0.5, 0, math.NaN(), math.Inf(1)}, 800, []float64{99, 0.995, 0.995, 0.995, 0.995}},
+		{[]float64{0, 0}, 800, []float64{0.01, 0.01}},
+		// Fewer columns than granules per task: the floor is an equal share.
+		{[]float64{10, 0}, 8, []float64{10, 5}},
+	} {
+		got := balancedWeights(c.rates, c.n)
+		if !slices.EqualFunc(got, c.want, func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }) {
+			t.Errorf("balancedWeights(%v, %d) = %v, want %v", c.rates, c.n, got, c.want)
+		}
+	}
+}
+
+// paced is a gonum kernel that takes at least flops / rate seconds per call: a device
+// of known speed, for testing the balancing.
+type paced struct {
+	kernels.Gemm
+	rate float64 // flop/s
+}
+
+func (k paced) Dgemm(tA, tB blas.Transpose, m, n, kk int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
+	end := time.Now().Add(time.Duration(2 * float64(m) * float64(n) * float64(kk) / k.rate * 1e9))
+	k.Gemm.Dgemm(tA, tB, m, n, kk, alpha, a, lda, b, ldb, beta, c, ldc)
+	time.Sleep(time.Until(end))
+}
+
+func init() {
+	for name, rate := range map[string]float64{"paced-fast": 40e6, "paced-slow": 5e6} {
+		kernels.Register(kernels.Plugin{Name: name, Device: kernels.CPU, Priority: -1,
+			Check: func() error { return nil },
+			New: func() (kernels.Gemm, error) {
+				g, err := kernels.Get("gonum")
+				return paced{g, rate}, err
+			}})
+	}
+}
+
+// TestBalancingFollowsRates: with one task 8 times faster than the other (paced kernels),
+// balancing moves from equal shares to shares in proportion to the speeds (8:1, that is
+// 112:16 of 128 columns in granules of 8) after one multiplication, and stays there.
+func TestBalancingFollowsRates(t *testing.T) {
+	res, err := Run(context.Background(), Params{N: 128, NB: 32, Grid: Grid{1, 2}, Kernels: []string{"paced-fast", "paced-slow"},
+		Reps: 3, Seed: 2, Verify: Freivalds, Balance: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Verified {
+		t.Fatalf("not verified: %+v", res)
+	}
+	if res.Split[0] < 0.8 || res.Split[0] > 0.95 {
+		t.Fatalf("shares %v after balancing; want about 0.875 for the fast task", res.Split)
 	}
 }
