@@ -18,7 +18,7 @@ import (
 // figures: regenerates the Figures section of the README (between the markers
 // <!-- figures:begin --> and <!-- figures:end -->) from fresh measurements: the lock
 // benchmarks of package orwl (go test -bench, best of three runs, each beside its
-// reference from the same run), this harness's kernels and matmul commands. Figures in the README are only ever
+// reference from the same run), this harness's kernels, matmul and hybrid commands. Figures in the README are only ever
 // written by this command.
 
 func init() {
@@ -106,8 +106,26 @@ func benchFigures(args []string) error {
 	if impl["orwl"] > 0 && impl["scalapack"] > 0 {
 		fmt.Fprintf(&b, "\nORWL / ScaLAPACK PDGEMM at N=%d, same grid and NB: %.2fx.\n", *n, impl["orwl"]/impl["scalapack"])
 	}
+
+	fmt.Fprintln(os.Stderr, "figures: hybrid")
+	hy, err := selfJSON("hybrid", "-json")
+	if err != nil {
+		return err
+	}
+	var best map[string]any
+	for _, r := range hy {
+		if r["mode"] == "static" && (best == nil || num(r["seconds"]) < num(best["seconds"])) {
+			best = r
+		}
+	}
+	for _, r := range hy {
+		if r["mode"] == "dynamic" && best != nil {
+			fmt.Fprintf(&b, "\nMixed kernels %v, N=%v, %v tasks in as many processes: dynamic balancing %.3fs (final share of the first kernel %.3f), best static split %.3fs (share %.3f): %.2fx; mean over the run's multiplications, learning included: %.3fs against %.3fs.\n",
+				r["kernel"], r["n"], r["tasks"], num(r["seconds"]), num(r["share"]), num(best["seconds"]), num(best["share"]), num(r["vs_best_static"]), num(r["mean_seconds"]), num(best["mean_seconds"]))
+		}
+	}
 	b.WriteString("\nCharts: [kernels](results/kernels.svg), [matmul against N](results/matmul_n.svg), " +
-		"[matmul against processes](results/matmul_procs.svg).\n")
+		"[matmul against processes](results/matmul_procs.svg); tables: [matmul](results/matmul.txt), [hybrid](results/hybrid.txt).\n")
 
 	out := append([]byte{}, text[:begin]...)
 	out = append(out, b.String()...)

@@ -32,6 +32,9 @@ func init() {
 
 // hybridRow is one row of the hybrid table.
 type hybridRow struct {
+	Kernel      string  `json:"kernel"` // the mix
+	N           int     `json:"n"`
+	Tasks       int     `json:"tasks"`
 	Mode        string  `json:"mode"`  // "dynamic" or "static"
 	Share       float64 `json:"share"` // the first kernel's share of C's columns (dynamic: found)
 	Seconds     float64 `json:"seconds"`
@@ -49,10 +52,11 @@ func benchHybrid(args []string) error {
 	nb := fs.Int("nb", 512, "block size NB (of A's panels)")
 	tasks := fs.Int("tasks", cores, "tasks, one per process")
 	threads := fs.Int("threads", 1, "kernel threads per process (CPU kernels)")
-	reps := fs.Int("reps", 4, "multiplications per job")
+	reps := fs.Int("reps", 6, "multiplications per job")
 	rounds := fs.Int("rounds", 3, "measurements of every job; the best is kept")
 	shareList := fs.String("shares", "1,0.98,0.96,0.94,0.92,0.9,0.85,0.8,0.7,0.6", "static shares of the first kernel's tasks")
 	out := fs.String("out", "results", "folder for hybrid.txt and hybrid.json")
+	asJSON := fs.Bool("json", false, "print one JSON object per row instead of the table")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -135,7 +139,7 @@ func benchHybrid(args []string) error {
 	}
 	var rows []hybridRow
 	for i, res := range best {
-		row := hybridRow{Mode: "static", Seconds: res.Seconds, MeanSeconds: res.MeanSeconds,
+		row := hybridRow{Kernel: kernels.FormatMix(mix), N: *n, Tasks: len(names), Mode: "static", Seconds: res.Seconds, MeanSeconds: res.MeanSeconds,
 			GFlops: summa.Flops(*n) / res.Seconds / 1e9, VsBest: res.Seconds / bestStatic, Verified: verified[i]}
 		if i == 0 {
 			row.Mode = "dynamic"
@@ -155,7 +159,14 @@ func benchHybrid(args []string) error {
 	for _, r := range rows {
 		fmt.Fprintf(&table, "%-8s %14.3f %9.3f %9.3f %9.1f %15.3f %v\n", r.Mode, r.Share, r.Seconds, r.MeanSeconds, r.GFlops, r.VsBest, r.Verified)
 	}
-	fmt.Print(table.String())
+	if *asJSON {
+		for _, r := range rows {
+			b, _ := json.Marshal(r)
+			fmt.Println(string(b))
+		}
+	} else {
+		fmt.Print(table.String())
+	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}

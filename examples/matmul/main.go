@@ -26,10 +26,13 @@
 // such as "cublas:1,openblas": one task on cublas, the others on openblas (tasks are
 // assigned in id order; at most one entry may leave out its count, it takes the rest).
 // Mixed runs are balanced (-balance, on by default for them): the grid is one row of
-// tasks, every task computes a range of C's columns, and after each multiplication the
-// ranges move in proportion to the rates the tasks measured (-reps defaults to 4 then;
-// the result line's seconds is the fastest multiplication, normally the last). -split 4,1
-// fixes the shares by hand instead (static split, for comparison).
+// tasks, every task computes a range of C's columns with one kernel call per
+// multiplication, and after each multiplication the ranges move from the rates the tasks
+// measured, with a short search when tasks slow each other down (package summa, balance.go;
+// -reps defaults to 6 then; the result line's seconds is the fastest multiplication, the
+// summary gives the final shares). -split 4,1 fixes the shares by hand instead (static
+// split, for comparison; go run ./bench hybrid tries many). A balanced run holds A, B and
+// C whole in every task: about 3N² float64s per task.
 //
 // -verify: "auto" (the default, also "true") runs Freivalds' check for any N and, for
 // N <= 1024, also an exact comparison with one kernel call on the whole problem; "exact",
@@ -218,7 +221,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		return nil, usagef("-grid %s: balanced runs (-balance, -split, mixed kernels) need a grid of one row, 1x%d", c.grid, c.tasks)
 	}
 	if c.balance && !set["reps"] {
-		c.reps = 4 // the shares move between multiplications
+		c.reps = 6 // the shares move between multiplications
 	}
 	switch {
 	case c.inJob:

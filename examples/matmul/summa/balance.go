@@ -24,10 +24,10 @@ import (
 // device and back at every step. Every task generates the whole of B (it is never sent),
 // so a range can change between multiplications at no cost: that is how the shares move.
 //
-// With Balance, after each multiplication but the last, every task publishes its measured
-// rate (flops / seconds of its kernel call) in its location "rate" (iterative write,
-// position 0) and reads everybody's (iterative reads, position 1); every task then
-// computes the same new ranges, in proportion to the rates. Deadlock freedom follows the
+// With Balance, after each multiplication but the last, every task publishes the flops and
+// the seconds of its kernel call in its location "rate" (iterative write, position 0) and
+// reads everybody's (iterative reads, position 1); every task then runs the same balancer
+// on the same numbers and gets the same new ranges. Deadlock freedom follows the
 // argument of the package comment with the keys: panel writes (-1, 0), panel reads
 // (-1, 1), and, in exchange r, rate write (r, 0) and rate reads (r, 1). A rate write
 // waits only for the reads of exchange r-1 on the same location; a rate read waits only
@@ -61,28 +61,82 @@ func cutPoints(n int, weights []float64) []int {
 	return cuts
 }
 
+// balancer chooses the shares of the next multiplication from what every task measured
+// in the last one. Every task runs its own copy on the same numbers, so all choose alike.
+//
+// Shares in proportion to the rates make every task finish at the same time, which is
+// the fastest split when tasks do not slow each other down. When they do (two kernels on
+// cores that share a memory bus or an SMT core, a GPU whose host thread competes with CPU
+// tasks), the fast tasks speed up once the slow ones are done, and the fastest split gives
+// the slow tasks less. The balancer therefore weighs task i by rate_i · (rate_i /
+// max rate)^bias and searches the bias: 0 first, then up by biasStep while the
+// multiplication gets faster; the first that is slower ends the search and brings back
+// the best bias. The first multiplication (equal or given shares) is not judged.
+type balancer struct {
+	n         int     // columns
+	bias      float64 // of the split being measured
+	best      float64 // bias of the fastest multiplication so far
+	bestTime  float64 // its seconds; 0 before the first judged one
+	judged    bool    // the split being measured came from the balancer
+	searching bool
+}
+
+// biasStep is the balancer's step of bias.
+const biasStep = 0.5
+
+func newBalancer(n int) *balancer { return &balancer{n: n, searching: true} }
+
+// next takes every task's flops and seconds in the last multiplication and returns the
+// weights of the next one.
+func (b *balancer) next(flops, secs []float64) []float64 {
+	rates := make([]float64, len(flops))
+	took := 0.0 // the multiplication's time: its slowest task's
+	for k := range flops {
+		if secs[k] > 0 {
+			rates[k] = flops[k] / secs[k]
+		}
+		took = max(took, secs[k])
+	}
+	switch {
+	case !b.judged:
+	case b.bestTime == 0 || took < b.bestTime:
+		b.best, b.bestTime = b.bias, took
+		if b.searching {
+			b.bias += biasStep
+		}
+	case b.searching:
+		b.searching, b.bias = false, b.best
+	}
+	b.judged = true
+	return balancedWeights(rates, b.n, b.bias)
+}
+
 // balancedWeights turns the rates measured in a multiplication of n columns into the
-// weights of the next one: the rates themselves, except that every task is given at
-// least the rate that earns it one granule of columns, so that a task without a
+// weights of the next one: rate · (rate / max rate)^bias, except that every task is given
+// at least the weight that earns it one granule of columns, so that a task without a
 // measurement (no columns this time) or a very slow one stays measured at a cost of a
-// few columns. A rate that is not a finite number >= 0 counts as none.
-func balancedWeights(rates []float64, n int) []float64 {
-	total := 0.0
+// few columns. A rate that is not a finite number > 0 counts as none.
+func balancedWeights(rates []float64, n int, bias float64) []float64 {
+	top := 0.0
 	for _, v := range rates {
 		if v > 0 && !math.IsInf(v, 0) {
-			total += v
+			top = max(top, v)
+		}
+	}
+	weights := make([]float64, len(rates))
+	total := 0.0
+	for k, v := range rates {
+		if v > 0 && !math.IsInf(v, 0) {
+			weights[k] = v * math.Pow(v/top, bias)
+			total += weights[k]
 		}
 	}
 	if total == 0 {
 		total = 1
 	}
 	floor := total * min(float64(splitGranule)/float64(n), 1/float64(len(rates)))
-	weights := make([]float64, len(rates))
-	for k, v := range rates {
-		weights[k] = floor
-		if v > floor && !math.IsInf(v, 0) {
-			weights[k] = v
-		}
+	for k := range weights {
+		weights[k] = max(weights[k], floor)
 	}
 	return weights
 }
@@ -100,14 +154,15 @@ func (w *worker) runBalanced(ctx context.Context) error {
 	if err := w.gatherA(ctx); err != nil {
 		return err
 	}
+	bal := newBalancer(w.p.N)
 	for r := range w.p.Reps {
-		rate := w.multiplyRange()
+		flops, secs := w.multiplyRange()
 		w.repEnds = append(w.repEnds, time.Now())
 		if w.me == 0 && w.p.Progress != nil {
 			w.p.Progress(r+1, w.p.Reps)
 		}
 		if w.rateW != nil && r+1 < w.p.Reps {
-			if err := w.rebalance(ctx, rate); err != nil {
+			if err := w.rebalance(ctx, bal, flops, secs); err != nil {
 				return err
 			}
 		}
@@ -141,41 +196,41 @@ func (w *worker) gatherA(ctx context.Context) error {
 	return nil
 }
 
-// multiplyRange computes my range of C with one kernel call and returns its rate in
-// flop/s (0 when the range is empty).
-func (w *worker) multiplyRange() float64 {
+// multiplyRange computes my range of C with one kernel call and returns its flops and
+// seconds (0 and 0 when the range is empty).
+func (w *worker) multiplyRange() (flops, secs float64) {
 	n, width := w.p.N, w.c1-w.c0
 	if width == 0 {
-		return 0
+		return 0, 0
 	}
 	t0 := time.Now()
 	w.gemm.Dgemm(blas.NoTrans, blas.NoTrans, n, width, n, 1, w.aFull, n, w.bFull[w.c0:], n, 0, w.cFull[w.c0:], n)
 	took := time.Since(t0)
-	flops := 2 * float64(n) * float64(n) * float64(width)
+	flops = 2 * float64(n) * float64(n) * float64(width)
 	w.stats.Compute += took
 	w.stats.Flops += flops
-	return flops / max(took.Seconds(), 1e-9)
+	return flops, max(took.Seconds(), 1e-9)
 }
 
-// rebalance publishes my rate, reads everybody's and moves the column ranges in
-// proportion to them (balancedWeights).
-func (w *worker) rebalance(ctx context.Context, rate float64) error {
+// rebalance publishes my flops and seconds, reads everybody's and moves the column ranges
+// as bal chooses.
+func (w *worker) rebalance(ctx context.Context, bal *balancer, flops, secs float64) error {
 	if err := w.rateW.Section(ctx, func(b []byte) error {
-		orwl.Float64s(b)[0] = rate
+		copy(orwl.Float64s(b), []float64{flops, secs})
 		return nil
 	}); err != nil {
 		return err
 	}
-	rates := make([]float64, len(w.rateR))
+	all, allSecs := make([]float64, len(w.rateR)), make([]float64, len(w.rateR))
 	for k, h := range w.rateR {
 		if err := h.Section(ctx, func(b []byte) error {
-			rates[k] = orwl.Float64s(b)[0]
+			all[k], allSecs[k] = orwl.Float64s(b)[0], orwl.Float64s(b)[1]
 			return nil
 		}); err != nil {
 			return err
 		}
 	}
-	w.setRange(cutPoints(w.p.N, balancedWeights(rates, w.p.N)))
+	w.setRange(cutPoints(w.p.N, bal.next(all, allSecs)))
 	return nil
 }
 

@@ -62,7 +62,7 @@
 // Params.Balance switch to a variant on one row of tasks: A's panels are published once,
 // each in its own location, every task gathers them into its own copy of A, and computes
 // a range of C's columns, with one kernel call per multiplication, whose width follows a
-// static weight or, with Balance, the rates measured in the previous multiplication,
+// static weight or, with Balance, the rates measured in the previous multiplications,
 // exchanged through a location "rate" per task (balance.go).
 //
 // At the end every task publishes, once, its statistics and its verification data in its
@@ -124,8 +124,9 @@ type Params struct {
 	// weights, one per task) instead of the block-cyclic deal: see balance.go. It needs a
 	// grid of one row (P = 1).
 	Split []float64
-	// Balance moves the shares of C's columns after every multiplication in proportion to
-	// the rates measured during it (dynamic load balancing), starting from Split or from
+	// Balance moves the shares of C's columns after every multiplication from the rates
+	// measured during it (dynamic load balancing: in proportion to the rates, then a short
+	// search when tasks slow each other down; see balancer), starting from Split or from
 	// equal shares. It needs a grid of one row (P = 1) and Reps > 1 to act.
 	Balance bool
 }
@@ -304,7 +305,7 @@ func (w *worker) run(ctx context.Context, aUses, bUses [][2]int) (*Result, error
 	t.Scale("b0", 8*maxW*nloc)
 	t.Scale("b1", 8*maxW*nloc)
 	t.Scale("out", 8*outLen(p, mloc, nloc))
-	t.Scale("rate", 8)
+	t.Scale("rate", 16)
 	if p.Balance && p.Reps > 1 {
 		w.balanceHandles()
 	}

@@ -211,18 +211,66 @@ func TestBalancedWeights(t *testing.T) {
 	for _, c := range []struct {
 		rates []float64
 		n     int
+		bias  float64
 		want  []float64
 	}{
-		{[]float64{3, 1}, 800, []float64{3, 1}},
-		// One granule of 800 columns is 1% of the total rate: the floor.
-		{[]float64{99, 0.5, 0, math.NaN(), math.Inf(1)}, 800, []float64{99, 0.995, 0.995, 0.995, 0.995}},
-		{[]float64{0, 0}, 800, []float64{0.01, 0.01}},
+		{[]float64{3, 1}, 800, 0, []float64{3, 1}},
+		{[]float64{4, 1}, 800, 0.5, []float64{4, 0.5}},
+		{[]float64{4, 1, 2}, 800, 1, []float64{4, 0.25, 1}},
+		// One granule of 800 columns is 1% of the total weight: the floor.
+		{[]float64{99, 0.5, 0, math.NaN(), math.Inf(1)}, 800, 0, []float64{99, 0.995, 0.995, 0.995, 0.995}},
+		{[]float64{0, 0}, 800, 0, []float64{0.01, 0.01}},
 		// Fewer columns than granules per task: the floor is an equal share.
-		{[]float64{10, 0}, 8, []float64{10, 5}},
+		{[]float64{10, 0}, 8, 0, []float64{10, 5}},
 	} {
-		got := balancedWeights(c.rates, c.n)
+		got := balancedWeights(c.rates, c.n, c.bias)
 		if !slices.EqualFunc(got, c.want, func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }) {
-			t.Errorf("balancedWeights(%v, %d) = %v, want %v", c.rates, c.n, got, c.want)
+			t.Errorf("balancedWeights(%v, %d, %g) = %v, want %v", c.rates, c.n, c.bias, got, c.want)
+		}
+	}
+}
+
+// TestBalancerSearch plays the balancer against a model of two tasks: a fast one that
+// computes 4 columns per second while a slow one computes 1, and alone computes `alone`
+// per second once the slow one is done. Shares in proportion to the rates (bias 0) make
+// both finish together: the fastest split when the tasks do not slow each other down
+// (alone = 4); when they do (alone = 6), giving the slow one less is faster, down to the
+// floor of one granule.
+func TestBalancerSearch(t *testing.T) {
+	const n = 800.0
+	for _, c := range []struct {
+		alone  float64
+		biases []float64
+	}{
+		{4, []float64{0, 0.5, 0, 0, 0, 0}}, // the probe is slower: back to bias 0 for good
+		{6, []float64{0, 0.5, 1, 1.5, 2, 2.5}},
+	} {
+		model := func(w []float64) (flops, secs []float64) {
+			fast, slow := w[0]/(w[0]+w[1])*n, w[1]/(w[0]+w[1])*n
+			tFast, tSlow := fast/4, slow
+			if tFast > tSlow {
+				tFast = tSlow + (fast-4*tSlow)/c.alone
+			}
+			return []float64{fast, slow}, []float64{tFast, tSlow}
+		}
+		b := newBalancer(n)
+		w := []float64{1, 1}
+		var biases, times []float64
+		for range 6 {
+			flops, secs := model(w)
+			times = append(times, max(secs[0], secs[1]))
+			w = b.next(flops, secs)
+			biases = append(biases, b.bias)
+		}
+		if !slices.Equal(biases, c.biases) {
+			t.Fatalf("alone %g: biases %v (times %v), want %v", c.alone, biases, times, c.biases)
+		}
+		// Each multiplication from the second on is as fast as the fastest before it, but
+		// for the one probe that was slower.
+		for r := 2; r < len(times); r++ {
+			if probe := c.alone == 4 && r == 2; !probe && times[r] > slices.Min(times[1:r])*(1+1e-9) {
+				t.Fatalf("alone %g: times %v: multiplication %d is slower than the best before it", c.alone, times, r+1)
+			}
 		}
 	}
 }
@@ -253,10 +301,10 @@ func init() {
 
 // TestBalancingFollowsRates: with one task 8 times faster than the other (paced kernels),
 // balancing moves from equal shares to shares in proportion to the speeds (8:1, that is
-// 112:16 of 128 columns in granules of 8) after one multiplication, and stays there.
+// 112:16 of 128 columns in granules of 8) or, after its search, close to them.
 func TestBalancingFollowsRates(t *testing.T) {
 	res, err := Run(context.Background(), Params{N: 128, NB: 32, Grid: Grid{1, 2}, Kernels: []string{"paced-fast", "paced-slow"},
-		Reps: 3, Seed: 2, Verify: Freivalds, Balance: true})
+		Reps: 5, Seed: 2, Verify: Freivalds, Balance: true})
 	if err != nil {
 		t.Fatal(err)
 	}
