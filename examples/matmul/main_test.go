@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -63,6 +64,30 @@ func TestProcessesGiveIdenticalResults(t *testing.T) {
 				t.Fatalf("%s %s: checksums differ across process counts: %v", kernel, grid, sums)
 			}
 		}
+	}
+}
+
+// TestUnderMpirun: started by mpirun, every process is one process of the job and starts
+// nothing itself; the process of task 0 prints the result line. A mixed-kernel run, so
+// that balancing crosses processes too.
+func TestUnderMpirun(t *testing.T) {
+	mpirun, err := exec.LookPath("mpirun")
+	if err != nil {
+		t.Skip("mpirun not found: install Debian's openmpi-bin to run this test")
+	}
+	names := cpuKernels(t)
+	spec := names[0] + ":1," + names[len(names)-1]
+	args := "-n 64 -nb 8 -tasks 3 -verify -kernel " + spec
+	cmd := exec.Command(mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2",
+		"-x", childEnv+"="+args, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "OMPI_MCA_plm_rsh_agent=", "PRTE_MCA_plm_rsh_agent=")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("mpirun: %v\n%s", err, out)
+	}
+	want := "result: n=64 nb=8 grid=1x3 tasks=3 procs=2 kernel=" + spec + " "
+	if strings.Count(string(out), "result: ") != 1 || !strings.Contains(string(out), want) || !strings.Contains(string(out), "verified=true") {
+		t.Fatalf("want one line %q...verified=true, got:\n%s", want, out)
 	}
 }
 

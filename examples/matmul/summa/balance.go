@@ -24,10 +24,14 @@ import (
 // device and back at every step. Every task generates the whole of B (it is never sent),
 // so a range can change between multiplications at no cost: that is how the shares move.
 //
-// With Balance, after each multiplication but the last, every task publishes the flops and
-// the seconds of its kernel call in its location "rate" (iterative write, position 0) and
-// reads everybody's (iterative reads, position 1); every task then runs the same balancer
-// on the same numbers and gets the same new ranges. Deadlock freedom follows the
+// After each multiplication but the last, every task publishes the flops and the seconds
+// of its kernel call in its location "rate" (iterative write, position 0) and reads
+// everybody's (iterative reads, position 1). With Balance, every task then runs the same
+// balancer on the same numbers and gets the same new ranges. With a static split the
+// exchange only ends every multiplication for all tasks before the next begins, as in an
+// application that uses C in between: multiplications are timed alike with and without
+// Balance (unsynchronised, tasks would drift apart, and the time between two
+// multiplications' ends would not be any multiplication's time). Deadlock freedom follows the
 // argument of the package comment with the keys: panel writes (-1, 0), panel reads
 // (-1, 1), and, in exchange r, rate write (r, 0) and rate reads (r, 1). A rate write
 // waits only for the reads of exchange r-1 on the same location; a rate read waits only
@@ -161,10 +165,15 @@ func (w *worker) runBalanced(ctx context.Context) error {
 		if w.me == 0 && w.p.Progress != nil {
 			w.p.Progress(r+1, w.p.Reps)
 		}
-		if w.rateW != nil && r+1 < w.p.Reps {
-			if err := w.rebalance(ctx, bal, flops, secs); err != nil {
-				return err
-			}
+		if r+1 == w.p.Reps {
+			break
+		}
+		allFlops, allSecs, err := w.exchange(ctx, flops, secs)
+		if err != nil {
+			return err
+		}
+		if w.p.Balance {
+			w.setRange(cutPoints(w.p.N, bal.next(allFlops, allSecs)))
 		}
 	}
 	w.stop = time.Now()
@@ -212,31 +221,29 @@ func (w *worker) multiplyRange() (flops, secs float64) {
 	return flops, max(took.Seconds(), 1e-9)
 }
 
-// rebalance publishes my flops and seconds, reads everybody's and moves the column ranges
-// as bal chooses.
-func (w *worker) rebalance(ctx context.Context, bal *balancer, flops, secs float64) error {
+// exchange publishes my flops and seconds and returns everybody's.
+func (w *worker) exchange(ctx context.Context, flops, secs float64) (allFlops, allSecs []float64, err error) {
 	if err := w.rateW.Section(ctx, func(b []byte) error {
 		copy(orwl.Float64s(b), []float64{flops, secs})
 		return nil
 	}); err != nil {
-		return err
+		return nil, nil, err
 	}
-	all, allSecs := make([]float64, len(w.rateR)), make([]float64, len(w.rateR))
+	allFlops, allSecs = make([]float64, len(w.rateR)), make([]float64, len(w.rateR))
 	for k, h := range w.rateR {
 		if err := h.Section(ctx, func(b []byte) error {
-			all[k], allSecs[k] = orwl.Float64s(b)[0], orwl.Float64s(b)[1]
+			allFlops[k], allSecs[k] = orwl.Float64s(b)[0], orwl.Float64s(b)[1]
 			return nil
 		}); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
-	w.setRange(cutPoints(w.p.N, bal.next(all, allSecs)))
-	return nil
+	return allFlops, allSecs, nil
 }
 
-// balanceHandles declares the rate exchange: my rate written at position 0, everybody's
-// read at position 1.
-func (w *worker) balanceHandles() {
+// rateHandles declares the exchange of measurements: mine written at position 0,
+// everybody's read at position 1.
+func (w *worker) rateHandles() {
 	t := w.t
 	w.rateW = t.WriteInsert(t.Loc(w.me, "rate"), 0)
 	w.rateR = make([]*handle.Handle, t.NumTasks())

@@ -306,8 +306,8 @@ func (w *worker) run(ctx context.Context, aUses, bUses [][2]int) (*Result, error
 	t.Scale("b1", 8*maxW*nloc)
 	t.Scale("out", 8*outLen(p, mloc, nloc))
 	t.Scale("rate", 16)
-	if p.Balance && p.Reps > 1 {
-		w.balanceHandles()
+	if p.balanced() && p.Reps > 1 {
+		w.rateHandles()
 	}
 	myProc := t.ProcOf(w.me)
 	// A panel with Q == 1 (a B panel with P == 1) is read by its owner only: it is used
