@@ -152,7 +152,8 @@ func (w *worker) setRange(cuts []int) {
 }
 
 // runBalanced is a balanced run's part of a task, after Schedule: gather A, then one
-// product per multiplication, exchanging rates in between when balancing.
+// product per multiplication, with an exchange of measurements in between that, with
+// Balance, moves the ranges.
 func (w *worker) runBalanced(ctx context.Context) error {
 	w.start = time.Now()
 	if err := w.gatherA(ctx); err != nil {
