@@ -74,8 +74,10 @@ func cutPoints(n int, weights []float64) []int {
 // tasks), the fast tasks speed up once the slow ones are done, and the fastest split gives
 // the slow tasks less. The balancer therefore weighs task i by rate_i · (rate_i /
 // max rate)^bias and searches the bias: 0 first, then up by biasStep while the
-// multiplication gets faster; the first that is slower ends the search and brings back
-// the best bias. The first multiplication (equal or given shares) is not judged.
+// multiplication is not clearly slower than the fastest so far (by more than
+// searchSlack, which lets the search cross a flat stretch that the machine's noise makes
+// uneven); the first that is clearly slower ends the search and brings back the bias of
+// the fastest. The first multiplication (equal or given shares) is not judged.
 type balancer struct {
 	n         int     // columns
 	bias      float64 // of the split being measured
@@ -85,8 +87,12 @@ type balancer struct {
 	searching bool
 }
 
-// biasStep is the balancer's step of bias.
-const biasStep = 0.5
+// biasStep is the balancer's step of bias; searchSlack the relative slowdown it takes for
+// clearly slower.
+const (
+	biasStep    = 0.5
+	searchSlack = 0.02
+)
 
 func newBalancer(n int) *balancer { return &balancer{n: n, searching: true} }
 
@@ -101,15 +107,17 @@ func (b *balancer) next(flops, secs []float64) []float64 {
 		}
 		took = max(took, secs[k])
 	}
-	switch {
-	case !b.judged:
-	case b.bestTime == 0 || took < b.bestTime:
-		b.best, b.bestTime = b.bias, took
-		if b.searching {
-			b.bias += biasStep
+	if b.judged {
+		if b.bestTime == 0 || took < b.bestTime {
+			b.best, b.bestTime = b.bias, took
 		}
-	case b.searching:
-		b.searching, b.bias = false, b.best
+		switch {
+		case !b.searching:
+		case took <= b.bestTime*(1+searchSlack):
+			b.bias += biasStep
+		default:
+			b.searching, b.bias = false, b.best
+		}
 	}
 	b.judged = true
 	return balancedWeights(rates, b.n, b.bias)

@@ -275,6 +275,22 @@ func TestBalancerSearch(t *testing.T) {
 	}
 }
 
+// TestBalancerSlack: a multiplication less than searchSlack slower than the fastest does
+// not end the search; one clearly slower does, and brings back the fastest one's bias.
+func TestBalancerSlack(t *testing.T) {
+	b := newBalancer(800)
+	var biases []float64
+	for _, took := range []float64{400, 100, 101, 99, 101.5, 103, 90} {
+		b.next([]float64{4 * took, took}, []float64{took, took})
+		biases = append(biases, b.bias)
+	}
+	// Judged: 100 (best), 101 (1% slower: go on), 99 (best), 101.5 (2.5% slower: back to
+	// the bias of 99, 1.0, for good).
+	if want := []float64{0, 0.5, 1, 1.5, 1, 1, 1}; !slices.Equal(biases, want) {
+		t.Fatalf("biases %v, want %v", biases, want)
+	}
+}
+
 // paced is a gonum kernel that takes at least flops / rate seconds per call: a device
 // of known speed, for testing the balancing.
 type paced struct {
