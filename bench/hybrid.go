@@ -38,12 +38,12 @@ type hybridRow struct {
 	Kernel      string  `json:"kernel"` // the mix
 	N           int     `json:"n"`
 	Tasks       int     `json:"tasks"`
-	Mode        string  `json:"mode"`  // "dynamic" or "static"
+	Mode        string  `json:"mode"`  // "dynamic", "static", "confirm-dynamic" or "confirm-static"
 	Share       float64 `json:"share"` // the first kernel's share of C's columns (dynamic: found)
 	Seconds     float64 `json:"seconds"`
 	MeanSeconds float64 `json:"mean_seconds"`
 	GFlops      float64 `json:"gflops"`
-	VsBest      float64 `json:"vs_best_static"` // seconds / the best static split's seconds
+	VsBest      float64 `json:"vs_best_static"` // seconds / the best static split's seconds, in the same phase
 	Verified    bool    `json:"verified"`
 }
 

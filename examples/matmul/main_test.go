@@ -143,20 +143,19 @@ func TestBadFlags(t *testing.T) {
 	}
 }
 
+// TestKernelSpecs: parseKernels resolves "cpu" and "auto" in the names and in the spec
+// the result line prints (the mix itself is kernels.ParseMix's).
 func TestKernelSpecs(t *testing.T) {
+	cpu, all := cpuKernels(t)[0], kernels.Available()[0]
 	for _, c := range []struct {
-		spec  string
-		tasks int
-		want  string
-		names string
+		spec, want, names string
 	}{
-		{"gonum", 3, "gonum", "gonum gonum gonum"},
-		{"gonum:2", 2, "gonum", "gonum gonum"},
-		{"gonum:1,gonum", 3, "gonum:1,gonum", "gonum gonum gonum"},
+		{"cpu:1,gonum", cpu + ":1,gonum", cpu + " gonum gonum"},
+		{"gonum:2,auto", "gonum:2," + all, "gonum gonum " + all},
 	} {
-		names, spec, err := parseKernels(c.spec, c.tasks)
+		names, spec, err := parseKernels(c.spec, 3)
 		if err != nil || spec != c.want || strings.Join(names, " ") != c.names {
-			t.Errorf("parseKernels(%q, %d) = %v, %q, %v", c.spec, c.tasks, names, spec, err)
+			t.Errorf("parseKernels(%q, 3) = %v, %q, %v; want %s, %q", c.spec, names, spec, err, c.names, c.want)
 		}
 	}
 }
