@@ -30,9 +30,10 @@
 // multiplication, and after each multiplication the ranges move from the rates the tasks
 // measured, with a short search when tasks slow each other down (package summa, balance.go;
 // -reps defaults to 6 then; the result line's seconds is the fastest multiplication, the
-// summary gives the final shares). -split 4,1 fixes the shares by hand instead (static
-// split, for comparison; go run ./bench hybrid tries many). A balanced run holds A, B and
-// C whole in every task: about 3N² float64s per task.
+// summary gives the final shares). -split 4,1 gives the shares to start from; with
+// -balance=false they stay as given (a static split, for comparison; go run ./bench
+// hybrid tries many). A balanced run holds A, B and C whole in every task: about 3N²
+// float64s per task.
 //
 // -verify: "auto" (the default, also "true") runs Freivalds' check for any N and, for
 // N <= 1024, also an exact comparison with one kernel call on the whole problem; "exact",
@@ -135,7 +136,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	verify := &verifyFlag{"auto"}
 	fs.Var(verify, "verify", "checks: auto, exact, freivalds, none")
 	balance := fs.Bool("balance", false, "move the shares of C's columns between tasks after each multiplication from measured rates (default: on for mixed kernels)")
-	split := fs.String("split", "", "static shares of C's columns, one weight per task (e.g. 4,1); implies a 1xT grid")
+	split := fs.String("split", "", "shares of C's columns, one weight per task (e.g. 4,1): static, or the start of balancing; implies a 1xT grid")
 	traceFile := fs.String("trace", "", "write the job's trace (Chrome trace event JSON) to this file")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the summary and result lines")
 	if err := fs.Parse(args); err != nil {
@@ -433,15 +434,17 @@ func compute(c *config, stdout, stderr io.Writer) int {
 			}
 		}
 		if res.Split != nil {
-			shares := make([]string, len(res.Split))
+			shares, weights := make([]string, len(res.Split)), make([]string, len(res.Split))
 			for i, f := range res.Split {
 				shares[i] = fmt.Sprintf("%s %.1f%%", c.kernels[i], 100*f)
+				weights[i] = strconv.FormatFloat(f, 'g', 4, 64)
 			}
-			how := "static"
+			how, hint := "static", ""
 			if c.balance {
-				how = "balanced from measured rates"
+				// The first multiplication starts from equal shares; a later run can start here.
+				how, hint = "balanced from measured rates", "; to start a later run from them: -split "+strings.Join(weights, ",")
 			}
-			fmt.Fprintf(stdout, "summary: shares of C's columns in the last multiplication (%s): %s\n", how, strings.Join(shares, ", "))
+			fmt.Fprintf(stdout, "summary: shares of C's columns in the last multiplication (%s): %s%s\n", how, strings.Join(shares, ", "), hint)
 		}
 		fmt.Fprintf(stdout, "summary: checks=%s freivalds-ratio=%.3g exact-max-error=%.3g checksum=%016x\n",
 			res.Checks, res.FreivaldsRatio, res.ExactErr, res.Checksum)

@@ -184,7 +184,7 @@ func TestMixedKernels(t *testing.T) {
 		t.Fatalf("status %d: %s", status, errs.String())
 	}
 	if !strings.Contains(out.String(), "grid=1x4 tasks=4 procs=1 kernel="+spec+" ") || !strings.Contains(out.String(), "verified=true") ||
-		!strings.Contains(out.String(), "(balanced from measured rates): "+names[1]+" ") {
+		!strings.Contains(out.String(), "(balanced from measured rates): "+names[1]+" ") || !strings.Contains(out.String(), "; to start a later run from them: -split 0.") {
 		t.Fatalf("unexpected output:\n%s", out.String())
 	}
 	out.Reset()
