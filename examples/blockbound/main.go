@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/orwl-go/orwl/handle"
 	"github.com/orwl-go/orwl/orwl"
@@ -42,7 +43,7 @@ func main() {
 	}
 	want := sequential(*tasks, *size, *iters)
 	fmt.Printf("tasks=%d size=%d iters=%d bounds=%v identical-to-sequential=%v\n",
-		*tasks, *size, *iters, got, equal(got, want))
+		*tasks, *size, *iters, got, slices.Equal(got, want))
 }
 
 // step updates the block of task from its left neighbour's bound.
@@ -132,16 +133,4 @@ func sequential(tasks, size, iters int) []float64 {
 		}
 	}
 	return bounds
-}
-
-func equal(a, b []float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

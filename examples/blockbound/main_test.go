@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,7 +19,7 @@ func TestRingIsSequential(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := sequential(tasks, 50, 40); !equal(got, want) {
+		if want := sequential(tasks, 50, 40); !slices.Equal(got, want) {
 			t.Fatalf("%d tasks: bounds %v, sequential %v", tasks, got, want)
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"hash/fnv"
 	"os"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/orwl-go/orwl/handle"
@@ -52,7 +53,7 @@ func main() {
 	line := fmt.Sprintf("result: n=%d tasks=%d iters=%d seconds=%.3f cell-updates/s=%.3g checksum=%016x",
 		*n, *tasks, *iters, elapsed.Seconds(), float64(*n)*float64(*iters)/elapsed.Seconds(), checksum(got))
 	if *verify {
-		line += fmt.Sprintf(" identical-to-sequential=%v", equal(got, sequential(*n, *iters)))
+		line += fmt.Sprintf(" identical-to-sequential=%v", slices.Equal(got, sequential(*n, *iters)))
 	}
 	fmt.Println(line)
 }
@@ -117,8 +118,9 @@ func jacobi(ctx context.Context, n, tasks, iters int) ([]float64, error) {
 				return err
 			}
 			if err := setup.Section(ctx, func(b []byte) error {
-				for i := range orwl.Float64s(b) {
-					orwl.Float64s(b)[i] = initial(lo + i)
+				cells := orwl.Float64s(b)
+				for i := range cells {
+					cells[i] = initial(lo + i)
 				}
 				return nil
 			}); err != nil {
@@ -196,16 +198,4 @@ func sequential(n, iters int) []float64 {
 		update(cells, leftEdge, rightEdge)
 	}
 	return cells
-}
-
-func equal(a, b []float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

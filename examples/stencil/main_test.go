@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,7 +22,7 @@ func TestJacobiIsBitIdentical(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !equal(got, want) {
+			if !slices.Equal(got, want) {
 				t.Fatalf("%d tasks, run %d: result differs from the sequential sweep", tasks, run)
 			}
 		}

@@ -510,33 +510,20 @@ func (w *worker) multiply(ctx context.Context, s int) error {
 	wd := blockWidth(w.p.N, w.p.NB, st.k)
 	var a, b []float64
 	var ha, hb *handle.Handle
+	var err error
 	t0 := time.Now()
 	if g.Q > 1 {
 		ha = w.aR[st.aCol][st.aBuf]
-		if err := ha.Acquire(ctx); err != nil {
+		if a, err = w.acquirePanel(ctx, ha, w.remoteA[st.aCol]); err != nil {
 			return err
-		}
-		a = orwl.Float64s(ha.Map())
-		if w.pinPanels {
-			w.pins.add(a)
-		}
-		if w.remoteA[st.aCol] {
-			w.stats.BytesIn += int64(len(ha.Map()))
 		}
 	} else {
 		a = w.aPanels[st.k]
 	}
 	if g.P > 1 {
 		hb = w.bR[st.bRow][st.bBuf]
-		if err := hb.Acquire(ctx); err != nil {
+		if b, err = w.acquirePanel(ctx, hb, w.remoteB[st.bRow]); err != nil {
 			return errors.Join(err, release(ha))
-		}
-		b = orwl.Float64s(hb.Map())
-		if w.pinPanels {
-			w.pins.add(b)
-		}
-		if w.remoteB[st.bRow] {
-			w.stats.BytesIn += int64(len(hb.Map()))
 		}
 	} else {
 		b = w.bPanels[st.k]
@@ -554,6 +541,22 @@ func (w *worker) multiply(ctx context.Context, s int) error {
 	}
 	w.stats.Compute += time.Since(t1)
 	return errors.Join(release(hb), release(ha))
+}
+
+// acquirePanel acquires h, a panel location read in the 2-D algorithm, and returns its
+// data, pinned for a GPU kernel and counted in BytesIn when remote (another process's).
+func (w *worker) acquirePanel(ctx context.Context, h *handle.Handle, remote bool) ([]float64, error) {
+	if err := h.Acquire(ctx); err != nil {
+		return nil, err
+	}
+	panel := orwl.Float64s(h.Map())
+	if w.pinPanels {
+		w.pins.add(panel)
+	}
+	if remote {
+		w.stats.BytesIn += int64(len(h.Map()))
+	}
+	return panel, nil
 }
 
 // release releases h, when there is one.
