@@ -29,9 +29,8 @@ import (
 // everybody's (iterative reads, position 1). With Balance, every task then runs the same
 // balancer on the same numbers and gets the same new ranges. With a static split the
 // exchange only ends every multiplication for all tasks before the next begins, as in an
-// application that uses C in between: multiplications are timed alike with and without
-// Balance (unsynchronised, tasks would drift apart, and the time between two
-// multiplications' ends would not be any multiplication's time). Deadlock freedom follows the
+// application that uses C in between, and as in a balanced run: a static split is timed
+// like a balanced one, exchange included. Deadlock freedom follows the
 // argument of the package comment with the keys: panel writes (-1, 0), panel reads
 // (-1, 1), and, in exchange r, rate write (r, 0) and rate reads (r, 1). A rate write
 // waits only for the reads of exchange r-1 on the same location; a rate read waits only

@@ -80,6 +80,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"slices"
 	"time"
 
 	"gonum.org/v1/gonum/blas"
@@ -146,9 +147,11 @@ type TaskStats struct {
 // Result is what task 0 learns at the end. Only the process that runs task 0 gets one.
 type Result struct {
 	// Seconds is the time of the fastest of the Reps multiplications (the first one pays
-	// for warming up: page faults, thread pools, device buffers). Multiplication r ends
-	// when the last task finishes its part of it; it starts when multiplication r-1 ended,
-	// or, for the first one, when the first task started after Schedule.
+	// for warming up: page faults, thread pools, device buffers). A multiplication's time
+	// is its slowest task's: from the end of that task's part of the previous one (for
+	// the first, from its start after Schedule) to the end of its part of this one. Tasks
+	// need not run in step (in the 2-D algorithm one may be a step ahead), so the time
+	// between two multiplications' last ends would not be any multiplication's time.
 	Seconds float64
 	// MeanSeconds is the mean over the Reps multiplications: from the first task's start
 	// to the last task's end, divided by Reps.
@@ -672,7 +675,7 @@ func (w *worker) collect(ctx context.Context) (*Result, error) {
 		full = make([]float64, p.N*p.N)
 	}
 	var first, last int64 = math.MaxInt64, math.MinInt64
-	repEnd := make([]int64, p.Reps) // when the last task finished each multiplication
+	repTime := make([]float64, p.Reps) // the slowest task's time for each multiplication
 	sums := fnv.New64a()
 	for k, h := range w.gather {
 		pk, qk := g.Coords(k)
@@ -701,8 +704,11 @@ func (w *worker) collect(ctx context.Context) (*Result, error) {
 				cs[i] = byte(math.Float64bits(out[hChecksum]) >> (8 * i))
 			}
 			sums.Write(cs[:])
+			prev := int64(math.Float64bits(out[hStart]))
 			for r := range p.Reps {
-				repEnd[r] = max(repEnd[r], int64(math.Float64bits(out[hLen+r])))
+				end := int64(math.Float64bits(out[hLen+r]))
+				repTime[r] = max(repTime[r], float64(end-prev)/1e9)
+				prev = end
 			}
 			rest := out[hLen+p.Reps:]
 			if y != nil {
@@ -728,15 +734,7 @@ func (w *worker) collect(ctx context.Context) (*Result, error) {
 	}
 	res.Tasks[0].Kernel = w.stats.Kernel
 	res.MeanSeconds = float64(last-first) / 1e9 / float64(p.Reps)
-	for r, end := range repEnd {
-		begin := first
-		if r > 0 {
-			begin = repEnd[r-1]
-		}
-		if d := float64(end-begin) / 1e9; r == 0 || d < res.Seconds {
-			res.Seconds = d
-		}
-	}
+	res.Seconds = slices.Min(repTime)
 	res.GFlops = Flops(p.N) / res.Seconds / 1e9
 	res.Checksum = sums.Sum64()
 	res.Checks = "none"
