@@ -90,13 +90,21 @@ type FIFO struct {
 	free       *entry // recycled entries, linked by next
 }
 
-// entry is one write request or one group of read requests.
+// entry is one write request or one group of read requests. It is granted exactly when it
+// is the head of its FIFO, and it leaves the FIFO when members is empty.
 type entry struct {
 	mode    Mode
-	granted bool
-	members []*Request // every request that joined, released or not
-	pending int        // members that have not released yet
+	members []*Request // the requests that have not released yet, cancelled ones included
 	next    *entry
+}
+
+// remove takes r out of e.members in O(1); the order of the others may change.
+func (e *entry) remove(r *Request) {
+	last := len(e.members) - 1
+	m := e.members[last]
+	e.members[r.slot], m.slot = m, r.slot
+	e.members[last] = nil
+	e.members = e.members[:last]
 }
 
 // Request is one request for access. A Request is owned by its caller, who may enqueue it
@@ -110,6 +118,7 @@ type Request struct {
 
 	fifo    *FIFO
 	entry   *entry
+	slot    int // index of r in entry.members
 	mode    Mode
 	state   atomic.Uint32 // a State, or parked
 	ready   chan struct{} // receives the grant's token when parked; empty otherwise
@@ -139,17 +148,16 @@ func (f *FIFO) Enqueue(r *Request, m Mode, onGrant func(*Request)) error {
 	if m == Write || e == nil || e.mode != Read {
 		e = f.newEntry(m)
 	}
-	r.entry = e
+	r.entry, r.slot = e, len(e.members)
 	e.members = append(e.members, r)
-	e.pending++
 	r.state.Store(uint32(Queued))
-	if e.granted {
+	if e == f.head {
 		f.grant(r)
 	}
 	return nil
 }
 
-// newEntry appends an empty entry of mode m and grants it if the FIFO was empty.
+// newEntry appends an empty entry of mode m; it is the (granted) head if the FIFO was empty.
 func (f *FIFO) newEntry(m Mode) *entry {
 	e := f.free
 	if e != nil {
@@ -160,12 +168,11 @@ func (f *FIFO) newEntry(m Mode) *entry {
 	}
 	e.mode = m
 	if f.tail == nil {
-		f.head, f.tail = e, e
-		e.granted = true
+		f.head = e
 	} else {
 		f.tail.next = e
-		f.tail = e
 	}
+	f.tail = e
 	return e
 }
 
@@ -179,38 +186,42 @@ func (f *FIFO) grant(r *Request) {
 	}
 }
 
-// settle marks r released and, when its entry is done, removes finished head entries and
-// grants the next one as a whole; f.mu held. Cancelled members of a newly granted entry are
-// released on the spot, which may finish that entry too.
+// settle releases the granted request r and, when its entry is done, removes finished head
+// entries and grants the next one as a whole; f.mu held. Cancelled members of a newly granted
+// entry are released on the spot, which may finish that entry too.
 func (f *FIFO) settle(r *Request) {
-	e := r.entry
-	r.state.Store(uint32(Idle))
-	r.entry, r.onGrant = nil, nil
-	e.pending--
-	for f.head != nil && f.head.pending == 0 {
+	r.entry.remove(r)
+	r.leave()
+	for f.head != nil && len(f.head.members) == 0 {
 		done := f.head
 		f.head = done.next
-		if f.head == nil {
-			f.tail = nil
-		}
-		clear(done.members)
-		done.members = done.members[:0]
-		done.granted = false
 		done.next = f.free
 		f.free = done
-		if n := f.head; n != nil {
-			n.granted = true
-			for _, m := range n.members {
-				if State(m.state.Load()) == Cancelled {
-					m.state.Store(uint32(Idle))
-					m.entry, m.onGrant = nil, nil
-					n.pending--
-				} else {
-					f.grant(m)
-				}
-			}
+		if f.head == nil {
+			f.tail = nil
+			return
 		}
+		// Grant the new head, dropping its cancelled members; the order of the others is kept.
+		n := f.head
+		live := n.members[:0]
+		for _, m := range n.members {
+			if State(m.state.Load()) == Cancelled {
+				m.leave()
+				continue
+			}
+			m.slot = len(live)
+			live = append(live, m)
+			f.grant(m)
+		}
+		clear(n.members[len(live):])
+		n.members = live
 	}
+}
+
+// leave makes r, which is out of its entry's members, Idle; f.mu held.
+func (r *Request) leave() {
+	r.state.Store(uint32(Idle))
+	r.entry, r.onGrant = nil, nil
 }
 
 // Release ends the access of a granted request: when every member of its entry has
@@ -246,9 +257,9 @@ func (r *Request) Cancel() {
 	}
 }
 
-// Wait blocks until r is granted or ctx is done. On cancellation it returns ctx.Err() and
-// cancels r (a cancellation that races with the grant wins over it), so the FIFO keeps moving.
-// Wait only waits: it never changes the position of r.
+// Wait blocks until r is granted or ctx is done. When it sees ctx done first it returns
+// ctx.Err() and cancels r, so the FIFO keeps moving; a grant that arrives while it gives up is
+// released again. Wait only waits: it never changes the position of r.
 func (r *Request) Wait(ctx context.Context) error {
 	if State(r.state.Load()) == Granted {
 		return nil
@@ -308,9 +319,7 @@ func (r *Request) Blockers(fn func(holder *Request)) {
 	if s := r.State(); s != Queued && s != Cancelled {
 		return
 	}
-	for _, m := range f.head.members {
-		if m.entry == f.head && State(m.state.Load()) == Granted {
-			fn(m)
-		}
+	for _, m := range f.head.members { // all granted: the head has no cancelled member
+		fn(m)
 	}
 }

@@ -223,6 +223,34 @@ func TestBlockersAreHeadHolders(t *testing.T) {
 	}
 }
 
+func TestIterativeReadGroupStaysSmall(t *testing.T) {
+	var f FIFO
+	cur, next := &Request{Tag: "cur"}, &Request{Tag: "next"}
+	if err := f.Enqueue(cur, Read, nil); err != nil {
+		t.Fatal(err)
+	}
+	// An iterative reader alone keeps its group granted forever: it joins the group with its
+	// next request before it releases the current one.
+	for range 100 {
+		if err := f.Enqueue(next, Read, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := cur.Release(); err != nil {
+			t.Fatal(err)
+		}
+		cur, next = next, cur
+	}
+	if n := len(f.head.members); n != 1 {
+		t.Fatalf("the group has %d members, want 1", n)
+	}
+	w := enqueue(t, &f, Write)
+	var tags []any
+	w.Blockers(func(h *Request) { tags = append(tags, h.Tag) })
+	if len(tags) != 1 || tags[0] != cur.Tag {
+		t.Fatalf("blockers = %v, want [%v]", tags, cur.Tag)
+	}
+}
+
 func TestSteadyStateAllocatesNothing(t *testing.T) {
 	var f FIFO
 	cur, next := &Request{}, &Request{}
@@ -241,4 +269,63 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("%v allocations per iteration, want 0", allocs)
 	}
+}
+
+// benchmarkCycle measures one steady iteration of a handle on an otherwise idle FIFO: the
+// next request is enqueued while the current one holds, then the current one releases.
+func benchmarkCycle(b *testing.B, m Mode) {
+	var f FIFO
+	cur, next := &Request{}, &Request{}
+	if err := f.Enqueue(cur, m, nil); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := f.Enqueue(next, m, nil); err != nil {
+			b.Fatal(err)
+		}
+		if err := cur.Release(); err != nil {
+			b.Fatal(err)
+		}
+		cur, next = next, cur
+	}
+}
+
+func BenchmarkWriteCycle(b *testing.B) { benchmarkCycle(b, Write) }
+func BenchmarkReadCycle(b *testing.B)  { benchmarkCycle(b, Read) }
+
+// BenchmarkWaitHandoff measures a grant handed between two goroutines through Wait.
+func BenchmarkWaitHandoff(b *testing.B) {
+	var f FIFO
+	ctx := context.Background()
+	reqs := [2][2]*Request{{{}, {}}, {{}, {}}} // per goroutine: current and next
+	if err := f.Enqueue(reqs[0][0], Write, nil); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Enqueue(reqs[1][0], Write, nil); err != nil {
+		b.Fatal(err)
+	}
+	n := b.N
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for g := range 2 {
+		wg.Go(func() {
+			cur, next := reqs[g][0], reqs[g][1]
+			for range n {
+				if err := cur.Wait(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+				if err := f.Enqueue(next, Write, nil); err != nil {
+					b.Error(err)
+					return
+				}
+				if err := cur.Release(); err != nil {
+					b.Error(err)
+					return
+				}
+				cur, next = next, cur
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -75,12 +75,15 @@ func (m *model) normalize() {
 	}
 }
 
-// checkInvariants verifies, on the real FIFO, that holders form one entry and that a
-// writer never holds together with anyone else.
+// checkInvariants verifies, on the real FIFO, that every request in an entry is at its slot,
+// that holders form one entry and that a writer never holds together with anyone else.
 func checkInvariants(t *testing.T, step int, reqs []*Request) {
 	t.Helper()
 	var holders []*Request
 	for _, r := range reqs {
+		if r.State() != Idle && r.entry.members[r.slot] != r {
+			t.Fatalf("step %d: a request is not at its slot in its entry", step)
+		}
 		if r.Granted() {
 			holders = append(holders, r)
 		}

@@ -107,6 +107,7 @@ type Handle struct {
 	held   Ticket // granted and acquired, until Release
 	spare  Ticket // released, offered back to the queue
 	closed bool
+	cause  error // why a handle made by Closed was never usable; nil otherwise
 }
 
 // New returns a handle of spec on queue q that has not requested yet. obs may be nil.
@@ -117,13 +118,8 @@ func New(q Queue, spec Spec, obs Observer) *Handle {
 // Closed returns a handle on which every operation fails with err: the result of an insert
 // that was invalid, so that its mistake is reported where the handle is used.
 func Closed(spec Spec, err error) *Handle {
-	return &Handle{spec: spec, closed: true, queue: failedQueue{err}}
+	return &Handle{spec: spec, closed: true, cause: err}
 }
-
-// failedQueue remembers why a handle was never usable.
-type failedQueue struct{ err error }
-
-func (q failedQueue) Request(*Handle, Ticket) (Ticket, error) { return nil, q.err }
 
 // Spec returns the description of h.
 func (h *Handle) Spec() Spec { return h.spec }
@@ -134,8 +130,8 @@ func (h *Handle) Mode() fifo.Mode { return h.spec.Mode }
 func (h *Handle) fail(op string, err error) error { return &Error{Op: op, Spec: h.spec, Err: err} }
 
 func (h *Handle) closedErr(op string) error {
-	if q, ok := h.queue.(failedQueue); ok {
-		return h.fail(op, q.err)
+	if h.cause != nil {
+		return h.fail(op, h.cause)
 	}
 	return h.fail(op, ErrClosed)
 }
@@ -201,9 +197,7 @@ func (h *Handle) Acquire(ctx context.Context) error {
 		h.obs.Acquired(h, t)
 	}
 	if h.spec.Iterative {
-		if err := h.request(); err != nil {
-			return err
-		}
+		return h.request()
 	}
 	return nil
 }

@@ -37,8 +37,7 @@ func (q *queue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Ticket, e
 }
 
 func newHandle(q *queue, mode fifo.Mode, iterative bool) *handle.Handle {
-	h := handle.New(q, handle.Spec{Task: 1, Location: "x", Mode: mode, Iterative: iterative}, nil)
-	return h
+	return handle.New(q, handle.Spec{Task: 1, Location: "x", Mode: mode, Iterative: iterative}, nil)
 }
 
 func TestIterativeRequestsAtAcquire(t *testing.T) {
