@@ -32,12 +32,11 @@ type stuckReport struct {
 }
 
 // waitRecord is a blocked task: on a location of its own process (Holders known), or on a
-// remote one (the owner knows, by ticket).
+// remote one (the owner knows them, by ticket).
 type waitRecord struct {
 	Task, Loc, Pos int
 	Write          bool
 	Holders        []int  `json:",omitempty"`
-	Owner          int    // rank of the location's owner
 	Ticket         uint64 `json:",omitempty"` // the request's id at the owner, when remote
 }
 
@@ -94,13 +93,13 @@ func (j *job) stuckReport() (epoch uint64, r stuckReport, stuck bool) {
 		rec := waitRecord{Task: task, Pos: spec.Pos, Write: spec.Mode == fifo.Write}
 		switch tk := w.t.(type) {
 		case *localTicket:
-			rec.Loc, rec.Owner = int(tk.loc.index), j.rank
+			rec.Loc = int(tk.loc.index)
 			tk.Blockers(func(h *fifo.Request) { rec.Holders = append(rec.Holders, holderTask(h)) })
 			if len(rec.Holders) == 0 {
 				return 0, r, false // granted meanwhile
 			}
 		case *remoteTicket:
-			rec.Loc, rec.Owner, rec.Ticket = int(tk.q.loc), tk.q.owner, tk.id
+			rec.Loc, rec.Ticket = int(tk.q.loc), tk.id
 		}
 		r.Waits = append(r.Waits, rec)
 	}
@@ -202,7 +201,6 @@ func (j *job) findCycle(reports []*stuckReport) *DeadlockError {
 		if w.Write {
 			mode = fifo.Write
 		}
-		loc := Location{Task: w.Loc / len(j.names), Name: j.names[w.Loc%len(j.names)]}
-		return Wait{Task: task, Location: loc.String(), Mode: mode, Pos: w.Pos}
+		return Wait{Task: task, Location: j.locationAt(uint32(w.Loc)).String(), Mode: mode, Pos: w.Pos}
 	})
 }

@@ -56,7 +56,7 @@ type localTicket struct {
 func (t *localTicket) Data() []byte { return t.loc.data }
 
 func (t *localTicket) Resize(n int) ([]byte, error) {
-	t.loc.resize(n)
+	t.loc.data = resized(t.loc.data, n)
 	return t.loc.data, nil
 }
 
@@ -126,19 +126,20 @@ func (l *location) schedule() error {
 	return nil
 }
 
-// resize sets the size of the data to n bytes, keeping the common prefix, zero-filling the rest.
-func (l *location) resize(n int) {
-	if n <= cap(l.data) {
-		old := len(l.data)
-		l.data = l.data[:n]
+// resized returns b resized to n bytes, keeping the common prefix and zero-filling the rest;
+// it reallocates (8-byte aligned) only when b's capacity is short.
+func resized(b []byte, n int) []byte {
+	if n <= cap(b) {
+		old := len(b)
+		b = b[:n]
 		if n > old {
-			clear(l.data[old:])
+			clear(b[old:])
 		}
-		return
+		return b
 	}
-	b := alignedBytes(n)
-	copy(b, l.data)
-	l.data = b
+	nb := alignedBytes(n)
+	copy(nb, b)
+	return nb
 }
 
 // alignedBytes returns n zeroed bytes whose first byte is 8-byte aligned.

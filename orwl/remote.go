@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -23,12 +22,13 @@ const (
 	// msgRequest, requester to owner: Loc, Handle = ticket id, Flags = flagWrite|flagInitial,
 	// Arg = position<<32 | task, Version = the version the requester's mirror holds.
 	msgRequest = transport.TypeUser + iota
-	// msgGrant, owner to requester: Handle = ticket id, Version = the data's version; with
-	// flagData the payload is the data, without it the mirror already holds that version.
-	// With flagError the payload is the text of why the request was refused.
+	// msgGrant, owner to requester: Handle = ticket id, Version = the data's version, Arg =
+	// the trace flow of the release that caused it; with flagData the payload is the data,
+	// without it the mirror already holds that version. With flagError the payload is the
+	// text of why the request was refused.
 	msgGrant
-	// msgRelease, requester to owner: Handle = ticket id; with flagData the payload is the
-	// data a writer leaves.
+	// msgRelease, requester to owner: Handle = ticket id, Arg = the release's trace flow;
+	// with flagData the payload is the data a writer leaves.
 	msgRelease
 	// msgProblems: the sender's init-phase mistakes as text (empty when none), at the schedule.
 	msgProblems
@@ -150,19 +150,8 @@ func (t *remoteTicket) Granted() bool { return fifo.State(t.state.Load()) == fif
 func (t *remoteTicket) Data() []byte { return t.q.mirror }
 
 func (t *remoteTicket) Resize(n int) ([]byte, error) {
-	q := t.q
-	if n <= cap(q.mirror) {
-		old := len(q.mirror)
-		q.mirror = q.mirror[:n]
-		if n > old {
-			clear(q.mirror[old:])
-		}
-	} else {
-		b := alignedBytes(n)
-		copy(b, q.mirror)
-		q.mirror = b
-	}
-	return q.mirror, nil
+	t.q.mirror = resized(t.q.mirror, n)
+	return t.q.mirror, nil
 }
 
 // Wait blocks until the grant arrives, the owner is lost, or ctx is done.
@@ -195,13 +184,10 @@ func (t *remoteTicket) Wait(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	n.mu.Lock()
-	if t.waiting {
-		t.waiting = false
-		n.mu.Unlock()
-		t.Cancel()
-		return ctx.Err()
+	if !t.waiting {
+		<-t.ready // granted or failed meanwhile: the cancellation wins
 	}
-	<-t.ready // granted or failed meanwhile: the cancellation wins
+	t.waiting = false
 	n.mu.Unlock()
 	t.Cancel()
 	return ctx.Err()
@@ -406,11 +392,16 @@ func (n *node) granted(from int, h *transport.Header, payload []byte) {
 		return
 	}
 	t.state.Store(uint32(fifo.Granted))
+	t.wake()
+	n.mu.Unlock()
+}
+
+// wake hands the grant's (or failure's) token to t's waiter, if it waits; n.mu held.
+func (t *remoteTicket) wake() {
 	if t.waiting {
 		t.waiting = false
 		t.ready <- struct{}{}
 	}
-	n.mu.Unlock()
 }
 
 // fail marks t failed and wakes its waiter; n.mu held.
@@ -421,10 +412,7 @@ func (n *node) fail(t *remoteTicket) {
 		return
 	}
 	t.state.Store(uint32(ticketFailed))
-	if t.waiting {
-		t.waiting = false
-		t.ready <- struct{}{}
-	}
+	t.wake()
 }
 
 // released ends a remote handle's access to one of our locations; a write's data is already
@@ -482,14 +470,11 @@ func (n *node) PeerLost(rank int, err error) {
 // exchangeProblems tells every process this one's init-phase mistakes and returns everybody's,
 // in rank order.
 func (n *node) exchangeProblems(ctx context.Context, mine []error) ([]string, error) {
-	var text strings.Builder
-	for i, p := range mine {
-		if i > 0 {
-			text.WriteByte('\n')
-		}
-		text.WriteString(p.Error())
+	var text string
+	if err := errors.Join(mine...); err != nil {
+		text = err.Error() // one line per mistake
 	}
-	payload := []byte(text.String())
+	payload := []byte(text)
 	for r := range n.j.procs {
 		if r != n.j.rank {
 			if err := n.mesh.Send(r, transport.Requester, transport.Header{Type: msgProblems}, payload); err != nil {
@@ -506,7 +491,7 @@ func (n *node) exchangeProblems(ctx context.Context, mine []error) ([]string, er
 	for r := range n.j.procs {
 		p := n.problems[r]
 		if r == n.j.rank {
-			p = &[]string{text.String()}[0]
+			p = &text
 		}
 		if p == nil {
 			return nil, fmt.Errorf("orwl: schedule: rank %d sent no report", r)

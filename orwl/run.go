@@ -81,10 +81,10 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 	wg.Wait()
 	stopWatch()
 	watcher.Wait()
-	if j.node != nil && j.rec != nil && j.rank != 0 {
-		j.node.sendTracePart()
-	}
 	if j.node != nil {
+		if j.rec != nil && j.rank != 0 {
+			j.node.sendTracePart()
+		}
 		// Owners serve until every task of the job is done. Lost processes are skipped: a
 		// process whose job failed waits here for the other survivors, so they find out
 		// what failed by themselves rather than by seeing it leave.
@@ -224,6 +224,12 @@ func (j *job) locIndex(l Location) (int, error) {
 		return 0, fmt.Errorf("no location named %q: the job's locations are %s", l.Name, strings.Join(j.names, ", "))
 	}
 	return l.Task*len(j.names) + i, nil
+}
+
+// locationAt names the location numbered idx (as locIndex numbers it, and as it travels on
+// the wire).
+func (j *job) locationAt(idx uint32) Location {
+	return Location{Task: int(idx) / len(j.names), Name: j.names[int(idx)%len(j.names)]}
 }
 
 // queue returns the queue that handles on l talk to: the location, or its remote proxy.

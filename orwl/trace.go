@@ -64,11 +64,6 @@ func (n *node) clockMessage(from int, h *transport.Header) {
 	n.clock <- int64(h.Version)
 }
 
-// locationAt names the location numbered idx on the wire.
-func (j *job) locationAt(idx uint32) Location {
-	return Location{Task: int(idx) / len(j.names), Name: j.names[int(idx)%len(j.names)]}
-}
-
 // traceLoc names the location of ticket t for the trace.
 func (j *job) traceLoc(t handle.Ticket) trace.Loc {
 	switch t := t.(type) {
