@@ -13,19 +13,7 @@ import (
 
 // waitFinal waits until m has received from's final marker.
 func waitFinal(m *Mesh, from int) {
-	for {
-		m.markMu.Lock()
-		if m.peers[from].final {
-			m.markMu.Unlock()
-			return
-		}
-		if m.markCh == nil {
-			m.markCh = make(chan struct{})
-		}
-		ch := m.markCh
-		m.markMu.Unlock()
-		<-ch
-	}
+	m.awaitMarks(context.Background(), func() (bool, error) { return m.peers[from].final, nil })
 }
 
 // A process whose job failed because peers are gone (one crashed, one closed)

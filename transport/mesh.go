@@ -244,8 +244,14 @@ type peer struct {
 // that are missing. ctx bounds the bootstrap only, not the mesh's life.
 // With Size == 1 it opens nothing.
 func Start(ctx context.Context, cfg Config) (*Mesh, error) {
-	if cfg.Size < 1 || cfg.Rank < 0 || cfg.Rank >= cfg.Size {
-		return nil, fmt.Errorf("transport: invalid rank %d of size %d", cfg.Rank, cfg.Size)
+	if err := checkConfig(&cfg); err != nil || cfg.Size == 1 {
+		// Start owns the listener, and a job of one process uses none.
+		if cfg.Listener != nil {
+			cfg.Listener.Close()
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 	if cfg.MaxFrame <= 0 {
 		cfg.MaxFrame = defaultMaxFrame
@@ -273,32 +279,41 @@ func Start(ctx context.Context, cfg Config) (*Mesh, error) {
 	}
 	m := &Mesh{
 		rank: cfg.Rank, size: cfg.Size, cfg: cfg,
-		log:   cfg.Logger.With("component", "transport", "rank", cfg.Rank),
-		h:     cfg.Handler,
-		peers: make([]peer, cfg.Size),
-		done:  make(chan struct{}),
-		allIn: make(chan struct{}),
-		marks: make([]uint64, cfg.Size),
-		book:  make(chan []string, 1),
+		log:     cfg.Logger.With("component", "transport", "rank", cfg.Rank),
+		h:       cfg.Handler,
+		peers:   make([]peer, cfg.Size),
+		done:    make(chan struct{}),
+		allIn:   make(chan struct{}),
+		marks:   make([]uint64, cfg.Size),
+		book:    make(chan []string, 1),
+		started: time.Now(),
 	}
-	m.started = time.Now()
 	if cfg.Size == 1 {
-		if cfg.Listener != nil {
-			cfg.Listener.Close()
-		}
 		return m, nil
-	}
-	if len(cfg.Secret) == 0 {
-		if cfg.Listener != nil {
-			cfg.Listener.Close()
-		}
-		return nil, errors.New("transport: a job secret is required for a job of more than one process")
 	}
 	if err := m.start(ctx); err != nil {
 		m.Close()
 		return nil, err
 	}
 	return m, nil
+}
+
+// checkConfig reports what makes cfg unusable: an invalid rank or, for a job
+// of more than one process, a missing secret or coordinator address.
+func checkConfig(cfg *Config) error {
+	switch {
+	case cfg.Size < 1 || cfg.Rank < 0 || cfg.Rank >= cfg.Size:
+		return fmt.Errorf("transport: invalid rank %d of size %d", cfg.Rank, cfg.Size)
+	case cfg.Size == 1:
+		return nil
+	case len(cfg.Secret) == 0:
+		return errors.New("transport: a job secret is required for a job of more than one process")
+	case cfg.Coord == "" && cfg.Rank == 0 && cfg.Listener == nil:
+		return errors.New("transport: rank 0 needs Coord or Listener")
+	case cfg.Coord == "" && cfg.Rank != 0:
+		return errors.New("transport: Coord is required")
+	}
+	return nil
 }
 
 func (m *Mesh) start(ctx context.Context) error {
@@ -311,14 +326,8 @@ func (m *Mesh) start(ctx context.Context) error {
 	case m.cfg.Listener != nil:
 		ln = m.cfg.Listener
 	case m.rank == 0:
-		if m.cfg.Coord == "" {
-			return errors.New("transport: rank 0 needs Coord or Listener")
-		}
 		ln, err = net.Listen("tcp", m.cfg.Coord)
 	default:
-		if m.cfg.Coord == "" {
-			return errors.New("transport: Coord is required")
-		}
 		ln, err = net.Listen("tcp", net.JoinHostPort(m.cfg.ListenHost, "0"))
 	}
 	if err != nil {
@@ -399,18 +408,13 @@ func (m *Mesh) start(ctx context.Context) error {
 func (m *Mesh) startError(ctx context.Context, phase string) error {
 	var unreg, noDial, noAccept []int
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	for j := 0; j < m.size; j++ {
 		if j == m.rank {
 			continue
 		}
-		if m.rank == 0 && m.regs != nil && m.regAddrs[j] == "" {
+		if m.regAddrs != nil && m.regAddrs[j] == "" {
 			unreg = append(unreg, j)
-		}
-	}
-	m.mu.Unlock()
-	for j := 0; j < m.size; j++ {
-		if j == m.rank {
-			continue
 		}
 		if m.peers[j].conns[Requester].Load() == nil {
 			noDial = append(noDial, j)
@@ -958,36 +962,25 @@ func (m *Mesh) Close() error {
 		m.closing.Store(true)
 		m.mu.Unlock()
 		close(m.done)
-		if m.lnCancel != nil {
-			m.closeListener()
-		}
-		for j := range m.peers {
-			for i := range m.peers[j].conns {
-				if c := m.peers[j].conns[i].Load(); c != nil {
-					c.goodbye()
-				}
-			}
-		}
-		t := time.AfterFunc(closeWait, func() {
-			for j := range m.peers {
-				for i := range m.peers[j].conns {
-					if c := m.peers[j].conns[i].Load(); c != nil {
-						c.shutdown()
-					}
-				}
-			}
-		})
+		m.closeListener()
+		m.eachConn((*conn).goodbye)
+		t := time.AfterFunc(closeWait, func() { m.eachConn((*conn).shutdown) })
 		m.wg.Wait()
 		t.Stop()
-		for j := range m.peers {
-			for i := range m.peers[j].conns {
-				if c := m.peers[j].conns[i].Load(); c != nil {
-					c.w.nc.Close()
-				}
-			}
-		}
+		m.eachConn(func(c *conn) { c.w.nc.Close() })
 	})
 	return nil
+}
+
+// eachConn calls f for every attached connection of the mesh.
+func (m *Mesh) eachConn(f func(*conn)) {
+	for j := range m.peers {
+		for i := range m.peers[j].conns {
+			if c := m.peers[j].conns[i].Load(); c != nil {
+				f(c)
+			}
+		}
+	}
 }
 
 // nopHandler discards everything (Config.Handler == nil).
@@ -1037,11 +1030,16 @@ func (c *conn) enqueue(o outMsg) error {
 	}
 	c.q = append(c.q, o)
 	c.mu.Unlock()
+	c.notify()
+	return nil
+}
+
+// notify wakes the writer, unless a wake-up is pending already.
+func (c *conn) notify() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
 	}
-	return nil
 }
 
 // gone is the error of a Send on a connection that takes no more messages:
@@ -1066,10 +1064,7 @@ func (c *conn) goodbye() {
 		c.closing = true
 	}
 	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
+	c.notify()
 }
 
 // shutdown stops the writer and closes the socket, which ends the reader.
@@ -1116,11 +1111,7 @@ func (c *conn) writeLoop() {
 			err = w.flush()
 		}
 		if err != nil {
-			// After the peer's goodbye on this connection its end is
-			// expected; the other connection's goodbye decides.
-			if !c.stopped.Load() && !c.m.closing.Load() && !c.bye.Load() {
-				c.m.lose(c.peer, fmt.Errorf("writing to the %s connection: %w", c.role, err))
-			}
+			c.fail("writing to", err)
 			c.shutdown()
 			return
 		}
@@ -1152,13 +1143,7 @@ func (c *conn) readLoop() {
 	w := c.w
 	defer m.wg.Done()
 	defer c.shutdown()
-	fail := func(err error) {
-		// After a goodbye on this connection its end is expected; the
-		// other connection's goodbye (or its heartbeat) decides.
-		if !c.stopped.Load() && !m.closing.Load() && !c.bye.Load() {
-			m.lose(c.peer, fmt.Errorf("reading the %s connection: %w", c.role, err))
-		}
-	}
+	fail := func(err error) { c.fail("reading", err) }
 	for {
 		f, err := w.readWSHeader()
 		if err != nil {
@@ -1249,6 +1234,16 @@ func (c *conn) readLoop() {
 			}
 		}
 		m.h.Handle(c.peer, h, buf)
+	}
+}
+
+// fail reports the peer lost because the connection broke while doing what
+// ("reading", "writing to"), unless the end was expected: this connection was
+// shut down, this mesh is closing, or the peer said goodbye on it (the
+// other connection's goodbye, or its heartbeat, then decides).
+func (c *conn) fail(what string, err error) {
+	if !c.stopped.Load() && !c.m.closing.Load() && !c.bye.Load() {
+		c.m.lose(c.peer, fmt.Errorf("%s the %s connection: %w", what, c.role, err))
 	}
 }
 

@@ -520,13 +520,7 @@ func TestPeerLostOnConnectionLoss(t *testing.T) {
 // no callbacks on its side.
 func crash(m *Mesh) {
 	m.closing.Store(true)
-	for j := range m.peers {
-		for i := range m.peers[j].conns {
-			if c := m.peers[j].conns[i].Load(); c != nil {
-				c.shutdown()
-			}
-		}
-	}
+	m.eachConn((*conn).shutdown)
 }
 
 // A clean Close is seen by the others as ErrPeerClosed; closing everything

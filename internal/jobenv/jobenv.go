@@ -9,6 +9,7 @@
 package jobenv
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -114,8 +115,9 @@ func Discover(ex Explicit, lookup LookupFunc) (Job, error) {
 	env := envReader{lookup: lookup}
 	j := Job{CoordFD: -1}
 	var err error
-	var jobID string  // what derived ports and secrets hash
-	localOnly := true // every rank is on this host
+	var jobID string    // what derived ports and secrets hash
+	var localVar string // the starter's count of ranks on this host
+	localOnly := true   // every rank is on this host
 	switch {
 	case ex.Size != 0:
 		j.Source = SourceExplicit
@@ -134,46 +136,25 @@ func Discover(ex Explicit, lookup LookupFunc) (Job, error) {
 			return Job{}, err
 		}
 		jobID = env.first("PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid")
-		if local, ok, err := env.int("OMPI_COMM_WORLD_LOCAL_SIZE"); err != nil {
-			return Job{}, err
-		} else if ok && local < j.Size {
-			localOnly = false
-		}
+		localVar = "OMPI_COMM_WORLD_LOCAL_SIZE"
 	case env.has("PMI_RANK"):
 		j.Source = SourcePMI
 		if j.Rank, j.Size, err = env.rankSize("PMI_RANK", "PMI_SIZE"); err != nil {
 			return Job{}, err
 		}
 		jobID = env.first("PMI_JOBID", "PMIX_NAMESPACE", "PMI_KVSNAME", "PMI_PORT")
-		if local, ok, err := env.int("MPI_LOCALNRANKS"); err != nil {
-			return Job{}, err
-		} else if ok && local < j.Size {
-			localOnly = false
-		}
+		localVar = "MPI_LOCALNRANKS"
 	case env.has("PMIX_RANK"):
 		j.Source = SourcePMIx
-		sizeVar := "PMIX_SIZE"
-		for _, v := range []string{"PMIX_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"} {
-			if env.has(v) {
-				sizeVar = v
-				break
-			}
-		}
+		sizeVar := cmp.Or(env.firstSet("PMIX_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"), "PMIX_SIZE")
 		if j.Rank, j.Size, err = env.rankSize("PMIX_RANK", sizeVar); err != nil {
 			return Job{}, err
 		}
 		jobID = env.first("PMIX_NAMESPACE", "SLURM_JOB_ID")
-		if local, ok, err := env.int("PMIX_LOCAL_SIZE"); err != nil {
-			return Job{}, err
-		} else if ok && local < j.Size {
-			localOnly = false
-		}
+		localVar = "PMIX_LOCAL_SIZE"
 	case env.has("SLURM_PROCID") && (env.has("SLURM_STEP_ID") || env.has("SLURM_STEPID")):
 		j.Source = SourceSLURM
-		sizeVar := "SLURM_NTASKS"
-		if env.has("SLURM_STEP_NUM_TASKS") {
-			sizeVar = "SLURM_STEP_NUM_TASKS"
-		}
+		sizeVar := cmp.Or(env.firstSet("SLURM_STEP_NUM_TASKS"), "SLURM_NTASKS")
 		if j.Rank, j.Size, err = env.rankSize("SLURM_PROCID", sizeVar); err != nil {
 			return Job{}, err
 		}
@@ -181,15 +162,16 @@ func Discover(ex Explicit, lookup LookupFunc) (Job, error) {
 		j.Source = SourceSingle
 		j.Rank, j.Size = 0, 1
 	}
+	if localVar != "" {
+		local, ok, err := env.int(localVar)
+		if err != nil {
+			return Job{}, err
+		}
+		localOnly = !ok || local >= j.Size
+	}
 
 	// A SLURM node list, whoever started us (srun --mpi=pmix sets PMIX_*).
-	nodeVar := ""
-	for _, v := range []string{"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"} {
-		if env.has(v) {
-			nodeVar = v
-			break
-		}
-	}
+	nodeVar := env.firstSet("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
 	if nodeVar != "" && (j.Source == SourceSLURM || j.Source == SourcePMIx || j.Source == SourcePMI) {
 		s, _ := lookup(nodeVar)
 		if j.Hosts, err = ExpandHostlist(s); err != nil {
@@ -212,23 +194,17 @@ func Discover(ex Explicit, lookup LookupFunc) (Job, error) {
 	}
 
 	if j.Size == 1 {
-		j.Listen = "127.0.0.1"
-		if l, ok := lookup(EnvListen); ok && l != "" {
-			j.Listen = l
-		}
-		if ex.Listen != "" {
-			j.Listen = ex.Listen
-		}
+		j.Listen = cmp.Or(ex.Listen, env.first(EnvListen), "127.0.0.1")
 		j.Coord, j.Secret = ex.Coord, ex.Secret
 		return j, nil
 	}
 
 	// Coordinator.
 	coordVar := ""
-	switch c, ok := lookup(EnvCoord); {
+	switch c := env.first(EnvCoord); {
 	case ex.Coord != "":
 		j.Coord, coordVar = ex.Coord, "Explicit.Coord"
-	case ok && c != "":
+	case c != "":
 		j.Coord, coordVar = c, EnvCoord
 	case j.Source == SourceOrwl || j.Source == SourceExplicit:
 		return Job{}, fmt.Errorf("jobenv: %s is required for a job of %d processes (rank %d, from %s)", EnvCoord, j.Size, j.Rank, j.Source)
@@ -250,22 +226,17 @@ func Discover(ex Explicit, lookup LookupFunc) (Job, error) {
 	}
 
 	// Listen host.
-	switch l, ok := lookup(EnvListen); {
-	case ex.Listen != "":
-		j.Listen = ex.Listen
-	case ok && l != "":
-		j.Listen = l
-	case isLoopback(host):
-		j.Listen = "127.0.0.1"
-	default:
-		j.Listen = "0.0.0.0"
+	defaultListen := "0.0.0.0"
+	if isLoopback(host) {
+		defaultListen = "127.0.0.1"
 	}
+	j.Listen = cmp.Or(ex.Listen, env.first(EnvListen), defaultListen)
 
 	// Secret.
-	switch s, ok := lookup(EnvSecret); {
+	switch s := env.first(EnvSecret); {
 	case ex.Secret != nil:
 		j.Secret = ex.Secret
-	case ok && s != "":
+	case s != "":
 		j.Secret = []byte(s)
 	case jobID != "":
 		sum := sha256.Sum256([]byte("orwl-go derived job secret\x00" + j.Source + "\x00" + jobID))
@@ -328,6 +299,18 @@ func (e envReader) has(v string) bool {
 	return ok
 }
 
+// firstSet returns the name of the first of vars that is set, or "".
+func (e envReader) firstSet(vars ...string) string {
+	for _, v := range vars {
+		if e.has(v) {
+			return v
+		}
+	}
+	return ""
+}
+
+// first returns the value of the first of vars that is set and not empty,
+// or "".
 func (e envReader) first(vars ...string) string {
 	for _, v := range vars {
 		if s, ok := e.lookup(v); ok && s != "" {
@@ -381,13 +364,14 @@ const maxHosts = 1 << 20
 // multiply ("r[1-2]n[1-2]" gives r1n1 r1n2 r2n1 r2n2), and surrounding
 // spaces are ignored. An empty list gives no hosts.
 func ExpandHostlist(s string) ([]string, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
 	var out []string
-	for _, item := range splitTop(strings.TrimSpace(s)) {
+	for _, item := range splitTop(s) {
 		item = strings.TrimSpace(item)
 		if item == "" {
-			if strings.TrimSpace(s) == "" {
-				continue
-			}
 			return nil, fmt.Errorf("%w: empty host name", errHostlist)
 		}
 		var err error

@@ -184,6 +184,7 @@ func (l *launcher) say(format string, args ...any) {
 // supervise waits for every process, stopping the others when one fails.
 func (l *launcher) supervise(procs []*proc, exited <-chan *proc) int {
 	status := 0
+	grace := max(l.o.Grace, 0) // a negative Grace kills at once
 	stopping := false
 	var kill <-chan time.Time
 	signalAll := func(sig os.Signal) {
@@ -205,7 +206,7 @@ func (l *launcher) supervise(procs []*proc, exited <-chan *proc) int {
 				if !stopping {
 					stopping = true
 					signalAll(syscall.SIGTERM)
-					kill = time.After(max(l.o.Grace, 0))
+					kill = time.After(grace)
 				}
 			}
 		case sig := <-l.o.Signals:
@@ -218,10 +219,10 @@ func (l *launcher) supervise(procs []*proc, exited <-chan *proc) int {
 			}
 			if !stopping {
 				stopping = true
-				kill = time.After(max(l.o.Grace, 0))
+				kill = time.After(grace)
 			}
 		case <-kill:
-			l.say("grace period %v over; killing the remaining processes", max(l.o.Grace, 0))
+			l.say("grace period %v over; killing the remaining processes", grace)
 			signalAll(syscall.SIGKILL)
 			kill = nil
 		}
