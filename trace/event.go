@@ -22,7 +22,7 @@ import (
 type Event struct {
 	Ph   byte   // 'X' complete span, 'i' instant, 's'/'f' flow start/end, 'M' metadata
 	Name string // see the package documentation for the names this package writes
-	Cat  string // request, grant, wait, section, release, transfer, barrier, fifo, flow, span, instant
+	Cat  string // request, grant, wait, section, release, transfer, barrier, fifo, flow, anchor, span, instant
 	Pid  int    // process rank
 	Tid  int    // track (see TransferTidBase, FIFOTidBase, ProcessTidBase)
 	Ts   int64  // start, ns
@@ -105,31 +105,27 @@ func (r *Recorder) events() ([]Event, int64) {
 	tracks := append([]*Track(nil), r.tracks...)
 	name := r.name
 	r.mu.Unlock()
-	var names []string // read after the snapshots, so it has every name they use
-	pid := r.rank
-	n := 2
-	for _, t := range tracks {
-		t.mu.Lock()
-		n += 2 + t.n() + t.n()/2 // events, and room for flow events
-		t.mu.Unlock()
-	}
-	evs := make([]Event, 0, n)
-	evs = append(evs, []Event{
-		// Process metadata on the process track's tid, so that viewers do
-		// not invent a thread 0 in every process.
-		{Ph: 'M', Name: "process_name", Pid: pid, Tid: ProcessTidBase + pid, Args: Args{Name: name}},
-		{Ph: 'M', Name: "process_sort_index", Pid: pid, Tid: ProcessTidBase + pid, Args: Args{SortIndex: pid}},
-	}...)
 	var dropped int64
+	n := 2
 	snaps := make([][]rec, len(tracks))
 	for i, t := range tracks {
 		var d int64
 		snaps[i], d = t.snapshot()
 		dropped += d
+		n += 2 + len(snaps[i]) + len(snaps[i])/2 // events, and room for flow events
 	}
+	// The names are read after the snapshots, so they include every name the
+	// snapshots use.
 	r.mu.Lock()
-	names = r.names[:len(r.names):len(r.names)]
+	names := r.names[:len(r.names):len(r.names)]
 	r.mu.Unlock()
+	pid := r.rank
+	evs := make([]Event, 0, n)
+	evs = append(evs,
+		// Process metadata on the process track's tid, so that viewers do
+		// not invent a thread 0 in every process.
+		Event{Ph: 'M', Name: "process_name", Pid: pid, Tid: ProcessTidBase + pid, Args: Args{Name: name}},
+		Event{Ph: 'M', Name: "process_sort_index", Pid: pid, Tid: ProcessTidBase + pid, Args: Args{SortIndex: pid}})
 	for i, t := range tracks {
 		evs = append(evs,
 			Event{Ph: 'M', Name: "thread_name", Pid: pid, Tid: t.tid, Args: Args{Name: t.name}},
@@ -144,6 +140,11 @@ func (r *Recorder) events() ([]Event, int64) {
 
 var fifoNames = [...]string{kFIFORequest: "request", kFIFOGrant: "grant", kFIFORelease: "release", kFIFOCancel: "cancel"}
 
+// flowEvent is the flow start (ph 's') or end (ph 'f') of record e.
+func flowEvent(ph byte, pid, tid int, e *rec) Event {
+	return Event{Ph: ph, Name: "grant", Cat: "flow", Pid: pid, Tid: tid, Ts: e.ts, ID: e.flow}
+}
+
 func appendRec(evs []Event, pid, tid int, e *rec, name string) []Event {
 	ev := Event{Pid: pid, Tid: tid, Ts: e.ts, Dur: e.dur}
 	loc := Args{Loc: name, Owner: int(e.a), Mode: e.mode.String()}
@@ -156,7 +157,7 @@ func appendRec(evs []Event, pid, tid int, e *rec, name string) []Event {
 		ev.Ph, ev.Name, ev.Cat, ev.Args = 'X', "grant", "grant", loc
 		evs = append(evs, ev)
 		if e.flow != 0 {
-			evs = append(evs, Event{Ph: 'f', Name: "grant", Cat: "flow", Pid: pid, Tid: tid, Ts: e.ts, ID: e.flow})
+			evs = append(evs, flowEvent('f', pid, tid, e))
 		}
 		return evs
 	case kWait:
@@ -166,7 +167,7 @@ func appendRec(evs []Event, pid, tid int, e *rec, name string) []Event {
 		ev.Ph, ev.Name, ev.Cat, ev.Args = 'X', name, "section", loc
 	case kRelease:
 		ev.Ph, ev.Name, ev.Cat, ev.Args = 'X', "release", "release", loc
-		return append(evs, ev, Event{Ph: 's', Name: "grant", Cat: "flow", Pid: pid, Tid: tid, Ts: e.ts, ID: e.flow})
+		return append(evs, ev, flowEvent('s', pid, tid, e))
 	case kTransfer:
 		ev.Ph, ev.Name, ev.Cat = 'X', "transfer "+e.dir.String(), "transfer"
 		ev.Args = Args{Loc: name, Owner: int(e.a), Dir: e.dir.String(), Peer: int(e.c), Bytes: e.bytes}
@@ -176,7 +177,7 @@ func appendRec(evs []Event, pid, tid int, e *rec, name string) []Event {
 		if e.kind == kFlowIn {
 			ph = 'f'
 		}
-		return append(evs, ev, Event{Ph: ph, Name: "grant", Cat: "flow", Pid: pid, Tid: tid, Ts: e.ts, ID: e.flow})
+		return append(evs, ev, flowEvent(ph, pid, tid, e))
 	case kSpan:
 		ev.Ph, ev.Name, ev.Cat = 'X', name, "span"
 	case kInstant:
@@ -349,10 +350,7 @@ func appendEvent(b []byte, e *Event, id FlowID) []byte {
 	a := &e.Args
 	switch e.Cat {
 	case "request", "wait", "grant", "section", "release":
-		b = append(b, `,"args":{"loc":`...)
-		b = appendString(b, a.Loc)
-		b = append(b, `,"owner":`...)
-		b = strconv.AppendInt(b, int64(a.Owner), 10)
+		b = appendLocArgs(b, a)
 		b = append(b, `,"mode":`...)
 		b = appendString(b, a.Mode)
 		if e.Cat == "request" || e.Cat == "wait" {
@@ -361,10 +359,7 @@ func appendEvent(b []byte, e *Event, id FlowID) []byte {
 		}
 		b = append(b, '}')
 	case "transfer":
-		b = append(b, `,"args":{"loc":`...)
-		b = appendString(b, a.Loc)
-		b = append(b, `,"owner":`...)
-		b = strconv.AppendInt(b, int64(a.Owner), 10)
+		b = appendLocArgs(b, a)
 		b = append(b, `,"dir":`...)
 		b = appendString(b, a.Dir)
 		b = append(b, `,"peer":`...)
@@ -384,6 +379,15 @@ func appendEvent(b []byte, e *Event, id FlowID) []byte {
 		b = append(b, '}')
 	}
 	return append(b, '}')
+}
+
+// appendLocArgs opens the args object of an event on a location with its
+// "loc" and "owner" members.
+func appendLocArgs(b []byte, a *Args) []byte {
+	b = append(b, `,"args":{"loc":`...)
+	b = appendString(b, a.Loc)
+	b = append(b, `,"owner":`...)
+	return strconv.AppendInt(b, int64(a.Owner), 10)
 }
 
 // appendMicros writes ns as microseconds with three decimals.
@@ -433,18 +437,22 @@ type jsonEvent struct {
 	Ts   float64         `json:"ts"`
 	Dur  float64         `json:"dur"`
 	ID   json.RawMessage `json:"id"`
-	Args struct {
-		Loc       string `json:"loc"`
-		Owner     int    `json:"owner"`
-		Mode      string `json:"mode"`
-		Pos       int    `json:"pos"`
-		Bytes     int64  `json:"bytes"`
-		Peer      int    `json:"peer"`
-		Dir       string `json:"dir"`
-		Task      int    `json:"task"`
-		Name      string `json:"name"`
-		SortIndex int    `json:"sort_index"`
-	} `json:"args"`
+	Args jsonArgs        `json:"args"`
+}
+
+// jsonArgs is the decoding form of [Args]: the same fields, so that one
+// converts to the other.
+type jsonArgs struct {
+	Loc       string `json:"loc"`
+	Owner     int    `json:"owner"`
+	Mode      string `json:"mode"`
+	Pos       int    `json:"pos"`
+	Bytes     int64  `json:"bytes"`
+	Peer      int    `json:"peer"`
+	Dir       string `json:"dir"`
+	Task      int    `json:"task"`
+	Name      string `json:"name"`
+	SortIndex int    `json:"sort_index"`
 }
 
 type jsonFile struct {
@@ -482,10 +490,12 @@ func Parse(data []byte) (*Trace, error) { return Merge([][]byte{data}) }
 func Merge(parts [][]byte) (*Trace, error) {
 	files := make([]jsonFile, len(parts))
 	var t0 int64 = math.MaxInt64
+	n := 0
 	for i, p := range parts {
 		if err := json.Unmarshal(p, &files[i]); err != nil {
 			return nil, fmt.Errorf("trace: part %d: %w", i, err)
 		}
+		n += len(files[i].TraceEvents)
 		if base := files[i].OtherData.StartUnixNano + files[i].OtherData.ClockOffsetNano; base < t0 {
 			t0 = base
 		}
@@ -493,7 +503,7 @@ func Merge(parts [][]byte) (*Trace, error) {
 	if len(parts) == 0 {
 		t0 = 0
 	}
-	out := &Trace{StartUnixNano: t0}
+	out := &Trace{Events: make([]Event, 0, n), StartUnixNano: t0}
 	for i := range files {
 		f := &files[i]
 		shift := f.OtherData.StartUnixNano + f.OtherData.ClockOffsetNano - t0
@@ -507,9 +517,7 @@ func Merge(parts [][]byte) (*Trace, error) {
 			if err != nil {
 				return nil, fmt.Errorf("trace: part %d: event %d: bad id: %w", i, j, err)
 			}
-			e := Event{Ph: je.Ph[0], Name: je.Name, Cat: je.Cat, Pid: je.Pid, Tid: je.Tid, ID: id}
-			a := &je.Args
-			e.Args = Args{Loc: a.Loc, Owner: a.Owner, Mode: a.Mode, Pos: a.Pos, Bytes: a.Bytes, Peer: a.Peer, Dir: a.Dir, Task: a.Task, Name: a.Name, SortIndex: a.SortIndex}
+			e := Event{Ph: je.Ph[0], Name: je.Name, Cat: je.Cat, Pid: je.Pid, Tid: je.Tid, ID: id, Args: Args(je.Args)}
 			if e.Ph != 'M' {
 				e.Ts = nanos(je.Ts) + shift
 				e.Dur = nanos(je.Dur)
@@ -535,7 +543,7 @@ func (t *Trace) Tasks() []TaskInfo {
 	for i := range t.Events {
 		e := &t.Events[i]
 		if e.Ph == 'M' && !strings.HasPrefix(e.Name, "thread_") {
-			continue // process metadata carries tid 0
+			continue // process metadata names no task, whatever its tid
 		}
 		if e.Tid >= 0 && e.Tid < TransferTidBase {
 			ti := TaskInfo{Task: e.Tid, Rank: e.Pid}

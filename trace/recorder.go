@@ -364,14 +364,18 @@ func (r *Recorder) BeginBarrier(name string) Span {
 	return Span{t: t, start: t.now(), kind: kBarrier, name: name}
 }
 
-// Track is the event buffer of one task (or one FIFO, or a process). Its
-// methods are safe for concurrent use; they are meant to be called mostly by
-// the goroutine of its task, so its lock is uncontended. All methods are
-// no-ops on a nil *Track.
+// Track is the event buffer of one task (or of one of its transfer lanes, a
+// FIFO, or the process). Its methods are safe for concurrent use; they are
+// meant to be called mostly by the goroutine of its task, so its lock is
+// uncontended. All methods are no-ops on a nil *Track.
 //
 // Locations are given as [Loc]; mode is [Read] or [Write]; pos is the FIFO
 // position of the request as the runtime knows it (the declared position of
 // an initial request).
+//
+// The hot methods are split in two: the exported one only checks for nil and
+// is small enough to be inlined, so that tracing off costs the caller one nil
+// check and no call; its unexported xxxSlow half does the recording.
 type Track struct {
 	r     *Recorder
 	tid   int
@@ -461,7 +465,7 @@ func (t *Track) requestSlow(l Loc, m Mode, pos int) {
 	t.add(rec{ts: t.now(), a: int32(l.Task), b: int32(pos), kind: kRequest, mode: m}, l.Name)
 }
 
-// Grant records, as an instant now, that the task's request on l was
+// Grant records, as a zero-length span now, that the task's request on l was
 // granted, and ends the flow arrow from the release that caused it when from
 // is not 0 (the id that [Track.Release] returned, carried by the runtime,
 // across the wire for a remote grant). It may be called from any goroutine.
@@ -473,7 +477,7 @@ func (t *Track) Grant(l Loc, m Mode, from FlowID) {
 }
 
 func (t *Track) grantSlow(l Loc, m Mode, from FlowID) {
-	t.GrantAt(t.now(), l, m, from)
+	t.grantAtSlow(t.now(), l, m, from)
 }
 
 // GrantAt is [Track.Grant] at time ts of the recorder's clock (from
@@ -490,11 +494,11 @@ func (t *Track) grantAtSlow(ts int64, l Loc, m Mode, from FlowID) {
 	t.add(rec{ts: ts, flow: from, a: int32(l.Task), kind: kGrant, mode: m}, l.Name)
 }
 
-// Release records, as an instant, that the task released its access to l,
-// starts a flow arrow, and returns the flow's id for the runtime to carry to
-// the grant(s) this release causes (every member of a read group it grants
-// gets its own arrow). Call it before the FIFO grants the next entry, so that
-// no arrow points back in time. It returns 0 on a nil Track.
+// Release records, as a zero-length span, that the task released its access
+// to l, starts a flow arrow, and returns the flow's id for the runtime to
+// carry to the grant(s) this release causes (every member of a read group it
+// grants gets its own arrow). Call it before the FIFO grants the next entry,
+// so that no arrow points back in time. It returns 0 on a nil Track.
 func (t *Track) Release(l Loc, m Mode) FlowID {
 	if t == nil {
 		return 0

@@ -32,16 +32,13 @@ type row struct {
 
 // model is the per-task view of a trace shared by the SVG and the summary.
 type model struct {
-	rows      []*row
-	procName  map[int]string
-	procSort  map[int]int
-	barriers  map[int][]interval
-	t0, t1    int64
-	locNames  []string // distinct location names of sections, sorted
-	nprocs    int
-	hasWaits  bool
-	hasXfers  bool
-	nBarriers int
+	rows     []*row
+	procName map[int]string
+	procSort map[int]int
+	barriers map[int][]interval // by rank
+	t0, t1   int64
+	locNames []string // distinct location names of sections, sorted
+	nprocs   int
 }
 
 func buildModel(t *Trace) *model {
@@ -77,9 +74,6 @@ func buildModel(t *Trace) *model {
 			}
 			continue
 		}
-		if _, ok := m.procSort[e.Pid]; !ok {
-			m.procSort[e.Pid] = e.Pid
-		}
 		if first || e.Ts < m.t0 {
 			m.t0 = e.Ts
 		}
@@ -107,19 +101,16 @@ func buildModel(t *Trace) *model {
 				locs[iv.loc.Name] = true
 			case "wait":
 				r.waits = append(r.waits, iv)
-				m.hasWaits = true
 			}
 		case e.Tid >= TransferTidBase && e.Tid < FIFOTidBase:
 			if e.Ph == 'X' && e.Cat == "transfer" {
 				r := get(e.Pid, (e.Tid-TransferTidBase)/Lanes)
 				r.transfers = append(r.transfers, iv)
-				m.hasXfers = true
 			}
 		case e.Tid >= ProcessTidBase:
 			if e.Ph == 'X' && e.Cat == "barrier" {
 				iv.loc.Name = e.Name
 				m.barriers[e.Pid] = append(m.barriers[e.Pid], iv)
-				m.nBarriers++
 			}
 		}
 	}
@@ -128,7 +119,7 @@ func buildModel(t *Trace) *model {
 		m.rows = append(m.rows, r)
 		procs[r.Rank] = true
 		if _, ok := m.procSort[r.Rank]; !ok {
-			m.procSort[r.Rank] = r.Rank
+			m.procSort[r.Rank] = r.Rank // default: by rank
 		}
 	}
 	m.nprocs = len(procs)

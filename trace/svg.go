@@ -33,9 +33,9 @@ const (
 	barrierFill  = "#fbe3b8"
 )
 
-func locColor(names []string, name string) string {
-	i := sort.SearchStrings(names, name)
-	if i < len(names) && names[i] == name && i < len(palette) {
+// locColor is the colour of the i-th of the sorted location names, name.
+func locColor(i int, name string) string {
+	if i < len(palette) {
 		return palette[i]
 	}
 	h := fnv.New32a()
@@ -83,14 +83,14 @@ type chart struct {
 	rowH, groupH   float64
 	axisY          float64
 	legendY        float64
-	legendLines    int
 	t0, t1         int64
 	scale          float64 // px per ns
 	rowY           []float64
 	groupY         map[int]float64 // rank -> header y
 	groupEnd       map[int]float64
 	legend         []legendItem
-	bars           [][]bar // per row
+	locFill        []string // colour of each of m.locNames
+	bars           [][]bar  // per row
 	titles         bool
 	mergedSpans    int
 	drawnElements  int
@@ -98,6 +98,9 @@ type chart struct {
 }
 
 type legendItem struct{ fill, label string }
+
+// width is the horizontal room of a legend item: swatch, label, gap.
+func (it legendItem) width() float64 { return 26 + 7.2*float64(len(it.label)) + 18 }
 
 type bar struct {
 	x0, x1  float64
@@ -149,25 +152,26 @@ func (c *chart) layout() {
 	if n == 0 {
 		y += 40
 	}
-	for _, name := range m.locNames {
-		c.legend = append(c.legend, legendItem{locColor(m.locNames, name), "section on " + name})
+	c.locFill = make([]string, len(m.locNames))
+	for i, name := range m.locNames {
+		c.locFill[i] = locColor(i, name)
+		c.legend = append(c.legend, legendItem{c.locFill[i], "section on " + name})
 	}
 	c.legend = append(c.legend, legendItem{waitFill, "acquire wait"})
 	c.legend = append(c.legend, legendItem{transferFill, "transfer"})
-	if m.nBarriers > 0 {
+	if len(m.barriers) > 0 {
 		c.legend = append(c.legend, legendItem{barrierFill, "schedule barrier"})
 	}
 	// Legend: items flow left to right, wrapping.
 	x, lines := c.left, 1
 	for _, it := range c.legend {
-		wdt := 26 + 7.2*float64(len(it.label)) + 18
+		wdt := it.width()
 		if x+wdt > c.right && x > c.left {
 			lines++
 			x = c.left
 		}
 		x += wdt
 	}
-	c.legendLines = lines
 	c.legendY = y + 34
 	c.height = c.legendY + float64(lines)*20 + 12
 	c.buildBars()
@@ -234,7 +238,7 @@ func (c *chart) stateFill(layer, st int) string {
 	case st == 1:
 		return waitFill
 	}
-	return locColor(c.m.locNames, c.m.locNames[st-2])
+	return c.locFill[st-2]
 }
 
 // timelines sweeps a row's sections and waits. It returns the outer and
@@ -360,12 +364,13 @@ func (c *chart) binned(out []bar, tl []seg, layer int, binW float64) []bar {
 			d = math.Max(d, 1e-6)
 			found := false
 			for j := range bins[k] {
-				if bins[k][j].st == s.st {
+				if bins[k][j].st == s.st { // a bin has one cell per state
 					bins[k][j].d += d
 					if d > bins[k][j].sd {
 						bins[k][j].seg, bins[k][j].sd = si, d
 					}
 					found = true
+					break
 				}
 			}
 			if !found {
@@ -591,7 +596,7 @@ func (c *chart) drawLegend() {
 	c.w.WriteString(`<g class="legend">` + "\n")
 	x, y := c.left, c.legendY
 	for _, it := range c.legend {
-		wdt := 26 + 7.2*float64(len(it.label)) + 18
+		wdt := it.width()
 		if x+wdt > c.right && x > c.left {
 			x = c.left
 			y += 20

@@ -58,8 +58,7 @@ func (j synthJob) run(t testing.TB) []*Recorder {
 	for i := range chans {
 		chans[i] = make(chan token, j.iters+1)
 	}
-	chans[j.tasks-1] <- token{}
-	for i := 0; i < j.tasks-1; i++ {
+	for i := range chans {
 		chans[i] <- token{} // slack of one iteration: a pipeline, not a serial ring
 	}
 	var arrived sync.WaitGroup
@@ -82,6 +81,18 @@ func (j synthJob) run(t testing.TB) []*Recorder {
 			bound := Loc{Task: task, Name: "bound"}
 			fifoBlock, fifoBound := r.FIFO(block), r.FIFO(bound)
 			rng := rand.New(rand.NewSource(int64(task)))
+			// write takes l (FIFO f) at position pos, works for n and releases.
+			write := func(f *FIFO, l Loc, pos, n int) FlowID {
+				f.Request(task, Write, pos)
+				tr.Request(l, Write, pos)
+				f.Grant(task, Write)
+				tr.Grant(l, Write, 0)
+				s := tr.BeginSection(l, Write)
+				spin(n)
+				s.End()
+				f.Release(task, Write)
+				return tr.Release(l, Write)
+			}
 			init := tr.BeginSpan("init")
 			spin(j.work / 4)
 			init.End()
@@ -111,27 +122,11 @@ func (j synthJob) run(t testing.TB) []*Recorder {
 				s.End()
 				tr.Release(boundL, Read)
 
-				// Write my block: nested section reading the block inside.
-				fifoBlock.Request(task, Write, 1)
-				tr.Request(block, Write, 1)
-				fifoBlock.Grant(task, Write)
-				tr.Grant(block, Write, 0)
-				s = tr.BeginSection(block, Write)
-				spin(j.work + rng.Intn(j.work+1))
-				s.End()
-				fifoBlock.Release(task, Write)
-				tr.Release(block, Write)
+				// Write my block.
+				write(fifoBlock, block, 1, j.work+rng.Intn(j.work+1))
 
 				// Write my bound and hand it to the right neighbour.
-				fifoBound.Request(task, Write, 2)
-				tr.Request(bound, Write, 2)
-				fifoBound.Grant(task, Write)
-				tr.Grant(bound, Write, 0)
-				s = tr.BeginSection(bound, Write)
-				spin(j.work / 8)
-				s.End()
-				fifoBound.Release(task, Write)
-				id := tr.Release(bound, Write)
+				id := write(fifoBound, bound, 2, j.work/8)
 				right := (task + 1) % j.tasks
 				if rankOf(right) != rankOf(task) {
 					x := tr.BeginTransfer(bound, Out, rankOf(right), 4096)
