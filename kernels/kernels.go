@@ -28,10 +28,11 @@
 package kernels
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
@@ -161,16 +162,10 @@ func Register(p Plugin) {
 // name), whether or not they are available.
 func Registered() []Plugin {
 	mu.RLock()
-	ps := make([]Plugin, 0, len(plugins))
-	for _, p := range plugins {
-		ps = append(ps, p)
-	}
+	ps := slices.Collect(maps.Values(plugins))
 	mu.RUnlock()
-	sort.Slice(ps, func(i, j int) bool {
-		if ps[i].Priority != ps[j].Priority {
-			return ps[i].Priority > ps[j].Priority
-		}
-		return ps[i].Name < ps[j].Name
+	slices.SortFunc(ps, func(p, q Plugin) int {
+		return cmp.Or(cmp.Compare(q.Priority, p.Priority), strings.Compare(p.Name, q.Name))
 	})
 	return ps
 }
@@ -202,36 +197,45 @@ func Get(name string) (Gemm, error) {
 		name = Default
 	}
 	if name == Auto {
-		avail := Available()
-		if len(avail) == 0 {
-			return nil, fmt.Errorf("%w: auto: no plugin available (registered: %s; import github.com/orwl-go/orwl/kernels/all to register all plugins)", ErrUnavailable, registeredNames())
+		// The first available plugin in priority order, as Available()[0],
+		// without checking (and loading the libraries of) the ones after it.
+		name = ""
+		for _, p := range Registered() {
+			if p.Check() == nil {
+				name = p.Name
+				break
+			}
 		}
-		name = avail[0]
+		if name == "" {
+			return nil, fmt.Errorf("%w: auto: no plugin available (%s)", ErrUnavailable, registeredHint())
+		}
 	}
 	mu.RLock()
 	p, ok := plugins[name]
 	mu.RUnlock()
 	if !ok {
-		return nil, fmt.Errorf("%w %q (registered: %s; import github.com/orwl-go/orwl/kernels/all to register all plugins)", ErrUnknown, name, registeredNames())
+		return nil, fmt.Errorf("%w %q (%s)", ErrUnknown, name, registeredHint())
 	}
-	if err := p.Check(); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, name, err)
+	err := p.Check()
+	var g Gemm
+	if err == nil {
+		g, err = p.New()
 	}
-	g, err := p.New()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, name, err)
 	}
 	return g, nil
 }
 
-func registeredNames() string {
-	var names []string
-	for _, p := range Registered() {
-		names = append(names, p.Name)
+// registeredHint lists the registered names, sorted, and how to register
+// all plugins, for error messages.
+func registeredHint() string {
+	mu.RLock()
+	names := slices.Sorted(maps.Keys(plugins))
+	mu.RUnlock()
+	list := "none"
+	if len(names) > 0 {
+		list = strings.Join(names, ", ")
 	}
-	if len(names) == 0 {
-		return "none"
-	}
-	slices.Sort(names)
-	return strings.Join(names, ", ")
+	return "registered: " + list + "; import github.com/orwl-go/orwl/kernels/all to register all plugins"
 }

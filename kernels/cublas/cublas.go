@@ -286,8 +286,8 @@ func checkInt32(v ...int) {
 // upload (op(A) rows, and C rows when beta != 0), product and download run
 // on the upload, compute and download streams, ordered by events, so that
 // the transfers of one panel overlap the products of others. B is uploaded
-// once, in column blocks interleaved with the products of panel 0, so the
-// GPU starts computing after one block rather than after all of B.
+// once, in blocks interleaved with the products of panel 0 (see firstPanel),
+// so the GPU starts computing after one block rather than after all of B.
 func (g *Kernel) pipeline(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) error {
 	aT, bT := tA != blas.NoTrans, tB != blas.NoTrans
 	opA, _ := cublasOp(tA) // checked by kernels.CheckDgemm
@@ -363,9 +363,9 @@ func (g *Kernel) pipeline(tA, tB blas.Transpose, m, n, k int, alpha float64, a [
 	return nil
 }
 
-// firstPanel uploads B (host b, leading dimension ldb) to devB in up to blocks contiguous blocks and queues the product of panel
-// 0 (r rows, op(A) rows in a) block by block, each product waiting only for
-// its block. With op(B) = Bᵀ a block is a set of rows of B, that is of
+// firstPanel uploads B (host b, leading dimension ldb) to devB in up to
+// blocks contiguous blocks and queues the product of panel 0 (r rows, op(A)
+// rows in a) block by block, each product waiting only for its block. With op(B) = Bᵀ a block is a set of rows of B, that is of
 // columns of op(B) and of C; with op(B) = B it is a set of rows of B, that is
 // a slice of the inner dimension, and the partial products accumulate in C.
 func (g *Kernel) firstPanel(opA, opB int32, r, n, k int, alpha float64, a devMat, b []float64, ldb int, devB devMat, beta float64, c devMat, blocks int) error {

@@ -13,15 +13,15 @@ const (
 	ErrMemoryAllocation     CUDAError = 2   // cudaErrorMemoryAllocation: out of device or pinned memory
 	ErrInitialization       CUDAError = 3   // cudaErrorInitializationError
 	ErrInsufficientDriver   CUDAError = 35  // cudaErrorInsufficientDriver: driver older than the runtime
+	ErrDevicesUnavailable   CUDAError = 46  // cudaErrorDevicesUnavailable: exclusive or prohibited mode
 	ErrNoDevice             CUDAError = 100 // cudaErrorNoDevice
 	ErrInvalidDevice        CUDAError = 101 // cudaErrorInvalidDevice
 	ErrIllegalAddress       CUDAError = 700 // cudaErrorIllegalAddress
-	ErrLaunchFailure        CUDAError = 719 // cudaErrorLaunchFailure
 	ErrHostAlreadyPinned    CUDAError = 712 // cudaErrorHostMemoryAlreadyRegistered
 	ErrHostNotPinned        CUDAError = 713 // cudaErrorHostMemoryNotRegistered
-	ErrDevicesUnavailable   CUDAError = 46  // cudaErrorDevicesUnavailable: exclusive or prohibited mode
-	ErrCompatNotSupported   CUDAError = 804 // cudaErrorCompatNotSupportedOnDevice
+	ErrLaunchFailure        CUDAError = 719 // cudaErrorLaunchFailure
 	ErrSystemDriverMismatch CUDAError = 803 // cudaErrorSystemDriverMismatch
+	ErrCompatNotSupported   CUDAError = 804 // cudaErrorCompatNotSupportedOnDevice
 )
 
 // Error returns "cuda: <name> (<code>): <description>", with the name and

@@ -14,10 +14,11 @@ import (
 
 // EnvLib names the environment variable holding extra places to look for
 // libcudart and libcublas: a colon-separated list of directories (or of
-// library files, whose directories are used). They are searched first.
+// library files, whose directories are used). They are searched first,
+// after the directories passed to Load.
 const EnvLib = "ORWL_CUDA_LIB"
 
-// defaultDirs are searched after EnvLib, Load's arguments and LD_LIBRARY_PATH.
+// defaultDirs are searched after Load's arguments, EnvLib and LD_LIBRARY_PATH.
 var defaultDirs = []string{"/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib"}
 
 // majors are the CUDA major versions tried, newest first; cudart and cublas
@@ -102,6 +103,7 @@ func Libraries() (cudart, cublas string, err error) {
 // searchDirs returns the directories to search, in order, without duplicates.
 func searchDirs(extra []string) []string {
 	var dirs []string
+	seen := map[string]bool{}
 	add := func(list []string) {
 		for _, d := range list {
 			if d == "" {
@@ -110,31 +112,26 @@ func searchDirs(extra []string) []string {
 			if st, err := os.Stat(d); err == nil && !st.IsDir() {
 				d = filepath.Dir(d)
 			}
-			dirs = append(dirs, d)
+			if !seen[d] {
+				seen[d] = true
+				dirs = append(dirs, d)
+			}
 		}
 	}
 	add(extra)
 	add(filepath.SplitList(os.Getenv(EnvLib)))
 	add(filepath.SplitList(os.Getenv("LD_LIBRARY_PATH")))
 	add(defaultDirs)
-	var out []string
-	seen := map[string]bool{}
-	for _, d := range dirs {
-		if !seen[d] {
-			seen[d] = true
-			out = append(out, d)
-		}
-	}
-	return out
+	return dirs
 }
 
 // open finds a matching cudart/cublas pair, resolves the symbols and checks
 // for a device.
 func open(extra []string) (*cuda, error) {
 	var tried []string
+	// Absolute paths first, then the bare soname for the loader's search.
+	places := append(searchDirs(extra), "")
 	for _, major := range majors {
-		// Absolute paths first, then the bare soname for the loader's search.
-		places := append(searchDirs(extra), "")
 		for _, dir := range places {
 			rt, bl := "libcudart.so."+major, "libcublas.so."+major
 			if dir != "" {

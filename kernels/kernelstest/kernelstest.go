@@ -85,16 +85,8 @@ func one(t *testing.T, g kernels.Gemm, name string, tA, tB blas.Transpose, m, n,
 	}
 	a0, b0 := append([]float64(nil), a...), append([]float64(nil), b...)
 	g.Dgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-	for i := range a {
-		if a[i] != a0[i] {
-			t.Fatalf("%s: A modified at %d", name, i)
-		}
-	}
-	for i := range b {
-		if b[i] != b0[i] {
-			t.Fatalf("%s: B modified at %d", name, i)
-		}
-	}
+	unchanged(t, name, "A", a, a0)
+	unchanged(t, name, "B", b, b0)
 	for i := range m {
 		for j := range min(ldc, len(c)-i*ldc) {
 			got := c[i*ldc+j]
@@ -113,6 +105,16 @@ func one(t *testing.T, g kernels.Gemm, name string, tA, tB blas.Transpose, m, n,
 			if d := math.Abs(got - want); !(d <= Tol*bound) {
 				t.Fatalf("%s: C[%d][%d] = %v, want %v (error %.3g > %.3g)", name, i, j, got, want, d, Tol*bound)
 			}
+		}
+	}
+}
+
+// unchanged fails the test when operand x differs from its copy x0.
+func unchanged(t *testing.T, name, operand string, x, x0 []float64) {
+	t.Helper()
+	for i := range x {
+		if x[i] != x0[i] {
+			t.Fatalf("%s: %s modified at %d", name, operand, i)
 		}
 	}
 }

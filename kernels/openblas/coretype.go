@@ -23,7 +23,7 @@ func chooseCoreType() {
 		return
 	}
 	var flags []string
-	for _, line := range strings.Split(string(info), "\n") {
+	for line := range strings.Lines(string(info)) {
 		if name, val, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(name) == "flags" {
 			flags = strings.Fields(val)
 			break
