@@ -18,8 +18,8 @@ import (
 // figures: regenerates the Figures section of the README (between the markers
 // <!-- figures:begin --> and <!-- figures:end -->) from fresh measurements: the lock
 // benchmarks of package orwl (go test -bench, best of three runs, each beside its
-// reference from the same run), this harness's kernels, matmul and hybrid commands. Figures in the README are only ever
-// written by this command.
+// reference from the same run) and this harness's kernels, matmul and hybrid commands
+// (their -json output). Figures in the README are only ever written by this command.
 
 func init() {
 	register("figures", "measure and rewrite the README's Figures section", benchFigures)

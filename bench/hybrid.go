@@ -1,12 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -27,7 +25,8 @@ import (
 // and "static", ratios to the best static split) is followed by a confirmation: the
 // dynamic job and the best static split measured again, -rounds times interleaved (rows
 // "confirm-dynamic" and "confirm-static", ratios to the latter), since the best of many
-// noisy static rows is flattered by luck. The table goes with hybrid.json into -out.
+// noisy static rows is flattered by luck. The table goes to standard output (with -json,
+// one JSON object per row) and, as hybrid.txt beside hybrid.json, into -out.
 
 func init() {
 	register("hybrid", "dynamic load balancing of a mixed-kernel matmul against static splits", benchHybrid)
@@ -117,8 +116,9 @@ func benchHybrid(args []string) error {
 		j.Split = weights(s)
 		jobs = append(jobs, j)
 	}
+	mixName := kernels.FormatMix(mix)
 	fmt.Fprintf(os.Stderr, "hybrid: kernel %s, N %d, %d tasks in %d processes, %d multiplications per job, %d rounds\n",
-		kernels.FormatMix(mix), *n, len(names), len(names), *reps, *rounds)
+		mixName, *n, len(names), len(names), *reps, *rounds)
 	// measure runs jobs in interleaved rounds and returns the best result of each, and
 	// whether every run of it verified.
 	measure := func(phase string, jobs []orwlJob) ([]orwlResult, []bool, error) {
@@ -142,10 +142,10 @@ func benchHybrid(args []string) error {
 	if err != nil {
 		return err
 	}
-	bestStatic := 1
-	for i := range sweep[1:] {
-		if sweep[1+i].Seconds < sweep[bestStatic].Seconds {
-			bestStatic = 1 + i
+	bestStatic := 1 // sweep[0] is the dynamic job
+	for i := 2; i < len(sweep); i++ {
+		if sweep[i].Seconds < sweep[bestStatic].Seconds {
+			bestStatic = i
 		}
 	}
 	// The best of many static splits, each measured with noise, is flattered by its luck
@@ -154,7 +154,6 @@ func benchHybrid(args []string) error {
 	if err != nil {
 		return err
 	}
-	mixName := kernels.FormatMix(mix)
 	row := func(mode string, res orwlResult, ok bool, ref float64) hybridRow {
 		r := hybridRow{Kernel: mixName, N: *n, Tasks: len(names), Mode: mode, Seconds: res.Seconds, MeanSeconds: res.MeanSeconds,
 			GFlops: summa.Flops(*n) / res.Seconds / 1e9, VsBest: res.Seconds / ref, Verified: ok}
@@ -178,27 +177,19 @@ func benchHybrid(args []string) error {
 
 	var table strings.Builder
 	fmt.Fprintf(&table, "# go run ./bench hybrid %s\n# kernel %s, N %d, NB %d, %d tasks in %d processes, %d kernel threads per process, %d cores, fastest of %d multiplications, best of %d rounds\n",
-		strings.Join(args, " "), kernels.FormatMix(mix), *n, *nb, len(names), len(names), *threads, cores, *reps, *rounds)
+		strings.Join(args, " "), mixName, *n, *nb, len(names), len(names), *threads, cores, *reps, *rounds)
 	fmt.Fprintf(&table, "%-15s %14s %9s %9s %9s %15s %s\n", "mode", "share:"+mix[0].Name, "seconds", "mean", "GFLOP/s", "vs-best-static", "verified")
 	for _, r := range rows {
 		fmt.Fprintf(&table, "%-15s %14.3f %9.3f %9.3f %9.1f %15.3f %v\n", r.Mode, r.Share, r.Seconds, r.MeanSeconds, r.GFlops, r.VsBest, r.Verified)
 	}
 	if *asJSON {
 		for _, r := range rows {
-			b, _ := json.Marshal(r)
-			fmt.Println(string(b))
+			printJSON(r)
 		}
 	} else {
 		fmt.Print(table.String())
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		return err
-	}
-	b, _ := json.MarshalIndent(rows, "", "  ")
-	if err := os.WriteFile(filepath.Join(*out, "hybrid.json"), append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(*out, "hybrid.txt"), []byte(table.String()), 0o644); err != nil {
+	if err := writeTable(*out, "hybrid", rows, table.String()); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "wrote hybrid.txt and hybrid.json in %s\n", *out)

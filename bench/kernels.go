@@ -8,10 +8,10 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -120,28 +120,17 @@ func parseKernelsFlags(args []string) (*kernelsFlags, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	for _, s := range splitList(*sizes) {
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("-n: bad size %q", s)
+	if *sizes != "" {
+		var err error
+		if f.sizes, err = intList(*sizes); err != nil {
+			return nil, fmt.Errorf("-n: %w", err)
 		}
-		f.sizes = append(f.sizes, n)
 	}
 	f.names = splitList(*names)
 	if f.rounds < 1 {
 		f.rounds = 1
 	}
 	return f, nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, x := range strings.Split(s, ",") {
-		if x = strings.TrimSpace(x); x != "" {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 func benchKernels(args []string) error {
@@ -175,17 +164,12 @@ func benchKernels(args []string) error {
 	if len(rows) == 0 {
 		return errors.New("no kernel to measure")
 	}
-	all := map[int]bool{}
+	var sizes []int
 	for _, r := range rows {
-		for _, n := range r.sizes {
-			all[n] = true
-		}
+		sizes = append(sizes, r.sizes...)
 	}
-	sizes := make([]int, 0, len(all))
-	for n := range all {
-		sizes = append(sizes, n)
-	}
-	sort.Ints(sizes)
+	slices.Sort(sizes)
+	sizes = slices.Compact(sizes)
 
 	var results []result
 	const format = "%6s  %-18s %-6s %7s %10s %10s %6s  %s\n"
@@ -199,8 +183,7 @@ func benchKernels(args []string) error {
 		}
 		for _, r := range rs {
 			if f.json {
-				line, _ := json.Marshal(r)
-				fmt.Println(string(line))
+				printJSON(r)
 				continue
 			}
 			ratio := ""
@@ -236,6 +219,7 @@ func measureSize(f *kernelsFlags, rows []row, n int) ([]result, error) {
 	}
 	var lives []*live
 	var cleanups []func()
+	share := f.minTime / time.Duration(f.rounds) // measured time per row and round
 	defer func() {
 		for _, c := range cleanups {
 			c()
@@ -262,7 +246,6 @@ func measureSize(f *kernelsFlags, rows []row, n int) ([]result, error) {
 			return nil, fmt.Errorf("%s N=%d: %w", r.name, n, err)
 		}
 		l := &live{row: r, t: t, reps: 1}
-		share := f.minTime / time.Duration(f.rounds)
 		if d >= share {
 			l.samples = append(l.samples, d.Seconds())
 		} else {
@@ -285,8 +268,7 @@ func measureSize(f *kernelsFlags, rows []row, n int) ([]result, error) {
 	var out []result
 	best := map[string]float64{}
 	for _, l := range lives {
-		s := slices.Clone(l.samples)
-		sort.Float64s(s)
+		s := slices.Sorted(slices.Values(l.samples))
 		r := result{
 			Kernel: l.row.name, N: n, Threads: l.row.threads, GFlops: flops / s[0] / 1e9,
 			Median: flops / s[len(s)/2] / 1e9, Seconds: s[0], Reps: l.reps, Samples: len(s),
@@ -325,12 +307,15 @@ func buildRows(f *kernelsFlags) ([]row, func(), error) {
 			fmt.Fprintf(os.Stderr, "skip %s: %v\n", name, err)
 			continue
 		}
-		if err := g.SetThreads(f.threads); err != nil && name != "gonum" {
+		if c, ok := g.(io.Closer); ok {
+			closers = append(closers, func() { c.Close() })
+		}
+		// gonum refuses: its rows set GOMAXPROCS instead.
+		if err := setThreads(g, f.threads); err != nil {
 			return nil, closeAll, err
 		}
 		sizes := f.sizes
 		if k, ok := g.(*cublas.Kernel); ok {
-			closers = append(closers, func() { k.Close() })
 			if sizes == nil {
 				sizes = gpuSizes
 			}
@@ -350,19 +335,22 @@ func buildRows(f *kernelsFlags) ([]row, func(), error) {
 			}
 			rows = append(rows, rs...)
 		default:
-			rows = append(rows, row{name: g.Name(), device: g.Device(), threads: g.Threads(), sizes: sizes, prepare: hostGemm(g)})
+			rows = append(rows, row{name: g.Name(), device: g.Device(), threads: g.Threads(), sizes: sizes, prepare: hostGemm(g.Dgemm)})
 		}
 	}
 	return rows, closeAll, nil
 }
 
-// hostGemm times C = A·B with g on the shared host operands.
-func hostGemm(g kernels.Gemm) func(int, *operands) (timer, func(), error) {
+// dgemmFunc is a Dgemm method: a plugin's (kernels.Gemm) or gonum's own.
+type dgemmFunc func(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int)
+
+// hostGemm times C = A·B with dgemm on the shared host operands.
+func hostGemm(dgemm dgemmFunc) func(int, *operands) (timer, func(), error) {
 	return func(n int, op *operands) (timer, func(), error) {
 		return func(reps int) (time.Duration, error) {
 			start := time.Now()
 			for range reps {
-				g.Dgemm(blas.NoTrans, blas.NoTrans, n, n, n, 1, op.a, n, op.b, n, 0, op.c, n)
+				dgemm(blas.NoTrans, blas.NoTrans, n, n, n, 1, op.a, n, op.b, n, 0, op.c, n)
 			}
 			return time.Since(start), nil
 		}, func() {}, nil
@@ -382,31 +370,27 @@ func withProcs(procs int, t timer) timer {
 	}
 }
 
+// gonumRows returns the gonum plugin's row and, with -refs, gonum's Dgemm
+// called directly; both run with GOMAXPROCS set to -threads.
 func gonumRows(g kernels.Gemm, sizes []int, f *kernelsFlags) []row {
 	threads := f.threads
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	plugin := hostGemm(g)
-	rows := []row{{name: "gonum", device: kernels.CPU, threads: threads, sizes: sizes,
-		prepare: func(n int, op *operands) (timer, func(), error) {
-			t, c, err := plugin(n, op)
-			return withProcs(f.threads, t), c, err
-		}}}
+	gonumRow := func(name string, dgemm dgemmFunc) row {
+		prepare := hostGemm(dgemm)
+		return row{name: name, device: kernels.CPU, threads: threads, sizes: sizes,
+			prepare: func(n int, op *operands) (timer, func(), error) {
+				t, c, err := prepare(n, op)
+				return withProcs(f.threads, t), c, err
+			}}
+	}
+	rows := []row{gonumRow("gonum", g.Dgemm)}
 	if !f.refs {
 		return rows
 	}
 	rows[0].ref = "ref:gonum"
-	return append(rows, row{name: "ref:gonum", device: kernels.CPU, threads: threads, sizes: sizes,
-		prepare: func(n int, op *operands) (timer, func(), error) {
-			return withProcs(f.threads, func(reps int) (time.Duration, error) {
-				start := time.Now()
-				for range reps {
-					gonumblas.Implementation{}.Dgemm(blas.NoTrans, blas.NoTrans, n, n, n, 1, op.a, n, op.b, n, 0, op.c, n)
-				}
-				return time.Since(start), nil
-			}), func() {}, nil
-		}})
+	return append(rows, gonumRow("ref:gonum", gonumblas.Implementation{}.Dgemm))
 }
 
 func openblasRows(g kernels.Gemm, sizes []int, f *kernelsFlags) ([]row, error) {
@@ -414,7 +398,7 @@ func openblasRows(g kernels.Gemm, sizes []int, f *kernelsFlags) ([]row, error) {
 		fmt.Fprintln(os.Stderr, "openblas: OpenBLAS did not recognize this CPU and uses its generic Prescott (SSE3) kernels;"+
 			" set OPENBLAS_CORETYPE (e.g. SkylakeX for AVX-512, Haswell for AVX2) for full speed. Plugin and C reference share the setting.")
 	}
-	rows := []row{{name: "openblas", device: kernels.CPU, threads: g.Threads(), sizes: sizes, prepare: hostGemm(g)}}
+	rows := []row{{name: "openblas", device: kernels.CPU, threads: g.Threads(), sizes: sizes, prepare: hostGemm(g.Dgemm)}}
 	if !f.refs {
 		return rows, nil
 	}
@@ -547,12 +531,11 @@ func cublasResident(g *cublas.Kernel) func(int, *operands) (timer, func(), error
 
 // writeResults writes every measurement as JSON lines to out/kernels.json.
 func writeResults(out string, results []result) error {
-	fh, err := os.Create(out + "/kernels.json")
+	fh, err := os.Create(filepath.Join(out, "kernels.json"))
 	if err != nil {
 		return err
 	}
-	var w io.Writer = fh
-	enc := json.NewEncoder(w)
+	enc := json.NewEncoder(fh)
 	for _, r := range results {
 		if err := enc.Encode(r); err != nil {
 			fh.Close()

@@ -5,6 +5,7 @@
 //	go run ./bench kernels [flags]   GFLOP/s of the DGEMM kernel plugins
 //	go run ./bench matmul [flags]    ORWL matmul against roofline, shared memory, ScaLAPACK (matmul.go)
 //	go run ./bench hybrid [flags]    mixed-kernel matmul, dynamic balancing against static splits (hybrid.go)
+//	go run ./bench figures [flags]   rewrites the README's Figures section from the others (figures.go)
 //
 // Run "go run ./bench <command> -h" for a command's flags. The command only
 // measures and reports; it must not be imported by programs.
@@ -36,9 +37,16 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/orwl-go/orwl/kernels"
 )
 
 // command is a bench subcommand.
@@ -85,4 +93,62 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench %s: %v\n", os.Args[1], err)
 		os.Exit(1)
 	}
+}
+
+// splitList returns the non-empty, trimmed elements of a comma-separated list.
+func splitList(s string) []string {
+	var out []string
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// intList parses a non-empty comma-separated list of positive integers.
+func intList(s string) ([]int, error) {
+	var out []int
+	for _, f := range splitList(s) {
+		v, err := strconv.Atoi(f)
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("%q is not a list of positive integers", s)
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%q is not a list of positive integers", s)
+	}
+	return out, nil
+}
+
+// setThreads asks g for threads host threads per call; a kernel that cannot
+// honour it (gonum follows GOMAXPROCS) keeps its own setting.
+func setThreads(g kernels.Gemm, threads int) error {
+	if err := g.SetThreads(threads); err != nil && !errors.Is(err, kernels.ErrThreads) {
+		return err
+	}
+	return nil
+}
+
+// printJSON prints v as one JSON line on standard output (the -json output).
+func printJSON(v any) {
+	b, _ := json.Marshal(v)
+	fmt.Println(string(b))
+}
+
+// writeTable writes rows as an indented JSON array to out/name.json and the
+// table to out/name.txt, creating out.
+func writeTable(out, name string, rows any, table string) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(rows, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, name+".json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(out, name+".txt"), []byte(table), 0o644)
 }

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,11 +39,12 @@ import (
 //     the C driver bench/scalapack/pdgemm.c built with mpicc (skipped, saying why, when
 //     mpicc, mpirun or the library is missing).
 //
-// Every row's seconds is the fastest of -reps multiplications (each implementation gets
-// one warm-up: an untimed kernel call, an untimed PDGEMM, or ORWL's first multiplication),
-// and the best of -rounds measurements. It prints a table with the ratio of each row to
-// the roofline and of orwl to scalapack, and writes it to matmul.txt, with matmul_n.svg
-// (GFLOP/s vs N), matmul_procs.svg (GFLOP/s vs processes) and matmul.json, into -out.
+// Every row's seconds is the fastest of -reps multiplications (each implementation gets an
+// untimed warm-up: a small kernel call in every process, or one PDGEMM), and the best of
+// -rounds measurements (of 2×-rounds for the roofline, the denominator of every ratio). It
+// prints a table with the ratio of each row to the roofline and of orwl to scalapack, and
+// writes it to matmul.txt, with matmul_n.svg (GFLOP/s vs N), matmul_procs.svg (GFLOP/s vs
+// processes) and matmul.json, into -out.
 
 func init() {
 	register("matmul", "ORWL matmul against the roofline, shared-memory Go and ScaLAPACK PDGEMM", benchMatmul)
@@ -81,7 +83,7 @@ func benchMatmul(args []string) error {
 	reps := fs.Int("reps", 2, "multiplications per measurement; seconds is the fastest of them (every row)")
 	rounds := fs.Int("rounds", 3, "measurements of every row; the best is reported (the machine may be shared)")
 	withScalapack := fs.Bool("scalapack", true, "measure ScaLAPACK PDGEMM when mpicc, mpirun and libscalapack-openmpi are present")
-	out := fs.String("out", "results", "folder for matmul_n.svg, matmul_procs.svg and matmul.json")
+	out := fs.String("out", "results", "folder for matmul.txt, matmul.json, matmul_n.svg and matmul_procs.svg")
 	asJSON := fs.Bool("json", false, "print one JSON object per row instead of the table")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -96,20 +98,6 @@ func benchMatmul(args []string) error {
 	}
 	if *nb < 1 || *reps < 1 || *rounds < 1 {
 		return errors.New("-nb, -reps and -rounds must be at least 1")
-	}
-	// best runs a measurement rounds times and keeps the shortest time.
-	best := func(measure func() (float64, error)) (float64, error) {
-		t := 0.0
-		for i := range *rounds {
-			s, err := measure()
-			if err != nil {
-				return 0, err
-			}
-			if i == 0 || s < t {
-				t = s
-			}
-		}
-		return t, nil
 	}
 	cores := runtime.NumCPU()
 	name := *kernel
@@ -142,8 +130,7 @@ func benchMatmul(args []string) error {
 	emit := func(r mmResult) {
 		results = append(results, r)
 		if *asJSON {
-			b, _ := json.Marshal(r)
-			fmt.Println(string(b))
+			printJSON(r)
 		}
 	}
 	// The table goes to standard output (unless -json) and to matmul.txt.
@@ -158,28 +145,20 @@ func benchMatmul(args []string) error {
 		}
 	}
 	row("%6s  %-10s %5s %5s %7s %9s %9s %11s  %s\n", "N", "impl", "procs", "grid", "threads", "seconds", "GFLOP/s", "vs-roofline", "note")
-	print := func(r mmResult, note string) {
+	printRow := func(r mmResult, note string) {
 		row("%6d  %-10s %5d %5s %7d %9.3f %9.1f %11.3f  %s\n", r.N, r.Impl, r.Procs, r.Grid, r.Threads, r.Seconds, r.GFlops, r.Roofline, note)
 	}
 	for _, n := range ns {
 		roof := mmResult{Impl: "roofline", N: n, NB: n, Procs: 1, Grid: "1x1", Threads: cores, Kernel: name}
 		// The roofline is the denominator of every ratio: measure it twice as often, so
 		// that a noisy neighbour does not flatter the ratios.
-		roof.Seconds, err = best(func() (float64, error) {
-			t1, err := timeRoofline(g, n, cores, *reps)
-			if err != nil {
-				return 0, err
-			}
-			t2, err := timeRoofline(g, n, cores, *reps)
-			return min(t1, t2), err
-		})
-		if err != nil {
+		if roof.Seconds, err = bestOf(2**rounds, func() (float64, error) { return timeRoofline(g, n, cores, *reps) }); err != nil {
 			return err
 		}
 		roof.GFlops = summa.Flops(n) / roof.Seconds / 1e9
 		roof.Roofline = 1
 		emit(roof)
-		print(roof, "one kernel call, all threads")
+		printRow(roof, "one kernel call, all threads")
 		for _, np := range procs {
 			grid := summa.DefaultGrid(np)
 			threads := max(1, cores/np)
@@ -187,17 +166,17 @@ func benchMatmul(args []string) error {
 
 			sh := base
 			sh.Impl, sh.NB = "shared", n
-			if sh.Seconds, err = best(func() (float64, error) { return timeShared(g, n, np, threads, *reps) }); err != nil {
+			if sh.Seconds, err = bestOf(*rounds, func() (float64, error) { return timeShared(g, n, np, threads, *reps) }); err != nil {
 				return err
 			}
 			finish(&sh, roof.GFlops)
 			emit(sh)
-			print(sh, fmt.Sprintf("%d goroutines, rows of C", np))
+			printRow(sh, fmt.Sprintf("%d goroutines, rows of C", np))
 
 			ow := base
 			ow.Impl = "orwl"
 			verified := true
-			if ow.Seconds, err = best(func() (float64, error) {
+			if ow.Seconds, err = bestOf(*rounds, func() (float64, error) {
 				s, ok, err := timeORWL(ow, *reps)
 				verified = verified && ok
 				return s, err
@@ -207,29 +186,22 @@ func benchMatmul(args []string) error {
 			ow.Verified = &verified
 			finish(&ow, roof.GFlops)
 			emit(ow)
-			print(ow, fmt.Sprintf("verified=%v", verified))
+			printRow(ow, fmt.Sprintf("verified=%v", verified))
 
 			if pdgemm != "" {
 				sc := base
 				sc.Impl = "scalapack"
-				if sc.Seconds, err = best(func() (float64, error) { return timeScalapack(pdgemm, sc, *reps) }); err != nil {
+				if sc.Seconds, err = bestOf(*rounds, func() (float64, error) { return timeScalapack(pdgemm, sc, *reps) }); err != nil {
 					fmt.Fprintf(os.Stderr, "matmul: scalapack N=%d procs=%d: %v\n", n, np, err)
 					continue
 				}
 				finish(&sc, roof.GFlops)
 				emit(sc)
-				print(sc, fmt.Sprintf("orwl/scalapack=%.3f", ow.GFlops/sc.GFlops))
+				printRow(sc, fmt.Sprintf("orwl/scalapack=%.3f", ow.GFlops/sc.GFlops))
 			}
 		}
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		return err
-	}
-	b, _ := json.MarshalIndent(results, "", "  ")
-	if err := os.WriteFile(filepath.Join(*out, "matmul.json"), append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(*out, "matmul.txt"), []byte(table.String()), 0o644); err != nil {
+	if err := writeTable(*out, "matmul", results, table.String()); err != nil {
 		return err
 	}
 	if err := matmulCharts(*out, results); err != nil {
@@ -239,21 +211,34 @@ func benchMatmul(args []string) error {
 	return nil
 }
 
+// finish fills r's GFLOP/s from its seconds, and its ratio to the roofline's GFLOP/s.
 func finish(r *mmResult, roof float64) {
 	r.GFlops = summa.Flops(r.N) / r.Seconds / 1e9
 	r.Roofline = r.GFlops / roof
 }
 
-func intList(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		v, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || v < 1 {
-			return nil, fmt.Errorf("%q is not a list of positive integers", s)
+// bestOf runs measure rounds times and returns the shortest time.
+func bestOf(rounds int, measure func() (float64, error)) (float64, error) {
+	best := math.Inf(1)
+	for range rounds {
+		s, err := measure()
+		if err != nil {
+			return 0, err
 		}
-		out = append(out, v)
+		best = min(best, s)
 	}
-	return out, nil
+	return best, nil
+}
+
+// fastest times reps calls of f and returns the shortest, in seconds.
+func fastest(reps int, f func()) float64 {
+	best := math.Inf(1)
+	for range reps {
+		t0 := time.Now()
+		f()
+		best = min(best, time.Since(t0).Seconds())
+	}
+	return best
 }
 
 // mmOperands returns A, B and C of size n, A and B generated as the ORWL job does.
@@ -270,24 +255,18 @@ func mmOperands(n int) (a, b, c []float64) {
 
 // timeRoofline times one kernel call on the whole problem with threads threads.
 func timeRoofline(g kernels.Gemm, n, threads, reps int) (float64, error) {
-	if err := g.SetThreads(threads); err != nil && !errors.Is(err, kernels.ErrThreads) {
+	if err := setThreads(g, threads); err != nil {
 		return 0, err
 	}
 	a, b, c := mmOperands(n)
 	warmUp(g)
-	best := math.Inf(1)
-	for range reps {
-		t0 := time.Now()
-		g.Dgemm(blas.NoTrans, blas.NoTrans, n, n, n, 1, a, n, b, n, 0, c, n)
-		best = min(best, time.Since(t0).Seconds())
-	}
-	return best, nil
+	return fastest(reps, func() { g.Dgemm(blas.NoTrans, blas.NoTrans, n, n, n, 1, a, n, b, n, 0, c, n) }), nil
 }
 
 // timeShared times the plain shared-memory version: workers goroutines, each multiplying
 // its block of rows of C with its own kernel value, threads threads per call.
 func timeShared(g kernels.Gemm, n, workers, threads, reps int) (float64, error) {
-	if err := g.SetThreads(threads); err != nil && !errors.Is(err, kernels.ErrThreads) {
+	if err := setThreads(g, threads); err != nil {
 		return 0, err
 	}
 	gs := make([]kernels.Gemm, workers)
@@ -305,9 +284,7 @@ func timeShared(g kernels.Gemm, n, workers, threads, reps int) (float64, error) 
 	for _, k := range gs {
 		warmUp(k)
 	}
-	best := math.Inf(1)
-	for range reps {
-		t0 := time.Now()
+	return fastest(reps, func() {
 		var wg sync.WaitGroup
 		for w := range workers {
 			lo, hi := w*n/workers, (w+1)*n/workers
@@ -318,9 +295,7 @@ func timeShared(g kernels.Gemm, n, workers, threads, reps int) (float64, error) 
 			})
 		}
 		wg.Wait()
-		best = min(best, time.Since(t0).Seconds())
-	}
-	return best, nil
+	}), nil
 }
 
 // orwlJob is one ORWL matmul job of the harness, run as local processes of this program
@@ -371,16 +346,13 @@ func runORWL(job orwlJob, procs int) (orwlResult, error) {
 // timeORWL runs the ORWL row r, every task on r.Kernel, and returns the fastest of reps
 // multiplications and whether the job verified.
 func timeORWL(r mmResult, reps int) (float64, bool, error) {
-	names := make([]string, r.Procs)
-	for i := range names {
-		names[i] = r.Kernel
-	}
-	res, err := runORWL(orwlJob{N: r.N, NB: r.NB, Grid: r.Grid, Kernels: names, Threads: r.Threads, Reps: reps}, r.Procs)
+	res, err := runORWL(orwlJob{N: r.N, NB: r.NB, Grid: r.Grid, Kernels: slices.Repeat([]string{r.Kernel}, r.Procs), Threads: r.Threads, Reps: reps}, r.Procs)
 	return res.Seconds, res.Verified, err
 }
 
-// matmulChild is one process of an ORWL job (spec: an orwlJob in JSON): it runs its part
-// and, in the process of task 0, prints the result as JSON.
+// matmulChild is one process of an ORWL job (spec: an orwlJob in JSON): it sets the threads
+// of every distinct CPU kernel of the job and warms it up, runs its part and, in the
+// process of task 0 (the only one summa.Run gives a result), prints the result as JSON.
 func matmulChild(spec string) error {
 	var job orwlJob
 	if err := json.Unmarshal([]byte(spec), &job); err != nil {
@@ -401,7 +373,7 @@ func matmulChild(spec string) error {
 			return err
 		}
 		if g.Device() == kernels.CPU {
-			if err := g.SetThreads(job.Threads); err != nil && !errors.Is(err, kernels.ErrThreads) {
+			if err := setThreads(g, job.Threads); err != nil {
 				return err
 			}
 		}
