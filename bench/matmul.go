@@ -362,20 +362,13 @@ func matmulChild(spec string) error {
 	if err != nil {
 		return err
 	}
-	seen := map[string]bool{}
-	for _, name := range job.Kernels {
-		if seen[name] {
-			continue
-		}
-		seen[name] = true
+	if err := kernels.SetCPUThreads(job.Kernels, job.Threads); err != nil {
+		return err
+	}
+	for _, name := range slices.Compact(slices.Sorted(slices.Values(job.Kernels))) {
 		g, err := kernels.Get(name)
 		if err != nil {
 			return err
-		}
-		if g.Device() == kernels.CPU {
-			if err := setThreads(g, job.Threads); err != nil {
-				return err
-			}
 		}
 		warmUp(g)
 		if c, ok := g.(io.Closer); ok {

@@ -239,3 +239,27 @@ func registeredHint() string {
 	}
 	return "registered: " + list + "; import github.com/orwl-go/orwl/kernels/all to register all plugins"
 }
+
+// SetCPUThreads asks every CPU kernel named in names (each name once) for threads host
+// threads per call, as SetThreads does. A program sets this before its tasks get their
+// kernels, since the setting may be process-wide (OpenBLAS). A kernel that cannot honour
+// the request ([ErrThreads], e.g. gonum, which follows GOMAXPROCS) keeps its setting; the
+// first other error, or a name that Get refuses, is returned.
+func SetCPUThreads(names []string, threads int) error {
+	for _, name := range slices.Compact(slices.Sorted(slices.Values(names))) {
+		g, err := Get(name)
+		if err != nil {
+			return err
+		}
+		if g.Device() == CPU {
+			err = g.SetThreads(threads)
+		}
+		if c, ok := g.(interface{ Close() error }); ok {
+			c.Close()
+		}
+		if err != nil && !errors.Is(err, ErrThreads) {
+			return err
+		}
+	}
+	return nil
+}

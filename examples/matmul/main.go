@@ -344,27 +344,6 @@ func startProcesses(c *config, stdout, stderr io.Writer) int {
 	})
 }
 
-// setThreads sets the process-wide thread count of the kernels this process uses.
-func setThreads(c *config) {
-	seen := map[string]bool{}
-	for _, name := range c.kernels {
-		if seen[name] {
-			continue
-		}
-		seen[name] = true
-		g, err := kernels.Get(name)
-		if err != nil {
-			continue // the task reports it
-		}
-		if g.Device() == kernels.CPU {
-			g.SetThreads(c.threads) // gonum follows GOMAXPROCS and refuses: fine
-		}
-		if cl, ok := g.(io.Closer); ok {
-			cl.Close()
-		}
-	}
-}
-
 // jsonResult is the -json output: the result line's fields and a few more.
 type jsonResult struct {
 	N        int     `json:"n"`
@@ -388,7 +367,10 @@ type jsonResult struct {
 
 // compute runs this process's part of the job and, in the process of task 0, reports.
 func compute(c *config, stdout, stderr io.Writer) int {
-	setThreads(c)
+	if err := kernels.SetCPUThreads(c.kernels, c.threads); err != nil {
+		fmt.Fprintln(stderr, "matmul:", err)
+		return exitFailed
+	}
 	var prog progress
 	prog.w = stderr
 	stopProgress := prog.start()
