@@ -24,8 +24,8 @@ import (
 	"gonum.org/v1/gonum/blas"
 
 	"github.com/orwl-go/orwl/examples/matmul/summa"
-	"github.com/orwl-go/orwl/internal/launch"
 	"github.com/orwl-go/orwl/kernels"
+	"github.com/orwl-go/orwl/orwl"
 )
 
 // matmul: the ORWL block-cyclic matrix multiplication (examples/matmul's engine, package
@@ -328,8 +328,8 @@ func runORWL(job orwlJob, procs int) (orwlResult, error) {
 	}
 	spec, _ := json.Marshal(job)
 	var out, errs bytes.Buffer
-	status := launch.Run(launch.Options{Procs: procs, Argv: []string{exe, "matmul"},
-		Env: []string{matmulChildEnv + "=" + string(spec)}, Stdout: &out, Stderr: &errs})
+	status := orwl.Launch{Procs: procs, Argv: []string{exe, "matmul"},
+		Env: []string{matmulChildEnv + "=" + string(spec)}, Stdout: &out, Stderr: &errs}.Run()
 	if status != 0 {
 		return res, fmt.Errorf("orwl job %s failed with status %d:\n%s%s", spec, status, out.String(), errs.String())
 	}

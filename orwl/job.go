@@ -20,6 +20,9 @@ type Job struct {
 	Listen string
 	// Secret authenticates the job's connections (default: ORWL_SECRET).
 	Secret []byte
+	// Launcher is set by Environment: who started this process ("orwlrun", "openmpi",
+	// "pmi", "pmix", "slurm", or "single" when nothing did). Run ignores it.
+	Launcher string
 }
 
 // discover completes explicit with the environment.

@@ -20,7 +20,6 @@ import (
 	"os"
 	"slices"
 
-	"github.com/orwl-go/orwl/handle"
 	"github.com/orwl-go/orwl/orwl"
 )
 
@@ -64,7 +63,7 @@ func ring(ctx context.Context, tasks, size, iters int) ([]float64, error) {
 			t.Scale("bound", 8)
 			t.Scale("final", 8)
 			publish := t.WriteInsertOnce(t.Loc(me, "final"), 0)
-			var gather []*handle.Handle
+			var gather []*orwl.Handle
 			if me == 0 {
 				for k := range tasks {
 					gather = append(gather, t.ReadInsertOnce(t.Loc(k, "final"), 1))

@@ -64,10 +64,9 @@ import (
 	"time"
 
 	"github.com/orwl-go/orwl/examples/matmul/summa"
-	"github.com/orwl-go/orwl/internal/jobenv"
-	"github.com/orwl-go/orwl/internal/launch"
 	"github.com/orwl-go/orwl/kernels"
 	_ "github.com/orwl-go/orwl/kernels/all"
+	"github.com/orwl-go/orwl/orwl"
 )
 
 func main() {
@@ -152,11 +151,11 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		return nil, usagef("unexpected argument %q", fs.Arg(0))
 	}
 	c := &config{nb: *nb, threads: *threads, reps: *reps, seed: *seed, json: *asJSON, trace: *traceFile, args: args}
-	info, err := jobenv.FromEnv(jobenv.Explicit{})
+	info, err := orwl.Environment()
 	if err != nil {
 		return nil, usagef("%v", err)
 	}
-	c.inJob = info.Source != jobenv.SourceSingle
+	c.inJob = info.Launched()
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	switch {
@@ -334,14 +333,14 @@ func startProcesses(c *config, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	return launch.Run(launch.Options{
+	return orwl.Launch{
 		Procs:       c.procs,
 		Argv:        append([]string{exe}, c.args...),
 		Stdout:      stdout,
 		PlainStdout: true, // only the process of task 0 prints there
 		Stderr:      stderr,
 		Signals:     sigs,
-	})
+	}.Run()
 }
 
 // jsonResult is the -json output: the result line's fields and a few more.

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/orwl-go/orwl/internal/launch"
 	"github.com/orwl-go/orwl/kernels"
+	"github.com/orwl-go/orwl/orwl"
 )
 
 // childEnv makes a process of this test binary run main with the arguments it holds.
@@ -51,8 +51,8 @@ func TestProcessesGiveIdenticalResults(t *testing.T) {
 			for _, procs := range []int{1, 2, 3} {
 				var out, errs bytes.Buffer
 				args := fmt.Sprintf("-n 45 -nb 7 -kernel %s -reps 2 -verify -grid %s", kernel, grid)
-				status := launch.Run(launch.Options{Procs: procs, Argv: []string{os.Args[0], "-test.run=^$"},
-					Env: []string{childEnv + "=" + args}, Stdout: &out, Stderr: &errs})
+				status := orwl.Launch{Procs: procs, Argv: []string{os.Args[0], "-test.run=^$"},
+					Env: []string{childEnv + "=" + args}, Stdout: &out, Stderr: &errs}.Run()
 				m := resultRE.FindStringSubmatch(out.String())
 				c := checksumRE.FindStringSubmatch(out.String())
 				if status != 0 || m == nil || c == nil || m[5] != fmt.Sprint(procs) || m[6] != kernel {

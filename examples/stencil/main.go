@@ -26,7 +26,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/orwl-go/orwl/handle"
 	"github.com/orwl-go/orwl/orwl"
 )
 
@@ -94,7 +93,7 @@ func jacobi(ctx context.Context, n, tasks, iters int) ([]float64, error) {
 			t.Scale("last", 8)
 			t.Scale("out", 8*(hi-lo))
 			publish := t.WriteInsertOnce(t.Loc(me, "out"), 0)
-			var gather []*handle.Handle // task 0 reads every part once it is written
+			var gather []*orwl.Handle // task 0 reads every part once it is written
 			if me == 0 {
 				for k := range tasks {
 					gather = append(gather, t.ReadInsertOnce(t.Loc(k, "out"), 1))
@@ -107,7 +106,7 @@ func jacobi(ctx context.Context, n, tasks, iters int) ([]float64, error) {
 			lastW := t.WriteInsert(t.Loc(me, "last"), 1)
 			// Position 2: read the neighbours' edges, rewrite my cells.
 			cellsW := t.WriteInsert(t.Loc(me, "cells"), 2)
-			var leftR, rightR *handle.Handle // nil at the ends of the line
+			var leftR, rightR *orwl.Handle // nil at the ends of the line
 			if me > 0 {
 				leftR = t.ReadInsert(t.Loc(me-1, "last"), 2)
 			}
@@ -127,7 +126,7 @@ func jacobi(ctx context.Context, n, tasks, iters int) ([]float64, error) {
 				return err
 			}
 			// edge reads a neighbour's edge inside its section, or returns the boundary value.
-			edge := func(h *handle.Handle, boundary float64, fn func(float64) error) error {
+			edge := func(h *orwl.Handle, boundary float64, fn func(float64) error) error {
 				if h == nil {
 					return fn(boundary)
 				}

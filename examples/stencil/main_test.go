@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/orwl-go/orwl/internal/launch"
+	"github.com/orwl-go/orwl/orwl"
 )
 
 func TestJacobiIsBitIdentical(t *testing.T) {
@@ -53,8 +53,8 @@ func TestProcessesGiveIdenticalResults(t *testing.T) {
 	sums := map[string]bool{}
 	for _, procs := range []int{1, 2, 3} {
 		var out bytes.Buffer
-		status := launch.Run(launch.Options{Procs: procs, Argv: []string{os.Args[0], "-test.run=^$"},
-			Env: []string{childEnv + "=-n 5000 -tasks 5 -iters 40"}, Stdout: &out, Stderr: &out})
+		status := orwl.Launch{Procs: procs, Argv: []string{os.Args[0], "-test.run=^$"},
+			Env: []string{childEnv + "=-n 5000 -tasks 5 -iters 40"}, Stdout: &out, Stderr: &out}.Run()
 		m := regexp.MustCompile(`\[0\] result: .* checksum=([0-9a-f]+) identical-to-sequential=true`).FindStringSubmatch(out.String())
 		if status != 0 || m == nil {
 			t.Fatalf("%d processes: status %d\n%s", procs, status, out.String())

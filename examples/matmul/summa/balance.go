@@ -8,7 +8,6 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 
-	"github.com/orwl-go/orwl/handle"
 	"github.com/orwl-go/orwl/orwl"
 )
 
@@ -254,7 +253,7 @@ func (w *worker) exchange(ctx context.Context, flops, secs float64) (allFlops, a
 func (w *worker) rateHandles() {
 	t := w.t
 	w.rateW = t.WriteInsert(t.Loc(w.me, "rate"), 0)
-	w.rateR = make([]*handle.Handle, t.NumTasks())
+	w.rateR = make([]*orwl.Handle, t.NumTasks())
 	for k := range w.rateR {
 		w.rateR[k] = t.ReadInsert(t.Loc(k, "rate"), 1)
 	}
@@ -290,7 +289,7 @@ func locationNames(p *Params, nk int) []string {
 func (w *worker) panelHandles() {
 	t, q := w.t, w.p.Grid.Q
 	nk := (w.p.N + w.p.NB - 1) / w.p.NB
-	w.panR = make([]*handle.Handle, nk)
+	w.panR = make([]*orwl.Handle, nk)
 	for k := range nk {
 		name := fmt.Sprintf("p%d", k)
 		if k%q == w.gq {

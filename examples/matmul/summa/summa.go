@@ -85,7 +85,6 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 
-	"github.com/orwl-go/orwl/handle"
 	"github.com/orwl-go/orwl/kernels"
 	"github.com/orwl-go/orwl/kernels/cublas"
 	"github.com/orwl-go/orwl/orwl"
@@ -259,13 +258,13 @@ type worker struct {
 	c           []float64
 	gemm        kernels.Gemm
 	stats       TaskStats
-	aW, bW      [2]*handle.Handle   // my panel locations, written
-	aR          [][2]*handle.Handle // A panels of my grid row, by grid column and buffer
-	bR          [][2]*handle.Handle // B panels of my grid column, by grid row and buffer
-	remoteA     []bool              // the A locations of grid column q are in another process
-	remoteB     []bool              // the B locations of grid row p are in another process
-	publish     *handle.Handle      // my "out"
-	gather      []*handle.Handle    // task 0: everybody's "out"
+	aW, bW      [2]*orwl.Handle   // my panel locations, written
+	aR          [][2]*orwl.Handle // A panels of my grid row, by grid column and buffer
+	bR          [][2]*orwl.Handle // B panels of my grid column, by grid row and buffer
+	remoteA     []bool            // the A locations of grid column q are in another process
+	remoteB     []bool            // the B locations of grid row p are in another process
+	publish     *orwl.Handle      // my "out"
+	gather      []*orwl.Handle    // task 0: everybody's "out"
 	start, stop time.Time
 	aCols       []int   // global columns of my part of A
 	pins        *pinSet // location buffers pinned for GPU kernels
@@ -277,9 +276,9 @@ type worker struct {
 	cuts                []int     // column ranges of all tasks
 	c0, c1              int       // my range of C's columns
 	aFull, bFull, cFull []float64 // the whole of A and B; C with my range filled
-	rateW               *handle.Handle
-	rateR               []*handle.Handle
-	panW, panR          []*handle.Handle // A panels published once: mine, written; all, read
+	rateW               *orwl.Handle
+	rateR               []*orwl.Handle
+	panW, panR          []*orwl.Handle // A panels published once: mine, written; all, read
 }
 
 func (w *worker) run(ctx context.Context, aUses, bUses [][2]int) (*Result, error) {
@@ -323,7 +322,7 @@ func (w *worker) run(ctx context.Context, aUses, bUses [][2]int) (*Result, error
 			w.bW[b] = t.WriteInsert(t.Loc(w.me, fmt.Sprintf("b%d", b)), 0)
 		}
 	}
-	w.aR, w.remoteA = make([][2]*handle.Handle, g.Q), make([]bool, g.Q)
+	w.aR, w.remoteA = make([][2]*orwl.Handle, g.Q), make([]bool, g.Q)
 	for q := range g.Q {
 		owner := g.ID(w.gp, q)
 		w.remoteA[q] = t.ProcOf(owner) != myProc
@@ -333,7 +332,7 @@ func (w *worker) run(ctx context.Context, aUses, bUses [][2]int) (*Result, error
 			}
 		}
 	}
-	w.bR, w.remoteB = make([][2]*handle.Handle, g.P), make([]bool, g.P)
+	w.bR, w.remoteB = make([][2]*orwl.Handle, g.P), make([]bool, g.P)
 	for pr := range g.P {
 		owner := g.ID(pr, w.gq)
 		w.remoteB[pr] = t.ProcOf(owner) != myProc
@@ -495,7 +494,7 @@ func (w *worker) publishPanels(ctx context.Context, s int) error {
 }
 
 // timedSection is a write section whose acquire counts as waiting.
-func (w *worker) timedSection(ctx context.Context, h *handle.Handle, fn func([]byte)) error {
+func (w *worker) timedSection(ctx context.Context, h *orwl.Handle, fn func([]byte)) error {
 	t0 := time.Now()
 	if err := h.Acquire(ctx); err != nil {
 		return err
@@ -512,7 +511,7 @@ func (w *worker) multiply(ctx context.Context, s int) error {
 	mloc, nloc := len(w.rows), len(w.cols)
 	wd := blockWidth(w.p.N, w.p.NB, st.k)
 	var a, b []float64
-	var ha, hb *handle.Handle
+	var ha, hb *orwl.Handle
 	var err error
 	t0 := time.Now()
 	if g.Q > 1 {
@@ -548,7 +547,7 @@ func (w *worker) multiply(ctx context.Context, s int) error {
 
 // acquirePanel acquires h, a panel location read in the 2-D algorithm, and returns its
 // data, pinned for a GPU kernel and counted in BytesIn when remote (another process's).
-func (w *worker) acquirePanel(ctx context.Context, h *handle.Handle, remote bool) ([]float64, error) {
+func (w *worker) acquirePanel(ctx context.Context, h *orwl.Handle, remote bool) ([]float64, error) {
 	if err := h.Acquire(ctx); err != nil {
 		return nil, err
 	}
@@ -563,7 +562,7 @@ func (w *worker) acquirePanel(ctx context.Context, h *handle.Handle, remote bool
 }
 
 // release releases h, when there is one.
-func release(h *handle.Handle) error {
+func release(h *orwl.Handle) error {
 	if h == nil {
 		return nil
 	}
