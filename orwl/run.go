@@ -197,9 +197,12 @@ func newJob(cfg Config) (*job, error) {
 			if j.owner[task] == j.rank {
 				l := &location{id: Location{Task: task, Name: name}, index: uint32(idx), data: alignedBytes(0), version: 1}
 				l.fq = j.rec.FIFO(trace.Loc(l.id))
+				if j.procs > 1 {
+					l.mirrors = make([]uint64, j.procs)
+				}
 				j.owned[idx], j.queues[idx] = l, l
 			} else {
-				j.queues[idx] = &remoteQueue{n: j.node, owner: j.owner[task], loc: uint32(idx)}
+				j.queues[idx] = &remoteQueue{n: j.node, owner: j.owner[task], loc: uint32(idx), mirror: alignedBytes(0)}
 			}
 		}
 		if j.owner[task] == j.rank {
@@ -261,8 +264,12 @@ func (j *job) ownedByIndex(idx uint32) (*location, error) {
 	return j.owned[idx], nil
 }
 
-// fail records the job's first failure and cancels every task's context with it. A failure
-// of this process (not one reported by another) is told to the other processes.
+// fail records the job's first failure and stops the job with it: every task's context is
+// cancelled, every location of this process stops granting (whoever waits gets err, and the
+// data a failed task left is never handed on), every request of this process on another
+// one fails, and the other processes that can still be reached are told, unless they
+// learn it by themselves (a failure another process reported, or the init-phase mistakes
+// that the schedule reports to every task).
 func (j *job) fail(err error) {
 	j.errMu.Lock()
 	first := j.err == nil
@@ -274,11 +281,18 @@ func (j *job) fail(err error) {
 		return
 	}
 	j.cancel(err)
+	for _, l := range j.owned {
+		if l != nil {
+			l.fail(err)
+		}
+	}
+	if j.node == nil {
+		return
+	}
+	j.node.failTickets(err)
 	var remote *peerFailure
 	var everywhere *scheduleError
-	if j.node != nil && !errors.As(err, &remote) && !errors.As(err, &everywhere) && !errors.Is(err, ErrPeerLost) {
-		// Tell the others, unless they see it themselves: a lost process, or the init-phase
-		// mistakes that the schedule reports to every task.
+	if !errors.As(err, &remote) && !errors.As(err, &everywhere) {
 		j.node.broadcastFailure(err)
 	}
 }
@@ -289,16 +303,20 @@ func (j *job) failure() error {
 	return j.err
 }
 
+// runTask runs one task. A task that fails fails the job before its handles are closed, so
+// that what it holds is failed, not handed on.
 func (j *job) runTask(ctx context.Context, t *Task, fn TaskFunc) {
 	err := callTask(ctx, t, fn)
 	if !t.scheduled {
 		j.arrive(ctx, t, false) // arrives with no requests; never waits
 	}
-	err = errors.Join(err, t.finish())
-	j.det.finished(t.id)
 	if err != nil {
 		j.fail(err)
 	}
+	if err := t.finish(); err != nil {
+		j.fail(err)
+	}
+	j.det.finished(t.id)
 }
 
 // callTask runs fn, turning a panic into an error.
