@@ -135,7 +135,9 @@ func decodeFailure(h *transport.Header) failMsg {
 // stuckReport in JSON.
 type stuckMsg struct{ epoch uint64 } // the count of the sender's looks that saw something move
 
-func (m *stuckMsg) header() transport.Header { return transport.Header{Type: msgStuck, Version: m.epoch} }
+func (m *stuckMsg) header() transport.Header {
+	return transport.Header{Type: msgStuck, Version: m.epoch}
+}
 
 func decodeStuck(h *transport.Header) stuckMsg { return stuckMsg{epoch: h.Version} }
 
@@ -147,4 +149,6 @@ func (m *clockMsg) header() transport.Header {
 	return transport.Header{Type: msgClock, Arg: m.asked, Version: uint64(m.answer)}
 }
 
-func decodeClock(h *transport.Header) clockMsg { return clockMsg{asked: h.Arg, answer: int64(h.Version)} }
+func decodeClock(h *transport.Header) clockMsg {
+	return clockMsg{asked: h.Arg, answer: int64(h.Version)}
+}
