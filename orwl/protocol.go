@@ -7,8 +7,7 @@ import (
 )
 
 // The ORWL protocol between the processes of a job: every message, its direction, and how
-// it fills the transport's neutral header (Type, Flags, Loc, Handle, Version, Arg) and
-// payload. Nothing else in the package builds or reads a header.
+// it fills the transport's neutral header (Type, Flags, Key, ID, Seq, Arg) and payload. Nothing else in the package builds or reads a header.
 //
 // Requests, releases and write-back data travel on the requester's connection, in the
 // order the requester's tasks made them (rule 14); grants, with the location's data, on the
@@ -45,7 +44,7 @@ type requestMsg struct {
 }
 
 func (m *requestMsg) header() transport.Header {
-	h := transport.Header{Type: msgRequest, Loc: m.loc, Handle: m.ticket, Arg: int64(m.pos)<<32 | int64(uint32(m.task))}
+	h := transport.Header{Type: msgRequest, Key: m.loc, ID: m.ticket, Arg: int64(m.pos)<<32 | int64(uint32(m.task))}
 	if m.mode == fifo.Write {
 		h.Flags |= flagWrite
 	}
@@ -56,7 +55,7 @@ func (m *requestMsg) header() transport.Header {
 }
 
 func decodeRequest(h *transport.Header) requestMsg {
-	m := requestMsg{loc: h.Loc, ticket: h.Handle, mode: fifo.Read, initial: h.Flags&flagInitial != 0,
+	m := requestMsg{loc: h.Key, ticket: h.ID, mode: fifo.Read, initial: h.Flags&flagInitial != 0,
 		pos: int(h.Arg >> 32), task: int(uint32(h.Arg))}
 	if h.Flags&flagWrite != 0 {
 		m.mode = fifo.Write
@@ -77,7 +76,7 @@ type grantMsg struct {
 }
 
 func (m *grantMsg) header() transport.Header {
-	h := transport.Header{Type: msgGrant, Loc: m.loc, Handle: m.ticket, Version: m.version, Arg: int64(m.flow)}
+	h := transport.Header{Type: msgGrant, Key: m.loc, ID: m.ticket, Seq: m.version, Arg: int64(m.flow)}
 	if m.data {
 		h.Flags |= flagData
 	}
@@ -88,7 +87,7 @@ func (m *grantMsg) header() transport.Header {
 }
 
 func decodeGrant(h *transport.Header) grantMsg {
-	return grantMsg{loc: h.Loc, ticket: h.Handle, version: h.Version, flow: trace.FlowID(h.Arg),
+	return grantMsg{loc: h.Key, ticket: h.ID, version: h.Seq, flow: trace.FlowID(h.Arg),
 		data: h.Flags&flagData != 0, refused: h.Flags&flagRefused != 0}
 }
 
@@ -101,7 +100,7 @@ type releaseMsg struct {
 }
 
 func (m *releaseMsg) header() transport.Header {
-	h := transport.Header{Type: msgRelease, Loc: m.loc, Handle: m.ticket, Arg: int64(m.flow)}
+	h := transport.Header{Type: msgRelease, Key: m.loc, ID: m.ticket, Arg: int64(m.flow)}
 	if m.data {
 		h.Flags |= flagData
 	}
@@ -109,7 +108,7 @@ func (m *releaseMsg) header() transport.Header {
 }
 
 func decodeRelease(h *transport.Header) releaseMsg {
-	return releaseMsg{loc: h.Loc, ticket: h.Handle, flow: trace.FlowID(h.Arg), data: h.Flags&flagData != 0}
+	return releaseMsg{loc: h.Key, ticket: h.ID, flow: trace.FlowID(h.Arg), data: h.Flags&flagData != 0}
 }
 
 // failMsg tells every process that the sender's job failed; the payload is the error's text,
@@ -136,19 +135,19 @@ func decodeFailure(h *transport.Header) failMsg {
 type stuckMsg struct{ epoch uint64 } // the count of the sender's looks that saw something move
 
 func (m *stuckMsg) header() transport.Header {
-	return transport.Header{Type: msgStuck, Version: m.epoch}
+	return transport.Header{Type: msgStuck, Seq: m.epoch}
 }
 
-func decodeStuck(h *transport.Header) stuckMsg { return stuckMsg{epoch: h.Version} }
+func decodeStuck(h *transport.Header) stuckMsg { return stuckMsg{epoch: h.Seq} }
 
 // clockMsg asks rank 0 for its wall clock (asked: the asker's, Unix ns); rank 0's answer adds
 // its own.
 type clockMsg struct{ asked, answer int64 }
 
 func (m *clockMsg) header() transport.Header {
-	return transport.Header{Type: msgClock, Arg: m.asked, Version: uint64(m.answer)}
+	return transport.Header{Type: msgClock, Arg: m.asked, Seq: uint64(m.answer)}
 }
 
 func decodeClock(h *transport.Header) clockMsg {
-	return clockMsg{asked: h.Arg, answer: int64(h.Version)}
+	return clockMsg{asked: h.Arg, answer: int64(h.Seq)}
 }

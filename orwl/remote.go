@@ -31,8 +31,6 @@ type node struct {
 	watch      deadlockWatch   // rank 0: the reports of stuck processes; guarded by mu
 	traceParts [][]byte        // rank 0: the trace of every process, at the end; guarded by mu
 	clock      chan int64      // rank 0's answers to clock questions
-	connected  chan struct{}   // closed when mesh is set
-	finishing  atomic.Bool     // this process's tasks are done: peers may leave cleanly now
 
 	// served holds, by requester rank and ticket id, the requests of other processes on our
 	// locations. A rank's table is used only by the reader of that rank's connection, which
@@ -54,7 +52,6 @@ func newNode(j *job, log *slog.Logger) *node {
 		problems:   make([]*string, j.procs),
 		traceParts: make([][]byte, j.procs),
 		clock:      make(chan int64, 1),
-		connected:  make(chan struct{}),
 	}
 }
 
@@ -261,34 +258,44 @@ func (n *node) servedAt(from int, id uint64) (*served, error) {
 }
 
 // Sink implements transport.Handler: grants land in the mirror, write-backs in the location.
-func (n *node) Sink(from int, h *transport.Header) []byte {
+// Data for a ticket that holds no grant to receive it is refused: the peer is broken.
+func (n *node) Sink(from int, h *transport.Header) ([]byte, error) {
 	if h.Flags&flagData == 0 {
-		return nil
+		return nil, nil
 	}
 	switch h.Type {
 	case msgGrant:
-		t := n.ticket(h.Handle)
+		t := n.ticket(h.ID)
 		if t == nil || t.q.owner != from {
-			return nil // Handle reports it
+			return nil, fmt.Errorf("orwl: data for unknown ticket %d", h.ID)
 		}
 		if n.j.rec != nil {
-			t.transfer = n.j.rec.TaskTrack(t.h.Spec().Task).BeginTransfer(trace.Loc(n.j.locationAt(h.Loc)), trace.In, from, int64(h.Len))
+			t.transfer = n.j.rec.TaskTrack(t.h.Spec().Task).BeginTransfer(trace.Loc(n.j.locationAt(h.Key)), trace.In, from, int64(h.Len))
 		}
-		return resizeKeep(&t.q.mirror, int(h.Len))
+		return resizeKeep(&t.q.mirror, int(h.Len)), nil
 	case msgRelease:
-		if h.Handle >= uint64(len(n.served[from])) {
-			return nil
-		}
-		s := n.served[from][h.Handle]
-		if s == nil || !s.active || !s.delivered.Load() || s.req.Mode() != fifo.Write {
-			return nil
+		s := n.servedGrant(from, h.ID)
+		if s == nil || s.req.Mode() != fifo.Write {
+			return nil, fmt.Errorf("orwl: write-back for ticket %d, which holds no write grant", h.ID)
 		}
 		if n.j.rec != nil {
 			s.transfer = n.j.rec.TaskTrack(s.loc.id.Task).BeginTransfer(trace.Loc(s.loc.id), trace.In, from, int64(h.Len))
 		}
-		return resizeKeep(&s.loc.data, int(h.Len))
+		return resizeKeep(&s.loc.data, int(h.Len)), nil
 	}
-	return nil
+	return nil, nil
+}
+
+// servedGrant returns from's entry for ticket id when it holds a grant, else nil.
+func (n *node) servedGrant(from int, id uint64) *served {
+	if id >= uint64(len(n.served[from])) {
+		return nil
+	}
+	s := n.served[from][id]
+	if s == nil || !s.active || !s.delivered.Load() {
+		return nil
+	}
+	return s
 }
 
 // resizeKeep sets *b to n bytes, reallocating (8-byte aligned) only when it must grow.
@@ -392,11 +399,8 @@ func (n *node) granted(from int, h *transport.Header, payload []byte) error {
 func (n *node) released(from int, h *transport.Header) error {
 	m := decodeRelease(h)
 	n.j.det.moves.Add(1)
-	var s *served
-	if m.ticket < uint64(len(n.served[from])) {
-		s = n.served[from][m.ticket]
-	}
-	if s == nil || !s.active || !s.delivered.Load() {
+	s := n.servedGrant(from, m.ticket)
+	if s == nil {
 		return fmt.Errorf("release of ticket %d, which holds no grant", m.ticket)
 	}
 	s.active = false
@@ -412,17 +416,9 @@ func (n *node) released(from int, h *transport.Header) error {
 	return l.release(&s.req, mirror >= 0, mirror)
 }
 
-// FrameError implements transport.Handler: the frame was dropped, the job goes on.
-func (n *node) FrameError(from int, err error) {
-	n.log.Error("orwl: frame rejected", "rank", from, "err", err)
-}
-
-// PeerLost implements transport.Handler: every request that depends on rank fails, and the
-// job fails with the error.
+// PeerLost implements transport.Handler: a process of the job is gone before it finished,
+// so the job fails: every request fails, and the others that can be reached are told.
 func (n *node) PeerLost(rank int, err error) {
-	if n.finishing.Load() && errors.Is(err, transport.ErrPeerClosed) {
-		return // the peer passed the final barrier: the job is over
-	}
 	lostErr := fmt.Errorf("orwl: process rank %d lost: %w", rank, err)
 	n.mu.Lock()
 	n.lost[rank] = lostErr
