@@ -30,6 +30,9 @@ type Ticket interface {
 	Latch() *Latch
 	// Release ends a granted access; the next entry of the FIFO is granted.
 	Release() error
+	// Fail ends a granted access that went wrong: nothing is handed on, and every request
+	// waiting on the location, or made on it later, fails with err.
+	Fail(err error)
 	// Cancel withdraws the ticket: its latch is cancelled, and the grant is given back now if
 	// it had arrived (the data unchanged), as soon as it arrives otherwise.
 	Cancel()
@@ -106,6 +109,12 @@ type Spec struct {
 	Pos       int       // initial FIFO position (0 for requests made after the schedule)
 	Mode      fifo.Mode // Read or Write
 	Iterative bool      // request the next iteration at every acquire
+}
+
+// String describes the handle as errors name it: `task 3's write handle on task 5 "bound"
+// (position 1)`.
+func (s Spec) String() string {
+	return fmt.Sprintf("task %d's %s handle on %s (position %d)", s.Task, s.Mode, s.Location, s.Pos)
 }
 
 // Errors of handle misuse; every error returned by a Handle is an *Error wrapping one of these,
@@ -331,18 +340,49 @@ func (h *Handle) Release() error {
 	return nil
 }
 
-// Section acquires h, calls fn with the mapped data, and releases h, even when fn fails or
-// panics. It returns the first error of the three steps.
+// Section acquires h, calls fn with the mapped data, and releases h. It returns the first
+// error of the three steps.
+//
+// When fn fails or panics, a read handle is released as usual, but a write handle fails its
+// grant (Ticket.Fail): the data may be half-written, so it is never handed on, and every
+// request that waits on the location, or comes later, fails with an error that names h and
+// fn's error. The handle is then closed.
 func (h *Handle) Section(ctx context.Context, fn func(data []byte) error) (err error) {
 	if err := h.Acquire(ctx); err != nil {
 		return err
 	}
+	done := false
 	defer func() {
+		if h.spec.Mode == fifo.Write && (!done || err != nil) {
+			cause := err
+			if !done {
+				cause = errors.New("the section panicked")
+			}
+			h.abort(cause)
+			return
+		}
 		if rerr := h.Release(); err == nil {
 			err = rerr
 		}
 	}()
-	return fn(h.Map())
+	err = fn(h.Map())
+	done = true
+	return err
+}
+
+// abort fails the grant h holds after its write section failed with cause, and closes h.
+func (h *Handle) abort(cause error) {
+	t := h.held
+	h.held, h.closed = nil, true
+	if h.obs != nil {
+		h.obs.Releasing(h, t)
+	}
+	t.Fail(fmt.Errorf("%s: its write section failed: %w", h.spec, cause))
+	if h.next != nil {
+		h.next.Cancel()
+		h.next = nil
+	}
+	h.settle()
 }
 
 // Close releases the grant h holds and cancels the request it has queued; every later

@@ -3,6 +3,7 @@ package handle_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
@@ -19,6 +20,7 @@ type queue struct {
 	made    int   // tickets allocated
 	refuse  error // when set, Request fails with it
 	release int   // releases of grants, given back or not
+	failed  error // set by a failed grant: nothing is granted any more
 }
 
 type ticket struct {
@@ -39,6 +41,10 @@ func (q *queue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Ticket, e
 	}
 	t.latch.Start()
 	q.mu.Lock()
+	if q.failed != nil {
+		q.mu.Unlock()
+		return nil, q.failed
+	}
 	granted, err := q.f.Enqueue(&t.req, h.Mode(), nil)
 	q.mu.Unlock()
 	deliver(granted)
@@ -65,6 +71,17 @@ func (t *ticket) Release() error {
 	t.q.mu.Unlock()
 	deliver(granted)
 	return err
+}
+
+func (t *ticket) Fail(err error) {
+	t.q.mu.Lock()
+	t.q.failed = err
+	var waiting []*ticket
+	t.q.f.Each(func(r *fifo.Request) { waiting = append(waiting, r.Tag.(*ticket)) })
+	t.q.mu.Unlock()
+	for _, w := range waiting {
+		w.latch.Fail(err)
+	}
 }
 
 func (t *ticket) Cancel() {
@@ -175,18 +192,62 @@ func TestCloseReleasesAndCancels(t *testing.T) {
 	}
 }
 
-func TestSectionReleasesOnError(t *testing.T) {
+// TestFailedSection: a read section that fails releases its grant as usual; a write section
+// that fails or panics hands nothing on (the data may be half-written): whoever waits on the
+// location, or comes later, gets an error naming the handle and the cause.
+func TestFailedSection(t *testing.T) {
+	ctx := context.Background()
+	boom := errors.New("boom")
 	q := &queue{data: make([]byte, 8)}
-	h := newHandle(q, fifo.Write, true)
-	if err := h.Request(); err != nil {
+	r := newHandle(q, fifo.Read, true)
+	if err := r.Request(); err != nil {
 		t.Fatal(err)
 	}
-	boom := errors.New("boom")
-	if err := h.Section(context.Background(), func([]byte) error { return boom }); !errors.Is(err, boom) {
-		t.Fatalf("section: %v", err)
+	if err := r.Section(ctx, func([]byte) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("read section: %v", err)
 	}
-	if h.Map() != nil || !h.Test() {
-		t.Fatal("the failed section did not release")
+	if r.Map() != nil || !r.Test() {
+		t.Fatal("the failed read section did not release")
+	}
+
+	for _, panics := range []bool{false, true} {
+		q := &queue{data: make([]byte, 8)}
+		w := newHandle(q, fifo.Write, true)
+		next := newHandle(q, fifo.Read, false)
+		if err := w.Request(); err != nil {
+			t.Fatal(err)
+		}
+		if err := next.Request(); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		func() {
+			defer func() { recover() }()
+			err = w.Section(ctx, func(b []byte) error {
+				b[0] = 0xff // half-written
+				if panics {
+					panic("kaboom")
+				}
+				return boom
+			})
+		}()
+		if !panics && !errors.Is(err, boom) {
+			t.Fatalf("write section: %v", err)
+		}
+		err = next.Acquire(ctx)
+		want := "task 1's write handle on x (position 0): its write section failed: "
+		if err == nil || !strings.Contains(err.Error(), want) || !panics && !errors.Is(err, boom) {
+			t.Fatalf("panics=%v: the next request got %v, want the section's failure", panics, err)
+		}
+		if w.Active() || w.Map() != nil {
+			t.Fatal("the failed write handle still holds or queues something")
+		}
+		if err := w.Request(); !errors.Is(err, handle.ErrClosed) {
+			t.Fatalf("request on the failed write handle: %v, want ErrClosed", err)
+		}
+		if err := newHandle(q, fifo.Read, false).Request(); err == nil {
+			t.Fatal("a later request on the failed location succeeded")
+		}
 	}
 }
 

@@ -186,6 +186,9 @@ func (t *localTicket) Release() error {
 	return t.loc.release(&t.req, t.h.Mode() == fifo.Write, -1)
 }
 
+// Fail ends the access without handing anything on: the location fails with err.
+func (t *localTicket) Fail(err error) { t.loc.fail(err) }
+
 // Cancel withdraws the ticket; a grant that had arrived goes back with the data unchanged.
 func (t *localTicket) Cancel() {
 	t.latch.Cancel()

@@ -29,6 +29,7 @@ const (
 	flagInitial              // requestMsg: declared in the init phase, placed by the schedule
 	flagData                 // grantMsg, releaseMsg: the payload is the location's data
 	flagRefused              // grantMsg: the owner refused the request; the payload says why
+	flagFailed               // releaseMsg: the access failed; the payload says why
 	flagDeadlock             // failMsg: the failure is a deadlock
 	flagPeerLost             // failMsg: the failure is a lost process
 )
@@ -91,12 +92,14 @@ func decodeGrant(h *transport.Header) grantMsg {
 		data: h.Flags&flagData != 0, refused: h.Flags&flagRefused != 0}
 }
 
-// releaseMsg ends the access of ticket; a writer's release carries the data it leaves.
+// releaseMsg ends the access of ticket; a writer's release carries the data it leaves, and
+// a failed access (a write section that failed) carries why, and hands nothing on.
 type releaseMsg struct {
 	loc    uint32
 	ticket uint64
 	flow   trace.FlowID // the trace flow of the release, for the grant it causes
 	data   bool
+	failed bool
 }
 
 func (m *releaseMsg) header() transport.Header {
@@ -104,11 +107,14 @@ func (m *releaseMsg) header() transport.Header {
 	if m.data {
 		h.Flags |= flagData
 	}
+	if m.failed {
+		h.Flags |= flagFailed
+	}
 	return h
 }
 
 func decodeRelease(h *transport.Header) releaseMsg {
-	return releaseMsg{loc: h.Key, ticket: h.ID, flow: trace.FlowID(h.Arg), data: h.Flags&flagData != 0}
+	return releaseMsg{loc: h.Key, ticket: h.ID, flow: trace.FlowID(h.Arg), data: h.Flags&flagData != 0, failed: h.Flags&flagFailed != 0}
 }
 
 // failMsg tells every process that the sender's job failed; the payload is the error's text,

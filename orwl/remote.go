@@ -140,7 +140,12 @@ func (t *remoteTicket) Resize(n int) ([]byte, error) {
 
 // Release gives the grant back to the owner, with the data when it was a write.
 func (t *remoteTicket) Release() error {
-	return t.q.n.sendRelease(t, t.h.Mode() == fifo.Write)
+	return t.q.n.sendRelease(t, releaseMsg{data: t.h.Mode() == fifo.Write}, nil)
+}
+
+// Fail gives the grant back as failed: the owner fails the location with err.
+func (t *remoteTicket) Fail(err error) {
+	t.q.n.sendRelease(t, releaseMsg{failed: true}, []byte(err.Error()))
 }
 
 // Cancel gives a grant that had arrived back now, unchanged, and one that has not as soon
@@ -148,7 +153,7 @@ func (t *remoteTicket) Release() error {
 func (t *remoteTicket) Cancel() {
 	n := t.q.n
 	if t.latch.Cancel() {
-		n.sendRelease(t, false)
+		n.sendRelease(t, releaseMsg{}, nil)
 		return
 	}
 	if t.latch.State() == handle.LatchFailed {
@@ -158,22 +163,21 @@ func (t *remoteTicket) Cancel() {
 	}
 }
 
-// sendRelease ends t's access at the owner; with write, the mirror goes back as the new data.
-// A ticket that will not be requested again (a one-shot handle's, or a cancelled one's)
-// is retired and its id handed out again, after the release is on its way: a later request
-// with the same id reaches the owner after it.
-func (n *node) sendRelease(t *remoteTicket, write bool) error {
+// sendRelease ends t's access at the owner with m (data: the mirror goes back as the new
+// data; failed: payload says why). A ticket that will not be requested again (a one-shot
+// handle's, a cancelled or failed one's) is retired and its id handed out again, after the
+// release is on its way: a later request with the same id reaches the owner after it.
+func (n *node) sendRelease(t *remoteTicket, m releaseMsg, payload []byte) error {
 	n.mu.Lock()
 	if !t.active {
 		n.mu.Unlock()
 		return fifo.ErrNotGranted
 	}
 	t.active = false
-	retire := !t.h.Spec().Iterative || t.latch.State() == handle.LatchCancelled
+	retire := !t.h.Spec().Iterative || m.failed || t.latch.State() == handle.LatchCancelled
 	n.mu.Unlock()
-	m := releaseMsg{loc: t.q.loc, ticket: t.id, flow: t.releaseFlow, data: write}
-	var payload []byte
-	if write {
+	m.loc, m.ticket, m.flow = t.q.loc, t.id, t.releaseFlow
+	if m.data {
 		payload = t.q.mirror
 		t.q.version = t.version + 1 // what the owner's data becomes
 	}
@@ -316,7 +320,7 @@ func (n *node) Handle(from int, h *transport.Header, payload []byte) {
 	case msgGrant:
 		err = n.granted(from, h, payload)
 	case msgRelease:
-		err = n.released(from, h)
+		err = n.released(from, h, payload)
 	case msgProblems:
 		text := string(payload)
 		n.mu.Lock()
@@ -389,14 +393,14 @@ func (n *node) granted(from int, h *transport.Header, payload []byte) error {
 	t.transfer = trace.Span{}
 	t.version, t.grantFlow = m.version, m.flow
 	if !t.latch.Grant() {
-		n.sendRelease(t, false) // cancelled meanwhile: the cancellation wins, give it back
+		n.sendRelease(t, releaseMsg{}, nil) // cancelled meanwhile: the cancellation wins, give it back
 	}
 	return nil
 }
 
 // released ends a remote handle's access to one of our locations; a write's data is already
 // in the location's buffer.
-func (n *node) released(from int, h *transport.Header) error {
+func (n *node) released(from int, h *transport.Header, payload []byte) error {
 	m := decodeRelease(h)
 	n.j.det.moves.Add(1)
 	s := n.servedGrant(from, m.ticket)
@@ -407,6 +411,10 @@ func (n *node) released(from int, h *transport.Header) error {
 	s.transfer.End()
 	s.transfer = trace.Span{}
 	l := s.loc
+	if m.failed {
+		l.fail(fmt.Errorf("rank %d: %s", from, payload))
+		return nil
+	}
 	l.lastFlow.Store(uint64(m.flow))
 	l.fq.Release(s.taskID, traceMode(s.req.Mode()))
 	mirror := -1

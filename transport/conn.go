@@ -247,7 +247,6 @@ func (c *conn) sink(h *Header) ([]byte, error) {
 	return c.scratch[:h.Len], nil
 }
 
-
 // fail reports the peer lost because the connection broke while doing what ("reading",
 // "writing to"), unless the end was expected: this connection was shut down, this mesh is
 // closing, or the peer said goodbye on it (the other connection's goodbye, or its

@@ -608,4 +608,3 @@ func TestFinalBarrierThenClose(t *testing.T) {
 		wg.Wait()
 	}
 }
-
