@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -86,6 +87,89 @@ func TestUnderHydra(t *testing.T) {
 			checkOneResult(t, out, want)
 		})
 	}
+}
+
+// TestHydraAcrossHosts: Hydra starts one process on each of three emulated hosts (network
+// namespaces; Hydra's manual launcher prints the proxy commands, which the test runs on the
+// hosts), rank 0 on the second: with no ORWL_* variable the job gives the one-process result,
+// so rank 0 published an address of its host that the others reach.
+func TestHydraAcrossHosts(t *testing.T) {
+	hydra, err := exec.LookPath("mpiexec.hydra")
+	if err != nil {
+		t.Skip("mpiexec.hydra not found: install Debian's mpich to run this test")
+	}
+	net, err := netemu.New([]string{"h1"}, []string{"h2"}, []string{"h3"})
+	if errors.Is(err, netemu.ErrUnavailable) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// mpiexec runs on h1; proxy 0 (rank 0) on h2, proxy 1 on h1, proxy 2 on h3.
+	mpiexec := net.Command(ctx, 0, hydra, "-launcher", "manual", "-hosts", "h2,h1,h3", "-n", "3", os.Args[0], "-test.run=^$")
+	mpiexec.Env = cleanEnv(childEnv + "=" + jobArgs)
+	pipe, err := mpiexec.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mpiexecErr bytes.Buffer
+	mpiexec.Stderr = &mpiexecErr
+	if err := mpiexec.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(pipe)
+	var proxies [][]string
+	for lines.Scan() && lines.Text() != "HYDRA_LAUNCH_END" {
+		args, ok := strings.CutPrefix(lines.Text(), "HYDRA_LAUNCH: ")
+		if !ok {
+			continue
+		}
+		argv := strings.Fields(args)
+		for i := range argv {
+			if argv[i] == "--control-port" && i+1 < len(argv) { // mpiexec names itself by a host name only h1 knows
+				_, port, _ := strings.Cut(argv[i+1], ":")
+				argv[i+1] = net.Hosts[0].Addr + ":" + port
+			}
+		}
+		proxies = append(proxies, argv)
+	}
+	if len(proxies) != 3 {
+		mpiexec.Process.Kill()
+		mpiexec.Wait()
+		t.Fatalf("mpiexec.hydra -launcher manual printed %d proxy commands, want 3\n%s", len(proxies), mpiexecErr.String())
+	}
+	var out bytes.Buffer
+	copied := make(chan struct{})
+	go func() {
+		for lines.Scan() {
+			out.WriteString(lines.Text() + "\n")
+		}
+		close(copied)
+	}()
+	proxyOut := make([]bytes.Buffer, 3)
+	cmds := make([]*exec.Cmd, 3)
+	for id, host := range []int{1, 0, 2} {
+		cmd := net.Command(ctx, host, proxies[id]...)
+		cmd.Env = cleanEnv()
+		cmd.Stdout, cmd.Stderr = &proxyOut[id], &proxyOut[id]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[id] = cmd
+	}
+	for id, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("proxy %d: %v\n%s", id, err, proxyOut[id].String())
+		}
+	}
+	<-copied
+	if err := mpiexec.Wait(); err != nil {
+		t.Fatalf("mpiexec.hydra: %v\n%s%s", err, out.String(), mpiexecErr.String())
+	}
+	checkOneResult(t, append(out.Bytes(), mpiexecErr.Bytes()...), oneProcessLine(t))
 }
 
 // TestUnderSrun: `srun --mpi=pmi2 -n 3` with no ORWL_* variable gives the one-process result.
