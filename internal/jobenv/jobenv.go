@@ -42,7 +42,7 @@ const (
 	EnvSize   = "ORWL_SIZE"   // number of processes
 	EnvCoord  = "ORWL_COORD"  // host:port of rank 0's coordinator
 	EnvSecret = "ORWL_SECRET" // job secret (the variable's bytes are the secret)
-	EnvListen = "ORWL_LISTEN" // host every process listens on
+	EnvListen = "ORWL_LISTEN" // host (address, name, or network interface) every process listens on
 	// EnvCoordFD is the number of an inherited file descriptor holding
 	// rank 0's already open coordinator listener (set by orwlrun for rank 0
 	// so that two jobs never race for a port).

@@ -40,6 +40,9 @@ var (
 
 // Rendezvous readies j for connecting the job, once Discover has placed this process:
 //
+//   - When j.Listen names a network interface of this host (ORWL_LISTEN=ib0, the same on
+//     every host), it becomes that interface's address (its first global IPv4 address,
+//     else IPv6).
 //   - With a PMI connection (j.PMI), every process speaks to the launcher: rank 0 listens
 //     on a port the kernel chooses and puts its address (unless Coord was given) and a
 //     random secret (unless Secret was given) in the launcher's key-value space; after the
@@ -66,6 +69,9 @@ func (j *Job) Rendezvous(ctx context.Context, log *slog.Logger) (net.Listener, e
 	}
 	if log == nil {
 		log = slog.Default()
+	}
+	if err := j.listenOnInterface(); err != nil {
+		return nil, err
 	}
 	if j.Rank == 0 && j.WeakSecret && weakWarned.CompareAndSwap(false, true) {
 		log.Warn(fmt.Sprintf("orwl: the job secret is derived from the %s job id %q, so anyone who can see the job id can join the job; "+
@@ -98,6 +104,39 @@ func (j *Job) Rendezvous(ctx context.Context, log *slog.Logger) (net.Listener, e
 		return ln, nil
 	}
 	return nil, nil
+}
+
+// listenOnInterface replaces a j.Listen that names a network interface of this host with
+// the interface's address.
+func (j *Job) listenOnInterface() error {
+	if j.Listen == "" || net.ParseIP(j.Listen) != nil {
+		return nil
+	}
+	ifc, err := net.InterfaceByName(j.Listen)
+	if err != nil {
+		return nil // a host name
+	}
+	addrs, err := ifc.Addrs()
+	if err != nil {
+		return fmt.Errorf("jobenv: %s=%s: the interface's addresses: %w", EnvListen, j.Listen, err)
+	}
+	var v6 string
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.IsGlobalUnicast() {
+			if n.IP.To4() != nil {
+				j.Listen = n.IP.String()
+				return nil
+			}
+			if v6 == "" {
+				v6 = n.IP.String()
+			}
+		}
+	}
+	if v6 == "" {
+		return fmt.Errorf("jobenv: %s=%s: the interface has no global address", EnvListen, j.Listen)
+	}
+	j.Listen = v6
+	return nil
 }
 
 // weakWarned is set once rank 0 has warned about a derived secret in this process.

@@ -295,3 +295,35 @@ func TestSameHost(t *testing.T) {
 		}
 	}
 }
+
+// ORWL_LISTEN may name a network interface: every rank listens on its address, and rank 0
+// publishes it.
+func TestListenOnInterface(t *testing.T) {
+	ifc, addr := "", ""
+	ifs, _ := net.Interfaces()
+	for _, i := range ifs {
+		addrs, _ := i.Addrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.IsGlobalUnicast() && n.IP.To4() != nil && i.Flags&net.FlagUp != 0 && addr == "" {
+				ifc, addr = i.Name, n.IP.String()
+			}
+		}
+	}
+	if ifc == "" {
+		t.Skip("no interface with a global IPv4 address here")
+	}
+	_, envs := pmiJob(t, 2, "MPI_LOCALNRANKS=1", "ORWL_LISTEN="+ifc)
+	jobs, _, errs := rendezvous(t, envs)
+	for rank, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", rank, err)
+		}
+		if jobs[rank].Listen != addr || !strings.HasPrefix(jobs[rank].Coord, addr+":") {
+			t.Errorf("rank %d: listen %s, coordinator %s; want %s, the address of %s", rank, jobs[rank].Listen, jobs[rank].Coord, addr, ifc)
+		}
+	}
+	j := Job{Rank: 1, Size: 2, Listen: "lo", CoordFD: -1}
+	if _, err := j.Rendezvous(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "ORWL_LISTEN=lo") {
+		t.Errorf("an interface without a global address: %v", err)
+	}
+}
