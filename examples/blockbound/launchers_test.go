@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -28,27 +27,6 @@ func oneProcessLine(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return fmt.Sprintf("tasks=5 size=64 iters=30 bounds=%v identical-to-sequential=true", bounds)
-}
-
-// launcherVars are the prefixes of the variables launchers set; cleanEnv drops them, so that
-// a test run under a launcher starts its own job from nothing.
-var launcherVars = []string{"ORWL_", "PMI_", "PMIX_", "OMPI_", "SLURM_", "SLURMD_", "MPI_LOCAL", "HYDRA_", "JOB_COMPLETION_INDEX=", childEnv + "="}
-
-// cleanEnv is this process's environment without any launcher's variables, plus more.
-func cleanEnv(more ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		keep := true
-		for _, p := range launcherVars {
-			if strings.HasPrefix(kv, p) {
-				keep = false
-			}
-		}
-		if keep {
-			env = append(env, kv)
-		}
-	}
-	return append(env, more...)
 }
 
 // checkOneResult checks that out holds the one-process result line exactly once and no
@@ -76,7 +54,7 @@ func TestUnderHydra(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, hydra, "-n", "3", os.Args[0], "-test.run=^$")
-			cmd.Env = cleanEnv(childEnv + "=" + jobArgs)
+			cmd.Env = netemu.CleanEnv(childEnv + "=" + jobArgs)
 			if pmi == "2" {
 				cmd.Env = append(cmd.Env, "ORWL_PMI=2")
 			}
@@ -98,19 +76,12 @@ func TestHydraAcrossHosts(t *testing.T) {
 	if err != nil {
 		t.Skip("mpiexec.hydra not found: install Debian's mpich to run this test")
 	}
-	net, err := netemu.New([]string{"h1"}, []string{"h2"}, []string{"h3"})
-	if errors.Is(err, netemu.ErrUnavailable) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer net.Close()
+	net := netemu.ForTest(t, []string{"h1"}, []string{"h2"}, []string{"h3"})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// mpiexec runs on h1; proxy 0 (rank 0) on h2, proxy 1 on h1, proxy 2 on h3.
 	mpiexec := net.Command(ctx, 0, hydra, "-launcher", "manual", "-hosts", "h2,h1,h3", "-n", "3", os.Args[0], "-test.run=^$")
-	mpiexec.Env = cleanEnv(childEnv + "=" + jobArgs)
+	mpiexec.Env = netemu.CleanEnv(childEnv + "=" + jobArgs)
 	pipe, err := mpiexec.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +124,7 @@ func TestHydraAcrossHosts(t *testing.T) {
 	cmds := make([]*exec.Cmd, 3)
 	for id, host := range []int{1, 0, 2} {
 		cmd := net.Command(ctx, host, proxies[id]...)
-		cmd.Env = cleanEnv()
+		cmd.Env = netemu.CleanEnv()
 		cmd.Stdout, cmd.Stderr = &proxyOut[id], &proxyOut[id]
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -187,7 +158,7 @@ func TestUnderSrun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, srun, "--mpi=pmi2", "-n", "3", "-O", os.Args[0], "-test.run=^$")
-	cmd.Env = cleanEnv(childEnv + "=" + jobArgs)
+	cmd.Env = netemu.CleanEnv(childEnv + "=" + jobArgs)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("srun --mpi=pmi2 -n 3: %v\n%s", err, out)
@@ -214,14 +185,7 @@ func slurmEnv(rank, node int, pmi2 bool) []string {
 // gives the one-process result; without it, rank 0 fails at once saying to use
 // --mpi=pmi2 or set ORWL_COORD.
 func TestSlurmArbitraryPlacement(t *testing.T) {
-	net, err := netemu.New([]string{"orh1"}, []string{"orh2"}, []string{"orh3"})
-	if errors.Is(err, netemu.ErrUnavailable) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer net.Close()
+	net := netemu.ForTest(t, []string{"orh1"}, []string{"orh2"}, []string{"orh3"})
 	nodeOf := []int{1, 0, 2} // rank -> emulated host: rank 0 on orh2
 
 	t.Run("srun --mpi=pmi2", func(t *testing.T) {
@@ -237,7 +201,7 @@ func TestSlurmArbitraryPlacement(t *testing.T) {
 				t.Fatal(err)
 			}
 			cmd := net.Command(ctx, node, os.Args[0], "-test.run=^$")
-			cmd.Env = cleanEnv(append(slurmEnv(rank, node, true), childEnv+"="+jobArgs)...)
+			cmd.Env = netemu.CleanEnv(append(slurmEnv(rank, node, true), childEnv+"="+jobArgs)...)
 			cmd.ExtraFiles = []*os.File{f}
 			cmd.Stdout, cmd.Stderr = &outs[rank], &outs[rank]
 			err = cmd.Start()
@@ -266,7 +230,7 @@ func TestSlurmArbitraryPlacement(t *testing.T) {
 		cmds := make([]*exec.Cmd, 3)
 		for rank, node := range nodeOf {
 			cmd := net.Command(ctx, node, os.Args[0], "-test.run=^$")
-			cmd.Env = cleanEnv(append(slurmEnv(rank, node, false), childEnv+"="+jobArgs)...)
+			cmd.Env = netemu.CleanEnv(append(slurmEnv(rank, node, false), childEnv+"="+jobArgs)...)
 			cmd.Stdout, cmd.Stderr = &outs[rank], &outs[rank]
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)

@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -133,14 +131,7 @@ func TestKubernetesManifest(t *testing.T) {
 	for k := range pods {
 		names = append(names, []string{fmt.Sprintf("%s-%d.%s", m.job, k, m.service)})
 	}
-	net, err := netemu.New(names...)
-	if errors.Is(err, netemu.ErrUnavailable) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer net.Close()
+	net := netemu.ForTest(t, names...)
 
 	args := "-n 96 -nb 16 -kernel gonum -verify -json"
 	var one bytes.Buffer
@@ -159,7 +150,7 @@ func TestKubernetesManifest(t *testing.T) {
 	cmds := make([]*exec.Cmd, pods)
 	for k := range pods {
 		cmd := net.Command(ctx, k, os.Args[0], "-test.run=^$")
-		cmd.Env = append(cleanEnv(), env...)
+		cmd.Env = netemu.CleanEnv(env...)
 		cmd.Env = append(cmd.Env, "JOB_COMPLETION_INDEX="+strconv.Itoa(k), fmt.Sprintf("HOSTNAME=%s-%d", m.job, k), childEnv+"="+args)
 		cmd.Stdout, cmd.Stderr = &stdout[k], &stderr[k]
 		if err := cmd.Start(); err != nil {
@@ -182,20 +173,6 @@ func TestKubernetesManifest(t *testing.T) {
 	if got.Threads != runtime.NumCPU() {
 		t.Errorf("a process alone on its pod uses %d kernel threads, want all %d cores", got.Threads, runtime.NumCPU())
 	}
-}
-
-// launcherVars are the prefixes of the variables launchers set; cleanEnv drops them.
-var launcherVars = []string{"ORWL_", "PMI_", "PMIX_", "OMPI_", "SLURM_", "SLURMD_", "MPI_LOCAL", "HYDRA_", "JOB_COMPLETION_INDEX=", childEnv + "="}
-
-// cleanEnv is this process's environment without any launcher's variables.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !slices.ContainsFunc(launcherVars, func(p string) bool { return strings.HasPrefix(kv, p) }) {
-			env = append(env, kv)
-		}
-	}
-	return env
 }
 
 // TestThreadsPerHost: the default kernel threads divide this host's cores among the tasks

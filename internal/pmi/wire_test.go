@@ -18,12 +18,29 @@ func msg(cmd string, kv ...string) Message {
 	return m
 }
 
+// parseCase is one input of a parser and what it must give; bad: an error wrapping
+// ErrMalformed.
+type parseCase struct {
+	in   string
+	want Message
+	bad  bool
+}
+
+func checkParse(t *testing.T, name string, parse func([]byte) (Message, error), tests []parseCase) {
+	t.Helper()
+	for _, tc := range tests {
+		got, err := parse([]byte(tc.in))
+		switch {
+		case tc.bad && (err == nil || !errors.Is(err, ErrMalformed)):
+			t.Errorf("%s(%q) = %+v, %v; want an error wrapping ErrMalformed", name, tc.in, got, err)
+		case !tc.bad && (err != nil || !reflect.DeepEqual(got, tc.want)):
+			t.Errorf("%s(%q) = %+v, %v; want %+v", name, tc.in, got, err, tc.want)
+		}
+	}
+}
+
 func TestParseV1(t *testing.T) {
-	tests := []struct {
-		in   string
-		want Message
-		bad  bool
-	}{
+	checkParse(t, "ParseV1", ParseV1, []parseCase{
 		{in: "cmd=barrier_out\n", want: msg("barrier_out")},
 		{in: "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n", want: msg("response_to_init", "pmi_version", "1", "pmi_subversion", "1", "rc", "0")},
 		{in: "cmd=get_result rc=0 msg=success value=10.0.0.1:4242", want: msg("get_result", "rc", "0", "msg", "success", "value", "10.0.0.1:4242")},
@@ -39,27 +56,11 @@ func TestParseV1(t *testing.T) {
 		{in: "cmd=x a;b=1", bad: true},
 		{in: "cmd=x a=\x00", bad: true},
 		{in: " cmd=x", bad: true},
-	}
-	for _, tc := range tests {
-		got, err := ParseV1([]byte(tc.in))
-		if tc.bad {
-			if err == nil || !errors.Is(err, ErrMalformed) {
-				t.Errorf("ParseV1(%q) = %+v, %v; want an error wrapping ErrMalformed", tc.in, got, err)
-			}
-			continue
-		}
-		if err != nil || !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("ParseV1(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
-		}
-	}
+	})
 }
 
 func TestParseV2(t *testing.T) {
-	tests := []struct {
-		in   string
-		want Message
-		bad  bool
-	}{
+	checkParse(t, "ParseV2", ParseV2, []parseCase{
 		{in: "cmd=kvs-fence-response;rc=0;", want: msg("kvs-fence-response", "rc", "0")},
 		{in: "cmd=fullinit-response;rc=0;pmi-version=2;pmi-subversion=0;rank=1;size=3;appnum=-1;debugged=FALSE;pmiverbose=FALSE;",
 			want: msg("fullinit-response", "rc", "0", "pmi-version", "2", "pmi-subversion", "0", "rank", "1", "size", "3", "appnum", "-1", "debugged", "FALSE", "pmiverbose", "FALSE")},
@@ -71,19 +72,7 @@ func TestParseV2(t *testing.T) {
 		{in: "cmd=x;novalue;", bad: true},
 		{in: "cmd=x;k=a\nb;", bad: true},
 		{in: "cmd=x;k\xff=1;", bad: true},
-	}
-	for _, tc := range tests {
-		got, err := ParseV2([]byte(tc.in))
-		if tc.bad {
-			if err == nil || !errors.Is(err, ErrMalformed) {
-				t.Errorf("ParseV2(%q) = %+v, %v; want an error wrapping ErrMalformed", tc.in, got, err)
-			}
-			continue
-		}
-		if err != nil || !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("ParseV2(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
-		}
-	}
+	})
 }
 
 func TestAppend(t *testing.T) {

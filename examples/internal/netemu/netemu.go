@@ -17,9 +17,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"testing"
 )
 
 // ErrUnavailable is wrapped by New's error when this machine cannot make namespaces (not
@@ -98,6 +100,37 @@ func New(names ...[]string) (*Net, error) {
 		}
 	}
 	return n, nil
+}
+
+// ForTest is New for a test: it skips the test when this machine cannot emulate hosts,
+// fails it on any other error, and removes the hosts when the test ends.
+func ForTest(t testing.TB, names ...[]string) *Net {
+	t.Helper()
+	n, err := New(names...)
+	if errors.Is(err, ErrUnavailable) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Close)
+	return n
+}
+
+// launcherVars are the prefixes of the variables launchers set.
+var launcherVars = []string{"ORWL_", "PMI_", "PMIX_", "OMPI_", "SLURM_", "SLURMD_", "MPI_LOCAL", "HYDRA_", "JOB_COMPLETION_INDEX="}
+
+// CleanEnv returns this process's environment without any launcher's variables, followed by
+// more: for the processes a test starts as a job of their own, also when the test itself
+// runs under a launcher.
+func CleanEnv(more ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !slices.ContainsFunc(launcherVars, func(p string) bool { return strings.HasPrefix(kv, p) }) {
+			env = append(env, kv)
+		}
+	}
+	return append(env, more...)
 }
 
 // Command returns a command that runs argv on emulated host i (`ip netns exec`, which keeps

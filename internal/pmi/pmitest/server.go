@@ -139,93 +139,88 @@ func (s *Server) Serve(conn net.Conn, rank int) error {
 	return fmt.Errorf("unsupported version in %q", m)
 }
 
-func (s *Server) serveV1(conn net.Conn, r *bufio.Reader, rank int) error {
+// loop answers the requests that read returns with answer, until the process closes the
+// connection (read returns io.EOF) or answer is done (the process finalized) or fails.
+func loop(read func() (pmi.Message, error), answer func(pmi.Message) (done bool, err error)) error {
 	for {
-		m, err := pmi.ReadV1(r)
+		m, err := read()
 		if err == io.EOF {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		key, _ := m.Get("key")
-		switch m.Cmd {
-		case "get_maxes":
-			err = write(conn, false, "maxes", "kvsname_max", "256", "keylen_max", "64", "vallen_max", "1024")
-		case "get_my_kvsname":
-			err = write(conn, false, "my_kvsname", "kvsname", s.kvsname)
-		case "get_appnum":
-			err = write(conn, false, "appnum", "appnum", "0")
-		case "put":
-			if kvs, _ := m.Get("kvsname"); kvs != s.kvsname {
-				return fmt.Errorf("%q names another key-value space than %s", m, s.kvsname)
-			}
-			val, _ := m.Get("value")
-			s.put(key, val)
-			err = write(conn, false, "put_result", "rc", "0", "msg", "success")
-		case "barrier_in":
-			if err = s.fence(); err == nil {
-				err = write(conn, false, "barrier_out")
-			}
-		case "get":
-			if val, ok := s.get(key); ok {
-				err = write(conn, false, "get_result", "rc", "0", "msg", "success", "value", val)
-			} else {
-				err = write(conn, false, "get_result", "rc", "-1", "msg", "key_"+key+"_not_found")
-			}
-		case "finalize":
-			return write(conn, false, "finalize_ack")
-		default:
-			return fmt.Errorf("unexpected request %q", m)
-		}
-		if err != nil {
+		if done, err := answer(m); done || err != nil {
 			return err
 		}
 	}
 }
 
+func (s *Server) serveV1(conn net.Conn, r *bufio.Reader, rank int) error {
+	return loop(func() (pmi.Message, error) { return pmi.ReadV1(r) }, func(m pmi.Message) (bool, error) {
+		key, _ := m.Get("key")
+		switch m.Cmd {
+		case "get_maxes":
+			return false, write(conn, false, "maxes", "kvsname_max", "256", "keylen_max", "64", "vallen_max", "1024")
+		case "get_my_kvsname":
+			return false, write(conn, false, "my_kvsname", "kvsname", s.kvsname)
+		case "get_appnum":
+			return false, write(conn, false, "appnum", "appnum", "0")
+		case "put":
+			if kvs, _ := m.Get("kvsname"); kvs != s.kvsname {
+				return true, fmt.Errorf("%q names another key-value space than %s", m, s.kvsname)
+			}
+			val, _ := m.Get("value")
+			s.put(key, val)
+			return false, write(conn, false, "put_result", "rc", "0", "msg", "success")
+		case "barrier_in":
+			if err := s.fence(); err != nil {
+				return true, err
+			}
+			return false, write(conn, false, "barrier_out")
+		case "get":
+			if val, ok := s.get(key); ok {
+				return false, write(conn, false, "get_result", "rc", "0", "msg", "success", "value", val)
+			}
+			return false, write(conn, false, "get_result", "rc", "-1", "msg", "key_"+key+"_not_found")
+		case "finalize":
+			return true, write(conn, false, "finalize_ack")
+		}
+		return true, fmt.Errorf("unexpected request %q", m)
+	})
+}
+
 func (s *Server) serveV2(conn net.Conn, r *bufio.Reader, rank int) error {
-	for {
-		m, err := pmi.ReadV2(r)
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	return loop(func() (pmi.Message, error) { return pmi.ReadV2(r) }, func(m pmi.Message) (bool, error) {
 		key, _ := m.Get("key")
 		switch m.Cmd {
 		case "fullinit":
 			if id, _ := m.Get("pmirank"); id != strconv.Itoa(rank) {
-				return fmt.Errorf("%q names rank %s, this is rank %d", m, id, rank)
+				return true, fmt.Errorf("%q names rank %s, this is rank %d", m, id, rank)
 			}
-			err = write(conn, true, "fullinit-response", "rc", "0", "pmi-version", "2", "pmi-subversion", "0",
+			return false, write(conn, true, "fullinit-response", "rc", "0", "pmi-version", "2", "pmi-subversion", "0",
 				"rank", strconv.Itoa(rank), "size", strconv.Itoa(s.size), "appnum", "-1", "debugged", "FALSE", "pmiverbose", "FALSE")
 		case "job-getid":
-			err = write(conn, true, "job-getid-response", "rc", "0", "jobid", s.kvsname)
+			return false, write(conn, true, "job-getid-response", "rc", "0", "jobid", s.kvsname)
 		case "kvs-put":
 			val, _ := m.Get("value")
 			s.put(key, val)
-			err = write(conn, true, "kvs-put-response", "rc", "0")
+			return false, write(conn, true, "kvs-put-response", "rc", "0")
 		case "kvs-fence":
-			if err = s.fence(); err == nil {
-				err = write(conn, true, "kvs-fence-response", "rc", "0")
+			if err := s.fence(); err != nil {
+				return true, err
 			}
+			return false, write(conn, true, "kvs-fence-response", "rc", "0")
 		case "kvs-get":
 			if val, ok := s.get(key); ok {
-				err = write(conn, true, "kvs-get-response", "rc", "0", "found", "TRUE", "value", val)
-			} else {
-				err = write(conn, true, "kvs-get-response", "rc", "0", "found", "FALSE")
+				return false, write(conn, true, "kvs-get-response", "rc", "0", "found", "TRUE", "value", val)
 			}
+			return false, write(conn, true, "kvs-get-response", "rc", "0", "found", "FALSE")
 		case "finalize":
-			return write(conn, true, "finalize-response", "rc", "0")
-		default:
-			return fmt.Errorf("unexpected request %q", m)
+			return true, write(conn, true, "finalize-response", "rc", "0")
 		}
-		if err != nil {
-			return err
-		}
-	}
+		return true, fmt.Errorf("unexpected request %q", m)
+	})
 }
 
 func (s *Server) put(key, val string) {
