@@ -183,8 +183,12 @@ func (j *Job) exchange(ctx context.Context) (net.Listener, error) {
 	ctx, cancel := context.WithTimeout(ctx, ExchangeTimeout)
 	defer cancel()
 	fail := func(err error) error {
-		return fmt.Errorf("jobenv: rank %d: the PMI exchange with the launcher failed (export %s=host:port and %s to every process, "+
-			"with %s=off, to do without it): %w", j.Rank, EnvCoord, EnvSecret, EnvPMI, err)
+		why := ""
+		if errors.Is(err, context.DeadlineExceeded) {
+			why = " in time: did a process of the job fail, or start late?"
+		}
+		return fmt.Errorf("jobenv: rank %d: the PMI exchange with the launcher failed%s (export %s=host:port and %s to every process, "+
+			"with %s=off, to do without it): %w", j.Rank, why, EnvCoord, EnvSecret, EnvPMI, err)
 	}
 	c, err := pmi.Dial(ctx, *j.PMI)
 	if err != nil {

@@ -157,6 +157,30 @@ func TestRendezvousPMIErrors(t *testing.T) {
 			t.Errorf("rank %d: %v", rank, err)
 		}
 	}
+	// A process never comes to the fence: the others give up when ctx ends, saying so.
+	_, envs = pmiJob(t, 3, "MPI_LOCALNRANKS=3")
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	errs = make([]error, 2)
+	var wg sync.WaitGroup
+	for rank, e := range envs[:2] {
+		wg.Go(func() {
+			j, err := Discover(Explicit{}, e)
+			if err == nil {
+				var ln net.Listener
+				if ln, err = j.Rendezvous(ctx, nil); ln != nil {
+					ln.Close()
+				}
+			}
+			errs[rank] = err
+		})
+	}
+	wg.Wait()
+	for rank, err := range errs {
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "did a process of the job fail") || !strings.Contains(err.Error(), "cmd=barrier_in") {
+			t.Errorf("rank %d without rank 2: %v", rank, err)
+		}
+	}
 	// The server and the environment disagree on the size.
 	_, envs = pmiJob(t, 2, "MPI_LOCALNRANKS=2", "ORWL_PMI=2")
 	j, err := Discover(Explicit{}, func(k string) (string, bool) {
