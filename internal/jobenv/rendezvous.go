@@ -207,7 +207,11 @@ func (j *Job) exchange(ctx context.Context) (net.Listener, error) {
 			if err != nil {
 				return nil, err
 			}
-			if ln, err = net.Listen("tcp", net.JoinHostPort(j.Listen, "0")); err != nil {
+			host := j.Listen
+			if ip := net.ParseIP(advertise); ip != nil && ip.To4() == nil && host == "0.0.0.0" {
+				host = "::" // every interface, for an IPv6 address
+			}
+			if ln, err = net.Listen("tcp", net.JoinHostPort(host, "0")); err != nil {
 				return nil, fmt.Errorf("jobenv: rank 0 cannot listen on %s for the job (set %s to an address of this host): %w", j.Listen, EnvListen, err)
 			}
 			listen = ln.Addr().String()
