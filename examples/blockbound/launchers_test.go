@@ -53,7 +53,7 @@ func TestUnderHydra(t *testing.T) {
 		t.Run("PMI-"+pmi, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, hydra, "-n", "3", os.Args[0], "-test.run=^$")
+			cmd := exec.CommandContext(ctx, hydra, "-launcher", "fork", "-n", "3", os.Args[0], "-test.run=^$")
 			cmd.Env = netemu.CleanEnv(childEnv + "=" + jobArgs)
 			if pmi == "2" {
 				cmd.Env = append(cmd.Env, "ORWL_PMI=2")

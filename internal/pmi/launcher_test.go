@@ -76,7 +76,7 @@ func TestHydra(t *testing.T) {
 		t.Run(fmt.Sprintf("PMI-%d %s", tc.version, tc.via), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			args := append(tc.args, "-n", "3", os.Args[0], "-test.run=^$")
+			args := append(tc.args, "-launcher", "fork", "-n", "3", os.Args[0], "-test.run=^$")
 			cmd := exec.CommandContext(ctx, hydra, args...)
 			cmd.Env = append(os.Environ(), childEnv+"="+strconv.Itoa(tc.version))
 			out, err := cmd.CombinedOutput()
