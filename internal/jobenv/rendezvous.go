@@ -56,7 +56,9 @@ var (
 //   - Rank 0 with a coordinator derived from the job id listens on it here, so that a port
 //     that is taken is reported as such (ErrCoordTaken); with one derived from a SLURM node
 //     list it first checks that it runs on that list's first node (ErrWrongNode).
-//   - Rank 0 of a Kubernetes Indexed Job listens on KubernetesPort on j.Listen.
+//   - Rank 0 of a Kubernetes Indexed Job listens on the coordinator's port (KubernetesPort
+//     unless ORWL_COORD says otherwise) on j.Listen, every interface by default, rather
+//     than on its own DNS name.
 //   - Rank 0 with an inherited listener (orwlrun's ORWL_COORD_FD) takes it over.
 //
 // It returns rank 0's coordinator listener, which the caller owns, or nil where the
