@@ -27,8 +27,12 @@ type Job struct {
 	// Secret authenticates the job's connections (default: ORWL_SECRET).
 	Secret []byte
 	// Launcher is set by Environment: who started this process ("orwlrun", "openmpi",
-	// "pmi", "pmix", "slurm", or "single" when nothing did). Run ignores it.
+	// "pmi", "pmix", "slurm", "kubernetes", or "single" when nothing did). Run ignores it.
 	Launcher string
+	// LocalSize is set by Environment: the number of processes of this job on this host, as
+	// the launcher reports it (all of them for orwlrun, one per pod in Kubernetes), or 0
+	// when it does not say. Run ignores it.
+	LocalSize int
 }
 
 // discover completes explicit with the environment.
@@ -47,7 +51,9 @@ func discover(explicit *Job) (jobenv.Job, error) {
 
 // connect joins this process to the mesh of the job's processes.
 func (j *job) connect(ctx context.Context) error {
-	ln, err := j.info.CoordListener() // rank 0's listener, inherited from orwlrun
+	// Rank 0's coordinator listener (inherited from orwlrun, or opened here), and the
+	// coordinator and secret when the launcher's PMI exchange carries them.
+	ln, err := j.info.Rendezvous(ctx, j.log)
 	if err != nil {
 		return fmt.Errorf("orwl: job: %w", err)
 	}
