@@ -302,6 +302,14 @@ func Float64s(b []byte) []float64 {
 	return unsafe.Slice((*float64)(unsafe.Pointer(&b[0])), len(b)/8)
 }
 
+// Uint64s views a mapped buffer as uint64 values, like Float64s.
+func Uint64s(b []byte) []uint64 {
+	if len(b) < 8 {
+		return nil
+	}
+	return unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), len(b)/8)
+}
+
 // Bytes views float64 values as bytes, the inverse of Float64s; it shares memory with f.
 func Bytes(f []float64) []byte {
 	if len(f) == 0 {

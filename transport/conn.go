@@ -90,7 +90,7 @@ func (c *conn) gone() error {
 	if c.m.closing.Load() {
 		return ErrClosed
 	}
-	return &PeerLostError{Rank: c.peer, Err: ErrPeerClosed}
+	return c.m.lostError(c.peer, ErrPeerClosed)
 }
 
 // goodbye queues TypeBye and lets the writer finish with a close frame.

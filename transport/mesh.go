@@ -199,7 +199,9 @@ type Mesh struct {
 	markCh chan struct{} // closed and renewed on every marker, final or loss
 	final  bool          // this process has sent its final marker; barMu
 
-	// Liveness: when this process last found it had been paused, and for how long.
+	// Liveness: the last beat, when this process last found it had been paused, and for
+	// how long.
+	lastBeat  atomic.Int64
 	resumedAt atomic.Int64
 	pausedFor atomic.Int64
 }
@@ -384,11 +386,7 @@ func (m *Mesh) attach(rank int, role Role, w *wire) bool {
 // marker arrived has finished, and its going is only logged.
 func (m *Mesh) lose(rank int, cause error) {
 	p := &m.peers[rank]
-	if d := time.Duration(m.pausedFor.Load()); d > m.cfg.PeerTimeout && !errors.Is(cause, ErrPeerClosed) {
-		cause = fmt.Errorf("%w (this process, rank %d, was itself paused for %v, longer than the peer timeout %v: its peers took it for lost)",
-			cause, m.rank, d.Round(time.Millisecond), m.cfg.PeerTimeout)
-	}
-	e := &PeerLostError{Rank: rank, Err: cause}
+	e := m.lostError(rank, cause)
 	if !p.err.CompareAndSwap(nil, e) {
 		return
 	}
@@ -419,12 +417,31 @@ func (m *Mesh) lose(rank int, cause error) {
 	}
 }
 
+// lostError is the error of losing rank for cause. When this process was itself paused for
+// longer than the peer timeout a short while ago, it says so: its peers took it for lost,
+// and whatever they did about it is why it lost them.
+func (m *Mesh) lostError(rank int, cause error) *PeerLostError {
+	now := m.now()
+	if last := m.lastBeat.Load(); last != 0 && now-last > int64(m.pauseThreshold()) {
+		// Paused, and noticed here before the heartbeat loop did.
+		m.resumedAt.Store(now)
+		m.pausedFor.Store(now - last)
+	}
+	recent := time.Duration(now-m.resumedAt.Load()) < 2*m.cfg.PeerTimeout
+	if d := time.Duration(m.pausedFor.Load()); recent && d > m.cfg.PeerTimeout {
+		cause = fmt.Errorf("%w (this process, rank %d, was itself paused for %v, longer than the peer timeout %v: its peers took it for lost)",
+			cause, m.rank, d.Round(time.Millisecond), m.cfg.PeerTimeout)
+	}
+	return &PeerLostError{Rank: rank, Err: cause}
+}
+
 // heartbeatLoop calls beat every heartbeat period.
 func (m *Mesh) heartbeatLoop() {
 	defer m.wg.Done()
 	t := time.NewTicker(m.cfg.Heartbeat)
 	defer t.Stop()
 	last := m.now()
+	m.lastBeat.Store(last)
 	for {
 		select {
 		case <-m.done:
@@ -443,6 +460,7 @@ func (m *Mesh) heartbeatLoop() {
 // starved): its peers' silence is then counted from the moment it resumed, so a process
 // never blames others for its own pause.
 func (m *Mesh) beat(now, last int64) {
+	m.lastBeat.Store(now)
 	if gap := time.Duration(now - last); gap > m.pauseThreshold() {
 		m.resumedAt.Store(now)
 		m.pausedFor.Store(int64(gap))

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orwl-go/orwl/examples/internal/netemu"
+	"github.com/orwl-go/orwl/internal/netemu"
 	"github.com/orwl-go/orwl/internal/pmi/pmitest"
 )
 

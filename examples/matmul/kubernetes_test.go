@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orwl-go/orwl/examples/internal/netemu"
+	"github.com/orwl-go/orwl/internal/netemu"
 	"github.com/orwl-go/orwl/internal/jobenv"
 	"github.com/orwl-go/orwl/orwl"
 )

@@ -1,4 +1,4 @@
-// Package netemu emulates hosts for the examples' tests: one network namespace per host,
+// Package netemu emulates hosts for tests: one network namespace per host,
 // all joined by a bridge that lives in a namespace of its own, each host with its own
 // address and a hosts file (/etc/netns/NS/hosts, which `ip netns exec` puts in place of
 // /etc/hosts) naming every host. It is what /work/shared/cluster/net.sh does by hand, made
@@ -139,6 +139,28 @@ func (n *Net) Command(ctx context.Context, i int, argv ...string) *exec.Cmd {
 	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.Hosts[i].NS}, argv...)...)
 }
 
+// Shape limits every host's link to rate (tc's syntax: "100mbit", "1gbit"), both ways, with
+// a token bucket (netem is not available here: no added delay or loss).
+func (n *Net) Shape(rate string) error {
+	for i, h := range n.Hosts {
+		for _, dev := range [][2]string{{h.NS, "eth0"}, {n.sw, "p" + strconv.Itoa(i+1)}} {
+			if err := tc("-n", dev[0], "qdisc", "replace", "dev", dev[1], "root", "tbf", "rate", rate, "burst", "256kb", "latency", "50ms"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Partition cuts hosts i and j apart: what one sends the other is dropped without a word
+// (blackhole routes), as on a network that splits; the other hosts still reach both.
+func (n *Net) Partition(i, j int) error {
+	if err := ip("-n", n.Hosts[i].NS, "route", "add", "blackhole", n.Hosts[j].Addr+"/32"); err != nil {
+		return err
+	}
+	return ip("-n", n.Hosts[j].NS, "route", "add", "blackhole", n.Hosts[i].Addr+"/32")
+}
+
 // Close removes the hosts, the bridge and the hosts files.
 func (n *Net) Close() {
 	for _, h := range n.Hosts {
@@ -152,6 +174,14 @@ func ip(args ...string) error {
 	out, err := exec.Command("ip", args...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("netemu: ip %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func tc(args ...string) error {
+	out, err := exec.Command("tc", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("netemu: tc %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
