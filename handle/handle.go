@@ -30,8 +30,10 @@ type Ticket interface {
 	Latch() *Latch
 	// Release ends a granted access; the next entry of the FIFO is granted.
 	Release() error
-	// Fail ends a granted access that went wrong: nothing is handed on, and every request
-	// waiting on the location, or made on it later, fails with err.
+	// Fail ends a granted access that went wrong (a write section that failed): nothing is
+	// ever handed on from it. The queue keeps the grant meanwhile, so nobody else sees the
+	// location, and fails the location (every request waiting on it, or made later) at the
+	// latest when the handle's owner is done, with err or the error it led to.
 	Fail(err error)
 	// Cancel withdraws the ticket: its latch is cancelled, and the grant is given back now if
 	// it had arrived (the data unchanged), as soon as it arrives otherwise.
@@ -344,9 +346,10 @@ func (h *Handle) Release() error {
 // error of the three steps.
 //
 // When fn fails or panics, a read handle is released as usual, but a write handle fails its
-// grant (Ticket.Fail): the data may be half-written, so it is never handed on, and every
-// request that waits on the location, or comes later, fails with an error that names h and
-// fn's error. The handle is then closed.
+// grant (Ticket.Fail): the data may be half-written, so it is never handed on, and the
+// requests that wait on the location, and those that come later, fail with an error that
+// names h and fn's error (or with the error it led to, such as the task's own). The handle
+// is then closed.
 func (h *Handle) Section(ctx context.Context, fn func(data []byte) error) (err error) {
 	if err := h.Acquire(ctx); err != nil {
 		return err

@@ -235,6 +235,7 @@ func TestFailedSection(t *testing.T) {
 			t.Fatalf("write section: %v", err)
 		}
 		err = next.Acquire(ctx)
+		// This queue fails its location at once; the runtime's waits for the owner's end.
 		want := "task 1's write handle on x (position 0): its write section failed: "
 		if err == nil || !strings.Contains(err.Error(), want) || !panics && !errors.Is(err, boom) {
 			t.Fatalf("panics=%v: the next request got %v, want the section's failure", panics, err)

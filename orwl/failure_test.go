@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -35,17 +37,26 @@ func init() { scenarios["ring"] = ringScenario }
 // or cuts the network).
 type ringJob struct {
 	iters, words, pause int
+	tasks               int // 0: one per process
 }
 
 func (r ringJob) env() []string {
-	return []string{"RING_ITERS=" + strconv.Itoa(r.iters), "RING_WORDS=" + strconv.Itoa(r.words), "RING_PAUSE=" + strconv.Itoa(r.pause)}
+	return []string{"RING_ITERS=" + strconv.Itoa(r.iters), "RING_WORDS=" + strconv.Itoa(r.words),
+		"RING_PAUSE=" + strconv.Itoa(r.pause), "RING_TASKS=" + strconv.Itoa(r.tasks)}
 }
 
 func ringFromEnv() ringJob {
-	iters, _ := strconv.Atoi(os.Getenv("RING_ITERS"))
-	words, _ := strconv.Atoi(os.Getenv("RING_WORDS"))
-	pause, _ := strconv.Atoi(os.Getenv("RING_PAUSE"))
-	return ringJob{iters, words, pause}
+	var r ringJob
+	for _, v := range []struct {
+		name string
+		to   *int
+	}{{"RING_ITERS", &r.iters}, {"RING_WORDS", &r.words}, {"RING_PAUSE", &r.pause}, {"RING_TASKS", &r.tasks}} {
+		*v.to, _ = strconv.Atoi(os.Getenv(v.name))
+	}
+	if r.tasks == 0 {
+		r.tasks, _ = strconv.Atoi(os.Getenv("ORWL_SIZE"))
+	}
+	return r
 }
 
 // fill writes task's data for iteration it from acc, what the task last read.
@@ -84,7 +95,7 @@ func (r ringJob) expected(tasks int) []uint64 {
 
 func ringScenario() int {
 	r := ringFromEnv()
-	tasks, _ := strconv.Atoi(os.Getenv("ORWL_SIZE"))
+	tasks := r.tasks
 	in := bufio.NewReader(os.Stdin)
 	err := orwl.Run(context.Background(), orwl.Config{Tasks: tasks, Locations: []string{"data"}},
 		func(ctx context.Context, t *orwl.Task) error {
@@ -131,6 +142,14 @@ type ringProcs struct {
 // hosts when it is not nil (rank k on host k), else on loopback. Every process is killed
 // after a minute at the latest.
 func startRing(t *testing.T, r ringJob, procs int, hosts *netemu.Net, extra ...string) *ringProcs {
+	return startScenario(t, "ring", procs, hosts, func(int) []string { return append(r.env(), extra...) })
+}
+
+// startScenario starts scenario over procs processes of this test binary, rank k with the
+// environment env(k); on hosts when it is not nil (rank k on host k), else on loopback.
+// Rank 0's standard output comes line by line, and it reads its standard input. Every
+// process is killed after a minute at the latest.
+func startScenario(t *testing.T, scenario string, procs int, hosts *netemu.Net, env func(rank int) []string) *ringProcs {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
@@ -150,8 +169,8 @@ func startRing(t *testing.T, r ringJob, procs int, hosts *netemu.Net, extra ...s
 		} else {
 			cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
 		}
-		cmd.Env = append(netemu.CleanEnv(scenarioEnv+"=ring", "ORWL_RANK="+strconv.Itoa(rank), "ORWL_SIZE="+strconv.Itoa(procs),
-			"ORWL_COORD="+coord, "ORWL_SECRET=ring", "ORWL_LISTEN="+listen), append(r.env(), extra...)...)
+		cmd.Env = append(netemu.CleanEnv(scenarioEnv+"="+scenario, "ORWL_RANK="+strconv.Itoa(rank), "ORWL_SIZE="+strconv.Itoa(procs),
+			"ORWL_COORD="+coord, "ORWL_SECRET=ring", "ORWL_LISTEN="+listen), env(rank)...)
 		out := &bytes.Buffer{}
 		cmd.Stderr = out
 		if rank == 0 {
@@ -240,10 +259,14 @@ func (p *ringProcs) wait() ([]string, []int) {
 }
 
 // checkResults checks that every process that reports success computed the sequential
-// ring's result, and returns how many did.
+// ring's result for each of its tasks, and returns how many did.
 func checkResults(t *testing.T, r ringJob, outs []string) int {
 	t.Helper()
-	want := r.expected(len(outs))
+	tasks := r.tasks
+	if tasks == 0 {
+		tasks = len(outs)
+	}
+	want := r.expected(tasks)
 	ok := 0
 	re := regexp.MustCompile(`task (\d+) acc (\d+)`)
 	for rank, out := range outs {
@@ -251,9 +274,11 @@ func checkResults(t *testing.T, r ringJob, outs []string) int {
 			continue
 		}
 		ok++
-		m := re.FindStringSubmatch(out)
-		if m == nil || m[1] != strconv.Itoa(rank) || m[2] != strconv.FormatUint(want[rank], 10) {
-			t.Errorf("rank %d reports success with %q, want task %d acc %d", rank, m, rank, want[rank])
+		for _, m := range re.FindAllStringSubmatch(out, -1) {
+			task, _ := strconv.Atoi(m[1])
+			if m[2] != strconv.FormatUint(want[task], 10) {
+				t.Errorf("rank %d reports success with task %d acc %s, want %d", rank, task, m[2], want[task])
+			}
 		}
 	}
 	return ok
@@ -371,5 +396,202 @@ func TestBigLocationsOnLoopback(t *testing.T) {
 	}
 	if n := checkResults(t, r, outs); n != 2 {
 		t.Errorf("%d of 2 processes report success", n)
+	}
+}
+
+// TestMoreProcessesThanTasks: a process without tasks is a member of the job like any other
+// (it takes part in the schedule and the final agreement).
+func TestMoreProcessesThanTasks(t *testing.T) {
+	r := ringJob{iters: 20, words: 4, pause: -1, tasks: 2}
+	p := startRing(t, r, 3, nil)
+	outs, codes := p.wait()
+	for rank, c := range codes {
+		if c != 0 {
+			t.Errorf("rank %d: status %d\n%s", rank, c, outs[rank])
+		}
+	}
+	if n := checkResults(t, r, outs); n != 3 {
+		t.Errorf("%d of 3 processes report success", n)
+	}
+}
+
+// TestProcessesDisagreeOnTheJob: processes that run different jobs fail when the mesh forms,
+// every one with one error naming both descriptions.
+func TestProcessesDisagreeOnTheJob(t *testing.T) {
+	r := ringJob{iters: 20, words: 4, pause: -1, tasks: 3}
+	p := startScenario(t, "ring", 3, nil, func(rank int) []string {
+		if rank == 1 {
+			r := r
+			r.tasks = 4
+			return r.env()
+		}
+		return r.env()
+	})
+	outs, codes := p.wait()
+	want := `rank 1 has "tasks=4 locations=data placement=0,0,1,2", rank 0 has "tasks=3 locations=data placement=0,1,2"`
+	for rank, c := range codes {
+		if c == 0 || !strings.Contains(outs[rank], want) {
+			t.Errorf("rank %d: status %d, want an error with %s:\n%s", rank, c, want, outs[rank])
+		}
+	}
+}
+
+func init() { scenarios["deadlock3"] = deadlock3Scenario }
+
+// deadlock3Scenario: tasks 0 and 1 of three break the discipline across processes, and task
+// 2, alone in its process, returns at once.
+func deadlock3Scenario() int {
+	err := orwl.Run(context.Background(), orwl.Config{Tasks: 3, Locations: []string{"block"}},
+		func(ctx context.Context, task *orwl.Task) error {
+			if task.ID() == 2 {
+				return nil
+			}
+			return crossing(ctx, task)
+		})
+	fmt.Printf("deadlock=%v err=%v\n", errors.Is(err, orwl.ErrDeadlock), err)
+	return 0
+}
+
+// TestDeadlockWithAFinishedProcess: a deadlock across processes is found even when one
+// process's tasks have all returned.
+func TestDeadlockWithAFinishedProcess(t *testing.T) {
+	p := startScenario(t, "deadlock3", 3, nil, func(int) []string { return nil })
+	outs, _ := p.wait()
+	for rank, out := range outs {
+		if !strings.Contains(out, "deadlock=true") || !strings.Contains(out, `task 0 waits to write task 1 "block" (position 1), held by task 1`) {
+			t.Errorf("rank %d does not report the deadlock:\n%s", rank, out)
+		}
+	}
+}
+
+func init() { scenarios["resize"] = resizeScenario }
+
+// resizeSizes are the sizes the resize scenario gives its locations, one per round.
+var resizeSizes = []int{16, 0, 8, 0, 0, 24, 0}
+
+// resizeScenario: task 1 owns x and y; it resizes and writes x, which task 0 reads, and task
+// 0 resizes and writes y, which task 1 reads. Every reader checks that it sees the size and
+// the bytes of the round, 0 included, and an empty, non-nil map of an empty location.
+func resizeScenario() int {
+	err := orwl.Run(context.Background(), orwl.Config{Tasks: 2, Locations: []string{"x", "y"}},
+		func(ctx context.Context, t *orwl.Task) error {
+			mine, theirs := "x", "y" // task 1 writes x, reads y
+			if t.ID() == 0 {
+				mine, theirs = "y", "x"
+			}
+			w := t.WriteInsert(t.Loc(1, mine), 0)
+			r := t.ReadInsert(t.Loc(1, theirs), 1)
+			if err := t.Schedule(ctx); err != nil {
+				return err
+			}
+			for round, size := range resizeSizes {
+				if err := w.Section(ctx, func([]byte) error {
+					b, err := w.Resize(size)
+					for k := range b {
+						b[k] = byte(round*16 + k)
+					}
+					return err
+				}); err != nil {
+					return err
+				}
+				if err := r.Section(ctx, func(b []byte) error {
+					if b == nil || len(b) != size {
+						return fmt.Errorf("task %d, round %d: %s has %d bytes (nil: %v), want %d", t.ID(), round, theirs, len(b), b == nil, size)
+					}
+					for k := range b {
+						if b[k] != byte(round*16+k) {
+							return fmt.Errorf("task %d, round %d: byte %d of %s is %d", t.ID(), round, k, theirs, b[k])
+						}
+					}
+					return nil
+				}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	if err != nil {
+		fmt.Println("error:", err)
+		return 1
+	}
+	fmt.Println("ok")
+	return 0
+}
+
+// TestResizeSeenEverywhere: every size change, 0 included, is seen in another process exactly
+// as in one.
+func TestResizeSeenEverywhere(t *testing.T) {
+	for _, procs := range []int{1, 2} {
+		p := startScenario(t, "resize", procs, nil, func(int) []string { return nil })
+		outs, codes := p.wait()
+		for rank, c := range codes {
+			if c != 0 {
+				t.Errorf("%d processes, rank %d: status %d\n%s", procs, rank, c, outs[rank])
+			}
+		}
+	}
+}
+
+func init() { scenarios["writeback"] = writebackScenario }
+
+// writebackScenario: task 1 writes task 0's location x, then reads it, every iteration;
+// task 0 never touches it.
+func writebackScenario() int {
+	err := orwl.Run(context.Background(), orwl.Config{Tasks: 2, Locations: []string{"x"}},
+		func(ctx context.Context, t *orwl.Task) error {
+			if t.ID() == 0 {
+				t.Scale("x", 1<<16)
+				return t.Schedule(ctx)
+			}
+			w := t.WriteInsert(t.Loc(0, "x"), 0)
+			r := t.ReadInsert(t.Loc(0, "x"), 1)
+			if err := t.Schedule(ctx); err != nil {
+				return err
+			}
+			for i := range 10 {
+				if err := w.Section(ctx, func(b []byte) error { b[0] = byte(i); return nil }); err != nil {
+					return err
+				}
+				if err := r.Section(ctx, func(b []byte) error {
+					if b[0] != byte(i) {
+						return fmt.Errorf("iteration %d: read %d", i, b[0])
+					}
+					return nil
+				}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	if err != nil {
+		fmt.Println("error:", err)
+		return 1
+	}
+	return 0
+}
+
+// TestNoPayloadSentTwice: after a process's own remote write, the owner knows that its
+// mirror holds the data: only the first grant carries it.
+func TestNoPayloadSentTwice(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "job.json")
+	p := startScenario(t, "writeback", 2, nil, func(int) []string { return []string{"ORWL_TRACE=" + file} })
+	outs, codes := p.wait()
+	for rank, c := range codes {
+		if c != 0 {
+			t.Fatalf("rank %d: status %d\n%s", rank, c, outs[rank])
+		}
+	}
+	tr := readTrace(t, file)
+	var in, out int
+	for _, e := range tr.Events {
+		if e.Cat == "transfer" && e.Pid == 0 {
+			out++ // write-backs arriving at the owner
+		}
+		if e.Cat == "transfer" && e.Pid == 1 {
+			in++ // grants with data arriving at the writer
+		}
+	}
+	if in != 1 || out != 10 {
+		t.Errorf("%d grants with data and %d write-backs, want 1 (the first grant) and 10", in, out)
 	}
 }

@@ -186,9 +186,6 @@ func (t *localTicket) Release() error {
 	return t.loc.release(&t.req, t.h.Mode() == fifo.Write, -1)
 }
 
-// Fail ends the access without handing anything on: the location fails with err.
-func (t *localTicket) Fail(err error) { t.loc.fail(err) }
-
 // Cancel withdraws the ticket; a grant that had arrived goes back with the data unchanged.
 func (t *localTicket) Cancel() {
 	t.latch.Cancel()
@@ -206,6 +203,8 @@ func (t *localTicket) describeWait(w *waitRecord) bool {
 	w.Loc = int(t.loc.index)
 	return t.loc.holders(&t.req, func(task int) { w.Holders = append(w.Holders, task) })
 }
+
+func (t *localTicket) failGrant(err error) { t.loc.fail(err) }
 
 func (t *localTicket) traceGrant(task int, m trace.Mode) trace.FlowID {
 	t.loc.fq.Grant(task, m)

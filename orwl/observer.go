@@ -16,6 +16,7 @@ type observer struct {
 }
 
 func (o *observer) Requested(h *handle.Handle, t handle.Ticket) {
+	t.(ticket).base().owner = o.task
 	if o.tr == nil {
 		return
 	}

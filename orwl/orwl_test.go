@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -409,5 +410,82 @@ func TestDynamicRequestsAfterSchedule(t *testing.T) {
 		if order[i] != want[i] {
 			t.Fatalf("order %v, want %v", order, want)
 		}
+	}
+}
+
+// TestUncontendedLoopSeesItsContextEnd: a task that loops on sections of an iterative handle
+// nobody else uses (always granted at once) still sees its context end when another task
+// fails, so Run returns.
+func TestUncontendedLoopSeesItsContextEnd(t *testing.T) {
+	boom := errors.New("boom")
+	err := run(t, 2, func(ctx context.Context, task *orwl.Task) error {
+		h := task.WriteInsert(task.Loc(task.ID(), "block"), 0)
+		if err := task.Schedule(ctx); err != nil {
+			return err
+		}
+		if task.ID() == 1 {
+			return boom
+		}
+		for {
+			if err := h.Section(ctx, func([]byte) error { return nil }); err != nil {
+				return err
+			}
+		}
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("Run returned %v, want boom", err)
+	}
+}
+
+// TestReRequestedHandleEndsWithItsTask: a one-shot handle requested again after many
+// dynamic requests is still released or cancelled when its task returns (rule 8 for every
+// handle a task ever made), so the task queued behind it goes on.
+func TestReRequestedHandleEndsWithItsTask(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := orwl.Run(ctx, orwl.Config{Tasks: 2, Locations: twoLocs}, func(ctx context.Context, task *orwl.Task) error {
+		if task.ID() == 0 {
+			task.Scale("bound", 8)
+		}
+		if err := task.Schedule(ctx); err != nil {
+			return err
+		}
+		bound := task.Loc(0, "bound")
+		if task.ID() == 1 {
+			for last := 0.0; last >= 0; {
+				w, err := task.WriteRequest(bound)
+				if err != nil {
+					return err
+				}
+				if err := w.Section(ctx, func(b []byte) error { last = orwl.Float64s(b)[0]; return nil }); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		var kept *orwl.Handle
+		for i := range 200 {
+			h, err := task.ReadRequest(bound)
+			if err != nil {
+				return err
+			}
+			if err := h.Section(ctx, func([]byte) error { return nil }); err != nil {
+				return err
+			}
+			if i == 3 {
+				kept = h
+			}
+		}
+		w, err := task.WriteRequest(bound)
+		if err != nil {
+			return err
+		}
+		if err := w.Section(ctx, func(b []byte) error { orwl.Float64s(b)[0] = -1; return nil }); err != nil {
+			return err
+		}
+		return kept.Request() // queued again, never used: ended when the task returns
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -143,8 +143,9 @@ func (t *remoteTicket) Release() error {
 	return t.q.n.sendRelease(t, releaseMsg{data: t.h.Mode() == fifo.Write}, nil)
 }
 
-// Fail gives the grant back as failed: the owner fails the location with err.
-func (t *remoteTicket) Fail(err error) {
+// failGrant gives the grant back as failed: the owner fails the location with err. In a
+// failed job it sends nothing: the owner fails with the job.
+func (t *remoteTicket) failGrant(err error) {
 	t.q.n.sendRelease(t, releaseMsg{failed: true}, []byte(err.Error()))
 }
 
@@ -166,7 +167,8 @@ func (t *remoteTicket) Cancel() {
 // sendRelease ends t's access at the owner with m (data: the mirror goes back as the new
 // data; failed: payload says why). A ticket that will not be requested again (a one-shot
 // handle's, a cancelled or failed one's) is retired and its id handed out again, after the
-// release is on its way: a later request with the same id reaches the owner after it.
+// release is on its way: a later request with the same id reaches the owner after it. In a
+// failed job nothing is sent: the owner fails with the job, and hands nothing on.
 func (n *node) sendRelease(t *remoteTicket, m releaseMsg, payload []byte) error {
 	n.mu.Lock()
 	if !t.active {
@@ -174,6 +176,10 @@ func (n *node) sendRelease(t *remoteTicket, m releaseMsg, payload []byte) error 
 		return fifo.ErrNotGranted
 	}
 	t.active = false
+	if n.j.failed.Load() {
+		n.mu.Unlock()
+		return nil
+	}
 	retire := !t.h.Spec().Iterative || m.failed || t.latch.State() == handle.LatchCancelled
 	n.mu.Unlock()
 	m.loc, m.ticket, m.flow = t.q.loc, t.id, t.releaseFlow
@@ -420,6 +426,7 @@ func (n *node) released(from int, h *transport.Header, payload []byte) error {
 	mirror := -1
 	if m.data && s.req.Mode() == fifo.Write {
 		mirror = from
+		resizeKeep(&l.data, int(h.Len)) // the payload is there; this sets the size, 0 included
 	}
 	return l.release(&s.req, mirror >= 0, mirror)
 }

@@ -86,22 +86,35 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 	for _, t := range j.local {
 		wg.Go(func() { j.runTask(jobCtx, t, fn) })
 	}
+	if len(j.local) == 0 {
+		// A process without tasks takes part in the schedule all the same; then it serves
+		// its locations' requests until the final agreement.
+		j.schedErr = j.schedule(jobCtx)
+		close(j.scheduled)
+		if j.schedErr != nil {
+			j.fail(j.schedErr)
+		}
+	}
 	var watcher sync.WaitGroup
 	watchCtx, stopWatch := context.WithCancel(jobCtx)
 	watcher.Go(func() { j.watch(watchCtx) })
 	wg.Wait()
-	stopWatch()
-	watcher.Wait()
 	if j.node != nil {
 		if j.rec != nil && j.rank != 0 {
 			j.node.sendTracePart()
 		}
 		// The end is an agreement: owners serve until every task of the job is done, and
 		// this process returns nil only if every process reports that it finished without
-		// error. A process whose job failed tells the others and leaves.
+		// error. A process whose job failed tells the others and leaves. Until then the
+		// deadlock watch goes on: a process whose tasks are done is part of a deadlock of
+		// the others.
 		if err := j.mesh.FinalBarrier(ctx, j.failure() != nil); err != nil {
 			j.fail(fmt.Errorf("orwl: rank %d cannot confirm that the job succeeded: %w", j.rank, err))
 		}
+	}
+	stopWatch()
+	watcher.Wait()
+	if j.mesh != nil {
 		j.mesh.Close()
 	}
 	if j.rec != nil && j.rank == 0 {
@@ -123,6 +136,7 @@ type job struct {
 	queues  []handle.Queue // every location of the job, by index (task*len(names)+name)
 	owned   []*location    // the locations of this process's tasks, by index; nil elsewhere
 	local   []*Task        // the tasks this process runs
+	task    []*Task        // the tasks this process runs, by id (nil for the others)
 	det     detector
 	cancel  context.CancelCauseFunc
 	log     *slog.Logger
@@ -135,8 +149,9 @@ type job struct {
 	mesh         *transport.Mesh
 	node         *node
 
-	errMu sync.Mutex
-	err   error // the first failure
+	errMu  sync.Mutex
+	err    error       // the first failure
+	failed atomic.Bool // err is set
 
 	mu           sync.Mutex
 	arrived      []*Task       // tasks that reached the schedule, with their requests
@@ -193,6 +208,7 @@ func newJob(cfg Config) (*job, error) {
 		j.nameIdx[name] = i
 	}
 	j.owner = make([]int, cfg.Tasks)
+	j.task = make([]*Task, cfg.Tasks)
 	for task := range cfg.Tasks {
 		r := task * j.procs / cfg.Tasks
 		if cfg.Place != nil {
@@ -228,6 +244,7 @@ func newJob(cfg Config) (*job, error) {
 			t.obs.task = t
 			t.obs.tr = j.rec.TaskTrack(task)
 			j.local = append(j.local, t)
+			j.task[task] = t
 		}
 	}
 	j.pending = len(j.local)
@@ -293,6 +310,7 @@ func (j *job) fail(err error) {
 	first := j.err == nil
 	if first {
 		j.err = err
+		j.failed.Store(true)
 	}
 	j.errMu.Unlock()
 	if !first {
@@ -322,7 +340,9 @@ func (j *job) failure() error {
 }
 
 // runTask runs one task. A task that fails fails the job before its handles are closed, so
-// that what it holds is failed, not handed on.
+// that what it holds is failed, not handed on; the grants of its write sections that failed
+// fail their locations with the job's error then, or with their own when the task swallowed
+// it.
 func (j *job) runTask(ctx context.Context, t *Task, fn TaskFunc) {
 	err := callTask(ctx, t, fn)
 	if !t.scheduled {
@@ -330,6 +350,9 @@ func (j *job) runTask(ctx context.Context, t *Task, fn TaskFunc) {
 	}
 	if err != nil {
 		j.fail(err)
+	}
+	for _, g := range t.failedGrants {
+		g.t.failGrant(g.err)
 	}
 	if err := t.finish(); err != nil {
 		j.fail(err)

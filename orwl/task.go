@@ -21,6 +21,15 @@ type Task struct {
 	problems  []error          // init-phase mistakes, reported by Schedule
 	misuse    []error          // mistakes after the schedule, returned when the task ends
 	scheduled bool
+
+	failedGrants []failedGrant // grants of write sections that failed, held until the task ends
+}
+
+// failedGrant is the grant of a write section that failed: nothing is handed on from it,
+// and its location fails when the task ends.
+type failedGrant struct {
+	t   ticket
+	err error
 }
 
 // ID returns the task's number, 0 <= ID < NumTasks.

@@ -21,6 +21,8 @@ type ticket interface {
 	// the release that caused it; traceRelease records the release and its flow.
 	traceGrant(task int, m trace.Mode) trace.FlowID
 	traceRelease(task int, m trace.Mode, flow trace.FlowID)
+	// failGrant fails the location of the granted ticket with err (see Task.failedGrants).
+	failGrant(err error)
 }
 
 // ticketBase is what local and remote tickets share: the grant's latch, the handle that made
@@ -29,6 +31,14 @@ type ticketBase struct {
 	latch handle.Latch
 	h     *handle.Handle
 	self  ticket
+	owner *Task // the task of h (set by its observer)
 }
 
 func (b *ticketBase) base() *ticketBase { return b }
+
+// Fail keeps the grant of a write section that failed until its task ends (runTask), so
+// that nothing is handed on and the location fails with the job's error when the task
+// fails, as it usually does.
+func (b *ticketBase) Fail(err error) {
+	b.owner.failedGrants = append(b.owner.failedGrants, failedGrant{b.self, err})
+}
