@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -12,8 +10,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -25,7 +21,6 @@ import (
 
 	"github.com/orwl-go/orwl/examples/matmul/summa"
 	"github.com/orwl-go/orwl/kernels"
-	"github.com/orwl-go/orwl/orwl"
 )
 
 // matmul: the ORWL block-cyclic matrix multiplication (examples/matmul's engine, package
@@ -115,13 +110,17 @@ func benchMatmul(args []string) error {
 		name, cores, *nb, *reps, os.Getenv("OPENBLAS_CORETYPE"))
 
 	var pdgemm string
+	var mpi *openMPI
 	if *withScalapack {
 		dir, err := os.MkdirTemp("", "orwl-bench-matmul")
 		if err != nil {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		if pdgemm, err = buildPdgemm(dir); err != nil {
+		if mpi, err = findOpenMPI(); err == nil {
+			pdgemm, err = buildPdgemm(mpi, dir)
+		}
+		if err != nil {
 			fmt.Fprintf(os.Stderr, "matmul: skipping scalapack: %v\n", err)
 		}
 	}
@@ -191,7 +190,7 @@ func benchMatmul(args []string) error {
 			if pdgemm != "" {
 				sc := base
 				sc.Impl = "scalapack"
-				if sc.Seconds, err = bestOf(*rounds, func() (float64, error) { return timeScalapack(pdgemm, sc, *reps) }); err != nil {
+				if sc.Seconds, err = bestOf(*rounds, func() (float64, error) { return timeScalapack(mpi, pdgemm, sc, *reps) }); err != nil {
 					fmt.Fprintf(os.Stderr, "matmul: scalapack N=%d procs=%d: %v\n", n, np, err)
 					continue
 				}
@@ -322,25 +321,8 @@ type orwlResult struct {
 // runORWL runs job as procs local processes of this program and returns its result.
 func runORWL(job orwlJob, procs int) (orwlResult, error) {
 	var res orwlResult
-	exe, err := os.Executable()
-	if err != nil {
-		return res, err
-	}
-	spec, _ := json.Marshal(job)
-	var out, errs bytes.Buffer
-	status := orwl.Launch{Procs: procs, Argv: []string{exe, "matmul"},
-		Env: []string{matmulChildEnv + "=" + string(spec)}, Stdout: &out, Stderr: &errs}.Run()
-	if status != 0 {
-		return res, fmt.Errorf("orwl job %s failed with status %d:\n%s%s", spec, status, out.String(), errs.String())
-	}
-	sc := bufio.NewScanner(&out)
-	for sc.Scan() {
-		if _, js, ok := strings.Cut(sc.Text(), "] "); ok && strings.HasPrefix(js, "{") {
-			err := json.Unmarshal([]byte(js), &res)
-			return res, err
-		}
-	}
-	return res, fmt.Errorf("orwl job %s printed no result:\n%s%s", spec, out.String(), errs.String())
+	err := launchSelf(procs, []string{"matmul"}, matmulChildEnv, job, &res)
+	return res, err
 }
 
 // timeORWL runs the ORWL row r, every task on r.Kernel, and returns the fastest of reps
@@ -393,46 +375,31 @@ func warmUp(g kernels.Gemm) {
 	g.Dgemm(blas.NoTrans, blas.NoTrans, n, n, n, 1, a, n, a, n, 0, c, n)
 }
 
-// buildPdgemm compiles the ScaLAPACK driver into dir.
-func buildPdgemm(dir string) (string, error) {
-	for _, tool := range []string{"mpicc", "mpirun"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return "", fmt.Errorf("%s not found (install Debian packages openmpi-bin, libopenmpi-dev and libscalapack-openmpi-dev)", tool)
-		}
-	}
-	src := filepath.Join(dir, "pdgemm.c")
-	if err := os.WriteFile(src, pdgemmSource, 0o644); err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "pdgemm")
-	out, err := exec.Command("mpicc", "-O2", "-o", bin, src, "-lscalapack-openmpi").CombinedOutput()
+// buildPdgemm compiles the ScaLAPACK driver into dir with Open MPI's mpicc.
+func buildPdgemm(mpi *openMPI, dir string) (string, error) {
+	bin, err := mpi.build(dir, "pdgemm", pdgemmSource, "-O2", "-lscalapack-openmpi")
 	if err != nil {
-		return "", fmt.Errorf("mpicc failed (is libscalapack-openmpi-dev installed?): %v: %s", err, strings.TrimSpace(string(out)))
+		return "", fmt.Errorf("%w (is libscalapack-openmpi-dev installed?)", err)
 	}
 	return bin, nil
 }
 
-// timeScalapack runs the driver with mpirun on r's grid.
-func timeScalapack(bin string, r mmResult, reps int) (float64, error) {
+// timeScalapack runs the driver with Open MPI's mpirun on r's grid (shared memory between
+// the processes).
+func timeScalapack(mpi *openMPI, bin string, r mmResult, reps int) (float64, error) {
 	grid, err := summa.ParseGrid(r.Grid)
 	if err != nil {
 		return 0, err
 	}
-	args := []string{"--oversubscribe", "--bind-to", "none",
-		"-x", "OPENBLAS_NUM_THREADS=" + strconv.Itoa(r.Threads), "-x", "OPENBLAS_CORETYPE=" + os.Getenv("OPENBLAS_CORETYPE"),
-		"-np", strconv.Itoa(r.Procs), bin,
-		strconv.Itoa(r.N), strconv.Itoa(r.NB), strconv.Itoa(grid.P), strconv.Itoa(grid.Q), strconv.Itoa(reps)}
-	if os.Geteuid() == 0 {
-		args = append([]string{"--allow-run-as-root"}, args...)
-	}
-	out, err := exec.Command("mpirun", args...).CombinedOutput()
+	env := []string{"OPENBLAS_NUM_THREADS=" + strconv.Itoa(r.Threads), "OPENBLAS_CORETYPE=" + os.Getenv("OPENBLAS_CORETYPE")}
+	out, err := mpi.launch(r.Procs, mpi.shm, env, bin,
+		strconv.Itoa(r.N), strconv.Itoa(r.NB), strconv.Itoa(grid.P), strconv.Itoa(grid.Q), strconv.Itoa(reps))
 	if err != nil {
-		return 0, fmt.Errorf("mpirun: %v: %s", err, strings.TrimSpace(string(out)))
+		return 0, err
 	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "seconds="); ok {
-			return strconv.ParseFloat(v, 64)
-		}
+	v, err := field(out, "seconds")
+	if err != nil {
+		return 0, err
 	}
-	return 0, fmt.Errorf("no result from pdgemm: %s", strings.TrimSpace(string(out)))
+	return strconv.ParseFloat(v, 64)
 }
