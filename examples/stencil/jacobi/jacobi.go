@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"runtime"
 	"time"
 
 	"github.com/orwl-go/orwl/orwl"
@@ -178,6 +179,9 @@ func Run(ctx context.Context, p Params) (*Result, error) {
 				if err := h.publish(ctx, k%2, u); err != nil {
 					return err
 				}
+				// Let the runtime's goroutines send the edges now: with one P per process
+				// (GOMAXPROCS = cores / processes) they would otherwise wait for the interior.
+				runtime.Gosched()
 				b.interior(u, v)
 				if err := h.fetch(ctx, k%2, u); err != nil {
 					return err
