@@ -3,7 +3,8 @@
 // a file such as matmul.go with its own init to add a subcommand):
 //
 //	go run ./bench kernels [flags]   GFLOP/s of the DGEMM kernel plugins
-//	go run ./bench matmul [flags]    ORWL matmul against roofline, shared memory, ScaLAPACK (matmul.go)
+//	go run ./bench matmul [flags]    ORWL matmul against roofline, shared memory, StarPU, ScaLAPACK (matmul.go)
+//	go run ./bench stencil [flags]   ORWL Jacobi stencil against a C MPI halo exchange, TCP and shared memory (stencil.go)
 //	go run ./bench hybrid [flags]    mixed-kernel matmul, dynamic balancing against static splits (hybrid.go)
 //	go run ./bench figures [flags]   rewrites the README's Figures section from the others (figures.go)
 //

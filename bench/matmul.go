@@ -30,6 +30,10 @@ import (
 //   - shared: one process, one goroutine per "process" each multiplying its rows of C with
 //     the same kernel (what one writes without ORWL);
 //   - orwl: P x Q tasks, one per process, SUMMA through ORWL locations;
+//   - starpu: StarPU's dgemm example (Debian's starpu-examples), one process with as many CPU
+//     workers as the row has processes, each calling the BLAS (OpenBLAS when the kernel is
+//     openblas) with as many threads, blocks of NB; it checks its result; its time is the
+//     mean of its iterations, the first included (skipped, saying why, when not installed);
 //   - scalapack: PDGEMM of Debian's libscalapack-openmpi on the same grid, N and NB, through
 //     the C driver bench/scalapack/pdgemm.c built with mpicc (skipped, saying why, when
 //     mpicc, mpirun or the library is missing).
@@ -77,6 +81,8 @@ func benchMatmul(args []string) error {
 	kernel := fs.String("kernel", "", "kernel plugin (default: the fastest available CPU kernel)")
 	reps := fs.Int("reps", 2, "multiplications per measurement; seconds is the fastest of them (every row)")
 	rounds := fs.Int("rounds", 3, "measurements of every row; the best is reported (the machine may be shared)")
+	withStarpu := fs.Bool("starpu", true, "measure StarPU's dgemm example when installed")
+	starpuBin := fs.String("starpu-bin", "", "StarPU's dgemm example (default: starpu_dgemm on PATH, or Debian's starpu-examples)")
 	withScalapack := fs.Bool("scalapack", true, "measure ScaLAPACK PDGEMM when mpicc, mpirun and libscalapack-openmpi are present")
 	out := fs.String("out", "results", "folder for matmul.txt, matmul.json, matmul_n.svg and matmul_procs.svg")
 	asJSON := fs.Bool("json", false, "print one JSON object per row instead of the table")
@@ -122,6 +128,13 @@ func benchMatmul(args []string) error {
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "matmul: skipping scalapack: %v\n", err)
+		}
+	}
+
+	var starpu *starpuDgemm
+	if *withStarpu {
+		if starpu, err = findStarpuDgemm(*starpuBin, name == "openblas"); err != nil {
+			fmt.Fprintf(os.Stderr, "matmul: skipping starpu: %v\n", err)
 		}
 	}
 
@@ -186,6 +199,19 @@ func benchMatmul(args []string) error {
 			finish(&ow, roof.GFlops)
 			emit(ow)
 			printRow(ow, fmt.Sprintf("verified=%v", verified))
+
+			if starpu != nil {
+				sp := base
+				sp.Impl, sp.Grid = "starpu", "-"
+				if sp.Seconds, err = bestOf(*rounds, func() (float64, error) { return timeStarpu(starpu, sp, *reps) }); err != nil {
+					return err
+				}
+				verified := true
+				sp.Verified = &verified // every run checks its result (-check)
+				finish(&sp, roof.GFlops)
+				emit(sp)
+				printRow(sp, fmt.Sprintf("%d workers, verified, orwl/starpu=%.3f", np, ow.GFlops/sp.GFlops))
+			}
 
 			if pdgemm != "" {
 				sc := base
