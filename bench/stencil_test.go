@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/orwl-go/orwl/examples/stencil/jacobi"
@@ -72,6 +73,28 @@ func TestMPIStencilMatchesJacobi(t *testing.T) {
 			if r.PerIteration <= 0 {
 				t.Fatalf("%+v over %s: %v per iteration", p, btl, r.PerIteration)
 			}
+		}
+	}
+}
+
+func TestStencilFigures(t *testing.T) {
+	rows := []stencilRow{
+		{Kind: "halo", Layout: "line", Grid: "2x1", CellsPerTask: 1000, Checked: true,
+			Seconds: map[string]float64{"orwl": 30e-6, "mpi-tcp": 10e-6, "mpi-shm": 2e-6},
+			Ratio:   map[string]float64{"orwl/mpi-tcp": 3, "orwl/mpi-shm": 15}},
+		{Kind: "loop", Layout: "line", Grid: "1x1", CellsPerTask: 1000, Checked: true,
+			Seconds: map[string]float64{"go": 1.1e-6, "c": 1e-6}, Ratio: map[string]float64{"go/c": 1.1}},
+		{Kind: "halo", Layout: "plane", Grid: "1x2", CellsPerTask: 1024, Checked: false,
+			Seconds: map[string]float64{"orwl": 40e-6}, Ratio: map[string]float64{}},
+	}
+	got := stencilFigures(rows)
+	for _, want := range []string{
+		"| line (3-point), tasks 2x1 | 1000 | 30µs | 10µs | 3.00x | 2µs | 15.00x |",
+		"| line (3-point) | 1000 | 1.1µs | 1µs | 1.10x |",
+		"| plane (5-point), tasks 1x2 (checksums differ) | 1024 | 40µs | not installed | - | not installed | - |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in\n%s", want, got)
 		}
 	}
 }
