@@ -138,6 +138,30 @@ func printJSON(v any) {
 	fmt.Println(string(b))
 }
 
+// report is the output of a command: a table printed on standard output and kept for its
+// .txt file, or with -json one JSON object per row on standard output (the table is still
+// kept for the file).
+type report struct {
+	asJSON bool
+	table  strings.Builder
+}
+
+// line adds a line to the table, printed unless the report is JSON.
+func (r *report) line(format string, a ...any) {
+	s := fmt.Sprintf(format, a...)
+	r.table.WriteString(s)
+	if !r.asJSON {
+		fmt.Print(s)
+	}
+}
+
+// row prints v as one JSON line when the report is JSON.
+func (r *report) row(v any) {
+	if r.asJSON {
+		printJSON(v)
+	}
+}
+
 // writeTable writes rows as an indented JSON array to out/name.json and the
 // table to out/name.txt, creating out.
 func writeTable(out, name string, rows any, table string) error {

@@ -46,7 +46,7 @@ import (
 // processes) and matmul.json, into -out.
 
 func init() {
-	register("matmul", "ORWL matmul against the roofline, shared-memory Go and ScaLAPACK PDGEMM", benchMatmul)
+	register("matmul", "ORWL matmul against the roofline, shared-memory Go, StarPU dgemm and ScaLAPACK PDGEMM", benchMatmul)
 }
 
 //go:embed scalapack/pdgemm.c
@@ -118,17 +118,9 @@ func benchMatmul(args []string) error {
 	var pdgemm string
 	var mpi *openMPI
 	if *withScalapack {
-		dir, err := os.MkdirTemp("", "orwl-bench-matmul")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		if mpi, err = findOpenMPI(); err == nil {
-			pdgemm, err = buildPdgemm(mpi, dir)
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "matmul: skipping scalapack: %v\n", err)
-		}
+		var cleanup func()
+		mpi, pdgemm, cleanup = buildPeer("matmul", "scalapack (it needs libscalapack-openmpi-dev)", "pdgemm", pdgemmSource, "-O2", "-lscalapack-openmpi")
+		defer cleanup()
 	}
 
 	var starpu *starpuDgemm
@@ -139,26 +131,16 @@ func benchMatmul(args []string) error {
 	}
 
 	var results []mmResult
+	rep := &report{asJSON: *asJSON} // the table goes to standard output (unless -json) and to matmul.txt
 	emit := func(r mmResult) {
 		results = append(results, r)
-		if *asJSON {
-			printJSON(r)
-		}
+		rep.row(r)
 	}
-	// The table goes to standard output (unless -json) and to matmul.txt.
-	var table strings.Builder
-	fmt.Fprintf(&table, "# go run ./bench matmul %s\n# kernel %s, %d cores, NB %d, fastest of %d multiplications, best of %d rounds, OPENBLAS_CORETYPE=%s\n",
+	fmt.Fprintf(&rep.table, "# go run ./bench matmul %s\n# kernel %s, %d cores, NB %d, fastest of %d multiplications, best of %d rounds, OPENBLAS_CORETYPE=%s\n",
 		strings.Join(args, " "), name, cores, *nb, *reps, *rounds, os.Getenv("OPENBLAS_CORETYPE"))
-	row := func(format string, a ...any) {
-		line := fmt.Sprintf(format, a...)
-		table.WriteString(line)
-		if !*asJSON {
-			fmt.Print(line)
-		}
-	}
-	row("%6s  %-10s %5s %5s %7s %9s %9s %11s  %s\n", "N", "impl", "procs", "grid", "threads", "seconds", "GFLOP/s", "vs-roofline", "note")
+	rep.line("%6s  %-10s %5s %5s %7s %9s %9s %11s  %s\n", "N", "impl", "procs", "grid", "threads", "seconds", "GFLOP/s", "vs-roofline", "note")
 	printRow := func(r mmResult, note string) {
-		row("%6d  %-10s %5d %5s %7d %9.3f %9.1f %11.3f  %s\n", r.N, r.Impl, r.Procs, r.Grid, r.Threads, r.Seconds, r.GFlops, r.Roofline, note)
+		rep.line("%6d  %-10s %5d %5s %7d %9.3f %9.1f %11.3f  %s\n", r.N, r.Impl, r.Procs, r.Grid, r.Threads, r.Seconds, r.GFlops, r.Roofline, note)
 	}
 	for _, n := range ns {
 		roof := mmResult{Impl: "roofline", N: n, NB: n, Procs: 1, Grid: "1x1", Threads: cores, Kernel: name}
@@ -226,7 +208,7 @@ func benchMatmul(args []string) error {
 			}
 		}
 	}
-	if err := writeTable(*out, "matmul", results, table.String()); err != nil {
+	if err := writeTable(*out, "matmul", results, rep.table.String()); err != nil {
 		return err
 	}
 	if err := matmulCharts(*out, results); err != nil {
@@ -399,15 +381,6 @@ func warmUp(g kernels.Gemm) {
 	const n = 256
 	a, c := make([]float64, n*n), make([]float64, n*n)
 	g.Dgemm(blas.NoTrans, blas.NoTrans, n, n, n, 1, a, n, a, n, 0, c, n)
-}
-
-// buildPdgemm compiles the ScaLAPACK driver into dir with Open MPI's mpicc.
-func buildPdgemm(mpi *openMPI, dir string) (string, error) {
-	bin, err := mpi.build(dir, "pdgemm", pdgemmSource, "-O2", "-lscalapack-openmpi")
-	if err != nil {
-		return "", fmt.Errorf("%w (is libscalapack-openmpi-dev installed?)", err)
-	}
-	return bin, nil
 }
 
 // timeScalapack runs the driver with Open MPI's mpirun on r's grid (shared memory between

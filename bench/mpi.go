@@ -66,6 +66,25 @@ func (m *openMPI) build(dir, name string, src []byte, flags ...string) (string, 
 	return bin, nil
 }
 
+// buildPeer finds Open MPI and builds the C program name from src with flags into a new
+// temporary folder, for the command cmd. When that fails it says on standard error that cmd
+// skips what, and returns a nil *openMPI. cleanup removes the folder.
+func buildPeer(cmd, what, name string, src []byte, flags ...string) (mpi *openMPI, bin string, cleanup func()) {
+	cleanup = func() {}
+	dir, err := os.MkdirTemp("", "orwl-bench-"+name)
+	if err == nil {
+		cleanup = func() { os.RemoveAll(dir) }
+		if mpi, err = findOpenMPI(); err == nil {
+			bin, err = mpi.build(dir, name, src, flags...)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: skipping %s: %v\n", cmd, what, err)
+		return nil, "", cleanup
+	}
+	return mpi, bin, cleanup
+}
+
 // launch runs bin with args as procs MPI processes whose messages go through the BTL btl
 // ("tcp" or m.shm; the ob1 PML, so that no other transport such as UCX stands in), with env
 // ("NAME=value") exported to them, and returns what they printed.

@@ -109,31 +109,15 @@ func benchStencil(args []string) error {
 	var mpi *openMPI
 	var bin string
 	if *withMPI {
-		dir, err := os.MkdirTemp("", "orwl-bench-stencil")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		if mpi, err = findOpenMPI(); err == nil {
-			bin, err = mpi.build(dir, "stencil", stencilSource, strings.Fields(*cflags)...)
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "stencil: skipping the C MPI reference: %v\n", err)
-			mpi = nil
-		}
+		var cleanup func()
+		mpi, bin, cleanup = buildPeer("stencil", "the C MPI reference", "stencil", stencilSource, strings.Fields(*cflags)...)
+		defer cleanup()
 	}
 
-	var table strings.Builder
-	fmt.Fprintf(&table, "# go run ./bench stencil %s\n# %s, %d cores; per iteration, best of %d interleaved rounds; C: mpicc %s\n",
+	rep := &report{asJSON: *asJSON}
+	fmt.Fprintf(&rep.table, "# go run ./bench stencil %s\n# %s, %d cores; per iteration, best of %d interleaved rounds; C: mpicc %s\n",
 		strings.Join(args, " "), cpuModel(), runtime.NumCPU(), *rounds, *cflags)
-	line := func(format string, a ...any) {
-		s := fmt.Sprintf(format, a...)
-		table.WriteString(s)
-		if !*asJSON {
-			fmt.Print(s)
-		}
-	}
-	line("%-5s %-6s %5s %10s %7s  %-56s  %s\n", "kind", "layout", "grid", "cells/task", "iters", "per iteration (best)", "ratios")
+	rep.line("%-5s %-6s %5s %10s %7s  %-56s  %s\n", "kind", "layout", "grid", "cells/task", "iters", "per iteration (best)", "ratios")
 	// The loop rows go with the first layout of each dimension.
 	loopOf := map[int]stencilLayout{}
 	for _, lay := range slices.Backward(layouts) {
@@ -153,15 +137,13 @@ func benchStencil(args []string) error {
 					return err
 				}
 				rows = append(rows, row)
-				if *asJSON {
-					printJSON(row)
-				}
-				line("%-5s %-6s %5s %10d %7d  %-56s  %s\n", row.Kind, row.Layout, row.Grid, row.CellsPerTask, row.Iters,
+				rep.row(row)
+				rep.line("%-5s %-6s %5s %10d %7d  %-56s  %s\n", row.Kind, row.Layout, row.Grid, row.CellsPerTask, row.Iters,
 					row.times(), row.ratios())
 			}
 		}
 	}
-	if err := writeTable(*out, "stencil", rows, table.String()); err != nil {
+	if err := writeTable(*out, "stencil", rows, rep.table.String()); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "wrote stencil.txt and stencil.json in %s\n", *out)

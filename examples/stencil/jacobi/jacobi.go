@@ -258,40 +258,35 @@ func newHalo(t *orwl.Task, p Params, b *block) *halo {
 
 // publish copies the edges of u into the task's edge locations of parity par.
 func (h *halo) publish(ctx context.Context, par int, u []float64) error {
-	for d, hd := range h.pub {
-		if hd[par] == nil {
-			continue
+	return sections(ctx, &h.pub, par, func(d int, out []float64) error {
+		for i, j := range h.edge[d] {
+			out[i] = u[j]
 		}
-		if err := hd[par].Section(ctx, func(data []byte) error {
-			out := orwl.Float64s(data)
-			for i, j := range h.edge[d] {
-				out[i] = u[j]
-			}
-			return nil
-		}); err != nil {
-			return err
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // fetch copies the neighbours' edges of parity par into the ghost cells of u, releasing each
 // location as soon as it is copied.
 func (h *halo) fetch(ctx context.Context, par int, u []float64) error {
-	for d, hd := range h.get {
+	return sections(ctx, &h.get, par, func(d int, in []float64) error {
+		if len(in) != len(h.ghost[d]) {
+			return errors.New("jacobi: a neighbour's edge has the wrong size")
+		}
+		for i, j := range h.ghost[d] {
+			u[j] = in[i]
+		}
+		return nil
+	})
+}
+
+// sections calls fn in a section of every handle of parity par, side after side.
+func sections(ctx context.Context, hs *[4][2]*orwl.Handle, par int, fn func(d int, data []float64) error) error {
+	for d, hd := range hs {
 		if hd[par] == nil {
 			continue
 		}
-		if err := hd[par].Section(ctx, func(data []byte) error {
-			in := orwl.Float64s(data)
-			if len(in) != len(h.ghost[d]) {
-				return errors.New("jacobi: a neighbour's edge has the wrong size")
-			}
-			for i, j := range h.ghost[d] {
-				u[j] = in[i]
-			}
-			return nil
-		}); err != nil {
+		if err := hd[par].Section(ctx, func(data []byte) error { return fn(d, orwl.Float64s(data)) }); err != nil {
 			return err
 		}
 	}
