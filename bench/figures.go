@@ -36,7 +36,7 @@ func benchFigures(args []string) error {
 	n := fs.Int("n", 4096, "matrix size of the matmul figures")
 	sections := fs.String("sections", "locks,kernels,matmul,hybrid,stencil", "the measurements to make; the Figures section is rewritten with these only (try fewer on a copy of the README)")
 	stencilArgs := fs.String("stencil-args", "", "more flags of the stencil command (for example -sizes 1000 -rounds 1)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	want := map[string]bool{}
@@ -45,7 +45,7 @@ func benchFigures(args []string) error {
 		case "locks", "kernels", "matmul", "hybrid", "stencil":
 			want[name] = true
 		default:
-			return fmt.Errorf("-sections: unknown section %q", name)
+			return badFlags("-sections: unknown section %q", name)
 		}
 	}
 	text, err := os.ReadFile(*readme)

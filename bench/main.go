@@ -40,7 +40,9 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -90,10 +92,40 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
-	if err := cmd.run(os.Args[2:]); err != nil {
+	switch err := cmd.run(os.Args[2:]); {
+	case errors.Is(err, flag.ErrHelp):
+	case errors.As(err, new(usageError)):
+		fmt.Fprintf(os.Stderr, "bench %s: %v\n", os.Args[1], err)
+		os.Exit(2)
+	case err != nil:
 		fmt.Fprintf(os.Stderr, "bench %s: %v\n", os.Args[1], err)
 		os.Exit(1)
 	}
+}
+
+// usageError is a mistake in a command's flags: main reports it in one line and exits 2.
+type usageError struct{ error }
+
+// badFlags returns a usageError.
+func badFlags(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// parseFlags parses a command's args into fs: a mistake, or arguments left over, is a
+// usageError; -h prints the flags and returns flag.ErrHelp.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(os.Stderr)
+		fmt.Fprintf(os.Stderr, "usage: bench %s [flags]\n", fs.Name())
+		fs.PrintDefaults()
+		return err
+	case err != nil:
+		return usageError{err}
+	case fs.NArg() > 0:
+		return badFlags("unexpected arguments %q", fs.Args())
+	}
+	return nil
 }
 
 // splitList returns the non-empty, trimmed elements of a comma-separated list.

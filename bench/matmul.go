@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -86,19 +85,19 @@ func benchMatmul(args []string) error {
 	withScalapack := fs.Bool("scalapack", true, "measure ScaLAPACK PDGEMM when mpicc, mpirun and libscalapack-openmpi are present")
 	out := fs.String("out", "results", "folder for matmul.txt, matmul.json, matmul_n.svg and matmul_procs.svg")
 	asJSON := fs.Bool("json", false, "print one JSON object per row instead of the table")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	ns, err := intList(*sizes)
 	if err != nil {
-		return fmt.Errorf("-n: %w", err)
+		return badFlags("-n: %w", err)
 	}
 	procs, err := intList(*procList)
 	if err != nil {
-		return fmt.Errorf("-procs: %w", err)
+		return badFlags("-procs: %w", err)
 	}
 	if *nb < 1 || *reps < 1 || *rounds < 1 {
-		return errors.New("-nb, -reps and -rounds must be at least 1")
+		return badFlags("-nb, -reps and -rounds must be at least 1")
 	}
 	cores := runtime.NumCPU()
 	name := *kernel

@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -88,18 +87,15 @@ func benchStencil(args []string) error {
 	withMPI := fs.Bool("mpi", true, "measure the C MPI reference when Open MPI's mpicc and mpirun are present")
 	out := fs.String("out", "results", "folder for stencil.txt and stencil.json")
 	asJSON := fs.Bool("json", false, "print one JSON object per row instead of the table")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	sizes, err := intList(*sizeList)
 	if err != nil {
-		return fmt.Errorf("-sizes: %w", err)
+		return badFlags("-sizes: %w", err)
 	}
 	if *procs < 1 || *rounds < 1 || *perRun <= 0 {
-		return errors.New("-procs and -rounds must be at least 1, -time positive")
+		return badFlags("-procs and -rounds must be at least 1, -time positive")
 	}
 	layouts, err := stencilLayouts(*layoutList, *procs)
 	if err != nil {
@@ -169,13 +165,13 @@ func stencilLayouts(list string, procs int) ([]stencilLayout, error) {
 		}
 		var l stencilLayout
 		if n, err := fmt.Sscanf(s, "%dx%d", &l.PX, &l.PY); n != 2 || err != nil || l.PX < 1 || l.PY < 1 || fmt.Sprintf("%dx%d", l.PX, l.PY) != s {
-			return nil, fmt.Errorf(`-layouts: %q is neither "line" nor a grid PXxPY`, s)
+			return nil, badFlags(`-layouts: %q is neither "line" nor a grid PXxPY`, s)
 		}
 		l.Dim = 2
 		out = append(out, l)
 	}
 	if len(out) == 0 {
-		return nil, errors.New("-layouts: empty")
+		return nil, badFlags("-layouts: empty")
 	}
 	return out, nil
 }
