@@ -227,7 +227,6 @@ func Run(ctx context.Context, p Params) (*Result, error) {
 // pub[d][par] writes the task's edge on side d and get[d][par] reads the neighbour's edge
 // that faces it; both are nil on a side of the domain.
 type halo struct {
-	b        *block
 	nb       [4]int             // neighbour task per side, -1 at the domain's side
 	edge     [4][]int           // the cells published on each side
 	ghost    [4][]int           // the ghost cells filled from each side
@@ -239,7 +238,7 @@ type halo struct {
 // neighbours' at 2*par+1, so that every edge location cycles through its writer and then its
 // reader, and taking the handles in order of position is free of deadlock.
 func newHalo(t *orwl.Task, p Params, b *block) *halo {
-	h := &halo{b: b, nb: [4]int{-1, -1, -1, -1}}
+	h := &halo{nb: [4]int{-1, -1, -1, -1}}
 	for _, d := range b.dirs() {
 		h.edge[d], h.ghost[d] = b.edge(d), b.ghosts(d)
 		for par := range 2 {
