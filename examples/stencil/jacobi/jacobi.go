@@ -179,9 +179,12 @@ func Run(ctx context.Context, p Params) (*Result, error) {
 				if err := h.publish(ctx, k%2, u); err != nil {
 					return err
 				}
-				// Let the runtime's goroutines send the edges now: with one P per process
-				// (GOMAXPROCS = cores / processes) they would otherwise wait for the interior.
-				runtime.Gosched()
+				if h.remote {
+					// Let the runtime's goroutines send the edges now: with one P per
+					// process (GOMAXPROCS = cores / processes) they would otherwise wait
+					// for the interior.
+					runtime.Gosched()
+				}
 				b.interior(u, v)
 				if err := h.fetch(ctx, k%2, u); err != nil {
 					return err
@@ -231,6 +234,7 @@ type halo struct {
 	edge     [4][]int           // the cells published on each side
 	ghost    [4][]int           // the ghost cells filled from each side
 	pub, get [4][2]*orwl.Handle // by side and parity
+	remote   bool               // a neighbour runs in another process
 }
 
 // newHalo sizes the task's edge locations and declares the handles of its halo exchange. In
@@ -247,6 +251,7 @@ func newHalo(t *orwl.Task, p Params, b *block) *halo {
 		if h.nb[d] = p.neighbour(t.ID(), d); h.nb[d] < 0 {
 			continue
 		}
+		h.remote = h.remote || t.ProcOf(h.nb[d]) != t.ProcOf(t.ID())
 		for par := range 2 {
 			h.pub[d][par] = t.WriteInsert(t.Loc(t.ID(), edgeName(d, par)), 2*par)
 			h.get[d][par] = t.ReadInsert(t.Loc(h.nb[d], edgeName(d.opposite(), par)), 2*par+1)

@@ -109,6 +109,17 @@ func (b *block) border(u, v []float64) {
 // on a plane. The operands are added in one fixed order (north, west, centre, east, south),
 // so the result does not depend on how the domain is cut.
 func (b *block) sweep(u, v []float64, r0, r1, c0, c1 int) {
+	if c1-c0 == 1 { // a column of the border: one cell per row, no slices to set up
+		for r := r0; r < r1; r++ {
+			i := b.at(r, c0)
+			if b.dim == 1 {
+				v[i] = (u[i-1] + u[i] + u[i+1]) / 3
+			} else {
+				v[i] = (u[i-b.stride] + u[i-1] + u[i] + u[i+1] + u[i+b.stride]) / 5
+			}
+		}
+		return
+	}
 	for r := r0; r < r1; r++ {
 		i := b.at(r, c0)
 		out := v[i : i+c1-c0]
