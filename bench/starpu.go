@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,7 +49,7 @@ func findStarpuDgemm(path string, openblas bool) (*starpuDgemm, error) {
 	// A build with STARPU_QUICK_CHECK runs a tenth of -iter: none for -iter 1, whose time
 	// per iteration is then infinite.
 	s.iterMult = 1
-	if ms, err := s.run(64, 64, 1, 1, 1, false); err == nil && ms < 0 {
+	if secs, err := s.run(64, 1, 1, 1, 1, false); err == nil && secs < 0 {
 		s.iterMult = 10
 	} else if err != nil {
 		return nil, err
@@ -58,8 +59,9 @@ func findStarpuDgemm(path string, openblas bool) (*starpuDgemm, error) {
 
 // run multiplies two n×n matrices cut in blocks×blocks blocks iters times with workers CPU
 // workers, each calling the BLAS with threads threads, and returns the time of one
-// multiplication in milliseconds (the mean over the iterations, as the example reports it),
-// or -1 when no iteration ran. With check, the example compares C with one BLAS call.
+// multiplication in seconds (the mean over the iterations, as the example reports it, from
+// its GFLOP/s, printed with more digits than its milliseconds), or -1 when no iteration ran.
+// With check, the example compares C with one BLAS call.
 func (s *starpuDgemm) run(n, blocks, workers, threads, iters int, check bool) (float64, error) {
 	args := []string{"-xy", strconv.Itoa(n), "-z", strconv.Itoa(n), "-nblocks", strconv.Itoa(blocks), "-iter", strconv.Itoa(iters * s.iterMult)}
 	if check {
@@ -81,7 +83,10 @@ func (s *starpuDgemm) run(n, blocks, workers, threads, iters int, check bool) (f
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return 0, fmt.Errorf("%s %s: %v: %s", s.bin, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+		if msg := strings.TrimSpace(stderr.String()); msg != "" {
+			err = fmt.Errorf("%w: %s", err, msg)
+		}
+		return 0, fmt.Errorf("%s %s: %w", s.bin, strings.Join(args, " "), err)
 	}
 	if check && !strings.Contains(stderr.String(), "Results are OK") {
 		return 0, fmt.Errorf("%s %s: the check failed: %s", s.bin, strings.Join(args, " "), strings.TrimSpace(stderr.String()))
@@ -89,13 +94,17 @@ func (s *starpuDgemm) run(n, blocks, workers, threads, iters int, check bool) (f
 	// The last line: x y z ms GFlops.
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	f := strings.Fields(lines[len(lines)-1])
-	if len(f) < 4 {
+	if len(f) < 5 {
 		return 0, fmt.Errorf("%s: no timing in %q", s.bin, out)
 	}
 	if f[3] == "inf" {
 		return -1, nil
 	}
-	return strconv.ParseFloat(f[3], 64)
+	gflops, err := strconv.ParseFloat(f[4], 64)
+	if err != nil || gflops <= 0 {
+		return 0, fmt.Errorf("%s: no GFLOP/s in %q", s.bin, out)
+	}
+	return 2 * math.Pow(float64(n), 3) / gflops / 1e9, nil
 }
 
 // timeStarpu returns the seconds of one multiplication of row r: one process, r.Procs
@@ -103,9 +112,9 @@ func (s *starpuDgemm) run(n, blocks, workers, threads, iters int, check bool) (f
 // after the untimed ones StarPU does not separate (the mean includes the first). It checks
 // the result.
 func timeStarpu(s *starpuDgemm, r mmResult, reps int) (float64, error) {
-	ms, err := s.run(r.N, max(1, r.N/r.NB), r.Procs, r.Threads, max(2, reps), true)
-	if err == nil && ms <= 0 {
+	secs, err := s.run(r.N, max(1, r.N/r.NB), r.Procs, r.Threads, max(2, reps), true)
+	if err == nil && secs <= 0 {
 		err = fmt.Errorf("%s ran no iteration", s.bin)
 	}
-	return ms / 1000, err
+	return secs, err
 }
