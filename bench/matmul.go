@@ -34,8 +34,9 @@ import (
 //     openblas) with as many threads, blocks of NB; it checks its result; its time is the
 //     mean of its iterations, the first included (skipped, saying why, when not installed);
 //   - scalapack: PDGEMM of Debian's libscalapack-openmpi on the same grid, N and NB, through
-//     the C driver bench/scalapack/pdgemm.c built with mpicc (skipped, saying why, when
-//     mpicc, mpirun or the library is missing).
+//     the C driver bench/scalapack/pdgemm.c built with Open MPI's mpicc, which checks its
+//     result (Freivalds) after the timing (skipped, saying why, when mpicc, mpirun or the
+//     library is missing).
 //
 // Every row's seconds is the fastest of -reps multiplications (each implementation gets an
 // untimed warm-up: a small kernel call in every process, or one PDGEMM), and the best of
@@ -201,6 +202,8 @@ func benchMatmul(args []string) error {
 					fmt.Fprintf(os.Stderr, "matmul: scalapack N=%d procs=%d: %v\n", n, np, err)
 					continue
 				}
+				verified := true
+				sc.Verified = &verified // the driver checks its result (Freivalds), or fails
 				finish(&sc, roof.GFlops)
 				emit(sc)
 				printRow(sc, fmt.Sprintf("orwl/scalapack=%.3f", ow.GFlops/sc.GFlops))
@@ -394,6 +397,9 @@ func timeScalapack(mpi *openMPI, bin string, r mmResult, reps int) (float64, err
 		strconv.Itoa(r.N), strconv.Itoa(r.NB), strconv.Itoa(grid.P), strconv.Itoa(grid.Q), strconv.Itoa(reps))
 	if err != nil {
 		return 0, err
+	}
+	if v, err := field(out, "verified"); err != nil || v != "true" {
+		return 0, fmt.Errorf("pdgemm did not verify C = A*B: %s", strings.TrimSpace(out))
 	}
 	v, err := field(out, "seconds")
 	if err != nil {
