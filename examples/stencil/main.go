@@ -60,7 +60,7 @@ func main() {
 	}
 	elapsed := time.Since(start)
 	line := fmt.Sprintf("result: dim=%d n=%dx%d tasks=%dx%d iters=%d seconds=%.3f per-iteration=%s checksum=%016x",
-		p.Dim, p.NX, p.NY, p.PX, p.PY, p.Iters, elapsed.Seconds(), res.PerIteration(p.Iters), jacobi.Checksum(res.Cells))
+		p.Dim, p.NX, p.NY, p.PX, p.PY, p.Iters, elapsed.Seconds(), res.PerIteration(), jacobi.Checksum(res.Cells))
 	ok := true
 	if *verify {
 		ok = slices.Equal(res.Cells, sequential(p))

@@ -62,18 +62,18 @@ func Warmup(iters int) int { return iters / 10 }
 // Result is what Run returns in the process of task 0.
 type Result struct {
 	Cells []float64 // the final values, NY rows of NX cells
-	// Seconds is the time of the timed iterations (all but the Warmup ones) of the slowest
+	// Seconds is the time of the Timed iterations (all but the Warmup ones) of the slowest
 	// task, measured by each task around its own loop.
 	Seconds float64
+	Timed   int
 }
 
 // PerIteration returns the time of one timed iteration, or 0 when none was timed.
-func (r *Result) PerIteration(iters int) time.Duration {
-	timed := iters - Warmup(iters)
-	if timed == 0 {
+func (r *Result) PerIteration() time.Duration {
+	if r.Timed == 0 {
 		return 0
 	}
-	return time.Duration(r.Seconds / float64(timed) * 1e9)
+	return time.Duration(r.Seconds / float64(r.Timed) * 1e9)
 }
 
 // Boundary values of the sides of the domain (Dirichlet conditions).
@@ -206,7 +206,7 @@ func Run(ctx context.Context, p Params) (*Result, error) {
 			if me != 0 {
 				return nil
 			}
-			res := &Result{Cells: make([]float64, p.NX*p.NY)}
+			res := &Result{Cells: make([]float64, p.NX*p.NY), Timed: p.Iters - warm}
 			for k, g := range gather {
 				kb := p.block(k)
 				if err := g.Section(ctx, func(data []byte) error {
