@@ -29,8 +29,8 @@ func TestRunIsBitIdenticalToSequential(t *testing.T) {
 			if !slices.Equal(res.Cells, want) {
 				t.Fatalf("%+v, run %d: result differs from the sequential sweep", p, run)
 			}
-			if res.Seconds < 0 {
-				t.Fatalf("%+v: negative time %v", p, res.Seconds)
+			if res.Seconds < 0 || res.Timed != p.Iters-Warmup(p.Iters) || res.PerIteration() < 0 {
+				t.Fatalf("%+v: %v seconds over %d timed iterations", p, res.Seconds, res.Timed)
 			}
 		}
 	}
