@@ -4,8 +4,8 @@
 // a plane split over a grid of tasks (halo exchange in both directions).
 //
 // Every task computes its block in private memory and shares only its edges, through ORWL
-// locations written by their owner and read by the neighbour, two per side used in
-// alternate iterations; it computes the cells that need no neighbour's value while the edges
+// locations written by their owner and read by the neighbour, three per side used in turn;
+// it computes the cells that need no neighbour's value while the edges
 // travel, then its border (package jacobi has the details).
 //
 // The same program runs as one process or as several (under orwlrun or mpirun); the

@@ -4,10 +4,10 @@
 // processes.
 //
 // Every task computes one block of the domain in private memory (two buffers with a frame of
-// ghost cells) and shares only its edges. An edge is published in two locations used in
-// alternate iterations (double buffering), so publishing the edge of iteration k waits only
-// for the neighbour to have read the edge of iteration k-2, long done: the one message on
-// the critical path of an iteration is the grant that carries an edge to the neighbour. A
+// ghost cells) and shares only its edges. An edge is published in three locations used in
+// turn (slots), so publishing the edge of iteration k waits only for the neighbour to have
+// read the edge of iteration k-3, long done: the one message on the critical path of an
+// iteration is the grant that carries an edge to the neighbour. A
 // task publishes its edges, computes the cells that need no neighbour's value while the edges
 // travel, then copies the neighbours' edges into its ghost cells (releasing them at once) and
 // computes the cells along its border.
@@ -107,8 +107,8 @@ func (d dir) step() (dx, dy int) {
 }
 
 // edgeName is the location in which a task publishes its edge on side d in iterations of
-// parity par.
-func edgeName(d dir, par int) string { return fmt.Sprintf("%c%d", "WENS"[d], par) }
+// slot.
+func edgeName(d dir, slot int) string { return fmt.Sprintf("%c%d", "WENS"[d], slot) }
 
 // span returns the part [lo, hi) of n cells that the i-th of parts gets.
 func span(n, parts, i int) (lo, hi int) { return i * n / parts, (i + 1) * n / parts }
@@ -135,12 +135,14 @@ func (p Params) neighbour(id int, d dir) int {
 	return y*p.PX + x
 }
 
-// locations returns the names of the locations every task owns: the edges (two per side)
+// locations returns the names of the locations every task owns: the edges (slots per side)
 // and "out", where a task leaves its final cells and its time for task 0.
 func (p Params) locations() []string {
 	names := []string{"out"}
 	for _, d := range (&block{dim: p.Dim}).dirs() {
-		names = append(names, edgeName(d, 0), edgeName(d, 1))
+		for slot := range slots {
+			names = append(names, edgeName(d, slot))
+		}
 	}
 	return names
 }
@@ -176,7 +178,7 @@ func Run(ctx context.Context, p Params) (*Result, error) {
 				if k == warm {
 					start = time.Now()
 				}
-				if err := h.publish(ctx, k%2, u); err != nil {
+				if err := h.publish(ctx, k%slots, u); err != nil {
 					return err
 				}
 				if h.remote {
@@ -186,7 +188,7 @@ func Run(ctx context.Context, p Params) (*Result, error) {
 					runtime.Gosched()
 				}
 				b.interior(u, v)
-				if err := h.fetch(ctx, k%2, u); err != nil {
+				if err := h.fetch(ctx, k%slots, u); err != nil {
 					return err
 				}
 				b.border(u, v)
@@ -226,43 +228,49 @@ func Run(ctx context.Context, p Params) (*Result, error) {
 	return result, err
 }
 
-// halo is the exchange of one task's edges with its neighbours: in iterations of parity par,
-// pub[d][par] writes the task's edge on side d and get[d][par] reads the neighbour's edge
-// that faces it; both are nil on a side of the domain.
+// slots is the number of locations in which a task publishes each edge, in turn: iteration
+// k uses slot k % slots. With 2, publishing the edge of iteration k waits for the neighbour
+// to have released its read of iteration k-2, and the release message sometimes comes
+// later than that; with 3 it never holds a task up.
+const slots = 3
+
+// halo is the exchange of one task's edges with its neighbours: in iterations that use
+// slot s, pub[d][s] writes the task's edge on side d and get[d][s] reads the neighbour's
+// edge that faces it; both are nil on a side of the domain.
 type halo struct {
 	nb       [4]int             // neighbour task per side, -1 at the domain's side
 	edge     [4][]int           // the cells published on each side
 	ghost    [4][]int           // the ghost cells filled from each side
-	pub, get [4][2]*orwl.Handle // by side and parity
+	pub, get [4][slots]*orwl.Handle // by side and slot
 	remote   bool               // a neighbour runs in another process
 }
 
 // newHalo sizes the task's edge locations and declares the handles of its halo exchange. In
-// iterations of parity par the task writes its edges at FIFO position 2*par and reads its
-// neighbours' at 2*par+1, so that every edge location cycles through its writer and then its
+// iterations that use slot s the task writes its edges at FIFO position 2*s and reads its
+// neighbours' at 2*s+1, so that every edge location cycles through its writer and then its
 // reader, and taking the handles in order of position is free of deadlock.
 func newHalo(t *orwl.Task, p Params, b *block) *halo {
 	h := &halo{nb: [4]int{-1, -1, -1, -1}}
 	for _, d := range b.dirs() {
 		h.edge[d], h.ghost[d] = b.edge(d), b.ghosts(d)
-		for par := range 2 {
-			t.Scale(edgeName(d, par), 8*len(h.edge[d]))
+		for slot := range slots {
+			t.Scale(edgeName(d, slot), 8*len(h.edge[d]))
 		}
 		if h.nb[d] = p.neighbour(t.ID(), d); h.nb[d] < 0 {
 			continue
 		}
 		h.remote = h.remote || t.ProcOf(h.nb[d]) != t.ProcOf(t.ID())
-		for par := range 2 {
-			h.pub[d][par] = t.WriteInsert(t.Loc(t.ID(), edgeName(d, par)), 2*par)
-			h.get[d][par] = t.ReadInsert(t.Loc(h.nb[d], edgeName(d.opposite(), par)), 2*par+1)
+		for slot := range slots {
+			h.pub[d][slot] = t.WriteInsert(t.Loc(t.ID(), edgeName(d, slot)), 2*slot)
+			h.get[d][slot] = t.ReadInsert(t.Loc(h.nb[d], edgeName(d.opposite(), slot)), 2*slot+1)
 		}
 	}
 	return h
 }
 
-// publish copies the edges of u into the task's edge locations of parity par.
-func (h *halo) publish(ctx context.Context, par int, u []float64) error {
-	return sections(ctx, &h.pub, par, func(d int, out []float64) error {
+// publish copies the edges of u into the task's edge locations of slot.
+func (h *halo) publish(ctx context.Context, slot int, u []float64) error {
+	return sections(ctx, &h.pub, slot, func(d int, out []float64) error {
 		for i, j := range h.edge[d] {
 			out[i] = u[j]
 		}
@@ -270,10 +278,10 @@ func (h *halo) publish(ctx context.Context, par int, u []float64) error {
 	})
 }
 
-// fetch copies the neighbours' edges of parity par into the ghost cells of u, releasing each
+// fetch copies the neighbours' edges of slot into the ghost cells of u, releasing each
 // location as soon as it is copied.
-func (h *halo) fetch(ctx context.Context, par int, u []float64) error {
-	return sections(ctx, &h.get, par, func(d int, in []float64) error {
+func (h *halo) fetch(ctx context.Context, slot int, u []float64) error {
+	return sections(ctx, &h.get, slot, func(d int, in []float64) error {
 		if len(in) != len(h.ghost[d]) {
 			return errors.New("jacobi: a neighbour's edge has the wrong size")
 		}
@@ -284,13 +292,13 @@ func (h *halo) fetch(ctx context.Context, par int, u []float64) error {
 	})
 }
 
-// sections calls fn in a section of every handle of parity par, side after side.
-func sections(ctx context.Context, hs *[4][2]*orwl.Handle, par int, fn func(d int, data []float64) error) error {
+// sections calls fn in a section of every handle of slot, side after side.
+func sections(ctx context.Context, hs *[4][slots]*orwl.Handle, slot int, fn func(d int, data []float64) error) error {
 	for d, hd := range hs {
-		if hd[par] == nil {
+		if hd[slot] == nil {
 			continue
 		}
-		if err := hd[par].Section(ctx, func(data []byte) error { return fn(d, orwl.Float64s(data)) }); err != nil {
+		if err := hd[slot].Section(ctx, func(data []byte) error { return fn(d, orwl.Float64s(data)) }); err != nil {
 			return err
 		}
 	}
