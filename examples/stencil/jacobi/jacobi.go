@@ -238,11 +238,11 @@ const slots = 3
 // slot s, pub[d][s] writes the task's edge on side d and get[d][s] reads the neighbour's
 // edge that faces it; both are nil on a side of the domain.
 type halo struct {
-	nb       [4]int             // neighbour task per side, -1 at the domain's side
-	edge     [4][]int           // the cells published on each side
-	ghost    [4][]int           // the ghost cells filled from each side
+	nb       [4]int                 // neighbour task per side, -1 at the domain's side
+	edge     [4][]int               // the cells published on each side
+	ghost    [4][]int               // the ghost cells filled from each side
 	pub, get [4][slots]*orwl.Handle // by side and slot
-	remote   bool               // a neighbour runs in another process
+	remote   bool                   // a neighbour runs in another process
 }
 
 // newHalo sizes the task's edge locations and declares the handles of its halo exchange. In
