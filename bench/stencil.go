@@ -128,7 +128,7 @@ func benchStencil(args []string) error {
 			}
 			for _, kind := range kinds {
 				p := lay.sized(size, kind == "loop")
-				row, err := measureStencil(kind, p, size, *rounds, *perRun, mpi, bin)
+				row, err := measureStencil(kind, p, *rounds, *perRun, mpi, bin)
 				if err != nil {
 					return err
 				}
@@ -192,7 +192,7 @@ func (l stencilLayout) sized(cells int, single bool) jacobi.Params {
 
 // measureStencil runs the contenders of one row in interleaved rounds: orwl and MPI over
 // TCP and shared memory for a halo row, Go and C in one process for a loop row.
-func measureStencil(kind string, p jacobi.Params, size, rounds int, perRun time.Duration, mpi *openMPI, bin string) (stencilRow, error) {
+func measureStencil(kind string, p jacobi.Params, rounds int, perRun time.Duration, mpi *openMPI, bin string) (stencilRow, error) {
 	// About perRun per run: an iteration costs its cells, and at least a message each way.
 	cells := p.NX * p.NY / p.Tasks()
 	p.Iters = max(20, int(perRun.Seconds()/(float64(cells)*2e-9+40e-6)))
