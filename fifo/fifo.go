@@ -7,18 +7,16 @@
 // member has released, and the next entry is granted at once. Entries never leave from the
 // middle: cancelling a pending request means "release it as soon as it is granted".
 //
-// The package is a pure state machine. It knows nothing of tasks, locations' data or the
-// network, starts no goroutines and does no I/O, so the runtime can insert requests for local
-// and remote handles alike. Requests are values owned by the caller and reused across
-// iterations, so a steady stream of requests allocates nothing.
+// The package is a pure state machine, in the manner of go.etcd.io/raft's core: it has no
+// lock, starts no goroutines, does no I/O and never blocks. Every operation returns the
+// requests it granted, and the caller, which serialises the operations of one FIFO, delivers
+// those grants (wakes a local waiter, sends a message to another process) after it has let go
+// of its own lock. It knows nothing of tasks, data or the network, so the runtime inserts
+// requests of local and remote handles alike. Requests are values owned by the caller and
+// reused across iterations, so a steady stream of requests allocates nothing.
 package fifo
 
-import (
-	"context"
-	"errors"
-	"sync"
-	"sync/atomic"
-)
+import "errors"
 
 // Mode says whether a request asks for shared (Read) or exclusive (Write) access.
 type Mode uint8
@@ -47,14 +45,12 @@ var (
 	ErrNotGranted = errors.New("request is not granted")
 	// ErrBusy is returned by Enqueue for a request that is still queued or granted.
 	ErrBusy = errors.New("request is still in a FIFO")
-	// ErrNotQueued is returned by Wait for a request that is in no FIFO.
-	ErrNotQueued = errors.New("request is not queued")
 	// ErrMode is returned by Enqueue for a mode other than Read or Write.
 	ErrMode = errors.New("invalid request mode")
 )
 
-// State is the life-cycle stage of a Request.
-type State uint32
+// State is the life-cycle stage of a Request in its FIFO.
+type State uint8
 
 const (
 	// Idle: new, released, or cancelled and settled; the request may be enqueued again.
@@ -63,7 +59,8 @@ const (
 	Queued
 	// Granted: its entry is the head of the FIFO; the holder may access the data.
 	Granted
-	// Cancelled: was queued when cancelled; it is released as soon as it is granted.
+	// Cancelled: was queued when cancelled; it leaves the FIFO as soon as its entry is
+	// granted, without being granted itself.
 	Cancelled
 )
 
@@ -82,10 +79,10 @@ func (s State) String() string {
 	return "invalid state"
 }
 
-// FIFO is the queue of one location. Its methods are safe for concurrent use.
-// The zero value is an empty FIFO ready to use.
+// FIFO is the queue of one location. It is not safe for concurrent use: the caller
+// serialises the operations on one FIFO and its requests (the runtime holds its location's
+// lock). The zero value is an empty FIFO ready to use.
 type FIFO struct {
-	mu         sync.Mutex
 	head, tail *entry
 	free       *entry // recycled entries, linked by next
 }
@@ -107,54 +104,42 @@ func (e *entry) remove(r *Request) {
 	e.members = e.members[:last]
 }
 
-// Request is one request for access. A Request is owned by its caller, who may enqueue it
-// again once it is Idle, so steady iteration allocates nothing. Enqueue, Release and Cancel
-// may be called from any goroutine; Wait by one goroutine at a time, and not at the same
-// time as Cancel (Wait cancels by itself when its context is done).
+// Request is one request for access. It is owned by its caller, who may enqueue it again
+// once it is Idle, so steady iteration allocates nothing. Like its FIFO, it is not safe for
+// concurrent use.
 type Request struct {
-	// Tag is opaque data of the caller's (for example the handle that made the request);
-	// the FIFO never reads it and hands it back in Blockers.
+	// Tag is opaque data of the caller's (for example the ticket that holds the request);
+	// the FIFO never reads it.
 	Tag any
 
-	fifo    *FIFO
-	entry   *entry
-	slot    int // index of r in entry.members
-	mode    Mode
-	state   atomic.Uint32 // a State, or parked
-	ready   chan struct{} // receives the grant's token when parked; empty otherwise
-	onGrant func(*Request)
+	entry *entry
+	slot  int // index of r in entry.members
+	mode  Mode
+	state State
 }
 
-// parked is the state of a queued request whose Wait is blocked on its ready channel; State
-// reports it as Queued. The grant swaps the state to Granted and, when it was parked,
-// sends the token: one atomic decision, so a token is sent exactly when somebody waits.
-const parked = State(4)
-
-// Enqueue appends r to the FIFO in mode m and returns at once: the position of r is fixed.
-// If r lands in the head entry it is granted before Enqueue returns. onGrant, if not nil, is
-// called when r is granted (possibly before Enqueue returns); it runs with the FIFO's lock
-// held, so it must be quick and must not call back into this FIFO.
-func (f *FIFO) Enqueue(r *Request, m Mode, onGrant func(*Request)) error {
+// Enqueue appends r to f in mode m: the position of r is fixed. It appends to granted the
+// requests this grants (r itself when it lands in the head entry) and returns it.
+func (f *FIFO) Enqueue(r *Request, m Mode, granted []*Request) ([]*Request, error) {
 	if m != Read && m != Write {
-		return ErrMode
+		return granted, ErrMode
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if State(r.state.Load()) != Idle {
-		return ErrBusy
+	if r.state != Idle {
+		return granted, ErrBusy
 	}
-	r.fifo, r.mode, r.onGrant = f, m, onGrant
+	r.mode = m
 	e := f.tail
 	if m == Write || e == nil || e.mode != Read {
 		e = f.newEntry(m)
 	}
 	r.entry, r.slot = e, len(e.members)
 	e.members = append(e.members, r)
-	r.state.Store(uint32(Queued))
+	r.state = Queued
 	if e == f.head {
-		f.grant(r)
+		r.state = Granted
+		granted = append(granted, r)
 	}
-	return nil
+	return granted, nil
 }
 
 // newEntry appends an empty entry of mode m; it is the (granted) head if the FIFO was empty.
@@ -176,20 +161,33 @@ func (f *FIFO) newEntry(m Mode) *entry {
 	return e
 }
 
-// grant marks r granted and wakes its waiter; f.mu held.
-func (f *FIFO) grant(r *Request) {
-	if State(r.state.Swap(uint32(Granted))) == parked {
-		r.ready <- struct{}{} // capacity 1 and empty: never blocks
+// Release ends the access of the granted request r, which becomes Idle. When every member
+// of its entry has released, the next entry is granted as a whole; Release appends the
+// requests it grants to granted and returns it.
+func (f *FIFO) Release(r *Request, granted []*Request) ([]*Request, error) {
+	if r.state != Granted {
+		return granted, ErrNotGranted
 	}
-	if r.onGrant != nil {
-		r.onGrant(r)
-	}
+	return f.settle(r, granted), nil
 }
 
-// settle releases the granted request r and, when its entry is done, removes finished head
-// entries and grants the next one as a whole; f.mu held. Cancelled members of a newly granted
-// entry are released on the spot, which may finish that entry too.
-func (f *FIFO) settle(r *Request) {
+// Cancel withdraws r: a granted request is released (as by Release), a queued one leaves
+// the FIFO as soon as its entry is granted, without being granted. Cancel of an Idle or
+// cancelled request does nothing. It appends the requests it grants to granted.
+func (f *FIFO) Cancel(r *Request, granted []*Request) []*Request {
+	switch r.state {
+	case Granted:
+		return f.settle(r, granted)
+	case Queued:
+		r.state = Cancelled
+	}
+	return granted
+}
+
+// settle takes r, granted or cancelled, out of its entry and, when that finishes the head,
+// removes finished head entries and grants the next one as a whole. Cancelled members of a
+// newly granted entry leave on the spot, which may finish that entry too.
+func (f *FIFO) settle(r *Request, granted []*Request) []*Request {
 	r.entry.remove(r)
 	r.leave()
 	for f.head != nil && len(f.head.members) == 0 {
@@ -199,127 +197,55 @@ func (f *FIFO) settle(r *Request) {
 		f.free = done
 		if f.head == nil {
 			f.tail = nil
-			return
+			break
 		}
 		// Grant the new head, dropping its cancelled members; the order of the others is kept.
 		n := f.head
 		live := n.members[:0]
 		for _, m := range n.members {
-			if State(m.state.Load()) == Cancelled {
+			if m.state == Cancelled {
 				m.leave()
 				continue
 			}
 			m.slot = len(live)
+			m.state = Granted
 			live = append(live, m)
-			f.grant(m)
+			granted = append(granted, m)
 		}
 		clear(n.members[len(live):])
 		n.members = live
 	}
+	return granted
 }
 
-// leave makes r, which is out of its entry's members, Idle; f.mu held.
+// leave makes r, which is out of its entry's members, Idle.
 func (r *Request) leave() {
-	r.state.Store(uint32(Idle))
-	r.entry, r.onGrant = nil, nil
+	r.state = Idle
+	r.entry = nil
 }
 
-// Release ends the access of a granted request: when every member of its entry has
-// released, the next entry is granted. r becomes Idle.
-func (r *Request) Release() error {
-	f := r.fifo
-	if f == nil {
-		return ErrNotGranted
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if State(r.state.Load()) != Granted {
-		return ErrNotGranted
-	}
-	f.settle(r)
-	return nil
-}
-
-// Cancel withdraws r: a granted request is released, a queued one is marked so that it is
-// released as soon as it is granted. Cancel of an Idle or cancelled request does nothing.
-func (r *Request) Cancel() {
-	f := r.fifo
-	if f == nil {
-		return
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	switch State(r.state.Load()) {
-	case Granted:
-		f.settle(r)
-	case Queued, parked:
-		r.state.Store(uint32(Cancelled))
-	}
-}
-
-// Wait blocks until r is granted or ctx is done. When it sees ctx done first it returns
-// ctx.Err() and cancels r, so the FIFO keeps moving; a grant that arrives while it gives up is
-// released again. Wait only waits: it never changes the position of r.
-func (r *Request) Wait(ctx context.Context) error {
-	if State(r.state.Load()) == Granted {
-		return nil
-	}
-	f := r.fifo
-	if f == nil {
-		return ErrNotQueued
-	}
-	if r.ready == nil {
-		r.ready = make(chan struct{}, 1)
-	}
-	if !r.state.CompareAndSwap(uint32(Queued), uint32(parked)) {
-		if State(r.state.Load()) == Granted {
-			return nil
+// Each calls fn for every request in f that is queued, granted or cancelled, head first.
+func (f *FIFO) Each(fn func(*Request)) {
+	for e := f.head; e != nil; e = e.next {
+		for _, m := range e.members {
+			fn(m)
 		}
-		return ErrNotQueued
 	}
-	select {
-	case <-r.ready:
-		return nil
-	case <-ctx.Done():
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !r.state.CompareAndSwap(uint32(parked), uint32(Cancelled)) {
-		// Granted meanwhile, and its token sent: the cancellation wins, give the grant back.
-		<-r.ready
-		f.settle(r)
-	}
-	return ctx.Err()
 }
 
-// Granted reports whether r is granted now. It never blocks.
-func (r *Request) Granted() bool { return State(r.state.Load()) == Granted }
-
-// State returns the life-cycle stage of r.
-func (r *Request) State() State {
-	if s := State(r.state.Load()); s != parked {
-		return s
-	}
-	return Queued
-}
-
-// Mode returns the mode r was last enqueued with.
-func (r *Request) Mode() Mode { return r.mode }
-
-// Blockers calls fn for each request that holds the grant r is waiting for: the members of
-// the head entry that have not released. It calls nothing when r is granted or not queued.
-// fn runs with the FIFO's lock held and must not call back into the FIFO.
-func (r *Request) Blockers(fn func(holder *Request)) {
-	f := r.fifo
-	if f == nil {
-		return
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if s := r.State(); s != Queued && s != Cancelled {
+// Holders calls fn for each request of the granted head entry that has not released: the
+// requests whose release every queued request waits for.
+func (f *FIFO) Holders(fn func(holder *Request)) {
+	if f.head == nil {
 		return
 	}
 	for _, m := range f.head.members { // all granted: the head has no cancelled member
 		fn(m)
 	}
 }
+
+// State returns the life-cycle stage of r.
+func (r *Request) State() State { return r.state }
+
+// Mode returns the mode r was last enqueued with.
+func (r *Request) Mode() Mode { return r.mode }

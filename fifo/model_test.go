@@ -3,6 +3,7 @@ package fifo
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -84,7 +85,7 @@ func checkInvariants(t *testing.T, step int, reqs []*Request) {
 		if r.State() != Idle && r.entry.members[r.slot] != r {
 			t.Fatalf("step %d: a request is not at its slot in its entry", step)
 		}
-		if r.Granted() {
+		if r.State() == Granted {
 			holders = append(holders, r)
 		}
 	}
@@ -98,6 +99,9 @@ func checkInvariants(t *testing.T, step int, reqs []*Request) {
 	}
 }
 
+// TestFIFOAgainstModel drives the FIFO and the model with the same random operations and
+// compares every request's state after each one; it also checks that every operation
+// returns exactly the requests it turned Granted.
 func TestFIFOAgainstModel(t *testing.T) {
 	const requests, steps = 7, 3000
 	for seed := range uint64(40) {
@@ -105,13 +109,16 @@ func TestFIFOAgainstModel(t *testing.T) {
 		var f FIFO
 		reqs := make([]*Request, requests)
 		for i := range reqs {
-			reqs[i] = &Request{}
+			reqs[i] = &Request{Tag: i}
 		}
 		ref := newModel(requests)
 		for step := range steps {
 			id := rng.IntN(requests)
 			r := reqs[id]
+			before := slices.Clone(ref.state)
 			var op string
+			var granted []*Request
+			var err error
 			switch ref.state[id] {
 			case Idle:
 				mode := Read
@@ -119,20 +126,16 @@ func TestFIFOAgainstModel(t *testing.T) {
 					mode = Write
 				}
 				op = "enqueue " + mode.String()
-				if err := f.Enqueue(r, mode, nil); err != nil {
-					t.Fatalf("seed %d step %d: enqueue: %v", seed, step, err)
-				}
+				granted, err = f.Enqueue(r, mode, nil)
 				ref.enqueue(id, mode)
 			case Granted:
 				if rng.IntN(4) == 0 {
 					op = "cancel granted"
-					r.Cancel()
+					granted = f.Cancel(r, nil)
 					ref.cancel(id)
 				} else {
 					op = "release"
-					if err := r.Release(); err != nil {
-						t.Fatalf("seed %d step %d: release: %v", seed, step, err)
-					}
+					granted, err = f.Release(r, nil)
 					ref.release(id)
 				}
 			case Queued:
@@ -140,15 +143,32 @@ func TestFIFOAgainstModel(t *testing.T) {
 					continue // mostly let queued requests be
 				}
 				op = "cancel queued"
-				r.Cancel()
+				granted = f.Cancel(r, nil)
 				ref.cancel(id)
 			case Cancelled:
 				continue
+			}
+			if err != nil {
+				t.Fatalf("seed %d step %d: %s: %v", seed, step, op, err)
 			}
 			for i, x := range reqs {
 				if got, want := x.State(), ref.state[i]; got != want {
 					t.Fatalf("seed %d step %d (%s of %d): request %d is %v, model says %v", seed, step, op, id, i, got, want)
 				}
+			}
+			var newly []int
+			for i := range reqs {
+				if ref.state[i] == Granted && before[i] != Granted {
+					newly = append(newly, i)
+				}
+			}
+			var got []int
+			for _, g := range granted {
+				got = append(got, g.Tag.(int))
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, newly) {
+				t.Fatalf("seed %d step %d (%s of %d): returned grants %v, newly granted %v", seed, step, op, id, got, newly)
 			}
 			checkInvariants(t, step, reqs)
 		}

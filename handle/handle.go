@@ -9,8 +9,10 @@
 // iteration after iteration. A one-shot handle serves one access.
 //
 // A handle talks to its location through the Queue interface, which this package owns: the
-// runtime supplies a local FIFO or a proxy for a location of another process. This package
-// knows nothing of tasks' scheduling, of the network, or of how data is stored.
+// runtime supplies a local FIFO or a proxy for a location of another process. Every request
+// a queue hands out carries a Latch, the one life cycle of a grant (pending, then granted,
+// failed or cancelled), on which Acquire waits. This package knows nothing of tasks'
+// scheduling, of the network, or of how data is stored.
 package handle
 
 import (
@@ -24,16 +26,17 @@ import (
 // Ticket is one request of a handle in a Queue, from the moment it is requested until it is
 // released or cancelled.
 type Ticket interface {
-	// Wait blocks until the ticket is granted. When ctx is done first it cancels the ticket
-	// (it will be released as soon as it is granted) and returns an error wrapping ctx.Err().
-	Wait(ctx context.Context) error
-	// Granted reports, without blocking, whether the ticket is granted.
-	Granted() bool
+	// Latch is the request's grant: Acquire waits on it.
+	Latch() *Latch
 	// Release ends a granted access; the next entry of the FIFO is granted.
 	Release() error
-	// Cancel withdraws the ticket: released now if granted, as soon as granted otherwise.
+	// Fail ends a granted access that went wrong: nothing is handed on, and every request
+	// waiting on the location, or made on it later, fails with err.
+	Fail(err error)
+	// Cancel withdraws the ticket: its latch is cancelled, and the grant is given back now if
+	// it had arrived (the data unchanged), as soon as it arrives otherwise.
 	Cancel()
-	// Data is the location's data as the holder of the granted ticket sees it.
+	// Data is the location's data as the holder of the granted ticket sees it; never nil.
 	Data() []byte
 	// Resize changes the size of the data of a granted write ticket and returns the new data.
 	Resize(n int) ([]byte, error)
@@ -62,6 +65,43 @@ type Observer interface {
 	Releasing(h *Handle, t Ticket)
 }
 
+// Group is the set of handles of one owner (a task) that hold or have queued a request, so
+// that they can all be ended at once (CloseAll) when the owner is done. A handle joins its
+// group when it requests and leaves it when it holds and queues nothing, so the group stays
+// as small as what is in use however many handles the owner makes. Like its handles, a
+// Group is used by one goroutine at a time.
+type Group struct {
+	active []*Handle
+}
+
+func (g *Group) add(h *Handle) {
+	h.slot = len(g.active)
+	g.active = append(g.active, h)
+}
+
+func (g *Group) remove(h *Handle) {
+	last := len(g.active) - 1
+	m := g.active[last]
+	g.active[h.slot], m.slot = m, h.slot
+	g.active[last] = nil
+	g.active = g.active[:last]
+	h.slot = -1
+}
+
+// Len returns the number of handles of g that hold or have queued a request.
+func (g *Group) Len() int { return len(g.active) }
+
+// CloseAll closes every handle of g (see Handle.Close) and returns their errors, joined.
+func (g *Group) CloseAll() error {
+	var errs []error
+	for len(g.active) > 0 {
+		if err := g.active[len(g.active)-1].Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Spec describes a handle: whose it is, on what, and how it accesses.
 type Spec struct {
 	Task      int       // the task that owns the handle
@@ -69,6 +109,12 @@ type Spec struct {
 	Pos       int       // initial FIFO position (0 for requests made after the schedule)
 	Mode      fifo.Mode // Read or Write
 	Iterative bool      // request the next iteration at every acquire
+}
+
+// String describes the handle as errors name it: `task 3's write handle on task 5 "bound"
+// (position 1)`.
+func (s Spec) String() string {
+	return fmt.Sprintf("task %d's %s handle on %s (position %d)", s.Task, s.Mode, s.Location, s.Pos)
 }
 
 // Errors of handle misuse; every error returned by a Handle is an *Error wrapping one of these,
@@ -103,6 +149,8 @@ type Handle struct {
 	spec   Spec
 	queue  Queue
 	obs    Observer
+	group  *Group
+	slot   int    // index in group.active, or -1
 	next   Ticket // requested, for the next Acquire
 	held   Ticket // granted and acquired, until Release
 	spare  Ticket // released, offered back to the queue
@@ -110,15 +158,16 @@ type Handle struct {
 	cause  error // why a handle made by Closed was never usable; nil otherwise
 }
 
-// New returns a handle of spec on queue q that has not requested yet. obs may be nil.
-func New(q Queue, spec Spec, obs Observer) *Handle {
-	return &Handle{spec: spec, queue: q, obs: obs}
+// New returns a handle of spec on queue q that has not requested yet. obs and g may be nil;
+// with g, the handle is in g whenever it holds or has queued a request.
+func New(q Queue, spec Spec, obs Observer, g *Group) *Handle {
+	return &Handle{spec: spec, queue: q, obs: obs, group: g, slot: -1}
 }
 
 // Closed returns a handle on which every operation fails with err: the result of an insert
 // that was invalid, so that its mistake is reported where the handle is used.
 func Closed(spec Spec, err error) *Handle {
-	return &Handle{spec: spec, closed: true, cause: err}
+	return &Handle{spec: spec, closed: true, cause: err, slot: -1}
 }
 
 // Spec returns the description of h.
@@ -136,9 +185,22 @@ func (h *Handle) closedErr(op string) error {
 	return h.fail(op, ErrClosed)
 }
 
+// settle keeps h's group membership in step with whether h holds or has queued a request.
+func (h *Handle) settle() {
+	if h.group == nil {
+		return
+	}
+	switch active := h.Active(); {
+	case active && h.slot < 0:
+		h.group.add(h)
+	case !active && h.slot >= 0:
+		h.group.remove(h)
+	}
+}
+
 // Request places h's request in its location's FIFO now, at the tail. It never blocks.
 // The runtime calls it at the schedule; a one-shot handle made after the schedule is
-// requested when it is made.
+// requested when it is made, and may be requested again once it has released.
 func (h *Handle) Request() error {
 	switch {
 	case h.closed:
@@ -156,6 +218,7 @@ func (h *Handle) request() error {
 		return h.fail("request", err)
 	}
 	h.next = t
+	h.settle()
 	if h.obs != nil {
 		h.obs.Requested(h, t)
 	}
@@ -163,9 +226,13 @@ func (h *Handle) request() error {
 }
 
 // Acquire blocks until h's request is granted, then holds the grant until Release. An
-// iterative handle requests its next iteration before Acquire returns. When ctx is done
-// first, Acquire returns an error wrapping ctx.Err() (and the context's cause, if any), the
-// request is cancelled so the FIFO keeps moving, and h is closed.
+// iterative handle requests its next iteration before Acquire returns.
+//
+// When ctx is done, Acquire fails even if the grant is there (as in
+// golang.org/x/sync/semaphore): it returns an error wrapping ctx.Err() (and the context's
+// cause, if any), the request is cancelled so the FIFO keeps moving, and h is closed. When
+// Acquire fails for any reason, including a failed request (a failed job) or a failed
+// re-request of an iterative handle, h holds nothing and is closed.
 func (h *Handle) Acquire(ctx context.Context) error {
 	switch {
 	case h.closed:
@@ -176,39 +243,56 @@ func (h *Handle) Acquire(ctx context.Context) error {
 		return h.fail("acquire", ErrNotRequested)
 	}
 	t := h.next
-	if !t.Granted() {
+	if err := ctx.Err(); err != nil {
+		return h.abandon(ctx, err)
+	}
+	if l := t.Latch(); !l.Granted() {
 		if h.obs != nil {
 			h.obs.WaitStart(h, t)
 		}
-		err := t.Wait(ctx)
+		err := l.Wait(ctx)
 		if h.obs != nil {
 			h.obs.WaitEnd(h, t)
 		}
 		if err != nil {
-			h.next, h.closed = nil, true
-			if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
-				err = fmt.Errorf("%w (%w)", err, cause)
-			}
-			return h.fail("acquire", err)
+			return h.abandon(ctx, err)
 		}
 	}
 	h.next, h.held = nil, t
 	if h.obs != nil {
 		h.obs.Acquired(h, t)
 	}
-	if h.spec.Iterative {
-		return h.request()
+	if !h.spec.Iterative {
+		return nil
+	}
+	if err := h.request(); err != nil {
+		h.held, h.closed = nil, true
+		t.Cancel() // nothing was written: the grant goes back unchanged
+		h.settle()
+		return err
 	}
 	return nil
 }
 
-// Test reports, without blocking, whether Acquire would be granted at once.
-func (h *Handle) Test() bool {
-	return !h.closed && h.held == nil && h.next != nil && h.next.Granted()
+// abandon cancels h's queued request after a failed wait and closes h.
+func (h *Handle) abandon(ctx context.Context, err error) error {
+	h.next.Cancel()
+	h.next, h.closed = nil, true
+	h.settle()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
+		err = fmt.Errorf("%w (%w)", err, cause)
+	}
+	return h.fail("acquire", err)
 }
 
-// Map returns the location's data between Acquire and Release, nil otherwise. The slice of a
-// read handle must not be modified; no slice may be used after Release.
+// Test reports, without blocking, whether Acquire would be granted at once.
+func (h *Handle) Test() bool {
+	return !h.closed && h.held == nil && h.next != nil && h.next.Latch().Granted()
+}
+
+// Map returns the location's data between Acquire and Release, nil otherwise; the data of
+// an empty location is an empty, non-nil slice. The slice of a read handle must not be
+// modified; no slice may be used after Release.
 func (h *Handle) Map() []byte {
 	if h.held == nil {
 		return nil
@@ -249,24 +333,56 @@ func (h *Handle) Release() error {
 	}
 	err := t.Release()
 	h.spare = t
+	h.settle()
 	if err != nil {
 		return h.fail("release", err)
 	}
 	return nil
 }
 
-// Section acquires h, calls fn with the mapped data, and releases h, even when fn fails or
-// panics. It returns the first error of the three steps.
+// Section acquires h, calls fn with the mapped data, and releases h. It returns the first
+// error of the three steps.
+//
+// When fn fails or panics, a read handle is released as usual, but a write handle fails its
+// grant (Ticket.Fail): the data may be half-written, so it is never handed on, and every
+// request that waits on the location, or comes later, fails with an error that names h and
+// fn's error. The handle is then closed.
 func (h *Handle) Section(ctx context.Context, fn func(data []byte) error) (err error) {
 	if err := h.Acquire(ctx); err != nil {
 		return err
 	}
+	done := false
 	defer func() {
+		if h.spec.Mode == fifo.Write && (!done || err != nil) {
+			cause := err
+			if !done {
+				cause = errors.New("the section panicked")
+			}
+			h.abort(cause)
+			return
+		}
 		if rerr := h.Release(); err == nil {
 			err = rerr
 		}
 	}()
-	return fn(h.Map())
+	err = fn(h.Map())
+	done = true
+	return err
+}
+
+// abort fails the grant h holds after its write section failed with cause, and closes h.
+func (h *Handle) abort(cause error) {
+	t := h.held
+	h.held, h.closed = nil, true
+	if h.obs != nil {
+		h.obs.Releasing(h, t)
+	}
+	t.Fail(fmt.Errorf("%s: its write section failed: %w", h.spec, cause))
+	if h.next != nil {
+		h.next.Cancel()
+		h.next = nil
+	}
+	h.settle()
 }
 
 // Close releases the grant h holds and cancels the request it has queued; every later
@@ -284,6 +400,7 @@ func (h *Handle) Close() error {
 		h.next.Cancel()
 		h.next = nil
 	}
+	h.settle()
 	return err
 }
 

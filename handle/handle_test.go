@@ -3,41 +3,100 @@ package handle_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
 )
 
-// queue is a minimal Queue over one FIFO and one buffer.
+// queue is a minimal Queue over one FIFO and one buffer: operations under a lock, grants
+// delivered to the tickets' latches after it, as the runtime does.
 type queue struct {
-	f    fifo.FIFO
-	data []byte
-	made int // tickets allocated
+	mu      sync.Mutex
+	f       fifo.FIFO
+	data    []byte
+	made    int   // tickets allocated
+	refuse  error // when set, Request fails with it
+	release int   // releases of grants, given back or not
+	failed  error // set by a failed grant: nothing is granted any more
 }
 
 type ticket struct {
-	fifo.Request
-	q *queue
+	req   fifo.Request
+	latch handle.Latch
+	q     *queue
 }
 
-func (t *ticket) Data() []byte { return t.q.data }
+func (q *queue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Ticket, error) {
+	if q.refuse != nil {
+		return nil, q.refuse
+	}
+	t, _ := reuse.(*ticket)
+	if t == nil {
+		t = &ticket{q: q}
+		t.req.Tag = t
+		q.made++
+	}
+	t.latch.Start()
+	q.mu.Lock()
+	if q.failed != nil {
+		q.mu.Unlock()
+		return nil, q.failed
+	}
+	granted, err := q.f.Enqueue(&t.req, h.Mode(), nil)
+	q.mu.Unlock()
+	deliver(granted)
+	return t, err
+}
+
+func deliver(granted []*fifo.Request) {
+	for _, r := range granted {
+		r.Tag.(*ticket).latch.Grant()
+	}
+}
+
+func (t *ticket) Latch() *handle.Latch { return &t.latch }
+func (t *ticket) Data() []byte         { return t.q.data }
 func (t *ticket) Resize(n int) ([]byte, error) {
 	t.q.data = make([]byte, n)
 	return t.q.data, nil
 }
 
-func (q *queue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Ticket, error) {
-	t, _ := reuse.(*ticket)
-	if t == nil {
-		t = &ticket{q: q}
-		q.made++
+func (t *ticket) Release() error {
+	t.q.mu.Lock()
+	granted, err := t.q.f.Release(&t.req, nil)
+	t.q.release++
+	t.q.mu.Unlock()
+	deliver(granted)
+	return err
+}
+
+func (t *ticket) Fail(err error) {
+	t.q.mu.Lock()
+	t.q.failed = err
+	var waiting []*ticket
+	t.q.f.Each(func(r *fifo.Request) { waiting = append(waiting, r.Tag.(*ticket)) })
+	t.q.mu.Unlock()
+	for _, w := range waiting {
+		w.latch.Fail(err)
 	}
-	return t, q.f.Enqueue(&t.Request, h.Mode(), nil)
+}
+
+func (t *ticket) Cancel() {
+	t.latch.Cancel()
+	t.q.mu.Lock()
+	if t.req.State() == fifo.Granted {
+		t.q.release++
+	}
+	granted := t.q.f.Cancel(&t.req, nil)
+	t.q.mu.Unlock()
+	deliver(granted)
 }
 
 func newHandle(q *queue, mode fifo.Mode, iterative bool) *handle.Handle {
-	return handle.New(q, handle.Spec{Task: 1, Location: "x", Mode: mode, Iterative: iterative}, nil)
+	return handle.New(q, handle.Spec{Task: 1, Location: "x", Mode: mode, Iterative: iterative}, nil, nil)
 }
 
 func TestIterativeRequestsAtAcquire(t *testing.T) {
@@ -133,24 +192,68 @@ func TestCloseReleasesAndCancels(t *testing.T) {
 	}
 }
 
-func TestSectionReleasesOnError(t *testing.T) {
+// TestFailedSection: a read section that fails releases its grant as usual; a write section
+// that fails or panics hands nothing on (the data may be half-written): whoever waits on the
+// location, or comes later, gets an error naming the handle and the cause.
+func TestFailedSection(t *testing.T) {
+	ctx := context.Background()
+	boom := errors.New("boom")
 	q := &queue{data: make([]byte, 8)}
-	h := newHandle(q, fifo.Write, true)
-	if err := h.Request(); err != nil {
+	r := newHandle(q, fifo.Read, true)
+	if err := r.Request(); err != nil {
 		t.Fatal(err)
 	}
-	boom := errors.New("boom")
-	if err := h.Section(context.Background(), func([]byte) error { return boom }); !errors.Is(err, boom) {
-		t.Fatalf("section: %v", err)
+	if err := r.Section(ctx, func([]byte) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("read section: %v", err)
 	}
-	if h.Map() != nil || !h.Test() {
-		t.Fatal("the failed section did not release")
+	if r.Map() != nil || !r.Test() {
+		t.Fatal("the failed read section did not release")
+	}
+
+	for _, panics := range []bool{false, true} {
+		q := &queue{data: make([]byte, 8)}
+		w := newHandle(q, fifo.Write, true)
+		next := newHandle(q, fifo.Read, false)
+		if err := w.Request(); err != nil {
+			t.Fatal(err)
+		}
+		if err := next.Request(); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		func() {
+			defer func() { recover() }()
+			err = w.Section(ctx, func(b []byte) error {
+				b[0] = 0xff // half-written
+				if panics {
+					panic("kaboom")
+				}
+				return boom
+			})
+		}()
+		if !panics && !errors.Is(err, boom) {
+			t.Fatalf("write section: %v", err)
+		}
+		err = next.Acquire(ctx)
+		want := "task 1's write handle on x (position 0): its write section failed: "
+		if err == nil || !strings.Contains(err.Error(), want) || !panics && !errors.Is(err, boom) {
+			t.Fatalf("panics=%v: the next request got %v, want the section's failure", panics, err)
+		}
+		if w.Active() || w.Map() != nil {
+			t.Fatal("the failed write handle still holds or queues something")
+		}
+		if err := w.Request(); !errors.Is(err, handle.ErrClosed) {
+			t.Fatalf("request on the failed write handle: %v, want ErrClosed", err)
+		}
+		if err := newHandle(q, fifo.Read, false).Request(); err == nil {
+			t.Fatal("a later request on the failed location succeeded")
+		}
 	}
 }
 
 func TestErrorNamesTaskLocationPosition(t *testing.T) {
 	q := &queue{}
-	h := handle.New(q, handle.Spec{Task: 3, Location: `task 5 "bound"`, Pos: 2, Mode: fifo.Read}, nil)
+	h := handle.New(q, handle.Spec{Task: 3, Location: `task 5 "bound"`, Pos: 2, Mode: fifo.Read}, nil, nil)
 	err := h.Release()
 	want := `task 3: release of read handle on task 5 "bound" (position 2): not acquired`
 	if err == nil || err.Error() != want {
@@ -159,5 +262,151 @@ func TestErrorNamesTaskLocationPosition(t *testing.T) {
 	var he *handle.Error
 	if !errors.As(err, &he) || he.Op != "release" {
 		t.Fatalf("error is not a *handle.Error with Op release: %#v", err)
+	}
+}
+
+// TestAcquireFailsOnDoneContextEvenWhenGranted: rule 5 as in x/sync/semaphore. A task looping
+// on an uncontended handle must see its context end.
+func TestAcquireFailsOnDoneContextEvenWhenGranted(t *testing.T) {
+	q := &queue{data: make([]byte, 8)}
+	h := newHandle(q, fifo.Write, true)
+	other := newHandle(q, fifo.Write, true)
+	if err := h.Request(); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Request(); err != nil {
+		t.Fatal(err)
+	}
+	if !h.Test() {
+		t.Fatal("h is not granted")
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	stop := errors.New("stop")
+	cancel(stop)
+	err := h.Acquire(ctx)
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, stop) {
+		t.Fatalf("acquire with a done context: %v, want context.Canceled and its cause", err)
+	}
+	if h.Map() != nil || h.Active() {
+		t.Fatal("the handle holds or queues something after a failed acquire")
+	}
+	if err := h.Acquire(context.Background()); !errors.Is(err, handle.ErrClosed) {
+		t.Fatalf("acquire after the failed one: %v, want ErrClosed", err)
+	}
+	if !other.Test() {
+		t.Fatal("the FIFO did not move on: the grant was not given back")
+	}
+}
+
+// TestFailedReRequestHoldsNothing: an iterative Acquire whose re-request fails returns the
+// error holding nothing, so that the location is not left blocked.
+func TestFailedReRequestHoldsNothing(t *testing.T) {
+	q := &queue{data: make([]byte, 8)}
+	h := newHandle(q, fifo.Write, true)
+	other := newHandle(q, fifo.Write, true)
+	if err := h.Request(); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Request(); err != nil {
+		t.Fatal(err)
+	}
+	q.refuse = errors.New("queue refuses")
+	err := h.Acquire(context.Background())
+	if !errors.Is(err, q.refuse) {
+		t.Fatalf("acquire: %v, want the queue's refusal", err)
+	}
+	if h.Map() != nil || h.Active() {
+		t.Fatal("the handle holds something after a failed acquire")
+	}
+	if err := h.Section(context.Background(), func([]byte) error { return nil }); !errors.Is(err, handle.ErrClosed) {
+		t.Fatalf("section after the failure: %v, want ErrClosed", err)
+	}
+	if !other.Test() {
+		t.Fatal("the location stays blocked after the failed acquire")
+	}
+}
+
+// TestFailedRequestFailsAcquire: a request its queue fails (a failed job, a lost owner)
+// makes the waiting Acquire return the queue's error, and the handle is closed.
+func TestFailedRequestFailsAcquire(t *testing.T) {
+	q := &queue{data: make([]byte, 8)}
+	holder := newHandle(q, fifo.Write, false)
+	h := newHandle(q, fifo.Read, true)
+	for _, x := range []*handle.Handle{holder, h} {
+		if err := x.Request(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := holder.Acquire(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	lost := errors.New("owner lost")
+	done := make(chan error)
+	go func() { done <- h.Acquire(context.Background()) }()
+	q.mu.Lock()
+	var pending *ticket
+	q.f.Each(func(r *fifo.Request) {
+		if r.State() == fifo.Queued {
+			pending = r.Tag.(*ticket)
+		}
+	})
+	q.mu.Unlock()
+	pending.latch.Fail(lost)
+	if err := <-done; !errors.Is(err, lost) {
+		t.Fatalf("acquire of a failed request: %v, want the failure", err)
+	}
+	if h.Active() || h.Map() != nil {
+		t.Fatal("the handle holds or queues something after its request failed")
+	}
+}
+
+// TestGroupHoldsWhatIsInUse: a group has every handle that holds or queues a request and
+// nothing else, however many handles come and go, and a re-requested one-shot handle is back
+// in it (rule 8 for every handle ever made).
+func TestGroupHoldsWhatIsInUse(t *testing.T) {
+	q := &queue{data: make([]byte, 8)}
+	var g handle.Group
+	ctx := context.Background()
+	iter := handle.New(q, handle.Spec{Task: 1, Location: "x", Mode: fifo.Read, Iterative: true}, nil, &g)
+	if err := iter.Request(); err != nil {
+		t.Fatal(err)
+	}
+	var reused *handle.Handle
+	for i := range 1000 {
+		h := handle.New(q, handle.Spec{Task: 1, Location: "x", Mode: fifo.Read}, nil, &g)
+		if err := h.Request(); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Section(ctx, func([]byte) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if i == 10 {
+			reused = h
+		}
+	}
+	if g.Len() != 1 {
+		t.Fatalf("the group has %d handles, want the one iterative handle", g.Len())
+	}
+	if err := reused.Request(); err != nil {
+		t.Fatal(err)
+	}
+	if g.Len() != 2 {
+		t.Fatalf("the group has %d handles after a re-request, want 2", g.Len())
+	}
+	if err := iter.Acquire(ctx); err != nil { // holds one grant, has queued the next
+		t.Fatal(err)
+	}
+	if err := g.CloseAll(); err != nil {
+		t.Fatal(err)
+	}
+	if g.Len() != 0 || iter.Active() || reused.Active() {
+		t.Fatal("CloseAll left handles in use")
+	}
+	w := newHandle(q, fifo.Write, false)
+	if err := w.Request(); err != nil {
+		t.Fatal(err)
+	}
+	if !w.Test() {
+		t.Fatal("the location is still held after CloseAll")
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/orwl-go/orwl/fifo"
-	"github.com/orwl-go/orwl/handle"
 )
 
 // DeadlockError is a cycle of waits in which every task is blocked in Acquire on a request
@@ -43,12 +42,6 @@ func (e *DeadlockError) Error() string {
 // Is reports whether target is ErrDeadlock.
 func (e *DeadlockError) Is(target error) bool { return target == ErrDeadlock }
 
-// waiting is what a task is blocked on.
-type waiting struct {
-	h *handle.Handle
-	t handle.Ticket
-}
-
 // detector knows what each task of this process is blocked on. Blocking and unblocking
 // cost a few stores into the task's own slot (its own cache line: tasks on different cores
 // do not slow each other down) and allocate nothing; the job's watch goroutine looks at the
@@ -65,38 +58,20 @@ type detector struct {
 
 // slot is what one task is blocked on. seq is odd while the task is blocked and grows at
 // every block and unblock, so a look that sees the same seq twice knows the task has not
-// moved in between; it is finishedSeq once the task has returned. The wait is published
-// before seq, through atomic fields, so the watch never reads a half-written one.
+// moved in between; it is finishedSeq once the task has returned. The ticket is published
+// before seq, so the watch never reads a half-written wait.
 type slot struct {
-	seq    atomic.Uint64
-	handle atomic.Pointer[handle.Handle]
-	local  atomic.Pointer[localTicket]
-	remote atomic.Pointer[remoteTicket]
-	_      [32]byte // a cache line of its own
+	seq  atomic.Uint64
+	wait atomic.Pointer[ticketBase]
+	_    [48]byte // a cache line of its own
 }
 
 // finishedSeq marks the slot of a task that has returned.
 const finishedSeq = ^uint64(0)
 
-// holderTask returns the task that made r: a local handle's or a remote one's.
-func holderTask(r *fifo.Request) int {
-	if s, ok := r.Tag.(*served); ok {
-		return s.task
-	}
-	return r.Tag.(*handle.Handle).Spec().Task
-}
-
-func (d *detector) block(task int, h *handle.Handle, t handle.Ticket) {
+func (d *detector) block(task int, t *ticketBase) {
 	s := &d.slots[task]
-	s.handle.Store(h)
-	switch t := t.(type) {
-	case *localTicket:
-		s.local.Store(t)
-		s.remote.Store(nil)
-	case *remoteTicket:
-		s.local.Store(nil)
-		s.remote.Store(t)
-	}
+	s.wait.Store(t)
 	s.seq.Add(1)
 }
 
@@ -104,37 +79,33 @@ func (d *detector) unblock(task int)  { d.slots[task].seq.Add(1) }
 func (d *detector) finished(task int) { d.slots[task].seq.Store(finishedSeq) }
 
 // wait returns what task is blocked on, with the slot's seq: ok is false while it runs.
-func (d *detector) wait(task int) (w waiting, seq uint64, ok bool) {
+func (d *detector) wait(task int) (t *ticketBase, seq uint64, ok bool) {
 	s := &d.slots[task]
 	seq = s.seq.Load()
 	if seq == finishedSeq || seq%2 == 0 {
-		return w, seq, false
+		return nil, seq, false
 	}
-	w.h = s.handle.Load()
-	if lt := s.local.Load(); lt != nil {
-		w.t = lt
-	} else {
-		w.t = s.remote.Load()
-	}
-	return w, seq, s.seq.Load() == seq
+	t = s.wait.Load()
+	return t, seq, s.seq.Load() == seq
 }
 
 // look records what the tasks of tasks are blocked on. It reports stuck when every one of
-// them is blocked on a request that is not granted, or has returned; and moved when that
-// differs from the previous look (or the protocol moved), in which case the epoch grows.
-// Two looks in a row that find every task stuck and nothing moved mean that nobody can
-// release anything here: grants come only from releases.
-func (d *detector) look(tasks []*Task) (waits map[int]waiting, stuck, moved bool) {
+// them is blocked on a request that is not granted, or has returned (a process without
+// running tasks is stuck); and moved when that differs from the previous look (or the
+// protocol moved), in which case the epoch grows. Two looks in a row that find every task
+// stuck and nothing moved mean that nobody can release anything here: grants come only from
+// releases.
+func (d *detector) look(tasks []*Task) (waits map[int]*ticketBase, stuck, moved bool) {
 	cur := make([]uint64, len(tasks))
 	moves := d.moves.Load()
 	stuck = true
-	waits = map[int]waiting{}
+	waits = map[int]*ticketBase{}
 	for i, t := range tasks {
 		w, seq, blocked := d.wait(t.id)
 		cur[i] = seq
 		switch {
 		case seq == finishedSeq:
-		case !blocked || w.t.Granted():
+		case !blocked || w.latch.Granted():
 			stuck = false
 		default:
 			waits[t.id] = w
@@ -145,7 +116,13 @@ func (d *detector) look(tasks []*Task) (waits map[int]waiting, stuck, moved bool
 		d.epoch++
 	}
 	d.last, d.lastMoves = cur, moves
-	return waits, stuck && len(waits) > 0, moved
+	return waits, stuck, moved
+}
+
+// describe is the deadlock report's step of task's wait on t.
+func (j *job) describe(task int, t *ticketBase) Wait {
+	spec := t.h.Spec()
+	return Wait{Task: task, Location: spec.Location, Mode: spec.Mode, Pos: spec.Pos}
 }
 
 // checkLocal reports a deadlock of a job that runs in this process alone: every task that
@@ -153,25 +130,23 @@ func (d *detector) look(tasks []*Task) (waits map[int]waiting, stuck, moved bool
 // holders of what they wait for runs into a cycle.
 func (j *job) checkLocal() {
 	waits, stuck, moved := j.det.look(j.local)
-	if !stuck || moved {
+	if !stuck || moved || len(waits) == 0 {
 		return
 	}
 	holder := make(map[int]int, len(waits)) // task -> a task holding what it waits for
-	for task, w := range waits {
-		lt := w.t.(*localTicket)
-		lt.Blockers(func(r *fifo.Request) {
-			if _, seen := holder[task]; !seen {
-				holder[task] = holderTask(r)
-			}
-		})
-		if _, ok := holder[task]; !ok {
+	for task, t := range waits {
+		var w waitRecord
+		if !t.self.describeWait(&w) || len(w.Holders) == 0 {
 			return // granted meanwhile
 		}
+		holder[task] = w.Holders[0]
 	}
-	j.fail(cycleError(holder, func(task int) Wait {
-		spec := waits[task].h.Spec()
-		return Wait{Task: task, Location: spec.Location, Mode: spec.Mode, Pos: spec.Pos}
-	}))
+	for _, h := range holder {
+		if _, blocked := waits[h]; !blocked {
+			return // the holder runs: it will release
+		}
+	}
+	j.fail(cycleError(holder, func(task int) Wait { return j.describe(task, waits[task]) }))
 }
 
 // cycleError follows holder, in which every blocked task points to a blocked task holding

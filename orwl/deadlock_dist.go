@@ -22,9 +22,6 @@ import (
 // watchPeriod is how often a process looks at its tasks.
 const watchPeriod = 100 * time.Millisecond
 
-// msgStuck, a stuck process to rank 0: Version = its epoch, payload = a stuckReport.
-const msgStuck = msgFail + 1
-
 // stuckReport is what one stuck process tells rank 0.
 type stuckReport struct {
 	Waits  []waitRecord   // its blocked tasks
@@ -72,54 +69,57 @@ func (j *job) watch(ctx context.Context) {
 			j.log.Error("orwl: deadlock report", "err", err)
 			continue
 		}
-		hdr := transport.Header{Type: msgStuck, Version: epoch}
+		m := stuckMsg{epoch: epoch}
 		if j.rank == 0 {
-			j.node.stuck(0, &hdr, payload)
-		} else if err := j.mesh.Send(0, transport.Requester, hdr, payload); err != nil {
+			j.node.stuck(0, m, payload)
+		} else if err := j.mesh.Send(0, transport.Requester, m.header(), payload); err != nil {
 			return
 		}
 	}
 }
 
 // stuckReport describes this process when all its tasks are blocked on requests that are
-// not granted, or have returned.
+// not granted, or have returned (or it runs none): it is part of a deadlock only if the
+// other processes are stuck too.
 func (j *job) stuckReport() (epoch uint64, r stuckReport, stuck bool) {
 	waits, stuck, _ := j.det.look(j.local)
 	if !stuck {
 		return 0, r, false
 	}
-	for task, w := range waits {
-		spec := w.h.Spec()
+	for task, t := range waits {
+		spec := t.h.Spec()
 		rec := waitRecord{Task: task, Pos: spec.Pos, Write: spec.Mode == fifo.Write}
-		switch tk := w.t.(type) {
-		case *localTicket:
-			rec.Loc = int(tk.loc.index)
-			tk.Blockers(func(h *fifo.Request) { rec.Holders = append(rec.Holders, holderTask(h)) })
-			if len(rec.Holders) == 0 {
-				return 0, r, false // granted meanwhile
-			}
-		case *remoteTicket:
-			rec.Loc, rec.Ticket = int(tk.q.loc), tk.id
+		if !t.self.describeWait(&rec) {
+			return 0, r, false // granted meanwhile
 		}
 		r.Waits = append(r.Waits, rec)
 	}
-	r.Served = j.node.servedRecords()
+	r.Served = j.servedRecords()
 	return j.det.epoch, r, true
 }
 
 // servedRecords lists the requests of other processes in this process's FIFOs.
-func (n *node) servedRecords() []servedRecord {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+func (j *job) servedRecords() []servedRecord {
 	var recs []servedRecord
-	for from, m := range n.served {
-		for id, s := range m {
-			rec := servedRecord{From: from, Ticket: id, Granted: s.Granted()}
+	for _, l := range j.owned {
+		if l == nil {
+			continue
+		}
+		l.mu.Lock()
+		var holders []int
+		l.fifo.Holders(func(h *fifo.Request) { holders = append(holders, h.Tag.(queued).task()) })
+		l.fifo.Each(func(r *fifo.Request) {
+			s, ok := r.Tag.(*served)
+			if !ok || r.State() == fifo.Cancelled {
+				return
+			}
+			rec := servedRecord{From: s.from, Ticket: s.id, Granted: r.State() == fifo.Granted}
 			if !rec.Granted {
-				s.Blockers(func(h *fifo.Request) { rec.Holders = append(rec.Holders, holderTask(h)) })
+				rec.Holders = holders
 			}
 			recs = append(recs, rec)
-		}
+		})
+		l.mu.Unlock()
 	}
 	return recs
 }
@@ -133,7 +133,7 @@ type deadlockWatch struct {
 }
 
 // stuck records a report at rank 0 and declares a deadlock when it is confirmed.
-func (n *node) stuck(from int, h *transport.Header, payload []byte) {
+func (n *node) stuck(from int, m stuckMsg, payload []byte) {
 	var r stuckReport
 	if err := json.Unmarshal(payload, &r); err != nil {
 		n.log.Error("orwl: bad deadlock report", "rank", from, "err", err)
@@ -144,7 +144,7 @@ func (n *node) stuck(from int, h *transport.Header, payload []byte) {
 	if w.reports == nil {
 		w.reports, w.gens = make([]*stuckReport, n.j.procs), make([]uint64, n.j.procs)
 	}
-	w.reports[from], w.gens[from] = &r, h.Version
+	w.reports[from], w.gens[from] = &r, m.epoch
 	if slices.Contains(w.reports, nil) {
 		n.mu.Unlock()
 		return // the round is not complete

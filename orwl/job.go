@@ -2,7 +2,13 @@ package orwl
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/fnv"
+	"os"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/orwl-go/orwl/internal/jobenv"
 	"github.com/orwl-go/orwl/transport"
@@ -21,8 +27,12 @@ type Job struct {
 	// Secret authenticates the job's connections (default: ORWL_SECRET).
 	Secret []byte
 	// Launcher is set by Environment: who started this process ("orwlrun", "openmpi",
-	// "pmi", "pmix", "slurm", or "single" when nothing did). Run ignores it.
+	// "pmi", "pmix", "slurm", "kubernetes", or "single" when nothing did). Run ignores it.
 	Launcher string
+	// LocalSize is set by Environment: the number of processes of this job on this host, as
+	// the launcher reports it (all of them for orwlrun, one per pod in Kubernetes), or 0
+	// when it does not say. Run ignores it.
+	LocalSize int
 }
 
 // discover completes explicit with the environment.
@@ -41,24 +51,77 @@ func discover(explicit *Job) (jobenv.Job, error) {
 
 // connect joins this process to the mesh of the job's processes.
 func (j *job) connect(ctx context.Context) error {
-	ln, err := j.info.CoordListener() // rank 0's listener, inherited from orwlrun
+	// Rank 0's coordinator listener (inherited from orwlrun, or opened here), and the
+	// coordinator and secret when the launcher's PMI exchange carries them.
+	ln, err := j.info.Rendezvous(ctx, j.log)
 	if err != nil {
 		return fmt.Errorf("orwl: job: %w", err)
 	}
-	cfg := transport.Config{
+	m, err := transport.New(transport.Config{
 		Rank: j.rank, Size: j.procs, Coord: j.info.Coord, ListenHost: j.info.Listen,
-		Secret: j.info.Secret, Handler: j.node, Logger: j.log, Listener: ln,
-	}
-	m, err := transport.Start(ctx, cfg)
+		Secret: j.info.Secret, Handler: j.node, Logger: j.log, Listener: ln, JobSpec: j.spec(),
+		PeerTimeout: j.peerTimeout, StartTimeout: j.startTimeout,
+	})
 	if err != nil {
+		return fmt.Errorf("orwl: rank %d of %d: %w", j.rank, j.procs, err)
+	}
+	j.mesh, j.node.mesh = m, m // before Start: messages may arrive while it runs
+	if err := m.Start(ctx); err != nil {
 		return fmt.Errorf("orwl: rank %d of %d: connecting the job: %w", j.rank, j.procs, err)
 	}
-	j.mesh, j.node.mesh = m, m
-	close(j.node.connected)
 	if j.rec != nil && j.rank != 0 {
 		if err := j.measureClock(ctx); err != nil {
 			return fmt.Errorf("orwl: rank %d: measuring the clock offset for the trace: %w", j.rank, err)
 		}
 	}
 	return nil
+}
+
+// spec describes the job as every process must see it: the number of tasks, the names of
+// the locations and which process runs each task (a hash, past 64 tasks). The mesh compares
+// it when it forms.
+func (j *job) spec() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "tasks=%d locations=%s placement=", j.tasks, strings.Join(j.names, ","))
+	if j.tasks <= 64 {
+		for i, r := range j.owner {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.Itoa(r))
+		}
+		return b.String()
+	}
+	h := fnv.New64a()
+	for _, r := range j.owner {
+		binary.Write(h, binary.LittleEndian, int64(r))
+	}
+	fmt.Fprintf(&b, "fnv:%016x", h.Sum64())
+	return b.String()
+}
+
+// Environment variables for the liveness settings (Config.PeerTimeout, Config.StartTimeout),
+// in Go's duration syntax ("5s", "2m").
+const (
+	envPeerTimeout  = "ORWL_PEER_TIMEOUT"
+	envStartTimeout = "ORWL_START_TIMEOUT"
+)
+
+// duration returns d, or else the duration in the environment variable name, or 0.
+func duration(d time.Duration, name string) (time.Duration, error) {
+	if d != 0 {
+		if d < 0 {
+			return 0, fmt.Errorf("orwl: a negative %s: %v", strings.ToLower(name[len("ORWL_"):]), d)
+		}
+		return d, nil
+	}
+	s, ok := os.LookupEnv(name)
+	if !ok || s == "" {
+		return 0, nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("orwl: %s=%q: want a positive duration such as 10s", name, s)
+	}
+	return v, nil
 }

@@ -42,14 +42,17 @@ func (l Launch) Run() int {
 // Environment returns this process's place in a job as the environment describes it
 // (orwlrun, mpirun, srun, PMI, Kubernetes: see Config.Job), without connecting to anything.
 // Launcher says who started the process; it is "single" for a process started alone, which
-// Run treats as a whole job of one process.
+// Run treats as a whole job of one process. LocalSize counts the job's processes on this
+// host, for sharing its cores. Under a launcher that hands down a PMI connection (Hydra,
+// srun --mpi=pmi2), Coord and Secret are empty unless set by hand: rank 0 publishes them
+// through the launcher when Run connects.
 func Environment() (Job, error) {
 	info, err := discover(nil)
 	if err != nil {
 		return Job{}, err
 	}
 	return Job{Rank: info.Rank, Size: info.Size, Coord: info.Coord, Listen: info.Listen,
-		Secret: info.Secret, Launcher: info.Source}, nil
+		Secret: info.Secret, Launcher: info.Source, LocalSize: info.LocalSize}, nil
 }
 
 // Launched reports whether a launcher started this process as part of a job (Launcher is

@@ -23,19 +23,29 @@ func (l Location) String() string { return fmt.Sprintf("task %d %q", l.Task, l.N
 
 // location is a location owned by this process: its FIFO and its data. It is the
 // handle.Queue of the local handles on it; the node places remote handles' requests in it.
+//
+// Every FIFO operation runs under mu and returns the requests it granted; they are delivered
+// (a local waiter woken, a grant sent to another process) after mu is released.
 type location struct {
-	id      Location
-	index   uint32 // its number in the job, as it travels on the wire
-	fifo    fifo.FIFO
+	id    Location
+	index uint32 // its number in the job, as it travels on the wire
+
+	mu        sync.Mutex
+	fifo      fifo.FIFO
+	err       error            // the job's failure: nothing is granted any more
+	scheduled bool             // the initial requests have been placed in the FIFO
+	pending   []pendingRequest // requests that came before the schedule
+
 	data    []byte // 8-byte aligned; written only under a write grant (or before the schedule)
-	version uint64 // counts the write releases; read and written under grants, like data
+	version uint64 // counts the write releases; changed under mu by the releasing writer
+
+	// sendMu orders the grants sent to other processes, and guards mirrors: the version of
+	// the data each process's mirror holds, by rank (nil in a job of one process).
+	sendMu  sync.Mutex
+	mirrors []uint64
 
 	fq       *trace.FIFO   // the trace of this FIFO; nil when tracing is off
 	lastFlow atomic.Uint64 // the trace flow of the last release, for the grant it causes
-
-	scheduled atomic.Bool // the initial requests have been placed in the FIFO
-	mu        sync.Mutex
-	pending   []pendingRequest // requests that came before the schedule; guarded by mu
 }
 
 // pendingRequest is a request that came before the schedule placed the initial ones.
@@ -44,16 +54,127 @@ type pendingRequest struct {
 	pos, task int
 	req       *fifo.Request
 	mode      fifo.Mode
-	onGrant   func(*fifo.Request)
+}
+
+// queued is a request in a FIFO of this process, found through its fifo.Request's Tag: a
+// local ticket, or a request served for a handle of another process.
+type queued interface {
+	// granted delivers the grant, after the location's lock is released.
+	granted()
+	// failed delivers the job's failure to a request that is still waiting.
+	failed(err error)
+	// task is the task whose handle made the request.
+	task() int
+}
+
+// deliver hands every request of granted its grant.
+func deliver(granted []*fifo.Request) {
+	for _, r := range granted {
+		r.Tag.(queued).granted()
+	}
+}
+
+// enqueue places r in the FIFO, or, before the schedule, keeps it for the schedule. It fails
+// once the job has failed.
+func (l *location) enqueue(r *fifo.Request, mode fifo.Mode, initial bool, pos, task int) error {
+	l.fq.Request(task, traceMode(mode), pos)
+	var buf [4]*fifo.Request
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return l.err
+	}
+	if !l.scheduled {
+		l.pending = append(l.pending, pendingRequest{initial, pos, task, r, mode})
+		l.mu.Unlock()
+		return nil
+	}
+	granted, err := l.fifo.Enqueue(r, mode, buf[:0])
+	l.mu.Unlock()
+	deliver(granted)
+	return err
+}
+
+// release ends the granted access of r; a write makes a new version of the data, which the
+// mirror of process mirror (>= 0: a remote writer sent it back) holds already. In a failed
+// job it does nothing: the data a failed job leaves is never handed on.
+func (l *location) release(r *fifo.Request, newVersion bool, mirror int) error {
+	var buf [4]*fifo.Request
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return nil
+	}
+	if newVersion && r.State() == fifo.Granted {
+		l.version++
+	}
+	version := l.version
+	granted, err := l.fifo.Release(r, buf[:0])
+	l.mu.Unlock()
+	if mirror >= 0 && err == nil {
+		l.sendMu.Lock()
+		l.mirrors[mirror] = version
+		l.sendMu.Unlock()
+	}
+	deliver(granted)
+	return err
+}
+
+// cancel withdraws r (fifo.FIFO.Cancel): a grant it holds goes back unchanged.
+func (l *location) cancel(r *fifo.Request) {
+	var buf [4]*fifo.Request
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return
+	}
+	granted := l.fifo.Cancel(r, buf[:0])
+	l.mu.Unlock()
+	deliver(granted)
+}
+
+// fail stops l for good: every request still waiting gets err, and nothing is granted any
+// more (a release does nothing), so no task ever sees data that a failed job left behind.
+func (l *location) fail(err error) {
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return
+	}
+	l.err = err
+	var waiting []queued
+	l.fifo.Each(func(r *fifo.Request) { waiting = append(waiting, r.Tag.(queued)) })
+	for _, p := range l.pending {
+		waiting = append(waiting, p.req.Tag.(queued))
+	}
+	l.pending = nil
+	l.mu.Unlock()
+	for _, q := range waiting {
+		q.failed(err)
+	}
+}
+
+// holders calls fn with the task of every holder of the grant that r waits for, under l's
+// lock. It reports false when r is not waiting (granted meanwhile, or not in the FIFO).
+func (l *location) holders(r *fifo.Request, fn func(task int)) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s := r.State(); s != fifo.Queued {
+		return false
+	}
+	l.fifo.Holders(func(h *fifo.Request) { fn(h.Tag.(queued).task()) })
+	return true
 }
 
 // localTicket is a request on a location of this process.
 type localTicket struct {
-	fifo.Request
+	ticketBase
+	req fifo.Request
 	loc *location
 }
 
-func (t *localTicket) Data() []byte { return t.loc.data }
+func (t *localTicket) Latch() *handle.Latch { return &t.latch }
+func (t *localTicket) Data() []byte         { return t.loc.data }
 
 func (t *localTicket) Resize(n int) ([]byte, error) {
 	t.loc.data = resized(t.loc.data, n)
@@ -62,48 +183,64 @@ func (t *localTicket) Resize(n int) ([]byte, error) {
 
 // Release ends the access; a write makes a new version of the data.
 func (t *localTicket) Release() error {
-	if t.Mode() == fifo.Write && t.Granted() {
-		t.loc.version++
-	}
-	return t.Request.Release()
+	return t.loc.release(&t.req, t.h.Mode() == fifo.Write, -1)
+}
+
+// Fail ends the access without handing anything on: the location fails with err.
+func (t *localTicket) Fail(err error) { t.loc.fail(err) }
+
+// Cancel withdraws the ticket; a grant that had arrived goes back with the data unchanged.
+func (t *localTicket) Cancel() {
+	t.latch.Cancel()
+	t.loc.cancel(&t.req)
+}
+
+// granted wakes the waiter. A latch cancelled meanwhile refuses the grant; its canceller
+// gives it back through location.cancel.
+func (t *localTicket) granted()         { t.latch.Grant() }
+func (t *localTicket) failed(err error) { t.latch.Fail(err) }
+func (t *localTicket) task() int        { return t.h.Spec().Task }
+func (t *localTicket) where() uint32    { return t.loc.index }
+
+func (t *localTicket) describeWait(w *waitRecord) bool {
+	w.Loc = int(t.loc.index)
+	return t.loc.holders(&t.req, func(task int) { w.Holders = append(w.Holders, task) })
+}
+
+func (t *localTicket) traceGrant(task int, m trace.Mode) trace.FlowID {
+	t.loc.fq.Grant(task, m)
+	return trace.FlowID(t.loc.lastFlow.Load())
+}
+
+func (t *localTicket) traceRelease(task int, m trace.Mode, flow trace.FlowID) {
+	t.loc.lastFlow.Store(uint64(flow))
+	t.loc.fq.Release(task, m)
 }
 
 // Request implements handle.Queue. Before the schedule the request is only recorded; the
 // schedule places all of them in the global order.
 func (l *location) Request(h *handle.Handle, reuse handle.Ticket) (handle.Ticket, error) {
 	t, _ := reuse.(*localTicket)
-	if t == nil || t.State() != fifo.Idle {
+	if t == nil || t.req.State() != fifo.Idle {
 		t = &localTicket{loc: l}
+		t.req.Tag = t
+		t.self = t
 	}
-	t.Tag = h
+	t.h = h
+	t.latch.Start()
 	spec := h.Spec()
-	if err := l.enqueue(&t.Request, spec.Mode, true, spec.Pos, spec.Task, nil); err != nil {
+	if err := l.enqueue(&t.req, spec.Mode, true, spec.Pos, spec.Task); err != nil {
 		return nil, err
 	}
 	return t, nil
-}
-
-// enqueue places r in the FIFO, or, before the schedule, keeps it for the schedule.
-func (l *location) enqueue(r *fifo.Request, mode fifo.Mode, initial bool, pos, task int, onGrant func(*fifo.Request)) error {
-	l.fq.Request(task, traceMode(mode), pos)
-	if !l.scheduled.Load() {
-		l.mu.Lock()
-		if !l.scheduled.Load() {
-			l.pending = append(l.pending, pendingRequest{initial, pos, task, r, mode, onGrant})
-			l.mu.Unlock()
-			return nil
-		}
-		l.mu.Unlock()
-	}
-	return l.fifo.Enqueue(r, mode, onGrant)
 }
 
 // schedule places the initial requests in the FIFO ordered by position, then task id, then
 // arrival order (which is declaration order within a task), then the requests that arrived
 // early from processes already past the schedule, and lets later requests in.
 func (l *location) schedule() error {
+	var granted []*fifo.Request
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	slices.SortStableFunc(l.pending, func(a, b pendingRequest) int {
 		if a.initial != b.initial {
 			if a.initial {
@@ -116,14 +253,18 @@ func (l *location) schedule() error {
 		}
 		return cmp.Or(cmp.Compare(a.pos, b.pos), cmp.Compare(a.task, b.task))
 	})
+	var err error
 	for _, p := range l.pending {
-		if err := l.fifo.Enqueue(p.req, p.mode, p.onGrant); err != nil {
-			return fmt.Errorf("schedule %s: %w", l.id, err)
+		if granted, err = l.fifo.Enqueue(p.req, p.mode, granted); err != nil {
+			err = fmt.Errorf("schedule %s: %w", l.id, err)
+			break
 		}
 	}
 	l.pending = nil
-	l.scheduled.Store(true)
-	return nil
+	l.scheduled = true
+	l.mu.Unlock()
+	deliver(granted)
+	return err
 }
 
 // resized returns b resized to n bytes, keeping the common prefix and zero-filling the rest;
@@ -142,7 +283,7 @@ func resized(b []byte, n int) []byte {
 	return nb
 }
 
-// alignedBytes returns n zeroed bytes whose first byte is 8-byte aligned.
+// alignedBytes returns n zeroed bytes whose first byte is 8-byte aligned; never nil.
 func alignedBytes(n int) []byte {
 	if n == 0 {
 		return []byte{}
@@ -159,6 +300,14 @@ func Float64s(b []byte) []float64 {
 		return nil
 	}
 	return unsafe.Slice((*float64)(unsafe.Pointer(&b[0])), len(b)/8)
+}
+
+// Uint64s views a mapped buffer as uint64 values, like Float64s.
+func Uint64s(b []byte) []uint64 {
+	if len(b) < 8 {
+		return nil
+	}
+	return unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), len(b)/8)
 }
 
 // Bytes views float64 values as bytes, the inverse of Float64s; it shares memory with f.

@@ -128,9 +128,9 @@ func TestPlanAcrossProcesses(t *testing.T) {
 }
 
 func TestPlanUnderMpirun(t *testing.T) {
-	mpirun, err := exec.LookPath("mpirun")
+	mpirun, err := exec.LookPath("mpirun.openmpi") // not "mpirun": MPICH registers one too
 	if err != nil {
-		t.Skip("mpirun not found: install Debian's openmpi-bin to run this test")
+		t.Skip("mpirun.openmpi not found: install Debian's openmpi-bin to run this test")
 	}
 	cmd := exec.Command(mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "3",
 		"-x", scenarioEnv+"=plan", os.Args[0], "-test.run=^$")

@@ -24,7 +24,7 @@ func (o *observer) Requested(h *handle.Handle, t handle.Ticket) {
 }
 
 func (o *observer) WaitStart(h *handle.Handle, t handle.Ticket) {
-	o.task.job.det.block(o.task.id, h, t)
+	o.task.job.det.block(o.task.id, t.(ticket).base())
 	if o.tr != nil {
 		spec := h.Spec()
 		o.wait = o.tr.BeginWait(o.task.job.traceLoc(t), traceMode(spec.Mode), spec.Pos)
@@ -42,15 +42,7 @@ func (o *observer) Acquired(h *handle.Handle, t handle.Ticket) {
 		return
 	}
 	loc, mode := o.task.job.traceLoc(t), traceMode(h.Mode())
-	var from trace.FlowID
-	switch t := t.(type) {
-	case *localTicket:
-		from = trace.FlowID(t.loc.lastFlow.Load())
-		t.loc.fq.Grant(o.task.id, mode)
-	case *remoteTicket:
-		from = t.grantFlow
-	}
-	o.tr.Grant(loc, mode, from)
+	o.tr.Grant(loc, mode, t.(ticket).traceGrant(o.task.id, mode))
 	if o.sections == nil {
 		o.sections = map[*handle.Handle]trace.Span{}
 	}
@@ -64,14 +56,7 @@ func (o *observer) Releasing(h *handle.Handle, t handle.Ticket) {
 	o.sections[h].End()
 	delete(o.sections, h)
 	mode := traceMode(h.Mode())
-	id := o.tr.Release(o.task.job.traceLoc(t), mode)
-	switch t := t.(type) {
-	case *localTicket:
-		t.loc.lastFlow.Store(uint64(id))
-		t.loc.fq.Release(o.task.id, mode)
-	case *remoteTicket:
-		t.releaseFlow = id
-	}
+	t.(ticket).traceRelease(o.task.id, mode, o.tr.Release(o.task.job.traceLoc(t), mode))
 }
 
 // traceMode converts a FIFO mode to the trace's.

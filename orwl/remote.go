@@ -15,285 +15,291 @@ import (
 	"github.com/orwl-go/orwl/transport"
 )
 
-// The ORWL protocol between processes, on top of the transport mesh. Requests, releases and
-// write-back data travel on the requester's connection; grants with the data travel on the
-// owner's, unmasked (see transport.Role).
-const (
-	// msgRequest, requester to owner: Loc, Handle = ticket id, Flags = flagWrite|flagInitial,
-	// Arg = position<<32 | task, Version = the version the requester's mirror holds.
-	msgRequest = transport.TypeUser + iota
-	// msgGrant, owner to requester: Handle = ticket id, Version = the data's version, Arg =
-	// the trace flow of the release that caused it; with flagData the payload is the data,
-	// without it the mirror already holds that version. With flagError the payload is the
-	// text of why the request was refused.
-	msgGrant
-	// msgRelease, requester to owner: Handle = ticket id, Arg = the release's trace flow;
-	// with flagData the payload is the data a writer leaves.
-	msgRelease
-	// msgProblems: the sender's init-phase mistakes as text (empty when none), at the schedule.
-	msgProblems
-	// msgFail: the sender's job failed; the payload is the error's text.
-	msgFail
-)
-
-const (
-	flagWrite    = 1
-	flagInitial  = 2
-	flagData     = 4
-	flagError    = 8
-	flagDeadlock = 16 // on msgFail: the failure is a deadlock
-)
-
-// ticketFailed is the state of a remote ticket whose owner is gone or refused it.
-const ticketFailed = fifo.State(100)
-
-// node is this process's end of the protocol: the requester side (remote queues and their
-// tickets) and the owner side (requests of other processes on locations of this one). It is
-// the mesh's Handler.
+// node is this process's end of the protocol (protocol.go): the requester side (remote
+// queues and their tickets) and the owner side (requests of other processes on locations of
+// this one). It is the mesh's Handler.
 type node struct {
 	j    *job
 	mesh *transport.Mesh
 	log  *slog.Logger
 
 	mu         sync.Mutex
-	nextID     uint64
-	tickets    map[uint64]*remoteTicket // this process's requests on other owners
-	served     []map[uint64]*served     // by requester rank: their requests on our locations
-	lost       []error                  // by rank, once lost
-	problems   []*string                // by rank: init-phase mistakes, at the schedule
-	watch      deadlockWatch            // rank 0: the reports of stuck processes; guarded by mu
-	traceParts [][]byte                 // rank 0: the trace of every process, at the end; guarded by mu
-	clock      chan int64               // rank 0's answers to clock questions
-	connected  chan struct{}            // closed when mesh is set
-	finishing  atomic.Bool              // this process's tasks are done: peers may leave cleanly now
+	tickets    []*remoteTicket // this process's tickets on other owners, by id (0 unused)
+	freeIDs    []uint64        // ids of retired tickets, handed out again
+	lost       []error         // by rank, once lost
+	problems   []*string       // by rank: init-phase mistakes, at the schedule
+	watch      deadlockWatch   // rank 0: the reports of stuck processes; guarded by mu
+	traceParts [][]byte        // rank 0: the trace of every process, at the end; guarded by mu
+	clock      chan int64      // rank 0's answers to clock questions
+
+	// served holds, by requester rank and ticket id, the requests of other processes on our
+	// locations. A rank's table is used only by the reader of that rank's connection, which
+	// delivers its requests and releases in order; entries are reused with the ids.
+	served [][]*served
 }
+
+// maxTicketID bounds the ticket ids a peer may use: ids are dense (retired ids are handed
+// out again), so a larger one is a broken peer, not a big job.
+const maxTicketID = 1 << 24
 
 func newNode(j *job, log *slog.Logger) *node {
 	return &node{
 		j:          j,
 		log:        log,
-		tickets:    map[uint64]*remoteTicket{},
-		served:     make([]map[uint64]*served, j.procs),
+		tickets:    []*remoteTicket{nil},
+		served:     make([][]*served, j.procs),
 		lost:       make([]error, j.procs),
 		problems:   make([]*string, j.procs),
 		traceParts: make([][]byte, j.procs),
 		clock:      make(chan int64, 1),
-		connected:  make(chan struct{}),
 	}
 }
 
-// remoteQueue is the proxy of a location owned by another process. Its mirror holds the last
-// data a grant brought; it is reused across iterations.
+// remoteQueue is the proxy of a location owned by another process. Its mirror holds the
+// data the last grant brought; it is reused across iterations. The owner knows which
+// version each mirror holds and sends the data only when it is newer.
 type remoteQueue struct {
 	n       *node
 	owner   int
 	loc     uint32
-	mirror  []byte // 8-byte aligned; written only while no ticket of this process holds it
-	version uint64 // the version the mirror holds (0: none); guarded by n.mu
+	mirror  []byte // 8-byte aligned, never nil; written by a grant's data or under a write grant
+	version uint64 // the version the mirror holds (0: none)
 }
 
 // remoteTicket is a request of this process on a remote location.
 type remoteTicket struct {
-	q            *remoteQueue
-	id           uint64
-	mode         fifo.Mode
-	state        atomic.Uint32
-	waiting      bool          // guarded by n.mu
-	ready        chan struct{} // the grant's (or failure's) token when waiting
-	grantVersion uint64        // guarded by n.mu
-	err          error         // why it failed; guarded by n.mu
-	task         int           // the task of the handle that made it, for the trace
+	ticketBase
+	q       *remoteQueue
+	id      uint64 // its number in n.tickets and at the owner; 0 once retired
+	active  bool   // requested and not yet released; guarded by n.mu
+	version uint64 // the version the grant carried
 
 	grantFlow, releaseFlow trace.FlowID // trace arrows carried by the grant and the release
 	transfer               trace.Span   // the grant's data arriving
 }
 
-// Request implements handle.Queue: it sends the request to the owner at once.
+// newTicket registers a new ticket of q under a free id; n.mu held.
+func (n *node) newTicket(q *remoteQueue) *remoteTicket {
+	t := &remoteTicket{q: q}
+	t.self = t
+	if k := len(n.freeIDs); k > 0 {
+		t.id = n.freeIDs[k-1]
+		n.freeIDs = n.freeIDs[:k-1]
+		n.tickets[t.id] = t
+	} else {
+		t.id = uint64(len(n.tickets))
+		n.tickets = append(n.tickets, t)
+	}
+	return t
+}
+
+// ticket returns the active ticket numbered id, or nil.
+func (n *node) ticket(id uint64) *remoteTicket {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if id >= uint64(len(n.tickets)) || n.tickets[id] == nil || !n.tickets[id].active {
+		return nil
+	}
+	return n.tickets[id]
+}
+
+// Request implements handle.Queue: it sends the request to the owner at once. A released
+// ticket of the same handle is reused with its id, so the owner reuses its entry too.
 func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Ticket, error) {
 	n := q.n
 	t, _ := reuse.(*remoteTicket)
-	if t == nil || fifo.State(t.state.Load()) != fifo.Idle {
-		t = &remoteTicket{q: q, ready: make(chan struct{}, 1)}
-	}
-	spec := h.Spec()
 	n.mu.Lock()
 	if err := n.lost[q.owner]; err != nil {
 		n.mu.Unlock()
 		return nil, err
 	}
-	n.nextID++
-	t.id, t.mode, t.task = n.nextID, spec.Mode, spec.Task
-	t.state.Store(uint32(fifo.Queued))
-	n.tickets[t.id] = t
-	version := q.version
+	if t == nil || t.id == 0 || t.active {
+		t = n.newTicket(q)
+	}
+	t.h, t.active = h, true
+	t.latch.Start()
 	n.mu.Unlock()
-	hdr := transport.Header{Type: msgRequest, Loc: q.loc, Handle: t.id, Version: version,
-		Arg: int64(spec.Pos)<<32 | int64(spec.Task)}
-	if spec.Mode == fifo.Write {
-		hdr.Flags |= flagWrite
-	}
-	if !n.j.requestsLive.Load() {
-		hdr.Flags |= flagInitial
-	}
-	if err := n.mesh.Send(q.owner, transport.Requester, hdr, nil); err != nil {
+	spec := h.Spec()
+	m := requestMsg{loc: q.loc, ticket: t.id, mode: spec.Mode, initial: !n.j.requestsLive.Load(), pos: spec.Pos, task: spec.Task}
+	if err := n.mesh.Send(q.owner, transport.Requester, m.header(), nil); err != nil {
 		n.mu.Lock()
-		delete(n.tickets, t.id)
-		t.state.Store(uint32(fifo.Idle))
+		t.active = false
 		n.mu.Unlock()
 		return nil, err
 	}
 	return t, nil
 }
 
-func (t *remoteTicket) Granted() bool { return fifo.State(t.state.Load()) == fifo.Granted }
-
-func (t *remoteTicket) Data() []byte { return t.q.mirror }
+func (t *remoteTicket) Latch() *handle.Latch { return &t.latch }
+func (t *remoteTicket) Data() []byte         { return t.q.mirror }
 
 func (t *remoteTicket) Resize(n int) ([]byte, error) {
 	t.q.mirror = resized(t.q.mirror, n)
 	return t.q.mirror, nil
 }
 
-// Wait blocks until the grant arrives, the owner is lost, or ctx is done.
-func (t *remoteTicket) Wait(ctx context.Context) error {
-	n := t.q.n
-	n.mu.Lock()
-	switch fifo.State(t.state.Load()) {
-	case fifo.Granted:
-		n.mu.Unlock()
-		return nil
-	case ticketFailed:
-		err := t.err
-		n.mu.Unlock()
-		return err
-	case fifo.Queued:
-	default:
-		n.mu.Unlock()
-		return fifo.ErrNotQueued
-	}
-	t.waiting = true
-	n.mu.Unlock()
-	select {
-	case <-t.ready:
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		if fifo.State(t.state.Load()) == ticketFailed {
-			return t.err
-		}
-		return nil
-	case <-ctx.Done():
-	}
-	n.mu.Lock()
-	if !t.waiting {
-		<-t.ready // granted or failed meanwhile: the cancellation wins
-	}
-	t.waiting = false
-	n.mu.Unlock()
-	t.Cancel()
-	return ctx.Err()
-}
-
 // Release gives the grant back to the owner, with the data when it was a write.
 func (t *remoteTicket) Release() error {
+	return t.q.n.sendRelease(t, releaseMsg{data: t.h.Mode() == fifo.Write}, nil)
+}
+
+// Fail gives the grant back as failed: the owner fails the location with err.
+func (t *remoteTicket) Fail(err error) {
+	t.q.n.sendRelease(t, releaseMsg{failed: true}, []byte(err.Error()))
+}
+
+// Cancel gives a grant that had arrived back now, unchanged, and one that has not as soon
+// as it arrives (see granted).
+func (t *remoteTicket) Cancel() {
 	n := t.q.n
+	if t.latch.Cancel() {
+		n.sendRelease(t, releaseMsg{}, nil)
+		return
+	}
+	if t.latch.State() == handle.LatchFailed {
+		n.mu.Lock()
+		t.active = false
+		n.mu.Unlock()
+	}
+}
+
+// sendRelease ends t's access at the owner with m (data: the mirror goes back as the new
+// data; failed: payload says why). A ticket that will not be requested again (a one-shot
+// handle's, a cancelled or failed one's) is retired and its id handed out again, after the
+// release is on its way: a later request with the same id reaches the owner after it.
+func (n *node) sendRelease(t *remoteTicket, m releaseMsg, payload []byte) error {
 	n.mu.Lock()
-	if fifo.State(t.state.Load()) != fifo.Granted {
+	if !t.active {
 		n.mu.Unlock()
 		return fifo.ErrNotGranted
 	}
-	hdr := transport.Header{Type: msgRelease, Loc: t.q.loc, Handle: t.id, Arg: int64(t.releaseFlow)}
-	var payload []byte
-	if t.mode == fifo.Write {
-		hdr.Flags = flagData
-		payload = t.q.mirror
-		t.q.version = t.grantVersion + 1 // what the owner's data becomes
-	}
-	delete(n.tickets, t.id)
-	t.state.Store(uint32(fifo.Idle))
+	t.active = false
+	retire := !t.h.Spec().Iterative || m.failed || t.latch.State() == handle.LatchCancelled
 	n.mu.Unlock()
-	return n.mesh.Send(t.q.owner, transport.Requester, hdr, payload)
+	m.loc, m.ticket, m.flow = t.q.loc, t.id, t.releaseFlow
+	if m.data {
+		payload = t.q.mirror
+		t.q.version = t.version + 1 // what the owner's data becomes
+	}
+	err := n.mesh.Send(t.q.owner, transport.Requester, m.header(), payload)
+	if retire {
+		n.mu.Lock()
+		n.tickets[t.id] = nil
+		n.freeIDs = append(n.freeIDs, t.id)
+		t.id = 0
+		n.mu.Unlock()
+	}
+	return err
 }
 
-// Cancel releases a granted ticket now and a queued one as soon as its grant arrives.
-func (t *remoteTicket) Cancel() {
-	n := t.q.n
-	n.mu.Lock()
-	switch fifo.State(t.state.Load()) {
-	case fifo.Granted:
-		t.mode = fifo.Read // the data was not written: give it back unchanged
-		n.mu.Unlock()
-		t.Release()
-		return
-	case fifo.Queued:
-		t.state.Store(uint32(fifo.Cancelled))
-	case ticketFailed:
-		delete(n.tickets, t.id)
-		t.state.Store(uint32(fifo.Idle))
-	}
-	n.mu.Unlock()
+func (t *remoteTicket) where() uint32 { return t.q.loc }
+
+func (t *remoteTicket) describeWait(w *waitRecord) bool {
+	w.Loc, w.Ticket = int(t.q.loc), t.id
+	return !t.latch.Granted()
 }
+
+func (t *remoteTicket) traceGrant(int, trace.Mode) trace.FlowID { return t.grantFlow }
+
+func (t *remoteTicket) traceRelease(_ int, _ trace.Mode, flow trace.FlowID) { t.releaseFlow = flow }
 
 // served is a request of a remote handle, placed in a FIFO of this process on its behalf.
 type served struct {
-	fifo.Request
-	n           *node
-	from        int // requester rank
-	ticket      uint64
-	task, pos   int
-	loc         *location
-	sentVersion uint64     // what the requester's mirror held when it asked
-	transfer    trace.Span // a write-back arriving
+	req       fifo.Request
+	n         *node
+	from      int    // requester rank
+	id        uint64 // the requester's ticket id
+	taskID    int    // the requesting task
+	loc       *location
+	active    bool        // requested and not yet released; the reader of from's connection only
+	delivered atomic.Bool // the grant was sent
+	transfer  trace.Span  // a write-back arriving
 }
 
-// onGrant pushes the data to the requester; it runs with the FIFO's lock held.
-func (s *served) onGrant(*fifo.Request) {
-	data, version := s.loc.data, s.loc.version
-	hdr := transport.Header{Type: msgGrant, Loc: s.loc.index, Handle: s.ticket, Version: version,
-		Arg: int64(s.loc.lastFlow.Load())}
-	s.loc.fq.Grant(s.task, traceMode(s.Mode()))
+// granted sends the grant to the requester, with the data when its mirror does not hold
+// this version: under the location's sendMu, so that the first grant of a version that a
+// process receives is the one that carries it.
+func (s *served) granted() {
+	l := s.loc
+	l.fq.Grant(s.taskID, traceMode(s.req.Mode()))
+	l.sendMu.Lock()
+	m := grantMsg{loc: l.index, ticket: s.id, version: l.version, flow: trace.FlowID(l.lastFlow.Load())}
 	var payload []byte
-	if version != s.sentVersion {
-		hdr.Flags = flagData
-		payload = data
+	if l.mirrors[s.from] != l.version {
+		m.data, payload = true, l.data
+		l.mirrors[s.from] = l.version
 	}
-	if err := s.n.mesh.Send(s.from, transport.Owner, hdr, payload); err != nil {
-		s.n.log.Debug("orwl: grant not sent", "rank", s.from, "err", err)
+	s.delivered.Store(true)
+	err := s.n.mesh.Send(s.from, transport.Owner, m.header(), payload)
+	l.sendMu.Unlock()
+	if err != nil && !errors.Is(err, transport.ErrPeerClosed) {
+		// A peer that closed its mesh cleanly has finished (every task of the job is done) or
+		// has failed and said so: nobody waits for this grant.
+		s.n.j.fail(fmt.Errorf("orwl: sending the grant of %s to rank %d: %w", l.id, s.from, err))
 	}
+}
+
+// failed does nothing: the requester learns of the job's failure itself.
+func (s *served) failed(error) {}
+func (s *served) task() int    { return s.taskID }
+
+// servedAt returns the entry of from's ticket id, making it on first use.
+func (n *node) servedAt(from int, id uint64) (*served, error) {
+	if id == 0 || id > maxTicketID {
+		return nil, fmt.Errorf("orwl: rank %d sent ticket id %d, outside 1..%d", from, id, maxTicketID)
+	}
+	table := n.served[from]
+	for uint64(len(table)) <= id {
+		table = append(table, nil)
+	}
+	n.served[from] = table
+	if table[id] == nil {
+		s := &served{n: n, from: from, id: id}
+		s.req.Tag = s
+		table[id] = s
+	}
+	return table[id], nil
 }
 
 // Sink implements transport.Handler: grants land in the mirror, write-backs in the location.
-func (n *node) Sink(from int, h *transport.Header) []byte {
+// Data for a ticket that holds no grant to receive it is refused: the peer is broken.
+func (n *node) Sink(from int, h *transport.Header) ([]byte, error) {
 	if h.Flags&flagData == 0 {
-		return nil
+		return nil, nil
 	}
 	switch h.Type {
 	case msgGrant:
-		n.mu.Lock()
-		t := n.tickets[h.Handle]
-		current := t != nil && t.q.version == h.Version
-		n.mu.Unlock()
-		if t == nil || current {
-			// Unknown, or the mirror already holds this version: another task of this
-			// process may be reading it in the same read group, so it must not be rewritten.
-			return nil
+		t := n.ticket(h.ID)
+		if t == nil || t.q.owner != from {
+			return nil, fmt.Errorf("orwl: data for unknown ticket %d", h.ID)
 		}
 		if n.j.rec != nil {
-			t.transfer = n.j.rec.TaskTrack(t.task).BeginTransfer(trace.Loc(n.j.locationAt(h.Loc)), trace.In, from, int64(h.Len))
+			t.transfer = n.j.rec.TaskTrack(t.h.Spec().Task).BeginTransfer(trace.Loc(n.j.locationAt(h.Key)), trace.In, from, int64(h.Len))
 		}
-		return resizeKeep(&t.q.mirror, int(h.Len))
+		return resizeKeep(&t.q.mirror, int(h.Len)), nil
 	case msgRelease:
-		n.mu.Lock()
-		s := n.served[from][h.Handle]
-		n.mu.Unlock()
-		if s == nil || s.State() != fifo.Granted || s.Mode() != fifo.Write {
-			return nil
+		s := n.servedGrant(from, h.ID)
+		if s == nil || s.req.Mode() != fifo.Write {
+			return nil, fmt.Errorf("orwl: write-back for ticket %d, which holds no write grant", h.ID)
 		}
 		if n.j.rec != nil {
 			s.transfer = n.j.rec.TaskTrack(s.loc.id.Task).BeginTransfer(trace.Loc(s.loc.id), trace.In, from, int64(h.Len))
 		}
-		return resizeKeep(&s.loc.data, int(h.Len))
+		return resizeKeep(&s.loc.data, int(h.Len)), nil
 	}
-	return nil
+	return nil, nil
+}
+
+// servedGrant returns from's entry for ticket id when it holds a grant, else nil.
+func (n *node) servedGrant(from int, id uint64) *served {
+	if id >= uint64(len(n.served[from])) {
+		return nil
+	}
+	s := n.served[from][id]
+	if s == nil || !s.active || !s.delivered.Load() {
+		return nil
+	}
+	return s
 }
 
 // resizeKeep sets *b to n bytes, reallocating (8-byte aligned) only when it must grow.
@@ -307,164 +313,137 @@ func resizeKeep(b *[]byte, n int) []byte {
 
 // Handle implements transport.Handler.
 func (n *node) Handle(from int, h *transport.Header, payload []byte) {
+	var err error
 	switch h.Type {
 	case msgRequest:
-		n.serve(from, h)
+		err = n.serve(from, h)
 	case msgGrant:
-		n.granted(from, h, payload)
+		err = n.granted(from, h, payload)
 	case msgRelease:
-		n.released(from, h)
+		err = n.released(from, h, payload)
 	case msgProblems:
 		text := string(payload)
 		n.mu.Lock()
 		n.problems[from] = &text
 		n.mu.Unlock()
 	case msgFail:
-		n.j.fail(&peerFailure{rank: from, msg: string(payload), deadlock: h.Flags&flagDeadlock != 0})
+		m := decodeFailure(h)
+		n.j.fail(&peerFailure{rank: from, msg: string(payload), deadlock: m.deadlock, peerLost: m.peerLost})
 	case msgStuck:
-		n.stuck(from, h, payload)
+		n.stuck(from, decodeStuck(h), payload)
 	case msgClock:
-		n.clockMessage(from, h)
+		n.clockMessage(from, decodeClock(h))
 	case msgTracePart:
 		n.mu.Lock()
 		n.traceParts[from] = bytes.Clone(payload) // payload is the mesh's scratch memory
 		n.mu.Unlock()
 	default:
-		n.log.Error("orwl: unknown message", "rank", from, "type", h.Type)
+		err = fmt.Errorf("unknown message type %d", h.Type)
+	}
+	if err != nil {
+		n.j.fail(fmt.Errorf("orwl: protocol error from rank %d: %w", from, err))
 	}
 }
 
-// serve places the request of a remote handle in the FIFO of one of our locations.
-func (n *node) serve(from int, h *transport.Header) {
+// serve places the request of a remote handle in the FIFO of one of our locations, or
+// refuses it when the location does not exist here.
+func (n *node) serve(from int, h *transport.Header) error {
+	m := decodeRequest(h)
 	n.j.det.moves.Add(1) // the deadlock watch must see that something moved
-	l, err := n.j.ownedByIndex(h.Loc)
+	l, err := n.j.ownedByIndex(m.loc)
 	if err != nil {
 		n.log.Error("orwl: request refused", "rank", from, "err", err)
-		msg := []byte(err.Error())
-		n.mesh.Send(from, transport.Owner, transport.Header{Type: msgGrant, Loc: h.Loc, Handle: h.Handle, Flags: flagError}, msg)
-		return
+		g := grantMsg{loc: m.loc, ticket: m.ticket, refused: true}
+		n.mesh.Send(from, transport.Owner, g.header(), []byte(err.Error()))
+		return nil
 	}
-	mode := fifo.Read
-	if h.Flags&flagWrite != 0 {
-		mode = fifo.Write
+	s, err := n.servedAt(from, m.ticket)
+	if err != nil {
+		return err
 	}
-	s := &served{n: n, from: from, ticket: h.Handle, task: int(h.Arg & 0xffffffff), pos: int(h.Arg >> 32),
-		loc: l, sentVersion: h.Version}
-	s.Tag = s
-	n.mu.Lock()
-	if n.served[from] == nil {
-		n.served[from] = map[uint64]*served{}
+	if s.active {
+		return fmt.Errorf("ticket %d requested again before its release", m.ticket)
 	}
-	n.served[from][h.Handle] = s
-	n.mu.Unlock()
-	if err := l.enqueue(&s.Request, mode, h.Flags&flagInitial != 0, s.pos, s.task, s.onGrant); err != nil {
-		n.log.Error("orwl: request not placed", "rank", from, "location", l.id, "err", err)
-	}
+	s.active, s.taskID, s.loc = true, m.task, l
+	s.delivered.Store(false)
+	l.enqueue(&s.req, m.mode, m.initial, m.pos, m.task) // fails only in a failed job, which the requester learns
+	return nil
 }
 
 // granted completes a remote ticket: the payload, if any, is already in the mirror.
-func (n *node) granted(from int, h *transport.Header, payload []byte) {
+func (n *node) granted(from int, h *transport.Header, payload []byte) error {
+	m := decodeGrant(h)
 	n.j.det.moves.Add(1)
-	n.mu.Lock()
-	t := n.tickets[h.Handle]
-	if t == nil {
-		n.mu.Unlock()
-		n.log.Error("orwl: grant for an unknown request", "rank", from, "handle", h.Handle)
-		return
+	t := n.ticket(m.ticket)
+	if t == nil || t.q.owner != from {
+		return fmt.Errorf("grant of unknown ticket %d", m.ticket)
 	}
-	if h.Flags&flagError != 0 {
-		t.err = fmt.Errorf("rank %d refused the request: %s", from, payload)
-		n.fail(t)
-		n.mu.Unlock()
-		return
+	if m.refused {
+		t.latch.Fail(fmt.Errorf("rank %d refused the request: %s", from, payload))
+		return nil
 	}
-	if h.Flags&flagData != 0 {
-		t.q.version = h.Version
+	q := t.q
+	if m.data {
+		resizeKeep(&q.mirror, int(h.Len)) // the payload is there; this sets the size, 0 included
+		q.version = m.version
+	} else if q.version != m.version {
+		return fmt.Errorf("grant of %s without data: this process's copy holds version %d, not %d", n.j.locationAt(m.loc), q.version, m.version)
 	}
 	t.transfer.End()
 	t.transfer = trace.Span{}
-	t.grantVersion, t.grantFlow = h.Version, trace.FlowID(h.Arg)
-	if fifo.State(t.state.Load()) == fifo.Cancelled {
-		t.state.Store(uint32(fifo.Granted))
-		t.mode = fifo.Read // nothing was written: give it back unchanged
-		n.mu.Unlock()
-		t.Release()
-		return
+	t.version, t.grantFlow = m.version, m.flow
+	if !t.latch.Grant() {
+		n.sendRelease(t, releaseMsg{}, nil) // cancelled meanwhile: the cancellation wins, give it back
 	}
-	t.state.Store(uint32(fifo.Granted))
-	t.wake()
-	n.mu.Unlock()
-}
-
-// wake hands the grant's (or failure's) token to t's waiter, if it waits; n.mu held.
-func (t *remoteTicket) wake() {
-	if t.waiting {
-		t.waiting = false
-		t.ready <- struct{}{}
-	}
-}
-
-// fail marks t failed and wakes its waiter; n.mu held.
-func (n *node) fail(t *remoteTicket) {
-	if fifo.State(t.state.Load()) == fifo.Cancelled {
-		delete(n.tickets, t.id)
-		t.state.Store(uint32(fifo.Idle))
-		return
-	}
-	t.state.Store(uint32(ticketFailed))
-	t.wake()
+	return nil
 }
 
 // released ends a remote handle's access to one of our locations; a write's data is already
 // in the location's buffer.
-func (n *node) released(from int, h *transport.Header) {
+func (n *node) released(from int, h *transport.Header, payload []byte) error {
+	m := decodeRelease(h)
 	n.j.det.moves.Add(1)
-	n.mu.Lock()
-	s := n.served[from][h.Handle]
-	delete(n.served[from], h.Handle)
-	n.mu.Unlock()
+	s := n.servedGrant(from, m.ticket)
 	if s == nil {
-		n.log.Error("orwl: release of an unknown request", "rank", from, "handle", h.Handle)
-		return
+		return fmt.Errorf("release of ticket %d, which holds no grant", m.ticket)
 	}
-	if h.Flags&flagData != 0 && s.Mode() == fifo.Write {
-		s.loc.version++
-	}
+	s.active = false
 	s.transfer.End()
-	s.loc.lastFlow.Store(uint64(h.Arg))
-	s.loc.fq.Release(s.task, traceMode(s.Mode()))
-	if err := s.Release(); err != nil {
-		n.log.Error("orwl: remote release", "rank", from, "location", s.loc.id, "err", err)
+	s.transfer = trace.Span{}
+	l := s.loc
+	if m.failed {
+		l.fail(fmt.Errorf("rank %d: %s", from, payload))
+		return nil
 	}
+	l.lastFlow.Store(uint64(m.flow))
+	l.fq.Release(s.taskID, traceMode(s.req.Mode()))
+	mirror := -1
+	if m.data && s.req.Mode() == fifo.Write {
+		mirror = from
+	}
+	return l.release(&s.req, mirror >= 0, mirror)
 }
 
-// FrameError implements transport.Handler: the frame was dropped, the job goes on.
-func (n *node) FrameError(from int, err error) {
-	n.log.Error("orwl: frame rejected", "rank", from, "err", err)
-}
-
-// PeerLost implements transport.Handler: every request that depends on rank fails, its
-// requests on our locations are withdrawn, and the job fails with the error.
+// PeerLost implements transport.Handler: a process of the job is gone before it finished,
+// so the job fails: every request fails, and the others that can be reached are told.
 func (n *node) PeerLost(rank int, err error) {
-	if n.finishing.Load() && errors.Is(err, transport.ErrPeerClosed) {
-		return // the peer passed the final barrier: the job is over
-	}
 	lostErr := fmt.Errorf("orwl: process rank %d lost: %w", rank, err)
 	n.mu.Lock()
 	n.lost[rank] = lostErr
-	for _, t := range n.tickets {
-		if t.q.owner == rank {
-			t.err = lostErr
-			n.fail(t)
+	n.mu.Unlock()
+	n.j.fail(lostErr)
+}
+
+// failTickets fails every ticket of this process that still waits for its grant.
+func (n *node) failTickets(err error) {
+	n.mu.Lock()
+	tickets := append([]*remoteTicket(nil), n.tickets...)
+	n.mu.Unlock()
+	for _, t := range tickets {
+		if t != nil {
+			t.latch.Fail(err)
 		}
 	}
-	withdrawn := n.served[rank]
-	n.served[rank] = nil
-	n.mu.Unlock()
-	for _, s := range withdrawn {
-		s.Cancel()
-	}
-	n.j.fail(lostErr)
 }
 
 // exchangeProblems tells every process this one's init-phase mistakes and returns everybody's,
@@ -505,25 +484,25 @@ func (n *node) exchangeProblems(ctx context.Context, mine []error) ([]string, er
 
 // peerFailure is the failure of another process of the job, as it reported it.
 type peerFailure struct {
-	rank     int
-	msg      string
-	deadlock bool
+	rank               int
+	msg                string
+	deadlock, peerLost bool
 }
 
 func (e *peerFailure) Error() string { return fmt.Sprintf("orwl: rank %d failed: %s", e.rank, e.msg) }
 
-// Is makes a deadlock found by another process match ErrDeadlock here too.
-func (e *peerFailure) Is(target error) bool { return e.deadlock && target == ErrDeadlock }
+// Is makes a deadlock or a lost process that another process found match ErrDeadlock or
+// ErrPeerLost here too.
+func (e *peerFailure) Is(target error) bool {
+	return e.deadlock && target == ErrDeadlock || e.peerLost && target == ErrPeerLost
+}
 
-// broadcastFailure tells the other processes that this job failed.
+// broadcastFailure tells the other processes that can still be reached that this job failed.
 func (n *node) broadcastFailure(err error) {
-	hdr := transport.Header{Type: msgFail}
-	if errors.Is(err, ErrDeadlock) {
-		hdr.Flags = flagDeadlock
-	}
+	m := failMsg{deadlock: errors.Is(err, ErrDeadlock), peerLost: errors.Is(err, ErrPeerLost)}
 	for r := range n.j.procs {
 		if r != n.j.rank {
-			n.mesh.Send(r, transport.Requester, hdr, []byte(err.Error()))
+			n.mesh.Send(r, transport.Requester, m.header(), []byte(err.Error()))
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/orwl-go/orwl/handle"
 	"github.com/orwl-go/orwl/internal/jobenv"
@@ -38,6 +39,16 @@ type Config struct {
 	// (open it in Perfetto, or draw it with cmd/orwltrace) and prints a summary on stderr.
 	// Empty means the ORWL_TRACE environment variable, if set.
 	Trace string
+	// PeerTimeout is how long a process of the job may send nothing before the others take
+	// it for lost (0: ORWL_PEER_TIMEOUT, else 3s). A process that is sending, even one long
+	// transfer, is alive, and a process that finds it was paused itself (stopped,
+	// suspended with its whole job) does not blame the others; a stopped or unreachable one
+	// fails the job within about this time.
+	PeerTimeout time.Duration
+	// StartTimeout bounds the wait for every process of the job to start and connect (0:
+	// ORWL_START_TIMEOUT, else 60s). A process that dies or is unreachable once the start is
+	// under way fails it within PeerTimeout, naming its rank.
+	StartTimeout time.Duration
 }
 
 // TaskFunc is the program of every task. Returning a non-nil error cancels the context of
@@ -85,12 +96,11 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 		if j.rec != nil && j.rank != 0 {
 			j.node.sendTracePart()
 		}
-		// Owners serve until every task of the job is done. Lost processes are skipped: a
-		// process whose job failed waits here for the other survivors, so they find out
-		// what failed by themselves rather than by seeing it leave.
-		j.node.finishing.Store(true)
-		if err := j.mesh.FinalBarrier(ctx); err != nil {
-			j.fail(fmt.Errorf("orwl: final barrier: %w", err))
+		// The end is an agreement: owners serve until every task of the job is done, and
+		// this process returns nil only if every process reports that it finished without
+		// error. A process whose job failed tells the others and leaves.
+		if err := j.mesh.FinalBarrier(ctx, j.failure() != nil); err != nil {
+			j.fail(fmt.Errorf("orwl: rank %d cannot confirm that the job succeeded: %w", j.rank, err))
 		}
 		j.mesh.Close()
 	}
@@ -117,11 +127,13 @@ type job struct {
 	cancel  context.CancelCauseFunc
 	log     *slog.Logger
 
-	info      jobenv.Job      // how this process was placed, for connect
-	rec       *trace.Recorder // nil when tracing is off
-	traceFile string
-	mesh      *transport.Mesh
-	node      *node
+	info         jobenv.Job    // how this process was placed, for connect
+	peerTimeout  time.Duration // Config.PeerTimeout, or from the environment (0: default)
+	startTimeout time.Duration
+	rec          *trace.Recorder // nil when tracing is off
+	traceFile    string
+	mesh         *transport.Mesh
+	node         *node
 
 	errMu sync.Mutex
 	err   error // the first failure
@@ -157,6 +169,12 @@ func newJob(cfg Config) (*job, error) {
 	}
 	if j.log == nil {
 		j.log = slog.Default()
+	}
+	if j.peerTimeout, err = duration(cfg.PeerTimeout, envPeerTimeout); err != nil {
+		return nil, err
+	}
+	if j.startTimeout, err = duration(cfg.StartTimeout, envStartTimeout); err != nil {
+		return nil, err
 	}
 	if j.traceFile = cfg.Trace; j.traceFile == "" {
 		j.traceFile = os.Getenv("ORWL_TRACE")
@@ -197,9 +215,12 @@ func newJob(cfg Config) (*job, error) {
 			if j.owner[task] == j.rank {
 				l := &location{id: Location{Task: task, Name: name}, index: uint32(idx), data: alignedBytes(0), version: 1}
 				l.fq = j.rec.FIFO(trace.Loc(l.id))
+				if j.procs > 1 {
+					l.mirrors = make([]uint64, j.procs)
+				}
 				j.owned[idx], j.queues[idx] = l, l
 			} else {
-				j.queues[idx] = &remoteQueue{n: j.node, owner: j.owner[task], loc: uint32(idx)}
+				j.queues[idx] = &remoteQueue{n: j.node, owner: j.owner[task], loc: uint32(idx), mirror: alignedBytes(0)}
 			}
 		}
 		if j.owner[task] == j.rank {
@@ -261,8 +282,12 @@ func (j *job) ownedByIndex(idx uint32) (*location, error) {
 	return j.owned[idx], nil
 }
 
-// fail records the job's first failure and cancels every task's context with it. A failure
-// of this process (not one reported by another) is told to the other processes.
+// fail records the job's first failure and stops the job with it: every task's context is
+// cancelled, every location of this process stops granting (whoever waits gets err, and the
+// data a failed task left is never handed on), every request of this process on another
+// one fails, and the other processes that can still be reached are told, unless they
+// learn it by themselves (a failure another process reported, or the init-phase mistakes
+// that the schedule reports to every task).
 func (j *job) fail(err error) {
 	j.errMu.Lock()
 	first := j.err == nil
@@ -274,11 +299,18 @@ func (j *job) fail(err error) {
 		return
 	}
 	j.cancel(err)
+	for _, l := range j.owned {
+		if l != nil {
+			l.fail(err)
+		}
+	}
+	if j.node == nil {
+		return
+	}
+	j.node.failTickets(err)
 	var remote *peerFailure
 	var everywhere *scheduleError
-	if j.node != nil && !errors.As(err, &remote) && !errors.As(err, &everywhere) && !errors.Is(err, ErrPeerLost) {
-		// Tell the others, unless they see it themselves: a lost process, or the init-phase
-		// mistakes that the schedule reports to every task.
+	if !errors.As(err, &remote) && !errors.As(err, &everywhere) {
 		j.node.broadcastFailure(err)
 	}
 }
@@ -289,16 +321,20 @@ func (j *job) failure() error {
 	return j.err
 }
 
+// runTask runs one task. A task that fails fails the job before its handles are closed, so
+// that what it holds is failed, not handed on.
 func (j *job) runTask(ctx context.Context, t *Task, fn TaskFunc) {
 	err := callTask(ctx, t, fn)
 	if !t.scheduled {
 		j.arrive(ctx, t, false) // arrives with no requests; never waits
 	}
-	err = errors.Join(err, t.finish())
-	j.det.finished(t.id)
 	if err != nil {
 		j.fail(err)
 	}
+	if err := t.finish(); err != nil {
+		j.fail(err)
+	}
+	j.det.finished(t.id)
 }
 
 // callTask runs fn, turning a panic into an error.

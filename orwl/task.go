@@ -16,8 +16,7 @@ type Task struct {
 	job *job
 	obs observer
 
-	handles   []*handle.Handle // every handle made, closed when the task returns
-	compactAt int              // len(handles) at which finished one-shot handles are dropped
+	handles   handle.Group     // the handles that hold or have queued a request
 	inserts   []*handle.Handle // handles declared in the init phase, requested at the schedule
 	problems  []error          // init-phase mistakes, reported by Schedule
 	misuse    []error          // mistakes after the schedule, returned when the task ends
@@ -113,9 +112,8 @@ func (t *Task) insert(l Location, pos int, mode fifo.Mode, iterative bool) *hand
 		t.complain(err)
 		return handle.Closed(spec, err)
 	}
-	h := handle.New(q, spec, &t.obs)
+	h := handle.New(q, spec, &t.obs, &t.handles)
 	t.inserts = append(t.inserts, h)
-	t.track(h)
 	return h
 }
 
@@ -139,33 +137,11 @@ func (t *Task) request(l Location, mode fifo.Mode) (*handle.Handle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("task %d: %s request on %s: %w", t.id, mode, l, err)
 	}
-	h := handle.New(q, handle.Spec{Task: t.id, Location: l.String(), Mode: mode}, &t.obs)
+	h := handle.New(q, handle.Spec{Task: t.id, Location: l.String(), Mode: mode}, &t.obs, &t.handles)
 	if err := h.Request(); err != nil {
 		return nil, err
 	}
-	t.track(h)
 	return h, nil
-}
-
-// track remembers h so that it is closed when the task returns, dropping finished one-shot
-// handles now and then so a long run of dynamic requests does not grow without bound.
-func (t *Task) track(h *handle.Handle) {
-	if len(t.handles) >= t.compactAt && t.scheduled {
-		t.handles = dropInactive(t.handles)
-		t.compactAt = 2*len(t.handles) + 16
-	}
-	t.handles = append(t.handles, h)
-}
-
-func dropInactive(hs []*handle.Handle) []*handle.Handle {
-	kept := hs[:0]
-	for _, h := range hs {
-		if h.Active() {
-			kept = append(kept, h)
-		}
-	}
-	clear(hs[len(kept):])
-	return kept
 }
 
 // Schedule is the global barrier that ends the init phase: when it returns nil, the FIFO of
@@ -178,18 +154,11 @@ func (t *Task) Schedule(ctx context.Context) error {
 		return fmt.Errorf("task %d: Schedule called twice", t.id)
 	}
 	t.scheduled = true
-	t.compactAt = 2*len(t.handles) + 16
 	return t.job.arrive(ctx, t, true)
 }
 
-// finish ends the task: everything it holds or has queued is released or cancelled.
+// finish ends the task: everything it holds or has queued is released or cancelled (in a
+// failed job the locations hand nothing on).
 func (t *Task) finish() error {
-	var errs []error
-	for _, h := range t.handles {
-		if err := h.Close(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	t.handles = nil
-	return errors.Join(append(t.misuse, errs...)...)
+	return errors.Join(append(t.misuse, t.handles.CloseAll())...)
 }

@@ -16,15 +16,6 @@ import (
 // memory and within the mesh's frame size when its part travels to rank 0.
 const traceEventLimit = 100_000
 
-// Messages of traced jobs.
-const (
-	// msgTracePart, a process to rank 0 at the end: its trace part.
-	msgTracePart = msgStuck + 1 + iota
-	// msgClock, a process to rank 0 and back: Arg = the asker's wall clock (Unix ns);
-	// rank 0's answer adds its own in Version.
-	msgClock
-)
-
 // clockSamples is how many round trips measure a process's clock offset to rank 0; the
 // one with the shortest round trip counts.
 const clockSamples = 5
@@ -34,7 +25,8 @@ func (j *job) measureClock(ctx context.Context) error {
 	best, offset := time.Duration(math.MaxInt64), time.Duration(0)
 	for range clockSamples {
 		sent := time.Now()
-		if err := j.mesh.Send(0, transport.Requester, transport.Header{Type: msgClock, Arg: sent.UnixNano()}, nil); err != nil {
+		m := clockMsg{asked: sent.UnixNano()}
+		if err := j.mesh.Send(0, transport.Requester, m.header(), nil); err != nil {
 			return err
 		}
 		var theirs int64
@@ -54,25 +46,18 @@ func (j *job) measureClock(ctx context.Context) error {
 }
 
 // clockMessage answers a clock question at rank 0, or delivers the answer elsewhere.
-func (n *node) clockMessage(from int, h *transport.Header) {
+func (n *node) clockMessage(from int, m clockMsg) {
 	if n.j.rank == 0 {
-		<-n.connected // the question may come before this process's Start has returned
-		reply := transport.Header{Type: msgClock, Arg: h.Arg, Version: uint64(time.Now().UnixNano())}
-		n.mesh.Send(from, transport.Owner, reply, nil)
+		m.answer = time.Now().UnixNano()
+		n.mesh.Send(from, transport.Owner, m.header(), nil)
 		return
 	}
-	n.clock <- int64(h.Version)
+	n.clock <- m.answer
 }
 
 // traceLoc names the location of ticket t for the trace.
 func (j *job) traceLoc(t handle.Ticket) trace.Loc {
-	switch t := t.(type) {
-	case *localTicket:
-		return trace.Loc(t.loc.id)
-	case *remoteTicket:
-		return trace.Loc(j.locationAt(t.q.loc))
-	}
-	return trace.Loc{}
+	return trace.Loc(j.locationAt(t.(ticket).where()))
 }
 
 // sendTracePart sends this process's trace to rank 0; it travels before the final

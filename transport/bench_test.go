@@ -21,7 +21,6 @@ func pairMesh(b *testing.B, mirror int, recv func(from int, h *Header, p []byte)
 	sh := &sinkHandler{recorder: *newRecorder(), mirror: make([]byte, mirror)}
 	sh.onRecv = recv
 	meshes, _ := startMeshes(b, 2, func(rank int, c *Config) {
-		c.MaxFrame = 2 * blockSize
 		if rank == 1 {
 			c.Handler = sh
 		}
@@ -44,7 +43,7 @@ func streamMesh(b *testing.B, role Role, size int) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		<-credits
-		if err := meshes[0].Send(1, role, Header{Type: TypeUser, Version: uint64(i)}, payload); err != nil {
+		if err := meshes[0].Send(1, role, Header{Type: TypeUser, Seq: uint64(i)}, payload); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -129,8 +128,8 @@ func BenchmarkPingPong8B(b *testing.B) {
 		r1 := &sinkHandler{recorder: *newRecorder(), mirror: make([]byte, 8)}
 		answer := make([]byte, 8)
 		r1.onRecv = func(from int, h *Header, p []byte) {
-			binary.LittleEndian.PutUint64(answer, h.Version)
-			meshes[1].Send(0, Owner, Header{Type: TypeUser + 1, Version: h.Version}, answer)
+			binary.LittleEndian.PutUint64(answer, h.Seq)
+			meshes[1].Send(0, Owner, Header{Type: TypeUser + 1, Seq: h.Seq}, answer)
 		}
 		meshes, _ = startMeshes(b, 2, func(rank int, c *Config) {
 			c.Handler = []Handler{r0, r1}[rank]
@@ -139,7 +138,7 @@ func BenchmarkPingPong8B(b *testing.B) {
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			if err := meshes[0].Send(1, Requester, Header{Type: TypeUser, Version: uint64(i)}, req); err != nil {
+			if err := meshes[0].Send(1, Requester, Header{Type: TypeUser, Seq: uint64(i)}, req); err != nil {
 				b.Fatal(err)
 			}
 			<-pong

@@ -16,38 +16,31 @@ func waitFinal(m *Mesh, from int) {
 	m.awaitMarks(context.Background(), func() (bool, error) { return m.peers[from].final, nil })
 }
 
-// A process whose job failed because peers are gone (one crashed, one closed)
-// waits in FinalBarrier for the other survivor, skipping the lost ones; when
-// it returns, what the survivor sent before its FinalBarrier was delivered.
-func TestFinalBarrierWaitsForSurvivors(t *testing.T) {
-	meshes, recs := startMeshes(t, 4, nil)
-	crash(meshes[3])
-	meshes[2].Close() // without FinalBarrier: counts as lost too
-	for _, r := range recs[:2] {
-		got := map[int]bool{}
-		for range 2 {
-			err := <-r.lost
-			var pl *PeerLostError
-			if !errors.As(err, &pl) || got[pl.Rank] || errors.Is(err, ErrPeerClosed) != (pl.Rank == 2) {
-				t.Fatalf("PeerLost: %v", err)
-			}
-			got[pl.Rank] = true
-		}
-	}
+// FinalBarrier is an agreement: it returns nil only when every peer finished without
+// failure, and then what they sent before their FinalBarrier was delivered; a peer that
+// crashes after its marker has finished.
+func TestFinalBarrierAgreement(t *testing.T) {
+	meshes, recs := startMeshes(t, 3, nil)
 	ctx := context.Background()
 	done0 := make(chan error, 1)
-	go func() { done0 <- meshes[0].FinalBarrier(ctx) }()
+	go func() { done0 <- meshes[0].FinalBarrier(ctx, false) }()
 	waitFinal(meshes[1], 0)
 	select {
 	case err := <-done0:
-		t.Fatalf("rank 0 left its final barrier (%v) before rank 1 entered it", err)
+		t.Fatalf("rank 0 left its final barrier (%v) before the others entered it", err)
 	default:
 	}
 	if err := meshes[1].Send(0, Requester, Header{Type: TypeUser}, []byte("last words")); err != nil {
 		t.Fatal(err)
 	}
-	if err := meshes[1].FinalBarrier(ctx); err != nil {
-		t.Fatal(err)
+	errs := make(chan error, 2)
+	for _, m := range meshes[1:] {
+		go func() { errs <- m.FinalBarrier(ctx, false) }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := <-done0; err != nil {
 		t.Fatal(err)
@@ -60,16 +53,47 @@ func TestFinalBarrierWaitsForSurvivors(t *testing.T) {
 	default:
 		t.Fatal("a message sent before FinalBarrier was not delivered when it returned")
 	}
+	crash(meshes[2]) // after its marker: finished, not lost
 	// Again: at once. Barrier: refused.
-	if err := meshes[0].FinalBarrier(ctx); err != nil {
+	if err := meshes[0].FinalBarrier(ctx, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := meshes[0].Barrier(ctx); err == nil {
 		t.Fatal("Barrier after FinalBarrier succeeded")
 	}
 	closeAll(meshes[:2])
-	if err := meshes[0].FinalBarrier(ctx); !errors.Is(err, ErrClosed) {
+	for _, r := range recs[:2] {
+		select {
+		case err := <-r.lost:
+			t.Fatalf("a peer that finished was reported lost: %v", err)
+		default:
+		}
+	}
+	if err := meshes[0].FinalBarrier(ctx, false); !errors.Is(err, ErrClosed) {
 		t.Fatalf("FinalBarrier after Close: %v", err)
+	}
+}
+
+// A process that cannot confirm the end of the job gets an error naming the rank: one that
+// was lost before its marker, or one that reported its failure (which returns at once).
+func TestFinalBarrierCannotConfirm(t *testing.T) {
+	meshes, recs := startMeshes(t, 3, nil)
+	ctx := context.Background()
+	crash(meshes[2])
+	<-recs[0].lost
+	err := meshes[0].FinalBarrier(ctx, false)
+	if !errors.Is(err, ErrPeerLost) || !strings.Contains(err.Error(), "rank 2 cannot confirm") {
+		t.Fatalf("rank 0 with rank 2 lost: %v", err)
+	}
+	if err := meshes[1].FinalBarrier(ctx, true); err != nil {
+		t.Fatalf("a failed process's FinalBarrier: %v", err)
+	}
+
+	meshes, _ = startMeshes(t, 2, nil)
+	go meshes[1].FinalBarrier(ctx, true)
+	err = meshes[0].FinalBarrier(ctx, false)
+	if !errors.Is(err, ErrPeerFailed) || !strings.Contains(err.Error(), "rank 1") || errors.Is(err, ErrPeerLost) {
+		t.Fatalf("rank 0 with rank 1 failed: %v", err)
 	}
 }
 
@@ -79,12 +103,12 @@ func TestBarrierFailsWhenPeerFinished(t *testing.T) {
 	meshes, recs := startMeshes(t, 2, nil)
 	ctx := context.Background()
 	done0 := make(chan error, 1)
-	go func() { done0 <- meshes[0].FinalBarrier(ctx) }()
+	go func() { done0 <- meshes[0].FinalBarrier(ctx, false) }()
 	err := meshes[1].Barrier(ctx)
 	if !errors.Is(err, ErrPeerFinished) || !strings.Contains(err.Error(), "rank 0") || errors.Is(err, ErrPeerLost) {
 		t.Fatalf("Barrier: %v", err)
 	}
-	if err := meshes[1].FinalBarrier(ctx); err != nil {
+	if err := meshes[1].FinalBarrier(ctx, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done0; err != nil {
@@ -104,7 +128,7 @@ func TestFinalBarrierContext(t *testing.T) {
 	meshes, _ := startMeshes(t, 2, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := meshes[0].FinalBarrier(ctx); !errors.Is(err, context.Canceled) {
+	if err := meshes[0].FinalBarrier(ctx, false); !errors.Is(err, context.Canceled) {
 		t.Fatalf("FinalBarrier: %v", err)
 	}
 	single, err := Start(context.Background(), Config{Rank: 0, Size: 1})
@@ -112,7 +136,7 @@ func TestFinalBarrierContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer single.Close()
-	if err := single.FinalBarrier(ctx); err != nil {
+	if err := single.FinalBarrier(ctx, false); err != nil {
 		t.Fatalf("FinalBarrier of one process: %v", err)
 	}
 }
@@ -227,8 +251,8 @@ func TestSendHappensBeforeAnswer(t *testing.T) {
 		}
 		c.mu.Lock() // one batch: the writer copies small, then writes both with writev
 		c.q = append(c.q,
-			outMsg{h: Header{Type: TypeUser, Arg: i, Len: uint32(len(small))}, p: small},
-			outMsg{h: Header{Type: TypeUser + 1, Len: uint32(len(large))}, p: large})
+			outMsg{h: Header{Type: TypeUser, Arg: i, Len: uint64(len(small))}, p: small},
+			outMsg{h: Header{Type: TypeUser + 1, Len: uint64(len(large))}, p: large})
 		c.mu.Unlock()
 		select {
 		case c.wake <- struct{}{}:

@@ -1,82 +1,38 @@
 package transport
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 )
 
-// Header is the fixed part of every frame. On the wire it is a msgpack array
-// of seven integers, in this order, followed by exactly Len raw payload bytes.
-// The payload is never msgpack-encoded.
-type Header struct {
-	Type    uint8  // message type: values below TypeUser are reserved for the mesh
-	Flags   uint8  // free bits for the upper layer
-	Loc     uint32 // location index
-	Handle  uint64 // handle identifier
-	Version uint64 // location version (the barrier number for TypeBarrier)
-	Arg     int64  // free argument: FIFO position, access mode, rank...
-	Len     uint32 // payload length in bytes
-}
-
-// Message types reserved for the mesh itself. The upper layer numbers its
-// own types from TypeUser up; a frame whose type is below TypeUser and is
-// not one of these is rejected with ErrUnknownType.
+// A message is one websocket message: its first frame starts with the message's Header, and
+// its payload follows, split into frames of at most fragmentSize bytes, so that a message of
+// any size streams through a connection with bounded memory and lands straight in its
+// destination (Handler.Sink). A reader accepts no frame longer than maxFrame.
 const (
-	TypeInvalid       uint8 = 0  // never valid on the wire
-	TypeHeartbeat     uint8 = 1  // liveness; no payload
-	TypeBarrier       uint8 = 2  // barrier marker; Version is the barrier number
-	TypeAuthChallenge uint8 = 3  // handshake: server nonce and proof
-	TypeAuthResponse  uint8 = 4  // handshake: client proof
-	TypeAuthHello     uint8 = 5  // handshake: client rank, purpose and nonce
-	TypeRegister      uint8 = 6  // bootstrap: a rank's listen address
-	TypeAddrBook      uint8 = 7  // bootstrap: every rank's listen address
-	TypeBye           uint8 = 8  // the sender is closing its mesh cleanly
-	TypeFinal         uint8 = 9  // final barrier marker: the sender takes part in no further Barrier
-	TypeUser          uint8 = 16 // first type available to the upper layer
+	fragmentSize = 1 << 20
+	maxFrame     = fragmentSize + maxHeaderSize
+	// maxScratch is the largest payload read into a connection's own buffer when
+	// Handler.Sink gives no destination.
+	maxScratch = 64 << 20
 )
 
-// HeaderSize is the size of a header as written by AppendHeader: a fixarray
-// marker and seven integers in their fixed-width msgpack forms. DecodeHeader
-// also accepts the other integer forms msgpack encoders produce, so a decoded
-// header may be shorter, or longer up to MaxHeaderSize.
-const HeaderSize = 1 + 2 + 2 + 5 + 9 + 9 + 9 + 5
-
-// MaxHeaderSize is the longest header DecodeHeader can meet: seven integers
-// in their 9-byte forms.
-const MaxHeaderSize = 1 + 7*9
-
-// msgpack format codes (the values of msgpack/v5/msgpcode, as constants so
-// the decoder can switch on them; a test checks they agree).
-const (
-	mpFixArray7 = 0x97
-	mpUint8     = 0xcc
-	mpUint16    = 0xcd
-	mpUint32    = 0xce
-	mpUint64    = 0xcf
-	mpInt8      = 0xd0
-	mpInt16     = 0xd1
-	mpInt32     = 0xd2
-	mpInt64     = 0xd3
-	mpPosFixMax = 0x7f
-	mpNegFixMin = 0xe0
-)
-
-// Frame errors. A rejected frame is reported as a *FrameError wrapping one
-// of these; the connection it arrived on goes on.
+// Errors of messages that break the framing rules. The connection that carries such a
+// message cannot go on: its peer is lost with a *FrameError wrapping one of these.
 var (
-	ErrBadHeader      = errors.New("transport: malformed frame header")
 	ErrFrameTooLarge  = errors.New("transport: frame larger than the maximum")
-	ErrFrameTruncated = errors.New("transport: frame shorter than its header announces")
-	ErrTrailingBytes  = errors.New("transport: frame longer than its header announces")
+	ErrFrameTruncated = errors.New("transport: message shorter than its header announces")
+	ErrTrailingBytes  = errors.New("transport: message longer than its header announces")
 	ErrUnknownType    = errors.New("transport: unknown mesh message type")
 	ErrNotBinary      = errors.New("transport: websocket message is not binary")
+	ErrFragment       = errors.New("transport: bad fragment")
 	ErrSinkSize       = errors.New("transport: Handler.Sink returned a buffer shorter than the payload")
+	ErrSinkRefused    = errors.New("transport: Handler.Sink refused the message")
 )
 
-// FrameError describes a frame rejected by a reader: the rank it came from,
-// its header when one could be decoded, and the reason (one of the Err*
-// frame errors above, possibly wrapped with detail).
+// FrameError describes a message a reader rejected: the rank it came from, its header when
+// one could be decoded, and the reason (one of the frame errors, possibly wrapped with
+// detail).
 type FrameError struct {
 	Rank      int
 	Header    Header
@@ -84,152 +40,60 @@ type FrameError struct {
 	Err       error
 }
 
-// Error describes the rejected frame and the reason.
+// Error describes the rejected message and the reason.
 func (e *FrameError) Error() string {
 	if e.HasHeader {
-		return fmt.Sprintf("transport: frame from rank %d (type %d, loc %d, len %d) rejected: %v",
-			e.Rank, e.Header.Type, e.Header.Loc, e.Header.Len, e.Err)
+		return fmt.Sprintf("transport: message from rank %d (type %d, key %d, len %d) rejected: %v",
+			e.Rank, e.Header.Type, e.Header.Key, e.Header.Len, e.Err)
 	}
-	return fmt.Sprintf("transport: frame from rank %d rejected: %v", e.Rank, e.Err)
+	return fmt.Sprintf("transport: message from rank %d rejected: %v", e.Rank, e.Err)
 }
 
 // Unwrap returns the reason.
 func (e *FrameError) Unwrap() error { return e.Err }
 
-// AppendHeader appends the HeaderSize-byte encoding of h to b and returns the
-// extended slice. It does not allocate when b has room.
-func AppendHeader(b []byte, h *Header) []byte {
-	var t [HeaderSize]byte
-	t[0] = mpFixArray7
-	t[1] = mpUint8
-	t[2] = h.Type
-	t[3] = mpUint8
-	t[4] = h.Flags
-	t[5] = mpUint32
-	binary.BigEndian.PutUint32(t[6:], h.Loc)
-	t[10] = mpUint64
-	binary.BigEndian.PutUint64(t[11:], h.Handle)
-	t[19] = mpUint64
-	binary.BigEndian.PutUint64(t[20:], h.Version)
-	t[28] = mpInt64
-	binary.BigEndian.PutUint64(t[29:], uint64(h.Arg))
-	t[37] = mpUint32
-	binary.BigEndian.PutUint32(t[38:], h.Len)
-	return append(b, t[:]...)
-}
-
-// DecodeHeader decodes a header from the start of b and returns it with the
-// number of bytes it used. Any msgpack integer encoding is accepted for each
-// field as long as the value fits the field's type; anything else, including
-// a short buffer, yields an error wrapping ErrBadHeader. It never allocates
-// on success and never reads past b.
-func DecodeHeader(b []byte) (Header, int, error) {
-	var h Header
-	if len(b) == 0 {
-		return h, 0, fmt.Errorf("%w: empty", ErrBadHeader)
-	}
-	if b[0] != mpFixArray7 {
-		return h, 0, fmt.Errorf("%w: want a 7-element msgpack array, got code 0x%02x", ErrBadHeader, b[0])
-	}
-	p := 1
-	var u uint64
-	var s int64
-	var signed bool
-	var err error
-	for i := 0; i < 7; i++ {
-		u, s, signed, p, err = decodeInt(b, p)
-		if err != nil {
-			return h, 0, err
-		}
-		if i == 5 { // Arg: int64
-			if signed {
-				h.Arg = s
-			} else if u > 1<<63-1 {
-				return h, 0, fmt.Errorf("%w: field Arg out of range", ErrBadHeader)
-			} else {
-				h.Arg = int64(u)
-			}
-			continue
-		}
-		if signed {
-			if s < 0 {
-				return h, 0, fmt.Errorf("%w: field %s negative", ErrBadHeader, fieldNames[i])
-			}
-			u = uint64(s)
-		}
-		if u > fieldMax[i] {
-			return h, 0, fmt.Errorf("%w: field %s out of range", ErrBadHeader, fieldNames[i])
-		}
-		switch i {
-		case 0:
-			h.Type = uint8(u)
-		case 1:
-			h.Flags = uint8(u)
-		case 2:
-			h.Loc = uint32(u)
-		case 3:
-			h.Handle = u
-		case 4:
-			h.Version = u
-		case 6:
-			h.Len = uint32(u)
-		}
-	}
-	return h, p, nil
-}
-
-var fieldNames = [7]string{"Type", "Flags", "Loc", "Handle", "Version", "Arg", "Len"}
-var fieldMax = [7]uint64{0xff, 0xff, 0xffffffff, 1<<64 - 1, 1<<64 - 1, 0, 0xffffffff}
-
-var errShort = fmt.Errorf("%w: truncated", ErrBadHeader)
-var errNotInt = fmt.Errorf("%w: field is not a msgpack integer", ErrBadHeader)
-
-// decodeInt decodes one msgpack integer at b[p:]. It returns the value as
-// unsigned (signed == false) or signed, and the position after it.
-func decodeInt(b []byte, p int) (u uint64, s int64, signed bool, next int, err error) {
-	if p >= len(b) {
-		return 0, 0, false, p, errShort
-	}
-	c := b[p]
-	p++
-	n := 0
+// checkFirst validates the first frame of a message: its websocket opcode and fin bit, its
+// payload length n, and the message header h decoded from its first hn bytes.
+func checkFirst(op byte, fin bool, n int64, h *Header, hn int) error {
+	body := uint64(n - int64(hn)) // payload bytes in this frame
 	switch {
-	case c <= mpPosFixMax:
-		return uint64(c), 0, false, p, nil
-	case c >= mpNegFixMin:
-		return 0, int64(int8(c)), true, p, nil
-	case c == mpUint8, c == mpInt8:
-		n = 1
-	case c == mpUint16, c == mpInt16:
-		n = 2
-	case c == mpUint32, c == mpInt32:
-		n = 4
-	case c == mpUint64, c == mpInt64:
-		n = 8
-	default:
-		return 0, 0, false, p, errNotInt
+	case op != opBinary:
+		return fmt.Errorf("%w: opcode %d", ErrNotBinary, op)
+	case n > maxFrame:
+		return fmt.Errorf("%w: %d bytes, maximum %d", ErrFrameTooLarge, n, maxFrame)
+	case h.Type < TypeUser && !meshType(h.Type):
+		return fmt.Errorf("%w: %d", ErrUnknownType, h.Type)
+	case h.Type < TypeUser && (h.Len != 0 || !fin || body != 0):
+		return fmt.Errorf("%w: mesh message type %d with a payload", ErrTrailingBytes, h.Type)
+	case body > h.Len:
+		return fmt.Errorf("%w: %d payload bytes in the first frame, header announces %d", ErrTrailingBytes, body, h.Len)
+	case fin && body < h.Len:
+		return fmt.Errorf("%w: %d of %d payload bytes", ErrFrameTruncated, body, h.Len)
 	}
-	if len(b)-p < n {
-		return 0, 0, false, p, errShort
+	return nil
+}
+
+// checkFragment validates a frame that continues a message which still expects rest bytes.
+func checkFragment(op byte, fin bool, n int64, rest uint64) error {
+	switch {
+	case op != opContinuation:
+		return fmt.Errorf("%w: opcode %d inside a message", ErrFragment, op)
+	case n > maxFrame:
+		return fmt.Errorf("%w: %d bytes, maximum %d", ErrFrameTooLarge, n, maxFrame)
+	case uint64(n) > rest:
+		return fmt.Errorf("%w: a fragment of %d bytes, %d expected", ErrTrailingBytes, n, rest)
+	case fin && uint64(n) < rest:
+		return fmt.Errorf("%w: %d payload bytes missing", ErrFrameTruncated, rest-uint64(n))
 	}
-	v := b[p : p+n]
-	switch c {
-	case mpUint8:
-		u = uint64(v[0])
-	case mpUint16:
-		u = uint64(binary.BigEndian.Uint16(v))
-	case mpUint32:
-		u = uint64(binary.BigEndian.Uint32(v))
-	case mpUint64:
-		u = binary.BigEndian.Uint64(v)
-	case mpInt8:
-		s, signed = int64(int8(v[0])), true
-	case mpInt16:
-		s, signed = int64(int16(binary.BigEndian.Uint16(v))), true
-	case mpInt32:
-		s, signed = int64(int32(binary.BigEndian.Uint32(v))), true
-	case mpInt64:
-		s, signed = int64(binary.BigEndian.Uint64(v)), true
+	return nil
+}
+
+// meshType reports whether t is one of the mesh's own messages on an established
+// connection.
+func meshType(t uint8) bool {
+	switch t {
+	case TypeHeartbeat, TypeBarrier, TypeBye, TypeFinal:
+		return true
 	}
-	return u, s, signed, p + n, nil
+	return false
 }

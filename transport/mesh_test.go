@@ -38,16 +38,15 @@ type received struct {
 // recorder is a Handler that records everything into channels.
 type recorder struct {
 	frames chan received
-	errs   chan error
 	lost   chan error
 	onRecv func(from int, h *Header, p []byte) // optional, replaces recording
 }
 
 func newRecorder() *recorder {
-	return &recorder{frames: make(chan received, 4096), errs: make(chan error, 64), lost: make(chan error, 64)}
+	return &recorder{frames: make(chan received, 4096), lost: make(chan error, 64)}
 }
 
-func (r *recorder) Sink(int, *Header) []byte { return nil }
+func (r *recorder) Sink(int, *Header) ([]byte, error) { return nil, nil }
 func (r *recorder) Handle(from int, h *Header, p []byte) {
 	if r.onRecv != nil {
 		r.onRecv(from, h, p)
@@ -55,8 +54,7 @@ func (r *recorder) Handle(from int, h *Header, p []byte) {
 	}
 	r.frames <- received{from, *h, bytes.Clone(p)}
 }
-func (r *recorder) FrameError(from int, err error) { r.errs <- err }
-func (r *recorder) PeerLost(rank int, err error)   { r.lost <- err }
+func (r *recorder) PeerLost(rank int, err error) { r.lost <- err }
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
@@ -150,7 +148,7 @@ func TestMeshSendBothRoles(t *testing.T) {
 			for k := 0; k < count; k++ {
 				for _, role := range []Role{Requester, Owner} {
 					p := []byte(fmt.Sprintf("%d->%d #%d %s", i, j, k, role))
-					h := Header{Type: TypeUser + uint8(role), Loc: uint32(i), Handle: uint64(j), Arg: int64(k), Version: uint64(k) * 3}
+					h := Header{Type: TypeUser + uint8(role), Key: uint32(i), ID: uint64(j), Arg: int64(k), Seq: uint64(k) * 3}
 					if err := m.Send(j, role, h, p); err != nil {
 						t.Fatal(err)
 					}
@@ -164,7 +162,7 @@ func TestMeshSendBothRoles(t *testing.T) {
 			f := <-r.frames
 			role := Role(f.h.Type - TypeUser)
 			want := fmt.Sprintf("%d->%d #%d %s", f.from, j, f.h.Arg, role)
-			if string(f.p) != want || f.h.Len != uint32(len(want)) || int(f.h.Loc) != f.from || f.h.Version != uint64(f.h.Arg)*3 {
+			if string(f.p) != want || f.h.Len != uint64(len(want)) || int(f.h.Key) != f.from || f.h.Seq != uint64(f.h.Arg)*3 {
 				t.Fatalf("rank %d got %+v %q, want %q", j, f.h, f.p, want)
 			}
 			key := [2]int{f.from, int(role)}
@@ -176,8 +174,6 @@ func TestMeshSendBothRoles(t *testing.T) {
 	}
 	for _, r := range recs {
 		select {
-		case err := <-r.errs:
-			t.Fatalf("frame error: %v", err)
 		case err := <-r.lost:
 			t.Fatalf("peer lost: %v", err)
 		default:
@@ -310,7 +306,7 @@ func TestWrongSecretRefused(t *testing.T) {
 		t.Fatal("garbage hello was not refused")
 	}
 	ws.Close()
-	logs.waitLog(t, "malformed frame header")
+	logs.waitLog(t, "malformed message header")
 
 	r1 := newRecorder()
 	m1, err := Start(ctx, Config{Rank: 1, Size: 2, Coord: addr, Secret: testSecret, Handler: r1, Logger: quietLogger()})
@@ -370,96 +366,108 @@ func TestMismatchedSecretsFailStart(t *testing.T) {
 	}
 }
 
-// Malformed frames are rejected with a clear error and the connection goes
-// on delivering the frames that follow.
-func TestBadFramesRejected(t *testing.T) {
-	const max = 1024
-	meshes, recs := startMeshes(t, 2, func(rank int, c *Config) {
-		if rank == 1 {
-			c.MaxFrame = max
-		}
-	})
-	hdr := func(h Header) []byte { return AppendHeader(nil, &h) }
+// injectRaw writes one websocket frame holding raw, as the writer of mesh m's connection to
+// peer with role would, straight to the socket (the test keeps the writer idle).
+func injectRaw(m *Mesh, peer int, role Role, op byte, fin bool, raw []byte) error {
+	c := m.peers[peer].conns[role].Load()
+	w := &wire{nc: c.w.nc, client: c.w.client, wbuf: make([]byte, 0, maxWSHeader+len(raw))} // one write
+	if err := w.writeFrame(op, fin, len(raw), nil, false, raw); err != nil {
+		return err
+	}
+	return w.flush()
+}
+
+// A message that breaks the framing rules ends its connection: the peer is lost with a
+// *FrameError that names the sender and the reason, and nothing of it reaches the sink.
+func TestBadMessagesLoseThePeer(t *testing.T) {
+	hdr := func(h Header) []byte { return appendHeader(nil, &h) }
+	type frame struct {
+		op  byte
+		fin bool
+		raw []byte
+	}
+	one := func(raw []byte) []frame { return []frame{{opBinary, true, raw}} }
 	cases := []struct {
-		name string
-		raw  []byte
-		send func() error
-		want error
+		name   string
+		frames []frame
+		want   error
 	}{
-		{name: "oversized announced", raw: hdr(Header{Type: TypeUser, Len: max + 1}), want: ErrFrameTooLarge},
-		{name: "oversized real", send: func() error {
-			return meshes[0].Send(1, Owner, Header{Type: TypeUser}, make([]byte, 2*max))
-		}, want: ErrFrameTooLarge},
-		{name: "truncated", raw: append(hdr(Header{Type: TypeUser, Len: 100}), make([]byte, 10)...), want: ErrFrameTruncated},
-		{name: "trailing", raw: append(hdr(Header{Type: TypeUser, Len: 1}), make([]byte, 10)...), want: ErrTrailingBytes},
-		{name: "unknown mesh type", raw: hdr(Header{Type: TypeUser - 1}), want: ErrUnknownType},
-		{name: "auth type after handshake", raw: hdr(Header{Type: TypeAuthHello}), want: ErrUnknownType},
-		{name: "malformed header", raw: []byte("hello, world"), want: ErrBadHeader},
-		{name: "empty message", raw: nil, want: ErrBadHeader},
+		{"truncated", one(append(hdr(Header{Type: TypeUser, Len: 64}), make([]byte, 10)...)), ErrFrameTruncated},
+		{"trailing", one(append(hdr(Header{Type: TypeUser, Len: 64}), make([]byte, 70)...)), ErrTrailingBytes},
+		{"oversized frame", one(append(hdr(Header{Type: TypeUser, Len: 2 * maxFrame}), make([]byte, maxFrame)...)), ErrFrameTooLarge},
+		{"no destination for a huge payload", []frame{{opBinary, false, hdr(Header{Type: TypeUser + 1, Len: maxScratch + 1})}}, ErrFrameTooLarge},
+		{"fragment longer than announced", []frame{
+			{opBinary, false, append(hdr(Header{Type: TypeUser, Len: 64}), make([]byte, 32)...)},
+			{opContinuation, true, make([]byte, 40)}}, ErrTrailingBytes},
+		{"last fragment short", []frame{
+			{opBinary, false, append(hdr(Header{Type: TypeUser, Len: 64}), make([]byte, 32)...)},
+			{opContinuation, true, make([]byte, 8)}}, ErrFrameTruncated},
+		{"new message inside a message", []frame{
+			{opBinary, false, append(hdr(Header{Type: TypeUser, Len: 64}), make([]byte, 32)...)},
+			{opBinary, true, make([]byte, 32)}}, ErrFragment},
+		{"unknown mesh type", one(hdr(Header{Type: TypeUser - 1})), ErrUnknownType},
+		{"auth type after handshake", one(hdr(Header{Type: TypeAuthHello})), ErrUnknownType},
+		{"mesh type with payload", one(append(hdr(Header{Type: TypeHeartbeat, Len: 1}), 0)), ErrTrailingBytes},
+		{"malformed header", one([]byte("hello, world")), ErrBadHeader},
+		{"empty message", one(nil), ErrBadHeader},
+		{"text message", []frame{{0x1, true, hdr(Header{Type: TypeUser})}}, ErrNotBinary},
 	}
-	for i, tc := range cases {
-		for _, role := range []Role{Requester, Owner} {
-			if tc.send != nil {
-				role = Owner // the connection tc.send uses: order holds per connection only
-			}
-			var err error
-			if tc.send != nil {
-				err = tc.send()
-			} else {
-				err = meshes[0].send(1, role, outMsg{p: tc.raw, raw: true})
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			good := []byte{byte(i), byte(role)}
-			if err := meshes[0].Send(1, role, Header{Type: TypeUser}, good); err != nil {
-				t.Fatal(err)
-			}
-			// The rejection is reported before the next frame of the
-			// connection is handled; a bad frame delivered instead would
-			// show up as the first frame.
-			select {
-			case err := <-recs[1].errs:
-				var fe *FrameError
-				if !errors.Is(err, tc.want) || !errors.As(err, &fe) || fe.Rank != 0 {
-					t.Errorf("%s: error %v, want %v from rank 0", tc.name, err, tc.want)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sh := &sinkHandler{recorder: *newRecorder(), mirror: bytes.Repeat([]byte{0xaa}, 64)}
+			meshes, recs := startMeshes(t, 2, func(rank int, c *Config) {
+				c.Heartbeat, c.PeerTimeout = time.Hour, 2*time.Hour // writers stay idle
+				if rank == 1 {
+					c.Handler = sh
 				}
-			case <-time.After(10 * time.Second):
-				t.Fatalf("%s: no frame error within 10s", tc.name)
+			})
+			for _, f := range tc.frames {
+				if err := injectRaw(meshes[0], 1, Owner, f.op, f.fin, f.raw); err != nil {
+					t.Fatal(err)
+				}
 			}
-			if f := <-recs[1].frames; !bytes.Equal(f.p, good) {
-				t.Fatalf("%s: next frame %+v %v, want %v", tc.name, f.h, f.p, good)
+			err := <-sh.lost
+			var fe *FrameError
+			var pl *PeerLostError
+			if !errors.Is(err, tc.want) || !errors.As(err, &fe) || fe.Rank != 0 || !errors.As(err, &pl) || pl.Rank != 0 {
+				t.Errorf("lost with %v, want a FrameError from rank 0 wrapping %v", err, tc.want)
 			}
-			if tc.send != nil {
-				break
+			// A message rejected on its first frame never touches the sink (one rejected
+			// on a later fragment ends the connection mid-payload).
+			if len(tc.frames) == 1 && !bytes.Equal(sh.mirror, bytes.Repeat([]byte{0xaa}, 64)) {
+				t.Error("a rejected message wrote into the sink")
 			}
-		}
+			if err := <-recs[0].lost; !errors.Is(err, ErrPeerLost) {
+				t.Errorf("rank 0: %v", err)
+			}
+		})
 	}
-	select {
-	case err := <-recs[1].lost:
-		t.Fatal(err)
-	case err := <-recs[0].lost:
-		t.Fatal(err)
-	default:
-	}
+	meshes, _ := startMeshes(t, 2, nil)
 	if err := meshes[0].Send(1, Owner, Header{Type: 3}, nil); err == nil {
 		t.Error("Send of a reserved type succeeded")
 	}
-	if err := meshes[1].Send(0, Owner, Header{Type: TypeUser}, make([]byte, max+1)); !errors.Is(err, ErrFrameTooLarge) {
-		t.Errorf("Send over MaxFrame: %v", err)
-	}
 }
 
-// sinkHandler reads payloads into a fixed mirror buffer.
+// sinkHandler reads payloads into a fixed mirror buffer, or refuses those of type
+// TypeUser+1.
 type sinkHandler struct {
 	recorder
 	mirror []byte
 }
 
-func (s *sinkHandler) Sink(from int, h *Header) []byte { return s.mirror }
+func (s *sinkHandler) Sink(from int, h *Header) ([]byte, error) {
+	if h.Type == TypeUser+1 {
+		return nil, nil
+	}
+	if uint64(len(s.mirror)) < h.Len {
+		return nil, fmt.Errorf("a message of %d bytes for a mirror of %d", h.Len, len(s.mirror))
+	}
+	return s.mirror, nil
+}
 
 func TestSinkReceivesPayload(t *testing.T) {
-	sh := &sinkHandler{recorder: *newRecorder(), mirror: make([]byte, 1<<20)}
+	const big = 3*fragmentSize + 5
+	sh := &sinkHandler{recorder: *newRecorder(), mirror: make([]byte, big)}
 	got := make(chan []byte, 1)
 	sh.onRecv = func(from int, h *Header, p []byte) { got <- p }
 	meshes, recs := startMeshes(t, 2, func(rank int, c *Config) {
@@ -467,17 +475,18 @@ func TestSinkReceivesPayload(t *testing.T) {
 			c.Handler = sh
 		}
 	})
-	for _, size := range []int{1, 8, HeaderSize, 1000, 1 << 20} {
+	for _, size := range []int{1, 8, headerSize, 1000, fragmentSize - headerSize, fragmentSize, fragmentSize + 1, big} {
 		p := make([]byte, size)
 		for i := range p {
 			p[i] = byte(i*7 + size)
 		}
-		if err := meshes[0].Send(1, Owner, Header{Type: TypeUser}, p); err != nil {
+		role := []Role{Owner, Requester}[size%2] // unmasked and masked
+		if err := meshes[0].Send(1, role, Header{Type: TypeUser}, p); err != nil {
 			t.Fatal(err)
 		}
 		q := <-got
 		if &q[0] != &sh.mirror[0] || !bytes.Equal(q, p) {
-			t.Fatalf("size %d: payload not delivered into the sink intact", size)
+			t.Fatalf("size %d, %s role: payload not delivered into the sink intact", size, role)
 		}
 		// Rank 1 is done with its mirror: it says so, as a real receiver
 		// does, before rank 0 sends into it again (the happens-before edge
@@ -545,13 +554,6 @@ func TestCloseAfterBarrier(t *testing.T) {
 		}
 	}
 	closeAll(meshes[:2])
-	for _, r := range recs {
-		select {
-		case err := <-r.errs:
-			t.Fatal(err)
-		default:
-		}
-	}
 	if err := meshes[0].Send(1, Owner, Header{Type: TypeUser}, nil); err == nil {
 		t.Fatal("Send after Close succeeded")
 	}
@@ -574,7 +576,7 @@ func TestSteadyStateAllocs(t *testing.T) {
 	for _, size := range []int{8, 1 << 20} {
 		for _, role := range []Role{Requester, Owner} {
 			p := make([]byte, size)
-			h := Header{Type: TypeUser, Loc: 1}
+			h := Header{Type: TypeUser, Key: 1}
 			allocs := testing.AllocsPerRun(max(20, 4<<20/(size+1<<14)), func() {
 				meshes[0].Send(1, role, h, p)
 				<-got
@@ -604,30 +606,5 @@ func TestFinalBarrierThenClose(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-	}
-}
-
-// A rejected frame never writes into the sink (a mirror stays intact).
-func TestRejectedFrameLeavesSinkAlone(t *testing.T) {
-	sh := &sinkHandler{recorder: *newRecorder(), mirror: bytes.Repeat([]byte{0xaa}, 64)}
-	meshes, _ := startMeshes(t, 2, func(rank int, c *Config) {
-		if rank == 1 {
-			c.Handler = sh
-		}
-	})
-	h := Header{Type: TypeUser, Len: 64}
-	for _, raw := range [][]byte{
-		append(AppendHeader(nil, &h), make([]byte, 10)...), // truncated
-		append(AppendHeader(nil, &h), make([]byte, 70)...), // trailing
-	} {
-		if err := meshes[0].send(1, Owner, outMsg{p: raw, raw: true}); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-sh.errs; !errors.Is(err, ErrFrameTruncated) && !errors.Is(err, ErrTrailingBytes) {
-			t.Fatal(err)
-		}
-	}
-	if !bytes.Equal(sh.mirror, bytes.Repeat([]byte{0xaa}, 64)) {
-		t.Fatal("a rejected frame wrote into the sink")
 	}
 }

@@ -121,7 +121,7 @@ func TestPeerProcessStoppedHeartbeatTimeout(t *testing.T) {
 	m, r, cmd := startChild(t)
 	cmd.Process.Signal(syscall.SIGSTOP)
 	err := waitLost(t, r, "SIGSTOP")
-	if !errors.Is(err, ErrPeerLost) || !errorContains(err, "heartbeat timeout") {
+	if !errors.Is(err, ErrPeerLost) || !errorContains(err, "peer timeout") {
 		t.Fatalf("got %v", err)
 	}
 	if err := m.Send(1, Owner, Header{Type: TypeUser}, nil); !errors.Is(err, ErrPeerLost) {

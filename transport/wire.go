@@ -11,26 +11,29 @@ import (
 	"net"
 )
 
-// wire reads and writes RFC 6455 websocket frames on a connection that
-// gorilla/websocket upgraded. gorilla performs the HTTP upgrade; after it the
-// mesh frames messages itself, because gorilla allocates a reader and a
-// writer object per message and copies client payloads, and the mesh must
-// not allocate per message. Every message is one final binary frame
-// (opcode 2); a close frame (opcode 8) ends a direction; pings are answered
-// by nothing (the mesh has its own heartbeats) and pongs are ignored. The
-// dialing side masks what it sends, as the RFC requires of clients; the
-// accepting side does not. The upgrade protocol has the client speak first,
-// so no byte can be buffered inside gorilla when the mesh takes over.
+// wire reads and writes RFC 6455 websocket frames on a connection that gorilla/websocket
+// upgraded. gorilla performs the HTTP upgrade; after it the mesh frames messages itself,
+// because gorilla allocates a reader and a writer object per message and copies client
+// payloads, and the mesh must not allocate per message. A message is one binary websocket
+// message, fragmented into frames of at most fragmentSize payload bytes; a close frame
+// (opcode 8) ends a direction; pings and pongs are skipped (the mesh has its own
+// heartbeats). The dialing side masks what it sends, as the RFC requires of clients; the
+// accepting side does not. The upgrade protocol has the client speak first, so no byte can
+// be buffered inside gorilla when the mesh takes over.
+//
+// A new wire has small buffers, so that a connection that has not proved it knows the job's
+// secret costs little memory; grow gives an authenticated one its full buffers.
 type wire struct {
 	nc     net.Conn
 	br     *bufio.Reader
 	client bool // this side dialed: it masks what it sends
 
 	wbuf []byte      // pending output (frames coalesced per writer batch)
-	vec  net.Buffers // for vectored writes of large server payloads
+	vec  net.Buffers // for vectored writes of large unmasked payloads
 	arr  [2][]byte
 	rng  rand.PCG
-	hb   [8]byte // reader's scratch for frame header fields
+	hb   [8]byte             // reader's scratch for frame header fields
+	rbuf [maxHeaderSize]byte // reader's scratch for message headers
 }
 
 const (
@@ -42,23 +45,35 @@ const (
 	finBit         = 0x80
 	maskBit        = 0x80
 	maxWSHeader    = 14
-	// directLimit is the payload size from which an unmasked payload is
-	// written from the caller's memory (writev) rather than copied.
+	// directLimit is the payload size from which an unmasked payload is written from the
+	// caller's memory (writev) rather than copied.
 	directLimit = 32 << 10
+	// handshakeBuf is the read buffer of a connection before it is authenticated.
+	handshakeBuf = 512
 )
 
 var errProtocol = errors.New("transport: websocket protocol violation")
 
 func newWire(nc net.Conn, client bool) *wire {
-	w := &wire{nc: nc, br: bufio.NewReaderSize(nc, bufSize), client: client, wbuf: make([]byte, 0, bufSize)}
+	w := &wire{nc: nc, br: bufio.NewReaderSize(nc, handshakeBuf), client: client}
 	w.rng.Seed(rand.Uint64(), rand.Uint64())
 	return w
 }
 
-// appendWSHeader appends a websocket frame header for a final frame of n
-// payload bytes and returns it with the mask key (zero when not masking).
-func (w *wire) appendWSHeader(b []byte, op byte, n int) ([]byte, uint32) {
-	b = append(b, finBit|op)
+// grow gives an authenticated connection its full buffers; every read goes through r, which
+// reads what the small buffer holds first.
+func (w *wire) grow(r func(io.Reader) io.Reader) {
+	w.br = bufio.NewReaderSize(r(w.br), bufSize)
+	w.wbuf = make([]byte, 0, bufSize)
+}
+
+// appendWSHeader appends a websocket frame header for a frame of n payload bytes and
+// returns it with the mask key (zero when not masking).
+func (w *wire) appendWSHeader(b []byte, op byte, fin bool, n int) ([]byte, uint32) {
+	if fin {
+		op |= finBit
+	}
+	b = append(b, op)
 	var m byte
 	if w.client {
 		m = maskBit
@@ -82,24 +97,42 @@ func (w *wire) appendWSHeader(b []byte, op byte, n int) ([]byte, uint32) {
 	return binary.LittleEndian.AppendUint32(b, key), key
 }
 
-// writeFrame queues one message (header h, if any, then p) into the output
-// buffer, writing out what does not fit. Large unmasked payloads are written
-// straight from p. Call flush to write out the buffer.
-func (w *wire) writeFrame(op byte, h *Header, p []byte) error {
-	n := len(p)
-	if h != nil {
-		n += HeaderSize
+// writeMessage queues one message (header h, then p) into the output buffer, as frames of at
+// most fragmentSize payload bytes, writing out what does not fit. Large unmasked payloads
+// are written straight from p. Call flush to write out the buffer.
+func (w *wire) writeMessage(h *Header, p []byte) error {
+	op := byte(opBinary)
+	for first := true; ; first = false {
+		k := min(len(p), fragmentSize)
+		fin := k == len(p)
+		n := k
+		if first {
+			n += headerSize
+		}
+		if err := w.writeFrame(op, fin, n, h, first, p[:k]); err != nil {
+			return err
+		}
+		p = p[k:]
+		op = opContinuation
+		if fin {
+			return nil
+		}
 	}
+}
+
+// writeFrame queues one frame of n payload bytes: the message header h when withHeader,
+// then p.
+func (w *wire) writeFrame(op byte, fin bool, n int, h *Header, withHeader bool, p []byte) error {
 	if len(w.wbuf)+maxWSHeader+n > cap(w.wbuf) && len(w.wbuf) > 0 {
 		if err := w.flush(); err != nil {
 			return err
 		}
 	}
 	var key uint32
-	w.wbuf, key = w.appendWSHeader(w.wbuf, op, n)
+	w.wbuf, key = w.appendWSHeader(w.wbuf, op, fin, n)
 	body := len(w.wbuf)
-	if h != nil {
-		w.wbuf = AppendHeader(w.wbuf, h)
+	if withHeader {
+		w.wbuf = appendHeader(w.wbuf, h)
 	}
 	if !w.client && len(p) >= directLimit {
 		w.arr[0], w.arr[1] = w.wbuf, p
@@ -132,6 +165,18 @@ func (w *wire) writeFrame(op byte, h *Header, p []byte) error {
 	return nil
 }
 
+// writeClose queues a close frame with the given status payload.
+func (w *wire) writeClose(status []byte) error {
+	var key uint32
+	w.wbuf, key = w.appendWSHeader(w.wbuf, opClose, true, len(status))
+	off := len(w.wbuf)
+	w.wbuf = append(w.wbuf, status...)
+	if w.client {
+		maskBytes(key, 0, w.wbuf[off:])
+	}
+	return nil
+}
+
 // flush writes out the output buffer.
 func (w *wire) flush() error {
 	if len(w.wbuf) == 0 {
@@ -142,8 +187,8 @@ func (w *wire) flush() error {
 	return err
 }
 
-// maskBytes XORs b with the mask key, starting at key offset pos&3, and
-// returns the offset after b.
+// maskBytes XORs b with the mask key, starting at key offset pos&3, and returns the offset
+// after b.
 func maskBytes(key uint32, pos int, b []byte) int {
 	k := bits.RotateLeft32(key, -8*(pos&3)) // byte 0 of k masks b[0]
 	k64 := uint64(k) | uint64(k)<<32
@@ -157,9 +202,8 @@ func maskBytes(key uint32, pos int, b []byte) int {
 	return pos + len(b)
 }
 
-// maskCopy copies src to dst (of the same length) masking it, starting at
-// key offset pos&3, and returns the offset after it: one pass instead of a
-// copy and a mask.
+// maskCopy copies src to dst (of the same length) masking it, starting at key offset pos&3,
+// and returns the offset after it: one pass instead of a copy and a mask.
 func maskCopy(key uint32, pos int, dst, src []byte) int {
 	k := bits.RotateLeft32(key, -8*(pos&3))
 	k64 := uint64(k) | uint64(k)<<32
@@ -183,13 +227,37 @@ func maskCopy(key uint32, pos int, dst, src []byte) int {
 // frameInfo describes a websocket frame whose header has been read.
 type frameInfo struct {
 	op     byte
+	fin    bool
 	n      int64 // payload length
 	key    uint32
 	masked bool
 }
 
-// readWSHeader reads the next frame header. Fragmented messages are a
-// protocol violation: no mesh sends them.
+// errClosed is returned by nextFrame for a close frame.
+var errClosed = errors.New("transport: close frame")
+
+// nextFrame reads frame headers until one that is not a ping or a pong (whose payloads it
+// skips); a close frame gives errClosed.
+func (w *wire) nextFrame() (frameInfo, error) {
+	for {
+		f, err := w.readWSHeader()
+		if err != nil {
+			return f, err
+		}
+		switch f.op {
+		case opPing, opPong:
+			if _, err := w.br.Discard(int(f.n)); err != nil {
+				return f, unexpected(err)
+			}
+			continue
+		case opClose:
+			return f, errClosed
+		}
+		return f, nil
+	}
+}
+
+// readWSHeader reads the next frame header.
 func (w *wire) readWSHeader() (frameInfo, error) {
 	var f frameInfo
 	b0, err := w.br.ReadByte()
@@ -201,11 +269,9 @@ func (w *wire) readWSHeader() (frameInfo, error) {
 		return f, unexpected(err)
 	}
 	f.op = b0 & 0x0f
+	f.fin = b0&finBit != 0
 	if b0&0x70 != 0 {
 		return f, fmt.Errorf("%w: reserved bits set", errProtocol)
-	}
-	if b0&finBit == 0 || f.op == opContinuation {
-		return f, fmt.Errorf("%w: fragmented message", errProtocol)
 	}
 	f.masked = b1&maskBit != 0
 	if f.masked == w.client {
@@ -237,14 +303,14 @@ func (w *wire) readWSHeader() (frameInfo, error) {
 		}
 		f.key = binary.LittleEndian.Uint32(x)
 	}
-	if f.op >= opClose && f.n > 125 {
+	if f.op >= opClose && (f.n > 125 || !f.fin) {
 		return f, fmt.Errorf("%w: control frame of %d bytes", errProtocol, f.n)
 	}
 	return f, nil
 }
 
-// read fills b with the next payload bytes of frame f, unmasking them; pos
-// is the offset in the payload. It returns the new offset.
+// read fills b with the next payload bytes of frame f, unmasking them; pos is the offset in
+// the frame's payload. It returns the new offset.
 func (w *wire) read(f *frameInfo, pos int, b []byte) (int, error) {
 	if _, err := io.ReadFull(w.br, b); err != nil {
 		return pos, unexpected(err)
@@ -262,43 +328,108 @@ func unexpected(err error) error {
 	return err
 }
 
-// writeMsg writes one frame and flushes (handshake only).
+// ruleError is a message that breaks the framing rules (checkFirst, checkFragment, a
+// malformed header, a refused destination), as opposed to a broken connection.
+type ruleError struct {
+	err       error
+	hasHeader bool // the message header was decoded
+}
+
+func (e *ruleError) Error() string { return e.err.Error() }
+func (e *ruleError) Unwrap() error { return e.err }
+
+// readMessage reads one message into h and returns its payload, streamed frame by frame into
+// the buffer of h.Len bytes that dest returns (called only for a payload, after the first
+// frame passed every check). A mesh message (Type < TypeUser) has no payload. A message that
+// breaks the rules gives a *ruleError; the connection cannot go on after any error.
+func (w *wire) readMessage(h *Header, dest func(*Header) ([]byte, error)) ([]byte, error) {
+	f, err := w.nextFrame()
+	if err != nil {
+		return nil, err
+	}
+	k := int(min(f.n, maxHeaderSize))
+	pos, err := w.read(&f, 0, w.rbuf[:k])
+	if err != nil {
+		return nil, err
+	}
+	var hn int
+	if *h, hn, err = decodeHeader(w.rbuf[:k]); err != nil {
+		return nil, &ruleError{err: err}
+	}
+	if err := checkFirst(f.op, f.fin, f.n, h, hn); err != nil {
+		return nil, &ruleError{err: err, hasHeader: true}
+	}
+	var buf []byte
+	if h.Len > 0 {
+		if buf, err = dest(h); err != nil {
+			return nil, &ruleError{err: err, hasHeader: true}
+		}
+	}
+	// The header's frame may hold the first payload bytes already.
+	n := copy(buf, w.rbuf[hn:k])
+	if _, err := w.read(&f, pos, buf[n:f.n-int64(hn)]); err != nil {
+		return nil, err
+	}
+	for off, fin := uint64(f.n-int64(hn)), f.fin; !fin; {
+		g, err := w.nextFrame()
+		if err != nil {
+			return nil, err
+		}
+		if err := checkFragment(g.op, g.fin, g.n, h.Len-off); err != nil {
+			return nil, &ruleError{err: err, hasHeader: true}
+		}
+		if _, err := w.read(&g, 0, buf[off:off+uint64(g.n)]); err != nil {
+			return nil, err
+		}
+		off, fin = off+uint64(g.n), g.fin
+	}
+	return buf, nil
+}
+
+// writeMsg writes one message of at most fragmentSize payload bytes and flushes (handshake
+// and bootstrap only).
 func (w *wire) writeMsg(h Header, payload []byte) error {
-	h.Len = uint32(len(payload))
-	if err := w.writeFrame(opBinary, &h, payload); err != nil {
+	h.Len = uint64(len(payload))
+	if err := w.writeMessage(&h, payload); err != nil {
 		return err
 	}
 	return w.flush()
 }
 
-// readMsg reads one message of type want with at most max payload bytes
-// (handshake only; it allocates).
+// readMsg reads one message of type want with at most max payload bytes, in one frame
+// (handshake and bootstrap only; it allocates).
 func (w *wire) readMsg(want uint8, max int) (Header, []byte, error) {
-	f, err := w.readWSHeader()
+	h, p, err := w.readAny(max)
+	if err == nil && h.Type != want {
+		err = fmt.Errorf("%w: got message type %d, expected %d", ErrUnknownType, h.Type, want)
+	}
+	return h, p, err
+}
+
+// readAny reads one message of any type with at most max payload bytes, in one frame.
+func (w *wire) readAny(max int) (Header, []byte, error) {
+	f, err := w.nextFrame()
+	if errors.Is(err, errClosed) {
+		return Header{}, nil, fmt.Errorf("%w: connection closed by the peer", ErrAuth)
+	}
 	if err != nil {
 		return Header{}, nil, err
 	}
-	if f.op == opClose {
-		return Header{}, nil, fmt.Errorf("%w: connection closed by the peer", ErrAuth)
+	if f.op != opBinary || !f.fin {
+		return Header{}, nil, fmt.Errorf("%w: opcode %d, fin %v", ErrNotBinary, f.op, f.fin)
 	}
-	if f.op != opBinary {
-		return Header{}, nil, ErrNotBinary
-	}
-	if f.n > int64(MaxHeaderSize+max) {
-		return Header{}, nil, fmt.Errorf("%w: handshake message of %d bytes", ErrFrameTooLarge, f.n)
+	if f.n > int64(maxHeaderSize+max) {
+		return Header{}, nil, fmt.Errorf("%w: a message of %d bytes, at most %d expected", ErrFrameTooLarge, f.n, maxHeaderSize+max)
 	}
 	b := make([]byte, f.n)
 	if _, err := w.read(&f, 0, b); err != nil {
 		return Header{}, nil, err
 	}
-	h, n, err := DecodeHeader(b)
+	h, n, err := decodeHeader(b)
 	if err != nil {
 		return h, nil, err
 	}
-	if h.Type != want {
-		return h, nil, fmt.Errorf("%w: got message type %d, expected %d", ErrUnknownType, h.Type, want)
-	}
-	if int(h.Len) != len(b)-n {
+	if h.Len != uint64(len(b)-n) {
 		return h, nil, fmt.Errorf("%w: header announces %d bytes, message has %d", ErrFrameTruncated, h.Len, len(b)-n)
 	}
 	return h, b[n:], nil

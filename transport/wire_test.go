@@ -2,6 +2,8 @@ package transport
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -36,11 +38,19 @@ func TestMaskBytes(t *testing.T) {
 	}
 }
 
-// The mesh's frames are standard websocket frames: gorilla reads what the
-// wire writes, as client (masked) and as server, and the wire reads what
-// gorilla writes.
+// The mesh's messages are standard websocket messages: gorilla reads what the wire writes,
+// as client (masked) and as server, fragmented or not, and the wire reads what gorilla
+// writes, fragmented at gorilla's buffer size (gorilla writes a large message from a server
+// as one frame, which the mesh refuses past maxFrame; the test writes it in small pieces).
 func TestWireInteropWithGorilla(t *testing.T) {
-	payloads := [][]byte{nil, []byte("x"), bytes.Repeat([]byte("ab"), 100), bytes.Repeat([]byte{7}, 70000), bytes.Repeat([]byte{9}, 200000)}
+	sizes := []int{0, 1, 200, 70000, fragmentSize, 2*fragmentSize + 3}
+	message := func(size int) (Header, []byte) {
+		p := make([]byte, size)
+		for i := range p {
+			p[i] = byte(i * 13)
+		}
+		return Header{Type: TypeUser, Key: uint32(size), Len: uint64(size)}, p
+	}
 	for _, client := range []bool{true, false} {
 		done := make(chan error, 1)
 		srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
@@ -52,10 +62,10 @@ func TestWireInteropWithGorilla(t *testing.T) {
 			defer ws.Close()
 			if client {
 				// gorilla server echoes what our wire client sent.
-				for range payloads {
-					mt, b, err := ws.ReadMessage()
+				for range sizes {
+					_, b, err := ws.ReadMessage()
 					if err == nil {
-						err = ws.WriteMessage(mt, b)
+						err = gorillaWrite(ws, b)
 					}
 					if err != nil {
 						done <- err
@@ -68,59 +78,59 @@ func TestWireInteropWithGorilla(t *testing.T) {
 			}
 			// Our wire as the server: echo with our framing.
 			w := newWire(ws.NetConn(), false)
-			for range payloads {
-				f, err := w.readWSHeader()
+			w.grow(func(r io.Reader) io.Reader { return r })
+			for range sizes {
+				var h Header
+				p, err := w.readMessage(&h, func(h *Header) ([]byte, error) { return make([]byte, h.Len), nil })
+				if err == nil {
+					if err = w.writeMessage(&h, p); err == nil {
+						err = w.flush()
+					}
+				}
 				if err != nil {
 					done <- err
 					return
 				}
-				b := make([]byte, f.n)
-				if _, err := w.read(&f, 0, b); err != nil {
-					done <- err
-					return
-				}
-				if err := w.writeFrame(opBinary, nil, b); err == nil {
-					err = w.flush()
-				}
 			}
-			// Drain until the client goes away, so that closing does not
-			// reset the connection under the client's last read.
+			// Drain until the client goes away, so that closing does not reset the
+			// connection under the client's last read.
 			w.nc.Read(make([]byte, 1))
 			done <- nil
 		}))
-		// The wire rejects fragmented messages (no mesh sends them): give
-		// gorilla a buffer that holds each message in one frame.
-		d := websocket.Dialer{WriteBufferSize: 1 << 20}
-		ws, _, err := d.Dial("ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+		ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(srv.URL, "http"), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		w := newWire(ws.NetConn(), true)
-		for _, p := range payloads {
-			var got []byte
+		w.grow(func(r io.Reader) io.Reader { return r })
+		for _, size := range sizes {
+			h, p := message(size)
+			var got Header
+			var gotP []byte
 			if client {
-				if err := w.writeFrame(opBinary, nil, p); err == nil {
+				if err := w.writeMessage(&h, p); err == nil {
 					err = w.flush()
 				}
-				f, err := w.readWSHeader()
+				gotP, err = w.readMessage(&got, func(h *Header) ([]byte, error) { return make([]byte, h.Len), nil })
 				if err != nil {
-					t.Fatal(err)
-				}
-				got = make([]byte, f.n)
-				if _, err := w.read(&f, 0, got); err != nil {
 					t.Fatal(err)
 				}
 			} else {
-				if err := ws.WriteMessage(websocket.BinaryMessage, p); err != nil {
+				if err := gorillaWrite(ws, append(appendHeader(nil, &h), p...)); err != nil {
 					t.Fatal(err, <-done)
 				}
-				_, got, err = ws.ReadMessage()
+				_, b, err := ws.ReadMessage()
 				if err != nil {
 					t.Fatal(err, <-done)
 				}
+				var n int
+				if got, n, err = decodeHeader(b); err != nil {
+					t.Fatal(err)
+				}
+				gotP = b[n:]
 			}
-			if !bytes.Equal(got, p) {
-				t.Fatalf("client=%v: %d-byte payload came back as %d bytes", client, len(p), len(got))
+			if got != h || !bytes.Equal(gotP, p) && size > 0 {
+				t.Fatalf("client=%v: a %d-byte message came back as %+v with %d bytes", client, size, got, len(gotP))
 			}
 		}
 		ws.Close()
@@ -131,15 +141,29 @@ func TestWireInteropWithGorilla(t *testing.T) {
 	}
 }
 
-// frameBytes returns what a dialing peer's wire puts on the socket for the
-// given messages.
-func frameBytes(msgs ...[]byte) []byte {
+// gorillaWrite writes b as one binary message through gorilla's NextWriter, in small writes
+// that it fragments at its buffer size (a large write from a server would be one frame).
+func gorillaWrite(ws *websocket.Conn, b []byte) error {
+	wr, err := ws.NextWriter(websocket.BinaryMessage)
+	for len(b) > 0 && err == nil {
+		k := min(len(b), 1000)
+		_, err = wr.Write(b[:k])
+		b = b[k:]
+	}
+	if err == nil {
+		err = wr.Close()
+	}
+	return err
+}
+
+// streamBytes returns what a dialing peer's wire puts on the socket for the given frames.
+func streamBytes(frames ...func(w *wire)) []byte {
 	var out bytes.Buffer
 	a, b := net.Pipe()
 	go func() {
 		w := newWire(a, true)
-		for _, m := range msgs {
-			w.writeFrame(opBinary, nil, m)
+		for _, f := range frames {
+			f(w)
 		}
 		w.flush()
 		a.Close()
@@ -148,31 +172,67 @@ func frameBytes(msgs ...[]byte) []byte {
 	return out.Bytes()
 }
 
-// FuzzReadLoop feeds arbitrary bytes to a connection's reader, as an
-// authenticated but hostile or broken peer could: it must reject or fail
-// cleanly, never panic or hang.
-func FuzzReadLoop(f *testing.F) {
-	hdr := func(h Header) []byte { return AppendHeader(nil, &h) }
-	f.Add(frameBytes(append(hdr(Header{Type: TypeUser, Len: 3}), 1, 2, 3)))
-	f.Add(frameBytes(hdr(Header{Type: TypeBarrier, Version: 1}), hdr(Header{Type: TypeHeartbeat}), hdr(Header{Type: TypeBye})))
-	f.Add(frameBytes(hdr(Header{Type: TypeUser, Len: 1 << 30})))
-	f.Add(frameBytes(append(hdr(Header{Type: TypeUser, Len: 9}), 1)))
-	f.Add(frameBytes([]byte("garbage")))
+// msg writes one whole message; frag one raw frame.
+func msg(h Header, p []byte) func(*wire) {
+	return func(w *wire) { h.Len = uint64(len(p)); w.writeMessage(&h, p) }
+}
+
+func frag(op byte, fin bool, raw []byte) func(*wire) {
+	return func(w *wire) { w.writeFrame(op, fin, len(raw), nil, false, raw) }
+}
+
+// FuzzReadMessage feeds arbitrary bytes to the chunked stream reader, as an authenticated
+// but hostile or broken peer could: it must deliver whole messages into their destination
+// or fail, never panic, hang or write outside the destination, and its rule errors name a
+// frame error.
+func FuzzReadMessage(f *testing.F) {
+	hdr := func(h Header) []byte { return appendHeader(nil, &h) }
+	f.Add(streamBytes(msg(Header{Type: TypeUser}, []byte{1, 2, 3})))
+	f.Add(streamBytes(msg(Header{Type: TypeBarrier, Seq: 1}, nil), msg(Header{Type: TypeHeartbeat}, nil), msg(Header{Type: TypeBye}, nil)))
+	f.Add(streamBytes(msg(Header{Type: TypeUser}, make([]byte, fragmentSize+10))))
+	f.Add(streamBytes(frag(opBinary, false, append(hdr(Header{Type: TypeUser, Len: 9}), 1)), frag(opPing, true, nil), frag(opContinuation, true, make([]byte, 8))))
+	f.Add(streamBytes(frag(opBinary, true, hdr(Header{Type: TypeUser, Len: 1 << 40}))))
+	f.Add(streamBytes(frag(opBinary, true, []byte("garbage"))))
 	f.Add([]byte{0x82, 0xff, 0, 0, 0, 0, 0, 0, 0, 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m := &Mesh{rank: 0, size: 2, cfg: Config{MaxFrame: 1 << 16}, log: quietLogger(), h: nopHandler{},
-			peers: make([]peer, 2), marks: make([]uint64, 2), done: make(chan struct{})}
 		a, b := net.Pipe()
-		c := &conn{m: m, peer: 1, role: Owner, w: newWire(a, false), wake: make(chan struct{}, 1), stop: make(chan struct{})}
-		m.peers[1].conns[Owner].Store(c)
 		go func() {
 			b.Write(data)
 			b.Close()
 		}()
-		m.wg.Add(1)
-		c.readLoop()
-		if !c.stopped.Load() {
-			t.Fatal("reader returned without shutting the connection down")
+		w := newWire(a, false)
+		w.grow(func(r io.Reader) io.Reader { return r })
+		for {
+			var h Header
+			var dst []byte
+			p, err := w.readMessage(&h, func(h *Header) ([]byte, error) {
+				if h.Len > 1<<22 {
+					return nil, ErrFrameTooLarge
+				}
+				dst = make([]byte, h.Len+8) // room past the end, which must stay untouched
+				return dst[:h.Len], nil
+			})
+			if err != nil {
+				var re *ruleError
+				if errors.As(err, &re) && !frameReason(re.err) {
+					t.Fatalf("rule error %v names no frame error", err)
+				}
+				break
+			}
+			if uint64(len(p)) != h.Len || h.Len > 0 && (&p[0] != &dst[0] || !bytes.Equal(dst[h.Len:], make([]byte, 8))) {
+				t.Fatalf("message %+v delivered %d bytes outside its destination", h, len(p))
+			}
 		}
+		a.Close()
 	})
+}
+
+// frameReason reports whether err wraps one of the errors a rejected message is reported with.
+func frameReason(err error) bool {
+	for _, e := range []error{ErrBadHeader, ErrFrameTooLarge, ErrFrameTruncated, ErrTrailingBytes, ErrUnknownType, ErrNotBinary, ErrFragment} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }

@@ -127,12 +127,11 @@ func TestFailureStatus(t *testing.T) {
 // ringHandler collects one frame.
 type ringHandler struct{ got chan string }
 
-func (h ringHandler) Sink(int, *transport.Header) []byte { return nil }
+func (h ringHandler) Sink(int, *transport.Header) ([]byte, error) { return nil, nil }
 func (h ringHandler) Handle(from int, hd *transport.Header, p []byte) {
 	h.got <- fmt.Sprintf("%d says %s", from, p)
 }
-func (h ringHandler) FrameError(int, error) {}
-func (h ringHandler) PeerLost(int, error)   {}
+func (h ringHandler) PeerLost(int, error) {}
 
 // meshHelper is a real job: discovery from orwlrun's environment, the
 // inherited coordinator socket, the mesh, a ring exchange and a barrier.

@@ -11,8 +11,10 @@
 //	go run ./examples/matmul
 //	go run ./examples/matmul -n 4096 -nb 512 -grid 2x1 -np 2 -kernel openblas -threads 1
 //
-// Started by another launcher (orwlrun -np N, mpirun -np N, srun) it is one process of that
-// job and starts nothing itself. The process that runs task 0 prints a progress line on
+// Started by another launcher (orwlrun -np N, mpirun -np N, mpiexec -n N, srun, the pods of
+// a Kubernetes Indexed Job: see examples/kubernetes/matmul.yaml) it is one process of that
+// job and starts nothing itself; its kernel threads default to this host's cores divided
+// among the job's tasks on this host. The process that runs task 0 prints a progress line on
 // standard error while it runs, a summary, and, last, the result line:
 //
 //	result: n=4096 nb=512 grid=2x1 tasks=2 procs=2 kernel=openblas seconds=0.93 gflops=147.8 verified=true
@@ -129,7 +131,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	tasks := fs.Int("tasks", 0, "tasks (default: P*Q of -grid, else -np, else the launcher's process count, else one per core)")
 	np := fs.Int("np", 0, "processes started on this machine (default: min(tasks, cores)); ignored under a launcher")
 	kernel := fs.String("kernel", "cpu", "kernel: cpu, auto, gonum, openblas, cublas, or a mix such as cublas:1,openblas")
-	threads := fs.Int("threads", 0, "kernel threads per process (default: cores / tasks, at least 1)")
+	threads := fs.Int("threads", 0, "kernel threads per process (default: cores / tasks on this host, at least 1)")
 	reps := fs.Int("reps", 1, "multiplications; seconds is the fastest (the summary gives the mean)")
 	seed := fs.Uint64("seed", 1, "seed of A, B and the verification vector")
 	verify := &verifyFlag{"auto"}
@@ -253,9 +255,24 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		c.verify = summa.Freivalds
 	}
 	if c.threads == 0 {
-		c.threads = max(1, cores/c.tasks)
+		c.threads = max(1, cores/tasksOnHost(c, info))
 	}
 	return c, nil
+}
+
+// tasksOnHost is the number of the job's tasks on this host, which share its cores: all of
+// them when this program starts the processes itself; under a launcher, this process's share
+// of the tasks times the job's processes on this host (info.LocalSize; every process when
+// the launcher does not say), so that one process per node uses the whole node.
+func tasksOnHost(c *config, info orwl.Job) int {
+	if !c.inJob {
+		return c.tasks
+	}
+	local := info.LocalSize
+	if local <= 0 || local > c.procs {
+		local = c.procs
+	}
+	return max(1, (c.tasks*local+c.procs-1)/c.procs)
 }
 
 // parseKernels turns -kernel into one kernel name per task, checking that each is known and

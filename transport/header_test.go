@@ -26,20 +26,20 @@ func TestCodesMatchMsgpack(t *testing.T) {
 
 var headerCases = []Header{
 	{},
-	{Type: TypeUser, Flags: 3, Loc: 7, Handle: 42, Version: 9, Arg: -1, Len: 8},
-	{Type: 255, Flags: 255, Loc: math.MaxUint32, Handle: math.MaxUint64, Version: math.MaxUint64, Arg: math.MinInt64, Len: math.MaxUint32},
+	{Type: TypeUser, Flags: 3, Key: 7, ID: 42, Seq: 9, Arg: -1, Len: 8},
+	{Type: 255, Flags: 255, Key: math.MaxUint32, ID: math.MaxUint64, Seq: math.MaxUint64, Arg: math.MinInt64, Len: math.MaxUint64},
 	{Arg: math.MaxInt64},
 }
 
 func TestHeaderRoundTrip(t *testing.T) {
 	for _, h := range headerCases {
-		b := AppendHeader(nil, &h)
-		if len(b) != HeaderSize {
-			t.Fatalf("encoded %d bytes, want %d", len(b), HeaderSize)
+		b := appendHeader(nil, &h)
+		if len(b) != headerSize {
+			t.Fatalf("encoded %d bytes, want %d", len(b), headerSize)
 		}
-		got, n, err := DecodeHeader(append(b, 1, 2, 3))
-		if err != nil || n != HeaderSize || got != h {
-			t.Errorf("DecodeHeader(AppendHeader(%+v)) = %+v, %d, %v", h, got, n, err)
+		got, n, err := decodeHeader(append(b, 1, 2, 3))
+		if err != nil || n != headerSize || got != h {
+			t.Errorf("decodeHeader(appendHeader(%+v)) = %+v, %d, %v", h, got, n, err)
 		}
 	}
 }
@@ -49,42 +49,42 @@ func TestHeaderRoundTrip(t *testing.T) {
 func TestHeaderMsgpackInterop(t *testing.T) {
 	for _, h := range headerCases {
 		var v []any
-		if err := msgpack.Unmarshal(AppendHeader(nil, &h), &v); err != nil {
+		if err := msgpack.Unmarshal(appendHeader(nil, &h), &v); err != nil {
 			t.Fatal(err)
 		}
 		if len(v) != 7 {
 			t.Fatalf("msgpack sees %d elements", len(v))
 		}
-		lib, err := msgpack.Marshal([]any{h.Type, h.Flags, h.Loc, h.Handle, h.Version, h.Arg, h.Len})
+		lib, err := msgpack.Marshal([]any{h.Type, h.Flags, h.Key, h.ID, h.Seq, h.Arg, h.Len})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, n, err := DecodeHeader(lib)
+		got, n, err := decodeHeader(lib)
 		if err != nil || n != len(lib) || got != h {
-			t.Errorf("DecodeHeader(msgpack %x) = %+v, %d, %v; want %+v", lib, got, n, err, h)
+			t.Errorf("decodeHeader(msgpack %x) = %+v, %d, %v; want %+v", lib, got, n, err, h)
 		}
-		lib, _ = msgpack.Marshal([]any{int64(h.Type), int16(h.Flags), int64(h.Loc), h.Handle, h.Version, h.Arg, int32(min(h.Len, 5))})
-		if _, _, err := DecodeHeader(lib); err != nil {
+		lib, _ = msgpack.Marshal([]any{int64(h.Type), int16(h.Flags), int64(h.Key), h.ID, h.Seq, h.Arg, int32(min(h.Len, 5))})
+		if _, _, err := decodeHeader(lib); err != nil {
 			t.Errorf("signed forms %x: %v", lib, err)
 		}
 	}
 }
 
 func TestDecodeHeaderRejects(t *testing.T) {
-	good := AppendHeader(nil, &Header{Type: TypeUser, Len: 3})
+	good := appendHeader(nil, &Header{Type: TypeUser, Len: 3})
 	cases := map[string][]byte{
 		"empty":        nil,
 		"not array":    {0x01},
 		"array of 6":   {0x96, 1, 1, 1, 1, 1, 1},
-		"short":        good[:HeaderSize-1],
+		"short":        good[:headerSize-1],
 		"string field": {0x97, 0xa1, 'x', 0, 0, 0, 0, 0, 0},
 		"type 256":     {0x97, 0xcd, 1, 0, 0, 0, 0, 0, 0, 0},
 		"negative len": {0x97, 0, 0, 0, 0, 0, 0, 0xff},
 		"arg too big":  {0x97, 0, 0, 0, 0, 0, 0xcf, 0x80, 0, 0, 0, 0, 0, 0, 0, 0},
-		"len 2^32":     {0x97, 0, 0, 0, 0, 0, 0, 0xcf, 0, 0, 0, 1, 0, 0, 0, 0},
+		"key 2^32":     {0x97, 0, 0, 0xcf, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0},
 	}
 	for name, b := range cases {
-		if _, _, err := DecodeHeader(b); !errors.Is(err, ErrBadHeader) {
+		if _, _, err := decodeHeader(b); !errors.Is(err, ErrBadHeader) {
 			t.Errorf("%s: err = %v, want ErrBadHeader", name, err)
 		}
 	}
@@ -92,11 +92,11 @@ func TestDecodeHeaderRejects(t *testing.T) {
 
 func TestHeaderNoAllocs(t *testing.T) {
 	h := headerCases[1]
-	buf := make([]byte, 0, HeaderSize)
+	buf := make([]byte, 0, headerSize)
 	var sink Header
 	allocs := testing.AllocsPerRun(1000, func() {
-		b := AppendHeader(buf[:0], &h)
-		sink, _, _ = DecodeHeader(b)
+		b := appendHeader(buf[:0], &h)
+		sink, _, _ = decodeHeader(b)
 	})
 	if allocs != 0 || sink != h {
 		t.Errorf("encode+decode: %v allocs", allocs)
@@ -105,23 +105,23 @@ func TestHeaderNoAllocs(t *testing.T) {
 
 func FuzzDecodeHeader(f *testing.F) {
 	for _, h := range headerCases {
-		f.Add(AppendHeader(nil, &h))
+		f.Add(appendHeader(nil, &h))
 	}
 	f.Add([]byte{0x97, 0, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte{0x97, 0xd0, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, n, err := DecodeHeader(b)
+		h, n, err := decodeHeader(b)
 		if err != nil {
 			if !errors.Is(err, ErrBadHeader) {
 				t.Fatalf("error %v does not wrap ErrBadHeader", err)
 			}
 			return
 		}
-		if n < 8 || n > len(b) || n > MaxHeaderSize {
+		if n < 8 || n > len(b) || n > maxHeaderSize {
 			t.Fatalf("used %d bytes of %d", n, len(b))
 		}
-		h2, n2, err := DecodeHeader(AppendHeader(nil, &h))
-		if err != nil || h2 != h || n2 != HeaderSize {
+		h2, n2, err := decodeHeader(appendHeader(nil, &h))
+		if err != nil || h2 != h || n2 != headerSize {
 			t.Fatalf("re-encoding %+v: %+v %d %v", h, h2, n2, err)
 		}
 	})
@@ -129,10 +129,10 @@ func FuzzDecodeHeader(f *testing.F) {
 
 func BenchmarkHeaderEncodeDecode(b *testing.B) {
 	h := headerCases[1]
-	buf := make([]byte, 0, HeaderSize)
+	buf := make([]byte, 0, headerSize)
 	b.ReportAllocs()
 	for b.Loop() {
-		bb := AppendHeader(buf[:0], &h)
-		DecodeHeader(bb)
+		bb := appendHeader(buf[:0], &h)
+		decodeHeader(bb)
 	}
 }

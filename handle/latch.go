@@ -1,0 +1,182 @@
+package handle
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+)
+
+// Latch is one request's grant as its waiter sees it. It is the single request life cycle
+// of the runtime: a request of a local FIFO and a request sent to another process use the
+// same Latch, and differ only in who grants it.
+//
+// A Latch is Pending from Start until exactly one of these happens: the queue Grants it, the
+// queue Fails it with an error, or its waiter Cancels it. Wait blocks until it is granted or
+// failed, or the context is done; it changes nothing. A cancellation that happens before the
+// grant wins over it: Grant then returns false and the queue must treat the request as
+// cancelled (release it as soon as it is granted); a Cancel that finds the latch granted
+// reports it, and the caller gives the grant back.
+//
+// Concurrency: Grant and Fail may be called from any goroutine, at any time. Start, Wait and
+// Cancel are called by the waiter, one at a time (its handle's goroutine).
+type Latch struct {
+	state atomic.Uint32 // a LatchState, or parked
+	err   atomic.Pointer[error]
+	wake  chan struct{} // receives the grant's or failure's token when parked; empty otherwise
+}
+
+// LatchState is the stage of a Latch.
+type LatchState uint32
+
+const (
+	// LatchIdle: no request, or Start was never called.
+	LatchIdle LatchState = iota
+	// LatchPending: requested, waiting for its grant.
+	LatchPending
+	// LatchGranted: the grant arrived; the holder may access the data.
+	LatchGranted
+	// LatchFailed: the queue failed the request; Err says why.
+	LatchFailed
+	// LatchCancelled: the waiter gave the request up.
+	LatchCancelled
+)
+
+// parked is the state of a pending latch whose Wait is blocked on its wake channel; State
+// reports it as LatchPending. Grant and Fail swap it away and then send the token: one
+// atomic decision, so a token is sent exactly when somebody waits for it.
+const parked = 5
+
+// ErrNotPending is returned by Wait on a latch that was never started or was cancelled.
+var ErrNotPending = errors.New("request is not pending")
+
+// String returns the lower-case name of the state.
+func (s LatchState) String() string {
+	switch s {
+	case LatchIdle:
+		return "idle"
+	case LatchPending:
+		return "pending"
+	case LatchGranted:
+		return "granted"
+	case LatchFailed:
+		return "failed"
+	case LatchCancelled:
+		return "cancelled"
+	}
+	return "invalid latch state"
+}
+
+// Start makes l Pending for a new request. The previous request's outcome is forgotten.
+func (l *Latch) Start() {
+	l.err.Store(nil)
+	l.state.Store(uint32(LatchPending))
+}
+
+// State returns the stage of l.
+func (l *Latch) State() LatchState {
+	if s := l.state.Load(); s != parked {
+		return LatchState(s)
+	}
+	return LatchPending
+}
+
+// Granted reports, without blocking, whether l is granted.
+func (l *Latch) Granted() bool { return l.state.Load() == uint32(LatchGranted) }
+
+// Err returns why l failed, or nil.
+func (l *Latch) Err() error {
+	if p := l.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Grant grants a pending l and wakes its waiter. It returns false, changing nothing, when l
+// is not pending: cancelled (the caller must then give the grant back), failed or idle.
+func (l *Latch) Grant() bool { return l.settle(LatchGranted) }
+
+// Fail fails a pending l with err (not nil) and wakes its waiter; Wait then returns err. It
+// returns false, changing nothing, when l is not pending.
+func (l *Latch) Fail(err error) bool {
+	for {
+		s := l.state.Load()
+		if s != uint32(LatchPending) && s != parked {
+			return false
+		}
+		l.err.Store(&err)
+		if l.state.CompareAndSwap(s, uint32(LatchFailed)) {
+			if s == parked {
+				l.wake <- struct{}{} // capacity 1 and empty: never blocks
+			}
+			return true
+		}
+	}
+}
+
+// settle moves a pending l to s and wakes its waiter.
+func (l *Latch) settle(s LatchState) bool {
+	for {
+		old := l.state.Load()
+		if old != uint32(LatchPending) && old != parked {
+			return false
+		}
+		if l.state.CompareAndSwap(old, uint32(s)) {
+			if old == parked {
+				l.wake <- struct{}{}
+			}
+			return true
+		}
+	}
+}
+
+// Cancel gives the request up: a pending l becomes cancelled (a later Grant returns false),
+// and a granted one too, in which case Cancel returns true and the caller must give the
+// grant back. A failed, cancelled or idle l is left as it is.
+func (l *Latch) Cancel() (held bool) {
+	for {
+		s := l.state.Load()
+		switch s {
+		case uint32(LatchPending), uint32(LatchGranted):
+			if l.state.CompareAndSwap(s, uint32(LatchCancelled)) {
+				return s == uint32(LatchGranted)
+			}
+		default: // never parked: Cancel and Wait are not called at the same time
+			return false
+		}
+	}
+}
+
+// Wait blocks until l is granted (nil), failed (its error) or ctx is done (ctx.Err(); the
+// latch is then left pending or granted, for the caller to Cancel). It returns ErrNotPending
+// for a latch that is idle or cancelled.
+func (l *Latch) Wait(ctx context.Context) error {
+	for {
+		switch s := l.state.Load(); s {
+		case uint32(LatchGranted):
+			return nil
+		case uint32(LatchFailed):
+			return l.Err()
+		case uint32(LatchPending):
+			if l.wake == nil {
+				l.wake = make(chan struct{}, 1)
+			}
+			if !l.state.CompareAndSwap(s, parked) {
+				continue // granted or failed meanwhile
+			}
+			select {
+			case <-l.wake:
+				if l.Granted() {
+					return nil
+				}
+				return l.Err()
+			case <-ctx.Done():
+			}
+			if !l.state.CompareAndSwap(parked, uint32(LatchPending)) {
+				<-l.wake // granted or failed meanwhile: its token is on its way
+			}
+			return ctx.Err()
+		default:
+			return ErrNotPending
+		}
+	}
+}

@@ -1,0 +1,375 @@
+package orwl_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/orwl-go/orwl/internal/netemu"
+	"github.com/orwl-go/orwl/orwl"
+)
+
+// Tests of the runtime under failures, with real processes: a job that cannot run to its
+// end fails in every process, never reports success on stale data, and never hangs; a job
+// that can (its processes stopped and resumed together, big locations on slow links) runs
+// to the right result.
+
+func init() { scenarios["ring"] = ringScenario }
+
+// ringJob is the ring scenario's job: one task per process; in every iteration task i
+// writes its location (position 0) from what it last read, then reads its left
+// neighbour's (position 1). Task 0 prints "progress" after iteration pause and waits for a
+// line on its standard input before it goes on (a point at which a test stops processes
+// or cuts the network).
+type ringJob struct {
+	iters, words, pause int
+}
+
+func (r ringJob) env() []string {
+	return []string{"RING_ITERS=" + strconv.Itoa(r.iters), "RING_WORDS=" + strconv.Itoa(r.words), "RING_PAUSE=" + strconv.Itoa(r.pause)}
+}
+
+func ringFromEnv() ringJob {
+	iters, _ := strconv.Atoi(os.Getenv("RING_ITERS"))
+	words, _ := strconv.Atoi(os.Getenv("RING_WORDS"))
+	pause, _ := strconv.Atoi(os.Getenv("RING_PAUSE"))
+	return ringJob{iters, words, pause}
+}
+
+// fill writes task's data for iteration it from acc, what the task last read.
+func fill(data []uint64, acc uint64, task, it int) {
+	for k := range data {
+		data[k] = acc*31 + uint64(it*7+task*13+k)
+	}
+}
+
+// sum is what a task keeps of its neighbour's data.
+func sum(data []uint64) uint64 {
+	var s uint64
+	for _, x := range data {
+		s = s*3 + x
+	}
+	return s
+}
+
+// expected plays the ring sequentially: every task's final accumulator.
+func (r ringJob) expected(tasks int) []uint64 {
+	acc := make([]uint64, tasks)
+	data := make([][]uint64, tasks)
+	for i := range data {
+		data[i] = make([]uint64, r.words)
+	}
+	for it := range r.iters {
+		for i := range tasks {
+			fill(data[i], acc[i], i, it)
+		}
+		for i := range tasks {
+			acc[i] = sum(data[(i+tasks-1)%tasks])
+		}
+	}
+	return acc
+}
+
+func ringScenario() int {
+	r := ringFromEnv()
+	tasks, _ := strconv.Atoi(os.Getenv("ORWL_SIZE"))
+	in := bufio.NewReader(os.Stdin)
+	err := orwl.Run(context.Background(), orwl.Config{Tasks: tasks, Locations: []string{"data"}},
+		func(ctx context.Context, t *orwl.Task) error {
+			me, left := t.ID(), (t.ID()+tasks-1)%tasks
+			t.Scale("data", 8*r.words)
+			w := t.WriteInsert(t.Loc(me, "data"), 0)
+			rd := t.ReadInsert(t.Loc(left, "data"), 1)
+			if err := t.Schedule(ctx); err != nil {
+				return err
+			}
+			var acc uint64
+			for it := range r.iters {
+				if me == 0 && it == r.pause {
+					fmt.Println("progress")
+					in.ReadString('\n')
+				}
+				if err := w.Section(ctx, func(b []byte) error { fill(orwl.Uint64s(b), acc, me, it); return nil }); err != nil {
+					return err
+				}
+				if err := rd.Section(ctx, func(b []byte) error { acc = sum(orwl.Uint64s(b)); return nil }); err != nil {
+					return err
+				}
+			}
+			fmt.Printf("task %d acc %d\n", me, acc)
+			return nil
+		})
+	if err != nil {
+		fmt.Println("error:", err)
+		return 1
+	}
+	fmt.Println("ok")
+	return 0
+}
+
+// ringProcs is a running ring job: one process per rank, on emulated hosts or on loopback.
+type ringProcs struct {
+	cmds  []*exec.Cmd
+	outs  []*bytes.Buffer
+	stdin io.WriteCloser // rank 0's
+	lines chan string    // rank 0's standard output, line by line
+}
+
+// startRing starts r over procs processes of this test binary, with extra environment; on
+// hosts when it is not nil (rank k on host k), else on loopback. Every process is killed
+// after a minute at the latest.
+func startRing(t *testing.T, r ringJob, procs int, hosts *netemu.Net, extra ...string) *ringProcs {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	coordHost := "127.0.0.1"
+	if hosts != nil {
+		coordHost = hosts.Hosts[0].Addr
+	}
+	coord := net.JoinHostPort(coordHost, strconv.Itoa(freePort(t)))
+	p := &ringProcs{lines: make(chan string, 16)}
+	for rank := range procs {
+		argv := []string{os.Args[0], "-test.run=^$"}
+		var cmd *exec.Cmd
+		listen := "127.0.0.1"
+		if hosts != nil {
+			cmd = hosts.Command(ctx, rank, argv...)
+			listen = hosts.Hosts[rank].Addr
+		} else {
+			cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
+		}
+		cmd.Env = append(netemu.CleanEnv(scenarioEnv+"=ring", "ORWL_RANK="+strconv.Itoa(rank), "ORWL_SIZE="+strconv.Itoa(procs),
+			"ORWL_COORD="+coord, "ORWL_SECRET=ring", "ORWL_LISTEN="+listen), append(r.env(), extra...)...)
+		out := &bytes.Buffer{}
+		cmd.Stderr = out
+		if rank == 0 {
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.stdin, err = cmd.StdinPipe(); err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				sc := bufio.NewScanner(stdout)
+				for sc.Scan() {
+					p.lines <- sc.Text()
+				}
+				close(p.lines)
+			}()
+		} else {
+			cmd.Stdout = out
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		p.cmds, p.outs = append(p.cmds, cmd), append(p.outs, out)
+	}
+	return p
+}
+
+// freePort returns a port that was free a moment ago.
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// waitProgress waits until task 0 says it has reached the pause.
+func (p *ringProcs) waitProgress(t *testing.T) {
+	t.Helper()
+	for line := range p.lines {
+		if line == "progress" {
+			return
+		}
+	}
+	t.Fatal("task 0 ended before the pause")
+}
+
+// resume lets task 0 go on past the pause.
+func (p *ringProcs) resume() { io.WriteString(p.stdin, "go\n") }
+
+// signal sends sig to the processes of ranks.
+func (p *ringProcs) signal(sig syscall.Signal, ranks ...int) {
+	for _, r := range ranks {
+		p.cmds[r].Process.Signal(sig)
+	}
+}
+
+// wait waits for every process and returns each one's output and exit status; rank 0's
+// output holds what it printed after the pause.
+func (p *ringProcs) wait() ([]string, []int) {
+	var rest []string
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for line := range p.lines {
+			rest = append(rest, line)
+		}
+	})
+	outs := make([]string, len(p.cmds))
+	codes := make([]int, len(p.cmds))
+	for r, cmd := range p.cmds {
+		if err := cmd.Wait(); err != nil {
+			codes[r] = 1
+			if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() > 0 {
+				codes[r] = ee.ExitCode()
+			}
+		}
+		if r == 0 {
+			wg.Wait()
+		}
+		outs[r] = p.outs[r].String()
+	}
+	outs[0] = strings.Join(rest, "\n") + "\n" + outs[0]
+	return outs, codes
+}
+
+// checkResults checks that every process that reports success computed the sequential
+// ring's result, and returns how many did.
+func checkResults(t *testing.T, r ringJob, outs []string) int {
+	t.Helper()
+	want := r.expected(len(outs))
+	ok := 0
+	re := regexp.MustCompile(`task (\d+) acc (\d+)`)
+	for rank, out := range outs {
+		if !strings.Contains(out, "\nok\n") && !strings.HasPrefix(out, "ok\n") {
+			continue
+		}
+		ok++
+		m := re.FindStringSubmatch(out)
+		if m == nil || m[1] != strconv.Itoa(rank) || m[2] != strconv.FormatUint(want[rank], 10) {
+			t.Errorf("rank %d reports success with %q, want task %d acc %d", rank, m, rank, want[rank])
+		}
+	}
+	return ok
+}
+
+// stopFor stops the processes of ranks for d, then lets them go on.
+func (p *ringProcs) stopFor(d time.Duration, ranks ...int) {
+	p.signal(syscall.SIGSTOP, ranks...)
+	time.Sleep(d) // the length of the stop itself, not a wait for an event
+	p.signal(syscall.SIGCONT, ranks...)
+}
+
+// TestWholeJobStoppedAndResumed: a job whose processes are all stopped for longer than the
+// peer timeout (SLURM's scontrol suspend, say) and then resumed together finishes with the
+// right result: a process that was paused itself does not blame its peers.
+func TestWholeJobStoppedAndResumed(t *testing.T) {
+	r := ringJob{iters: 60, words: 4, pause: 20}
+	p := startRing(t, r, 3, nil, "ORWL_PEER_TIMEOUT=1s")
+	p.waitProgress(t)
+	p.stopFor(2500*time.Millisecond, 0, 1, 2)
+	p.resume()
+	outs, codes := p.wait()
+	for rank, c := range codes {
+		if c != 0 {
+			t.Errorf("rank %d: status %d\n%s", rank, c, outs[rank])
+		}
+	}
+	if n := checkResults(t, r, outs); n != 3 {
+		t.Errorf("%d of 3 processes report success", n)
+	}
+}
+
+// TestOneProcessStoppedFailsAll: one process stopped past the peer timeout makes every
+// process fail, its rank named; none reports success on what the others left.
+func TestOneProcessStoppedFailsAll(t *testing.T) {
+	r := ringJob{iters: 60, words: 4, pause: 20}
+	p := startRing(t, r, 3, nil, "ORWL_PEER_TIMEOUT=1s")
+	p.waitProgress(t)
+	p.stopFor(2500*time.Millisecond, 2)
+	p.resume()
+	outs, codes := p.wait()
+	for rank, c := range codes {
+		if c == 0 {
+			t.Errorf("rank %d succeeded after rank 2 was stopped past the timeout\n%s", rank, outs[rank])
+		}
+		if !strings.Contains(outs[rank], "rank 2") {
+			t.Errorf("rank %d's error does not name rank 2:\n%s", rank, outs[rank])
+		}
+	}
+	if !strings.Contains(outs[2], "rank 2, was itself paused") {
+		t.Errorf("rank 2 does not say it was paused itself:\n%s", outs[2])
+	}
+	if n := checkResults(t, r, outs); n != 0 {
+		t.Errorf("%d processes report success", n)
+	}
+}
+
+// TestPartitionFailsEveryProcess: ranks 0 and 2 of three emulated hosts lose each other (a
+// network that splits); rank 1, which still reaches both, is told: every process fails,
+// none reports success on stale data.
+func TestPartitionFailsEveryProcess(t *testing.T) {
+	hosts := netemu.ForTest(t, []string{"h1"}, []string{"h2"}, []string{"h3"})
+	r := ringJob{iters: 60, words: 4, pause: 20}
+	p := startRing(t, r, 3, hosts, "ORWL_PEER_TIMEOUT=1s")
+	p.waitProgress(t)
+	if err := hosts.Partition(0, 2); err != nil {
+		t.Fatal(err)
+	}
+	p.resume()
+	outs, codes := p.wait()
+	for rank, c := range codes {
+		if c == 0 {
+			t.Errorf("rank %d succeeded across a partition\n%s", rank, outs[rank])
+		}
+	}
+	if !strings.Contains(outs[1], "rank 0") && !strings.Contains(outs[1], "rank 2") {
+		t.Errorf("rank 1's error names neither side of the partition:\n%s", outs[1])
+	}
+	if n := checkResults(t, r, outs); n != 0 {
+		t.Errorf("%d processes report success", n)
+	}
+}
+
+// TestBigLocationsOnASlowLink: locations above the old 64 MiB frame limit travel between
+// two emulated hosts over a 100 Mbit/s link, each transfer longer than the peer timeout,
+// and the result verifies.
+func TestBigLocationsOnASlowLink(t *testing.T) {
+	hosts := netemu.ForTest(t, []string{"h1"}, []string{"h2"})
+	if err := hosts.Shape("100mbit"); err != nil {
+		t.Skip("cannot shape the emulated link: ", err)
+	}
+	r := ringJob{iters: 1, words: (65 << 20) / 8, pause: -1}
+	p := startRing(t, r, 2, hosts, "ORWL_PEER_TIMEOUT=2s")
+	outs, codes := p.wait()
+	for rank, c := range codes {
+		if c != 0 {
+			t.Errorf("rank %d: status %d\n%s", rank, c, outs[rank])
+		}
+	}
+	if n := checkResults(t, r, outs); n != 2 {
+		t.Errorf("%d of 2 processes report success", n)
+	}
+}
+
+// TestBigLocationsOnLoopback: the same without shaping, bigger and faster: a location of
+// 70 MiB between processes, several times.
+func TestBigLocationsOnLoopback(t *testing.T) {
+	r := ringJob{iters: 3, words: (70 << 20) / 8, pause: -1}
+	p := startRing(t, r, 2, nil)
+	outs, codes := p.wait()
+	for rank, c := range codes {
+		if c != 0 {
+			t.Errorf("rank %d: status %d\n%s", rank, c, outs[rank])
+		}
+	}
+	if n := checkResults(t, r, outs); n != 2 {
+		t.Errorf("%d of 2 processes report success", n)
+	}
+}

@@ -1,0 +1,159 @@
+package orwl
+
+import (
+	"github.com/orwl-go/orwl/fifo"
+	"github.com/orwl-go/orwl/trace"
+	"github.com/orwl-go/orwl/transport"
+)
+
+// The ORWL protocol between the processes of a job: every message, its direction, and how
+// it fills the transport's neutral header (Type, Flags, Key, ID, Seq, Arg) and payload. Nothing else in the package builds or reads a header.
+//
+// Requests, releases and write-back data travel on the requester's connection, in the
+// order the requester's tasks made them (rule 14); grants, with the location's data, on the
+// owner's, unmasked (see transport.Role).
+const (
+	msgRequest   = transport.TypeUser + iota // requestMsg: requester to owner
+	msgGrant                                 // grantMsg: owner to requester
+	msgRelease                               // releaseMsg: requester to owner
+	msgProblems                              // payload: the sender's init-phase mistakes as text (empty when none), at the schedule
+	msgFail                                  // failMsg: the sender's job failed
+	msgStuck                                 // stuckMsg: a stuck process to rank 0, for deadlock detection
+	msgTracePart                             // payload: the sender's trace part, to rank 0 at the end
+	msgClock                                 // clockMsg: a process to rank 0 and back, for the trace
+)
+
+// Flags, by message.
+const (
+	flagWrite    = 1 << iota // requestMsg: a write
+	flagInitial              // requestMsg: declared in the init phase, placed by the schedule
+	flagData                 // grantMsg, releaseMsg: the payload is the location's data
+	flagRefused              // grantMsg: the owner refused the request; the payload says why
+	flagFailed               // releaseMsg: the access failed; the payload says why
+	flagDeadlock             // failMsg: the failure is a deadlock
+	flagPeerLost             // failMsg: the failure is a lost process
+)
+
+// requestMsg asks the owner of location loc to place a request of ticket in its FIFO.
+type requestMsg struct {
+	loc     uint32
+	ticket  uint64 // the requester's id of the ticket, dense and reused
+	mode    fifo.Mode
+	initial bool // declared in the init phase: the owner's schedule places it in order
+	pos     int  // FIFO position (initial requests)
+	task    int  // the requesting task
+}
+
+func (m *requestMsg) header() transport.Header {
+	h := transport.Header{Type: msgRequest, Key: m.loc, ID: m.ticket, Arg: int64(m.pos)<<32 | int64(uint32(m.task))}
+	if m.mode == fifo.Write {
+		h.Flags |= flagWrite
+	}
+	if m.initial {
+		h.Flags |= flagInitial
+	}
+	return h
+}
+
+func decodeRequest(h *transport.Header) requestMsg {
+	m := requestMsg{loc: h.Key, ticket: h.ID, mode: fifo.Read, initial: h.Flags&flagInitial != 0,
+		pos: int(h.Arg >> 32), task: int(uint32(h.Arg))}
+	if h.Flags&flagWrite != 0 {
+		m.mode = fifo.Write
+	}
+	return m
+}
+
+// grantMsg tells the requester that ticket is granted: with the data when its mirror does not
+// hold version yet (the payload), or that the owner refused the request (the payload says
+// why).
+type grantMsg struct {
+	loc     uint32
+	ticket  uint64
+	version uint64       // the data's version
+	flow    trace.FlowID // the trace flow of the release that caused the grant
+	data    bool
+	refused bool
+}
+
+func (m *grantMsg) header() transport.Header {
+	h := transport.Header{Type: msgGrant, Key: m.loc, ID: m.ticket, Seq: m.version, Arg: int64(m.flow)}
+	if m.data {
+		h.Flags |= flagData
+	}
+	if m.refused {
+		h.Flags |= flagRefused
+	}
+	return h
+}
+
+func decodeGrant(h *transport.Header) grantMsg {
+	return grantMsg{loc: h.Key, ticket: h.ID, version: h.Seq, flow: trace.FlowID(h.Arg),
+		data: h.Flags&flagData != 0, refused: h.Flags&flagRefused != 0}
+}
+
+// releaseMsg ends the access of ticket; a writer's release carries the data it leaves, and
+// a failed access (a write section that failed) carries why, and hands nothing on.
+type releaseMsg struct {
+	loc    uint32
+	ticket uint64
+	flow   trace.FlowID // the trace flow of the release, for the grant it causes
+	data   bool
+	failed bool
+}
+
+func (m *releaseMsg) header() transport.Header {
+	h := transport.Header{Type: msgRelease, Key: m.loc, ID: m.ticket, Arg: int64(m.flow)}
+	if m.data {
+		h.Flags |= flagData
+	}
+	if m.failed {
+		h.Flags |= flagFailed
+	}
+	return h
+}
+
+func decodeRelease(h *transport.Header) releaseMsg {
+	return releaseMsg{loc: h.Key, ticket: h.ID, flow: trace.FlowID(h.Arg), data: h.Flags&flagData != 0, failed: h.Flags&flagFailed != 0}
+}
+
+// failMsg tells every process that the sender's job failed; the payload is the error's text,
+// and the flags keep what errors.Is finds in it.
+type failMsg struct{ deadlock, peerLost bool }
+
+func (m *failMsg) header() transport.Header {
+	h := transport.Header{Type: msgFail}
+	if m.deadlock {
+		h.Flags |= flagDeadlock
+	}
+	if m.peerLost {
+		h.Flags |= flagPeerLost
+	}
+	return h
+}
+
+func decodeFailure(h *transport.Header) failMsg {
+	return failMsg{deadlock: h.Flags&flagDeadlock != 0, peerLost: h.Flags&flagPeerLost != 0}
+}
+
+// stuckMsg reports to rank 0 that every task of the sender is blocked or done; the payload is a
+// stuckReport in JSON.
+type stuckMsg struct{ epoch uint64 } // the count of the sender's looks that saw something move
+
+func (m *stuckMsg) header() transport.Header {
+	return transport.Header{Type: msgStuck, Seq: m.epoch}
+}
+
+func decodeStuck(h *transport.Header) stuckMsg { return stuckMsg{epoch: h.Seq} }
+
+// clockMsg asks rank 0 for its wall clock (asked: the asker's, Unix ns); rank 0's answer adds
+// its own.
+type clockMsg struct{ asked, answer int64 }
+
+func (m *clockMsg) header() transport.Header {
+	return transport.Header{Type: msgClock, Arg: m.asked, Seq: uint64(m.answer)}
+}
+
+func decodeClock(h *transport.Header) clockMsg {
+	return clockMsg{asked: h.Arg, answer: int64(h.Seq)}
+}

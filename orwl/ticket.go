@@ -1,0 +1,34 @@
+package orwl
+
+import (
+	"github.com/orwl-go/orwl/handle"
+	"github.com/orwl-go/orwl/trace"
+)
+
+// ticket is a request of a handle of this process, on a location of this process
+// (localTicket) or of another (remoteTicket): what deadlock detection and tracing need of
+// it, without knowing which.
+type ticket interface {
+	handle.Ticket
+	base() *ticketBase
+	// where is the location's number in the job.
+	where() uint32
+	// describeWait fills in what this process knows of the grant the ticket waits for: the
+	// tasks that hold it (a local location), or the ticket's id (a remote one, whose owner
+	// knows the holders). It returns false when the ticket is no longer waiting.
+	describeWait(w *waitRecord) bool
+	// traceGrant records the grant in the location's trace, if any, and returns the flow of
+	// the release that caused it; traceRelease records the release and its flow.
+	traceGrant(task int, m trace.Mode) trace.FlowID
+	traceRelease(task int, m trace.Mode, flow trace.FlowID)
+}
+
+// ticketBase is what local and remote tickets share: the grant's latch, the handle that made
+// the request, and the ticket itself. The deadlock detector's slot points to it.
+type ticketBase struct {
+	latch handle.Latch
+	h     *handle.Handle
+	self  ticket
+}
+
+func (b *ticketBase) base() *ticketBase { return b }

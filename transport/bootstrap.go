@@ -1,0 +1,652 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// The start of a mesh. Rank 0 is the coordinator. Every process listens (rank 0 at Coord,
+// the others on an ephemeral port) and serves websockets at wsPath. Every other rank dials
+// the coordinator on a control connection, registers its listen address and JobSpec, and
+// keeps the control connection open: both ends send heartbeats on it and read it with the
+// peer timeout as deadline, so a process that dies or stops during the start is found
+// within PeerTimeout, by rank. Rank 0 checks every JobSpec against its own and, when every
+// rank has registered, sends every rank the address book. Every process then dials every
+// other one (the connection it dials is its Requester-role one, the one it accepts its
+// Owner-role one), and, once its 2(Size-1) connections are up, tells rank 0 it is Ready.
+// When every process is ready, rank 0 sends Start; the control connections and the
+// listeners close, and from then on the mesh accepts no connection. A failure anywhere goes
+// to rank 0 as Abort with its reason, and rank 0 sends it on to every process, so every one
+// fails with the same reason.
+
+// bootstrap is the state of a mesh's start, dropped when Start returns.
+type bootstrap struct {
+	m        *Mesh
+	ln       net.Listener
+	srv      *http.Server
+	lnCtx    context.Context // cancelled when the listener closes
+	lnCancel context.CancelFunc
+	events   chan bootEvent // what the control connections bring
+	done     chan struct{}  // closed when the start is over
+	tasks    sync.WaitGroup // handlers and control readers
+
+	mu       sync.Mutex
+	closed   bool
+	controls []*control // every open control connection
+	accepted int
+	allIn    chan struct{} // closed when Size-1 Owner-role connections are attached
+}
+
+// Kinds of bootEvent.
+const (
+	evRegister = iota // rank 0: a rank registered (strs: its address, its JobSpec)
+	evBook            // rank 0's address book arrived (strs: one address per rank)
+	evReady           // rank 0: a rank has all its connections
+	evStart           // every process is ready
+	evAbort           // the start failed (err: why)
+	evLost            // a control connection broke or went silent (err: how)
+)
+
+// bootEvent is what a control connection brought.
+type bootEvent struct {
+	kind int
+	ctl  *control
+	strs []string
+	err  error
+}
+
+// control is one control connection of the start; its writes come from several
+// goroutines.
+type control struct {
+	rank int // the process at the other end
+	w    *wire
+	mu   sync.Mutex
+}
+
+// send writes one control message.
+func (c *control) send(typ uint8, payload []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.w.nc.SetWriteDeadline(time.Now().Add(handshakeTimeout))
+	return c.w.writeMsg(Header{Type: typ}, payload)
+}
+
+// maxControl is the largest payload of a control message.
+func (m *Mesh) maxControl() int { return m.size*(maxAddrLen+2) + maxJobSpec + 2 }
+
+// start runs the start of the mesh; on error the caller closes the mesh.
+func (m *Mesh) start(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.StartTimeout)
+	defer cancel()
+	b, err := m.listen()
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	m.wg.Add(1)
+	go m.heartbeatLoop()
+	if m.rank == 0 {
+		err = b.coordinate(ctx)
+	} else {
+		err = b.join(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	m.up.Store(true)
+	for j := range m.peers { // a loss before up was not reported: it fails the start
+		if e := m.peers[j].err.Load(); e != nil {
+			return fmt.Errorf("transport: rank %d: the start failed: %w", m.rank, e)
+		}
+	}
+	m.log.Debug("mesh up", "size", m.size, "elapsed", time.Since(m.started))
+	return nil
+}
+
+// listen opens the listener and serves websockets on it until the start is over.
+func (m *Mesh) listen() (*bootstrap, error) {
+	var ln net.Listener
+	var err error
+	switch {
+	case m.cfg.Listener != nil:
+		ln = m.cfg.Listener
+	case m.rank == 0:
+		ln, err = net.Listen("tcp", m.cfg.Coord)
+	default:
+		ln, err = net.Listen("tcp", net.JoinHostPort(m.cfg.ListenHost, "0"))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("transport: rank %d: listen: %w", m.rank, err)
+	}
+	b := &bootstrap{m: m, ln: ln, events: make(chan bootEvent), done: make(chan struct{}), allIn: make(chan struct{})}
+	b.lnCtx, b.lnCancel = context.WithCancel(context.Background())
+	b.srv = &http.Server{
+		Handler:           http.HandlerFunc(b.serveHTTP),
+		ReadHeaderTimeout: handshakeTimeout,
+		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelDebug),
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		b.srv.Serve(limitListener(ln, maxPreauth))
+	}()
+	return b, nil
+}
+
+// close ends the start: no more connections are accepted, the control connections close,
+// and every goroutine of the start is waited for.
+func (b *bootstrap) close() {
+	close(b.done)
+	b.mu.Lock()
+	b.closed = true
+	controls := b.controls
+	b.controls = nil
+	b.mu.Unlock()
+	b.lnCancel()
+	b.srv.Close()
+	for _, c := range controls {
+		c.w.nc.Close()
+	}
+	b.tasks.Wait()
+}
+
+// post hands ev to the start's loop; false once the start is over.
+func (b *bootstrap) post(ev bootEvent) bool {
+	select {
+	case b.events <- ev:
+		return true
+	case <-b.done:
+		return false
+	}
+}
+
+// keep records an open control connection, to be closed at the end; false once the start
+// is over.
+func (b *bootstrap) keep(c *control) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.controls = append(b.controls, c)
+	return true
+}
+
+// readControl reads c until it breaks, posting what it brings. Its read deadline is the
+// peer timeout, renewed by every message: heartbeats keep a live process's control
+// connection busy.
+func (b *bootstrap) readControl(c *control) {
+	defer b.tasks.Done()
+	m := b.m
+	for {
+		c.w.nc.SetReadDeadline(time.Now().Add(m.cfg.PeerTimeout))
+		h, p, err := c.w.readAny(m.maxControl())
+		ev := bootEvent{ctl: c}
+		switch {
+		case err != nil:
+			ev.kind, ev.err = evLost, err
+		case h.Type == TypeHeartbeat:
+			continue
+		case h.Type == TypeReady:
+			ev.kind = evReady
+		case h.Type == TypeStart:
+			ev.kind = evStart
+		case h.Type == TypeAbort:
+			ev.kind, ev.err = evAbort, errors.New(string(p))
+		case h.Type == TypeAddrBook:
+			ev.kind = evBook
+			if ev.strs, err = decodeStrings(p, m.size); err != nil {
+				ev.kind, ev.err = evLost, fmt.Errorf("a malformed address book: %w", err)
+			}
+		default:
+			ev.kind, ev.err = evLost, fmt.Errorf("%w: control message type %d", ErrUnknownType, h.Type)
+		}
+		if !b.post(ev) || ev.kind == evLost {
+			return
+		}
+	}
+}
+
+// coordinate is rank 0's start. When the start fails, rank 0 tells every process that has
+// registered, and goes on taking registrations, answering each with the failure, until every
+// process has been told (or the start timeout ends): no process waits for a start that
+// will not come.
+func (b *bootstrap) coordinate(ctx context.Context) error {
+	m := b.m
+	regs := make([]*control, m.size)
+	addrs := make([]string, m.size)
+	addrs[0] = m.cfg.Coord
+	registered, ready, up := 0, 0, false
+	var connected chan error
+	var failure error
+	fail := func(err error) {
+		if failure == nil {
+			failure = err
+			for _, c := range regs {
+				if c != nil {
+					c.send(TypeAbort, []byte(err.Error()))
+				}
+			}
+		}
+	}
+	tick := time.NewTicker(m.cfg.Heartbeat)
+	defer tick.Stop()
+	for failure == nil && (!up || ready < m.size-1) || failure != nil && registered < m.size-1 {
+		select {
+		case ev := <-b.events:
+			r := ev.ctl.rank
+			switch ev.kind {
+			case evRegister:
+				if regs[r] != nil {
+					m.log.Warn("refused registration: rank already registered", "peer", r)
+					ev.ctl.w.nc.Close()
+					continue
+				}
+				regs[r], addrs[r] = ev.ctl, ev.strs[0]
+				registered++
+				switch spec := ev.strs[1]; {
+				case failure != nil:
+					ev.ctl.send(TypeAbort, []byte(failure.Error()))
+				case spec != m.cfg.JobSpec:
+					fail(fmt.Errorf("transport: the processes run different jobs: rank %d has %q, rank 0 has %q", r, spec, m.cfg.JobSpec))
+				case registered == m.size-1:
+					book := encodeStrings(addrs)
+					for j, c := range regs {
+						if c == nil || failure != nil {
+							continue
+						}
+						if err := c.send(TypeAddrBook, book); err != nil {
+							fail(fmt.Errorf("transport: sending the address book to rank %d: %w", j, err))
+						}
+					}
+					if failure == nil {
+						connected = b.connectAsync(addrs)
+					}
+				}
+			case evReady:
+				ready++
+			case evAbort:
+				fail(fmt.Errorf("transport: rank %d could not start: %w", r, ev.err))
+			case evLost:
+				fail(fmt.Errorf("transport: rank %d lost during the start: %w", r, ev.err))
+			}
+		case err := <-connected:
+			connected = nil
+			if err != nil {
+				fail(err)
+			}
+			up = true
+		case <-tick.C:
+			for _, c := range regs {
+				if c != nil {
+					c.send(TypeHeartbeat, nil) // a broken one is found by its reader
+				}
+			}
+		case <-ctx.Done():
+			if failure == nil {
+				fail(b.startError(ctx, regs))
+			}
+			return failure
+		}
+	}
+	if failure != nil {
+		return failure
+	}
+	for j, c := range regs {
+		if c != nil {
+			if err := c.send(TypeStart, nil); err != nil {
+				err = fmt.Errorf("transport: telling rank %d to start: %w", j, err)
+				fail(err)
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// join is the start of a rank other than 0.
+func (b *bootstrap) join(ctx context.Context) error {
+	m := b.m
+	w, err := m.dial(ctx, m.cfg.Coord, 0, purposeRegister)
+	if err != nil {
+		if ctx.Err() != nil {
+			return b.startError(ctx, nil)
+		}
+		return fmt.Errorf("transport: rank %d: registering with the coordinator %s: %w", m.rank, m.cfg.Coord, err)
+	}
+	c := &control{rank: 0, w: w}
+	if !b.keep(c) {
+		w.nc.Close()
+		return ErrClosed
+	}
+	if err := c.send(TypeRegister, encodeStrings([]string{b.advertised(w), m.cfg.JobSpec})); err != nil {
+		return fmt.Errorf("transport: rank %d: registering with the coordinator: %w", m.rank, err)
+	}
+	b.tasks.Add(1)
+	go b.readControl(c)
+	var connected chan error
+	tick := time.NewTicker(m.cfg.Heartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case ev := <-b.events:
+			switch ev.kind {
+			case evBook:
+				connected = b.connectAsync(ev.strs)
+			case evStart:
+				if connected != nil {
+					return fmt.Errorf("transport: rank %d: the coordinator started the job before this process was ready", m.rank)
+				}
+				return nil
+			case evAbort:
+				return fmt.Errorf("transport: rank %d: the start failed: %w", m.rank, ev.err)
+			case evLost:
+				return fmt.Errorf("transport: rank %d: the coordinator, rank 0, was lost during the start: %w", m.rank, ev.err)
+			}
+		case err := <-connected:
+			connected = nil
+			if err == nil {
+				err = c.send(TypeReady, nil)
+			}
+			if err != nil {
+				c.send(TypeAbort, []byte(err.Error()))
+				return err
+			}
+		case <-tick.C:
+			c.send(TypeHeartbeat, nil)
+		case <-ctx.Done():
+			return b.startError(ctx, nil)
+		}
+	}
+}
+
+// advertised is the address this process tells the others to dial: its listener's, with
+// the address the coordinator connection w leaves from when it listens on every interface.
+func (b *bootstrap) advertised(w *wire) string {
+	la := b.ln.Addr().(*net.TCPAddr)
+	host := la.IP.String()
+	if la.IP.IsUnspecified() {
+		if tcp, ok := w.nc.LocalAddr().(*net.TCPAddr); ok {
+			host = tcp.IP.String()
+		}
+	}
+	return net.JoinHostPort(host, fmt.Sprint(la.Port))
+}
+
+// connectAsync runs connect in a goroutine of the start and delivers its result.
+func (b *bootstrap) connectAsync(book []string) chan error {
+	done := make(chan error, 1)
+	b.tasks.Add(1)
+	go func() {
+		defer b.tasks.Done()
+		done <- b.connect(book)
+	}()
+	return done
+}
+
+// connect dials every other process at its address in book and waits for every other
+// process's connection to this one. After the address book every process listens, so both
+// must happen within the peer timeout; an error names the ranks that did not connect.
+func (b *bootstrap) connect(book []string) error {
+	m := b.m
+	ctx, cancel := context.WithTimeout(b.lnCtx, m.cfg.PeerTimeout) // ends with the start, too
+	defer cancel()
+	errs := make([]error, m.size)
+	var dials sync.WaitGroup
+	for j, addr := range book {
+		if j == m.rank {
+			continue
+		}
+		dials.Go(func() {
+			w, err := m.dial(ctx, addr, j, purposeMesh)
+			if err == nil && !m.attach(j, Requester, w) {
+				err = fmt.Errorf("a second connection to rank %d", j)
+			}
+			errs[j] = err
+		})
+	}
+	dials.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("transport: rank %d: connecting the mesh: %w", m.rank, err)
+	}
+	select {
+	case <-b.allIn:
+		return nil
+	case <-ctx.Done():
+		var missing []int
+		for j := range m.size {
+			if j != m.rank && m.peers[j].conns[Owner].Load() == nil {
+				missing = append(missing, j)
+			}
+		}
+		return fmt.Errorf("transport: rank %d: no connection from ranks %v within the peer timeout %v", m.rank, missing, m.cfg.PeerTimeout)
+	}
+}
+
+// startError names the ranks whose registration (regs, at rank 0) or connections are
+// missing when the start times out.
+func (b *bootstrap) startError(ctx context.Context, regs []*control) error {
+	m := b.m
+	var unreg []int
+	for j, c := range regs {
+		if j != 0 && c == nil {
+			unreg = append(unreg, j)
+		}
+	}
+	msg := fmt.Sprintf("transport: rank %d: the start failed: %v", m.rank, context.Cause(ctx))
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		msg += fmt.Sprintf(" (start timeout %v)", m.cfg.StartTimeout)
+	}
+	if len(unreg) > 0 {
+		msg += fmt.Sprintf("; ranks %v did not register with the coordinator", unreg)
+	}
+	return errors.New(msg)
+}
+
+// dial connects to addr, retrying until ctx ends, and authenticates as the client of
+// serverRank.
+func (m *Mesh) dial(ctx context.Context, addr string, serverRank int, purpose uint8) (*wire, error) {
+	d := websocket.Dialer{HandshakeTimeout: handshakeTimeout}
+	backoff := initialDialBackoff
+	var last error
+	for {
+		ws, _, err := d.DialContext(ctx, "ws://"+addr+wsPath, nil)
+		if err == nil {
+			// From here on the mesh frames the connection itself (see wire).
+			w := newWire(ws.NetConn(), true)
+			deadline, _ := ctx.Deadline()
+			err = m.clientAuth(deadline, w, serverRank, purpose)
+			if err == nil {
+				return w, nil
+			}
+			w.nc.Close()
+			if errors.Is(err, ErrAuth) {
+				return nil, err
+			}
+		}
+		last = err
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("transport: rank %d: dialing rank %d at %s: %w (last error: %v)", m.rank, serverRank, addr, context.Cause(ctx), last)
+		case <-m.done:
+			t.Stop()
+			return nil, ErrClosed
+		case <-t.C:
+		}
+		backoff = min(2*backoff, maximumDialBackoff)
+	}
+}
+
+var upgrader = websocket.Upgrader{
+	HandshakeTimeout: handshakeTimeout,
+	CheckOrigin:      func(*http.Request) bool { return true }, // not a browser endpoint; the secret authenticates
+}
+
+// serveHTTP accepts one websocket, authenticates it, and makes it a control connection
+// (rank 0) or a mesh connection.
+func (b *bootstrap) serveHTTP(rw http.ResponseWriter, r *http.Request) {
+	m := b.m
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		http.Error(rw, "closed", http.StatusServiceUnavailable)
+		return
+	}
+	b.tasks.Add(1)
+	b.mu.Unlock()
+	defer b.tasks.Done()
+	if r.URL.Path != wsPath {
+		http.NotFound(rw, r)
+		return
+	}
+	ws, err := upgrader.Upgrade(rw, r, nil)
+	if err != nil {
+		m.log.Warn("refused connection: not a websocket upgrade", "remote", r.RemoteAddr, "err", err)
+		return
+	}
+	// From here on the mesh frames the connection itself (see wire).
+	w := newWire(ws.NetConn(), false)
+	stop := context.AfterFunc(b.lnCtx, func() { w.nc.Close() })
+	rank, purpose, err := m.serverAuth(w)
+	if err != nil {
+		stop()
+		m.log.Warn("refused connection", "remote", r.RemoteAddr, "err", err)
+		w.nc.SetWriteDeadline(time.Now().Add(time.Second))
+		w.writeClose(closePolicyViolation)
+		w.flush()
+		w.nc.Close()
+		return
+	}
+	authenticated(w.nc)
+	switch purpose {
+	case purposeRegister:
+		b.register(w, rank)
+		stop()
+	case purposeMesh:
+		if !stop() {
+			w.nc.Close()
+			return
+		}
+		if !m.attach(rank, Owner, w) {
+			m.log.Warn("refused connection: a second connection from rank", "remote", r.RemoteAddr, "peer", rank)
+			return
+		}
+		b.mu.Lock()
+		if b.accepted++; b.accepted == m.size-1 {
+			close(b.allIn)
+		}
+		b.mu.Unlock()
+	}
+}
+
+// register reads the registration of rank on its control connection w, at rank 0, and hands
+// the connection to the start's loop.
+func (b *bootstrap) register(w *wire, rank int) {
+	m := b.m
+	w.nc.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	_, p, err := w.readMsg(TypeRegister, maxAddrLen+maxJobSpec+4)
+	var strs []string
+	if err == nil {
+		strs, err = decodeStrings(p, 2)
+	}
+	if err == nil {
+		if _, _, err = net.SplitHostPort(strs[0]); err != nil {
+			err = fmt.Errorf("bad address %q", strs[0])
+		}
+	}
+	c := &control{rank: rank, w: w}
+	if err != nil || !b.keep(c) {
+		if err != nil {
+			m.log.Warn("refused registration", "peer", rank, "err", err)
+		}
+		w.nc.Close()
+		return
+	}
+	if !b.post(bootEvent{kind: evRegister, ctl: c, strs: strs}) {
+		return
+	}
+	b.tasks.Add(1)
+	go b.readControl(c)
+}
+
+// encodeStrings encodes strs as length-prefixed strings (the address book, a registration).
+func encodeStrings(strs []string) []byte {
+	var b []byte
+	for _, s := range strs {
+		b = append(b, byte(len(s)>>24), byte(len(s)>>16), byte(len(s)>>8), byte(len(s)))
+		b = append(b, s...)
+	}
+	return b
+}
+
+// decodeStrings decodes exactly n strings encoded by encodeStrings.
+func decodeStrings(p []byte, n int) ([]string, error) {
+	strs := make([]string, 0, n)
+	for len(p) >= 4 && len(strs) < n {
+		k := int(p[0])<<24 | int(p[1])<<16 | int(p[2])<<8 | int(p[3])
+		p = p[4:]
+		if k > len(p) {
+			break
+		}
+		strs = append(strs, string(p[:k]))
+		p = p[k:]
+	}
+	if len(strs) != n || len(p) != 0 {
+		return nil, fmt.Errorf("malformed: want %d strings", n)
+	}
+	return strs, nil
+}
+
+// limitListener accepts at most max connections at a time that have not authenticated
+// (see authenticated); it closes the others at once, so that a flood of connections costs
+// the job a bounded amount of memory and the peers' dials, which retry, still get through.
+func limitListener(ln net.Listener, max int) net.Listener {
+	return &limited{Listener: ln, slots: make(chan struct{}, max)}
+}
+
+type limited struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func (l *limited) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &preauthConn{Conn: c, slots: l.slots}, nil
+		default:
+			c.Close()
+		}
+	}
+}
+
+// preauthConn holds a slot of its limitListener until it authenticates or closes.
+type preauthConn struct {
+	net.Conn
+	slots chan struct{}
+	once  sync.Once
+}
+
+func (c *preauthConn) free()        { c.once.Do(func() { <-c.slots }) }
+func (c *preauthConn) Close() error { c.free(); return c.Conn.Close() }
+
+// authenticated frees the limitListener slot of nc, which proved it knows the secret.
+func authenticated(nc net.Conn) {
+	if c, ok := nc.(*preauthConn); ok {
+		c.free()
+	}
+}

@@ -1,0 +1,197 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// startAll starts an n-process job in this test process, like startMeshes, and returns
+// every rank's result and how long its Start took; tweak may leave ranks out (nil Config).
+func startAll(t *testing.T, n int, tweak func(rank int, c *Config) bool) ([]*Mesh, []error, []time.Duration) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	meshes := make([]*Mesh, n)
+	errs := make([]error, n)
+	took := make([]time.Duration, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		cfg := Config{Rank: i, Size: n, Coord: ln.Addr().String(), Secret: testSecret, Logger: quietLogger(),
+			StartTimeout: 30 * time.Second, PeerTimeout: time.Second, Heartbeat: 100 * time.Millisecond}
+		if i == 0 {
+			cfg.Listener = ln
+		}
+		if tweak != nil && !tweak(i, &cfg) {
+			if i == 0 {
+				ln.Close()
+			}
+			continue
+		}
+		wg.Go(func() {
+			start := time.Now()
+			meshes[i], errs[i] = Start(context.Background(), cfg)
+			took[i] = time.Since(start)
+		})
+	}
+	wg.Wait()
+	t.Cleanup(func() { closeAll(meshes) })
+	return meshes, errs, took
+}
+
+// Processes that describe their job differently fail to start, every one with an error that
+// names the rank and both descriptions.
+func TestJobSpecMismatch(t *testing.T) {
+	_, errs, _ := startAll(t, 3, func(rank int, c *Config) bool {
+		c.JobSpec = "tasks=4 locations=[a b]"
+		if rank == 2 {
+			c.JobSpec = "tasks=5 locations=[a b]"
+		}
+		return true
+	})
+	for rank, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), `rank 2 has "tasks=5 locations=[a b]", rank 0 has "tasks=4 locations=[a b]"`) {
+			t.Errorf("rank %d: %v", rank, err)
+		}
+	}
+}
+
+// fakeRank registers with the coordinator at coord as rank of a job of size, waits for the
+// address book, then closes its control connection: a process that dies during the start.
+func fakeRank(t *testing.T, coord string, rank, size int) {
+	t.Helper()
+	m := &Mesh{rank: rank, size: size, cfg: Config{Secret: testSecret}, done: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w, err := m.dial(ctx, coord, 0, purposeRegister)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer w.nc.Close()
+	if err := w.writeMsg(Header{Type: TypeRegister}, encodeStrings([]string{"127.0.0.1:1", ""})); err != nil {
+		t.Error(err)
+	}
+	for { // heartbeats, then the book
+		h, _, err := w.readAny(1 << 16)
+		if err != nil || h.Type == TypeAddrBook {
+			return
+		}
+	}
+}
+
+// A process that dies after registering fails the start of every other one at once, naming
+// its rank, long before the start timeout.
+func TestStartFailsFastWhenARankDies(t *testing.T) {
+	var coord string
+	_, errs, took := startAll(t, 3, func(rank int, c *Config) bool {
+		if rank == 2 {
+			coord = c.Coord
+			go fakeRank(t, coord, 2, 3)
+			return false
+		}
+		return true
+	})
+	for rank, err := range errs[:2] {
+		if err == nil || !strings.Contains(err.Error(), "rank 2 lost during the start") {
+			t.Errorf("rank %d: %v", rank, err)
+		}
+		if took[rank] > 10*time.Second {
+			t.Errorf("rank %d took %v to fail", rank, took[rank])
+		}
+	}
+}
+
+// A coordinator that dies during the start fails every other process, naming rank 0.
+func TestStartFailsWhenTheCoordinatorDies(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m0 := &Mesh{rank: 0, size: 2, cfg: Config{Secret: testSecret}, log: quietLogger()}
+	srv := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		// rank 0: authenticates a registration, reads it, and dies
+		ws, err := upgrader.Upgrade(rw, r, nil)
+		if err != nil {
+			return
+		}
+		w := newWire(ws.NetConn(), false)
+		if _, _, err := m0.serverAuth(w); err == nil {
+			w.readMsg(TypeRegister, 1<<16)
+		}
+		w.nc.Close()
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	start := time.Now()
+	_, err = Start(context.Background(), Config{Rank: 1, Size: 2, Coord: ln.Addr().String(), Secret: testSecret,
+		Logger: quietLogger(), PeerTimeout: time.Second, StartTimeout: 30 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), "the coordinator, rank 0, was lost during the start") {
+		t.Fatalf("Start: %v", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %v to fail", d)
+	}
+}
+
+// Connections that do not authenticate are held at most maxPreauth at a time; the others
+// are closed at once, and the job still starts.
+func TestUnauthenticatedConnectionsAreCapped(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	type result struct {
+		m   *Mesh
+		err error
+	}
+	done0 := make(chan result, 1)
+	go func() {
+		m, err := Start(context.Background(), Config{Rank: 0, Size: 2, Listener: ln, Coord: addr, Secret: testSecret, Logger: quietLogger()})
+		done0 <- result{m, err}
+	}()
+	const junk = 200
+	conns := make([]net.Conn, 0, junk)
+	for range junk {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+	}
+	open := 0
+	for _, c := range conns { // a closed connection reads EOF at once; a held one times out
+		c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+			open++
+		}
+	}
+	if open > maxPreauth {
+		t.Errorf("%d of %d unauthenticated connections held open, at most %d allowed", open, junk, maxPreauth)
+	}
+	m1, err := Start(context.Background(), Config{Rank: 1, Size: 2, Coord: addr, Secret: testSecret, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := <-done0
+	closeAll([]*Mesh{res.m, m1})
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	d := websocket.Dialer{}
+	if _, _, err := d.Dial("ws://"+addr+wsPath, nil); err == nil {
+		t.Fatal("the coordinator accepts connections after the start")
+	}
+}

@@ -1,0 +1,275 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+)
+
+// conn is one authenticated websocket to a peer: a writer goroutine that drains its queue,
+// and a reader goroutine that hands every message to the Handler.
+type conn struct {
+	m    *Mesh
+	peer int
+	role Role  // the role of the messages this process sends on it
+	w    *wire // written only by the writer goroutine, read only by the reader
+
+	mu      sync.Mutex
+	q       []outMsg
+	spare   []outMsg
+	closing bool // goodbye queued; no more messages
+	wake    chan struct{}
+	stop    chan struct{}
+	stopped atomic.Bool
+	bye     atomic.Bool // the peer said goodbye on this connection
+
+	lastRecv atomic.Int64 // Mesh.now() when the last bytes arrived, payloads included
+
+	rh      Header // reader's current header
+	scratch []byte // reader's payload buffer when Sink gives none
+}
+
+// outMsg is one queued message.
+type outMsg struct {
+	h Header
+	p []byte
+}
+
+func newConn(m *Mesh, peer int, role Role, w *wire) *conn {
+	c := &conn{m: m, peer: peer, role: role, w: w, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	c.lastRecv.Store(m.now())
+	w.grow(func(r io.Reader) io.Reader { return &stampReader{r: r, c: c} })
+	return c
+}
+
+// stampReader records the time of every read that brings bytes: a peer that is sending, even
+// one long payload, is alive.
+type stampReader struct {
+	r io.Reader
+	c *conn
+}
+
+func (s *stampReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if n > 0 {
+		s.c.lastRecv.Store(s.c.m.now())
+	}
+	return n, err
+}
+
+func (c *conn) enqueue(o outMsg) error {
+	c.mu.Lock()
+	if c.closing || c.stopped.Load() {
+		c.mu.Unlock()
+		return c.gone()
+	}
+	c.q = append(c.q, o)
+	c.mu.Unlock()
+	c.notify()
+	return nil
+}
+
+// notify wakes the writer, unless a wake-up is pending already.
+func (c *conn) notify() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// gone is the error of a Send on a connection that takes no more messages: the peer's loss,
+// or ErrClosed after this process's own Close, or else the peer is closing its mesh: it
+// said goodbye and closed this connection, but its goodbye on the other one (which makes it
+// lost) has not been read yet.
+func (c *conn) gone() error {
+	if e := c.m.peers[c.peer].err.Load(); e != nil {
+		return e
+	}
+	if c.m.closing.Load() {
+		return ErrClosed
+	}
+	return c.m.lostError(c.peer, ErrPeerClosed)
+}
+
+// goodbye queues TypeBye and lets the writer finish with a close frame.
+func (c *conn) goodbye() {
+	c.mu.Lock()
+	if !c.closing {
+		c.q = append(c.q, outMsg{h: Header{Type: TypeBye}})
+		c.closing = true
+	}
+	c.mu.Unlock()
+	c.notify()
+}
+
+// shutdown stops the writer and closes the socket, which ends the reader.
+func (c *conn) shutdown() {
+	if c.stopped.CompareAndSwap(false, true) {
+		close(c.stop)
+		c.w.nc.Close()
+	}
+}
+
+func (c *conn) writeLoop() {
+	defer c.m.wg.Done()
+	w := c.w
+	sent := &c.m.peers[c.peer].sent
+	for {
+		select {
+		case <-c.wake:
+		case <-c.stop:
+			return
+		}
+		c.mu.Lock()
+		batch := c.q
+		c.q = c.spare[:0]
+		c.spare = nil
+		closing := c.closing
+		c.mu.Unlock()
+		var err error
+		for i := range batch {
+			if err = w.writeMessage(&batch[i].h, batch[i].p); err != nil {
+				break
+			}
+			// The payload was read (copied into the output buffer, whose last bytes are
+			// not sent yet, or written out): publish it for the readers of the peer's
+			// answers (see Send).
+			sent.Add(1)
+		}
+		if err == nil {
+			err = w.flush()
+		}
+		if err != nil {
+			c.fail("writing to", err)
+			c.shutdown()
+			return
+		}
+		clear(batch)
+		c.mu.Lock()
+		c.spare = batch[:0]
+		empty := len(c.q) == 0
+		c.mu.Unlock()
+		if closing && empty {
+			// Everything including the goodbye is out: close this direction.
+			if w.writeClose(closeNormal) == nil && w.flush() == nil {
+				if tc, ok := w.nc.(interface{ CloseWrite() error }); ok {
+					tc.CloseWrite()
+				}
+			}
+			return
+		}
+	}
+}
+
+var (
+	closeNormal          = []byte{0x03, 0xe8} // status 1000
+	closePolicyViolation = []byte{0x03, 0xf0} // status 1008
+)
+
+// readLoop reads messages until the connection ends.
+func (c *conn) readLoop() {
+	defer c.m.wg.Done()
+	defer c.shutdown()
+	for {
+		err := c.readMessage()
+		if errors.Is(err, errClosed) {
+			if !c.bye.Load() {
+				c.fail("reading", errors.New("closed by the peer without a goodbye"))
+			}
+			return
+		}
+		if err != nil {
+			var fe *FrameError
+			if errors.As(err, &fe) {
+				c.m.log.Warn("rejected message", "peer", c.peer, "conn", c.role, "err", err)
+			}
+			c.fail("reading", err)
+			return
+		}
+	}
+}
+
+// readMessage reads one message and delivers it: a mesh message to the mesh, any other to
+// the Handler, its payload streamed into the buffer Sink gives.
+func (c *conn) readMessage() error {
+	c.rh = Header{}
+	p, err := c.w.readMessage(&c.rh, func(h *Header) ([]byte, error) {
+		// Everything this process wrote to the peer before the peer sent this message
+		// happens before its delivery (see Send).
+		c.m.peers[c.peer].sent.Load()
+		return c.sink(h)
+	})
+	if err != nil {
+		return c.frameError(err)
+	}
+	if c.rh.Type < TypeUser {
+		c.meshMessage(&c.rh)
+		return nil
+	}
+	c.m.peers[c.peer].sent.Load()
+	c.m.h.Handle(c.peer, &c.rh, p)
+	return nil
+}
+
+// frameError makes a message that broke the rules a *FrameError; other errors are the
+// connection's.
+func (c *conn) frameError(err error) error {
+	var re *ruleError
+	if !errors.As(err, &re) {
+		return err
+	}
+	fe := &FrameError{Rank: c.peer, Err: re.err, HasHeader: re.hasHeader}
+	if re.hasHeader {
+		fe.Header = c.rh
+	}
+	return fe
+}
+
+// sink returns the buffer the payload of h lands in: the Handler's, or the connection's own
+// scratch buffer (when the payload is at most maxScratch bytes).
+func (c *conn) sink(h *Header) ([]byte, error) {
+	buf, err := c.m.h.Sink(c.peer, h)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", ErrSinkRefused, err)
+	case buf != nil && uint64(len(buf)) < h.Len:
+		return nil, fmt.Errorf("%w: %d < %d", ErrSinkSize, len(buf), h.Len)
+	case buf != nil:
+		return buf[:h.Len], nil
+	case h.Len > maxScratch:
+		return nil, fmt.Errorf("%w: %d payload bytes and no destination for them (at most %d)", ErrFrameTooLarge, h.Len, maxScratch)
+	}
+	if uint64(cap(c.scratch)) < h.Len {
+		c.scratch = make([]byte, h.Len)
+	}
+	return c.scratch[:h.Len], nil
+}
+
+// fail reports the peer lost because the connection broke while doing what ("reading",
+// "writing to"), unless the end was expected: this connection was shut down, this mesh is
+// closing, or the peer said goodbye on it (the other connection's goodbye, or its
+// heartbeat, then decides).
+func (c *conn) fail(what string, err error) {
+	if !c.stopped.Load() && !c.m.closing.Load() && !c.bye.Load() {
+		c.m.lose(c.peer, fmt.Errorf("%s the %s connection: %w", what, c.role, err))
+	}
+}
+
+// meshMessage handles a message of the mesh itself (no payload).
+func (c *conn) meshMessage(h *Header) {
+	switch h.Type {
+	case TypeBarrier:
+		c.m.mark(c.peer, h.Seq)
+	case TypeFinal:
+		c.m.markFinal(c.peer, h.Flags&finalFailed != 0)
+	case TypeBye:
+		// The peer is gone once both its connections said goodbye: what it sent before (a
+		// barrier marker, say) is delivered by then.
+		c.bye.Store(true)
+		if other := c.m.peers[c.peer].conns[1-c.role].Load(); other != nil && other.bye.Load() {
+			c.m.lose(c.peer, ErrPeerClosed)
+		}
+	}
+}

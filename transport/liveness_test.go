@@ -1,0 +1,101 @@
+package transport
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A peer that is sending is alive: a message whose payload takes several peer timeouts to
+// arrive (a slow link) does not lose its sender, and arrives whole.
+func TestSlowPayloadIsProgress(t *testing.T) {
+	const size = 64 << 10
+	sh := &sinkHandler{recorder: *newRecorder(), mirror: make([]byte, size)}
+	got := make(chan []byte, 1)
+	sh.onRecv = func(from int, h *Header, p []byte) {
+		if h.Type == TypeUser {
+			got <- bytes.Clone(p)
+		}
+	}
+	meshes, recs := startMeshes(t, 2, func(rank int, c *Config) {
+		c.Heartbeat, c.PeerTimeout = 50*time.Millisecond, 300*time.Millisecond
+		if rank == 0 {
+			// Rank 0's writers stay idle: on the connection that carries the payload it
+			// sends nothing else, and the test keeps its other connection busy.
+			c.Heartbeat = time.Hour
+		}
+		if rank == 1 {
+			c.Handler = sh
+		}
+	})
+	payload := make([]byte, size)
+	for i := range payload {
+		payload[i] = byte(i * 5)
+	}
+	// One message in 20 frames over about 1s: each frame is short, the message is long.
+	h := Header{Type: TypeUser, Len: size}
+	piece := size / 20
+	pace := time.NewTicker(50 * time.Millisecond)
+	defer pace.Stop()
+	for k := 0; k < 20; k++ {
+		var raw []byte
+		op := byte(opContinuation)
+		if k == 0 {
+			op, raw = opBinary, appendHeader(nil, &h)
+		}
+		end := (k + 1) * piece
+		if k == 19 {
+			end = size
+		}
+		raw = append(raw, payload[k*piece:end]...)
+		if err := injectRaw(meshes[0], 1, Owner, op, k == 19, raw); err != nil {
+			t.Fatal(err)
+		}
+		if err := meshes[0].Send(1, Requester, Header{Type: TypeUser + 2}, nil); err != nil {
+			t.Fatal(err)
+		}
+		<-pace.C
+	}
+	select {
+	case p := <-got:
+		if !bytes.Equal(p, payload) {
+			t.Fatal("the slow message arrived damaged")
+		}
+	case err := <-sh.lost:
+		t.Fatalf("the sender of a slow message was lost: %v", err)
+	}
+	select {
+	case err := <-recs[0].lost:
+		t.Fatalf("rank 0 lost rank 1: %v", err)
+	default:
+	}
+}
+
+// A process that was paused itself (a late beat) does not blame its peers for the silence:
+// they get a new timeout from the moment it resumed, and are lost only when that ends too.
+func TestOwnPauseIsNotBlamed(t *testing.T) {
+	meshes, recs := startMeshes(t, 2, func(rank int, c *Config) {
+		c.Heartbeat, c.PeerTimeout = 400*time.Millisecond, time.Second // and beats by hand, ahead of the clock
+	})
+	m := meshes[0]
+	now := m.now()
+	paused := now + int64(5*time.Second) // rank 1 has been silent for 5s: we were stopped
+	m.beat(paused, now)
+	m.beat(paused+int64(500*time.Millisecond), paused)
+	select {
+	case err := <-recs[0].lost:
+		t.Fatalf("a peer was blamed for this process's pause: %v", err)
+	default:
+	}
+	m.beat(paused+int64(1500*time.Millisecond), paused+int64(1000*time.Millisecond))
+	err := <-recs[0].lost
+	if !errors.Is(err, ErrPeerLost) || !strings.Contains(err.Error(), "peer timeout 1s") {
+		t.Fatalf("a peer silent past the new timeout: %v", err)
+	}
+	// This process was paused longer than the timeout: its losses say so.
+	if !strings.Contains(err.Error(), "rank 0, was itself paused for 5s") {
+		t.Errorf("the loss does not mention this process's own pause: %v", err)
+	}
+}
