@@ -18,8 +18,8 @@ import (
 // figures: regenerates the Figures section of the README (between the markers
 // <!-- figures:begin --> and <!-- figures:end -->) from fresh measurements: the lock
 // benchmarks of package orwl (go test -bench, best of three runs, each beside its
-// reference from the same run) and this harness's kernels, matmul and hybrid commands
-// (their -json output). Figures in the README are only ever written by this command.
+// reference from the same run) and this harness's kernels, matmul, hybrid and stencil
+// commands (their -json output). Figures in the README are only ever written by this command.
 
 func init() {
 	register("figures", "measure and rewrite the README's Figures section", benchFigures)
@@ -34,8 +34,19 @@ func benchFigures(args []string) error {
 	fs := flag.NewFlagSet("figures", flag.ContinueOnError)
 	readme := fs.String("readme", "README.md", "the README to rewrite")
 	n := fs.Int("n", 4096, "matrix size of the matmul figures")
-	if err := fs.Parse(args); err != nil {
+	sections := fs.String("sections", "locks,kernels,matmul,hybrid,stencil", "the measurements to make; the Figures section is rewritten with these only (try fewer on a copy of the README)")
+	stencilArgs := fs.String("stencil-args", "", "more flags of the stencil command (for example -sizes 1000 -rounds 1)")
+	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	want := map[string]bool{}
+	for _, name := range splitList(*sections) {
+		switch name {
+		case "locks", "kernels", "matmul", "hybrid", "stencil":
+			want[name] = true
+		default:
+			return badFlags("-sections: unknown section %q", name)
+		}
 	}
 	text, err := os.ReadFile(*readme)
 	if err != nil {
@@ -51,80 +62,104 @@ func benchFigures(args []string) error {
 		figuresBegin, time.Now().UTC().Format("2006-01-02"), cpuModel(), runtime.NumCPU(), runtime.Version(), runtime.GOARCH)
 	b.WriteString("Every ratio compares two rows of the same run; absolute numbers vary with the machine's load.\n\n")
 
-	fmt.Fprintln(os.Stderr, "figures: lock benchmarks (go test -bench ./orwl)")
-	locks, err := goBench("./orwl", "SectionUncontended|Handoff|ReadersWriter|RemotePush|RemoteReaderSteady", "1s")
-	if err != nil {
-		return err
-	}
-	b.WriteString("| ORWL operation | time | reference | ratio |\n|---|---|---|---|\n")
-	lockRow := func(what, name, ref, refName string) {
-		x, r := locks[name], locks[ref]
-		if x.nsPerOp == 0 || r.nsPerOp == 0 {
-			return
+	if want["locks"] {
+		fmt.Fprintln(os.Stderr, "figures: lock benchmarks (go test -bench ./orwl)")
+		locks, err := goBench("./orwl", "SectionUncontended|Handoff|ReadersWriter|RemotePush|RemoteReaderSteady", "1s")
+		if err != nil {
+			return err
 		}
-		fmt.Fprintf(&b, "| %s | %s, %.0f allocs | %s %s | %.2fx |\n", what, nanos(x.nsPerOp), x.allocs, refName, nanos(r.nsPerOp), x.nsPerOp/r.nsPerOp)
-	}
-	if u, ok := locks["SectionUncontended/untraced"]; ok {
-		fmt.Fprintf(&b, "| uncontended section (acquire, re-request, map, release) | %s, %.0f allocs | | |\n", nanos(u.nsPerOp), u.allocs)
-	}
-	lockRow("the same, tracing on (4 events)", "SectionUncontended/traced", "SectionUncontended/untraced", "tracing off:")
-	lockRow("hand-off between two tasks, per round trip", "Handoff/orwl", "Handoff/channel", "channel ping-pong:")
-	lockRow("hand-off between two tasks, per round trip", "Handoff/orwl", "Handoff/mutex-cond", "sync.Cond hand-off:")
-	lockRow("1 writer then 8 readers, per cycle (ordered)", "ReadersWriter/orwl", "ReadersWriter/rwmutex", "sync.RWMutex (no order):")
-	lockRow("remote hand-off of 8 bytes between 2 processes", "RemoteHandoff/orwl", "RemoteHandoff/tcp", "raw TCP ping-pong:")
-	if p, t := locks["RemotePush/orwl"], locks["RemotePush/tcp"]; p.mbPerS > 0 && t.mbPerS > 0 {
-		fmt.Fprintf(&b, "| remote grant of 8 MiB between 2 processes | %.0f MB/s | raw TCP stream: %.0f MB/s | %.2fx |\n", p.mbPerS, t.mbPerS, p.mbPerS/t.mbPerS)
-	}
-	if s, ok := locks["RemoteReaderSteady"]; ok {
-		fmt.Fprintf(&b, "| iterative remote reader, steady state | %s, %.0f allocs/op | | |\n", nanos(s.nsPerOp), s.allocs)
-	}
-
-	fmt.Fprintln(os.Stderr, "figures: kernels")
-	kern, err := selfJSON("kernels", "-json", "-n", "1024,2048", "-kernels", "openblas,gonum", "-time", "1s", "-rounds", "2")
-	if err != nil {
-		return err
-	}
-	b.WriteString("\n| kernel | N | threads | GFLOP/s | reference | ratio |\n|---|---|---|---|---|---|\n")
-	for _, r := range kern {
-		if r["reference"] == true || r["ref"] == nil || r["ref"] == "" {
-			continue
+		b.WriteString("| ORWL operation | time | reference | ratio |\n|---|---|---|---|\n")
+		lockRow := func(what, name, ref, refName string) {
+			x, r := locks[name], locks[ref]
+			if x.nsPerOp == 0 || r.nsPerOp == 0 {
+				return
+			}
+			fmt.Fprintf(&b, "| %s | %s, %.0f allocs | %s %s | %.2fx |\n", what, nanos(x.nsPerOp), x.allocs, refName, nanos(r.nsPerOp), x.nsPerOp/r.nsPerOp)
 		}
-		fmt.Fprintf(&b, "| %v | %v | %v | %.1f | %v | %.2fx |\n", r["kernel"], r["n"], r["threads"], num(r["gflops"]), r["ref"], num(r["ratio"]))
+		if u, ok := locks["SectionUncontended/untraced"]; ok {
+			fmt.Fprintf(&b, "| uncontended section (acquire, re-request, map, release) | %s, %.0f allocs | | |\n", nanos(u.nsPerOp), u.allocs)
+		}
+		lockRow("the same, tracing on (4 events)", "SectionUncontended/traced", "SectionUncontended/untraced", "tracing off:")
+		lockRow("hand-off between two tasks, per round trip", "Handoff/orwl", "Handoff/channel", "channel ping-pong:")
+		lockRow("hand-off between two tasks, per round trip", "Handoff/orwl", "Handoff/mutex-cond", "sync.Cond hand-off:")
+		lockRow("1 writer then 8 readers, per cycle (ordered)", "ReadersWriter/orwl", "ReadersWriter/rwmutex", "sync.RWMutex (no order):")
+		lockRow("remote hand-off of 8 bytes between 2 processes", "RemoteHandoff/orwl", "RemoteHandoff/tcp", "raw TCP ping-pong:")
+		if p, t := locks["RemotePush/orwl"], locks["RemotePush/tcp"]; p.mbPerS > 0 && t.mbPerS > 0 {
+			fmt.Fprintf(&b, "| remote grant of 8 MiB between 2 processes | %.0f MB/s | raw TCP stream: %.0f MB/s | %.2fx |\n", p.mbPerS, t.mbPerS, p.mbPerS/t.mbPerS)
+		}
+		if s, ok := locks["RemoteReaderSteady"]; ok {
+			fmt.Fprintf(&b, "| iterative remote reader, steady state | %s, %.0f allocs/op | | |\n", nanos(s.nsPerOp), s.allocs)
+		}
 	}
-
-	fmt.Fprintln(os.Stderr, "figures: matmul")
-	mm, err := selfJSON("matmul", "-json", "-n", strconv.Itoa(*n), "-procs", "2", "-rounds", "3")
-	if err != nil {
-		return err
+	if want["kernels"] {
+		fmt.Fprintln(os.Stderr, "figures: kernels")
+		kern, err := selfJSON("kernels", "-json", "-n", "1024,2048", "-kernels", "openblas,gonum", "-time", "1s", "-rounds", "2")
+		if err != nil {
+			return err
+		}
+		b.WriteString("\n| kernel | N | threads | GFLOP/s | reference | ratio |\n|---|---|---|---|---|---|\n")
+		for _, r := range kern {
+			if r["reference"] == true || r["ref"] == nil || r["ref"] == "" {
+				continue
+			}
+			fmt.Fprintf(&b, "| %v | %v | %v | %.1f | %v | %.2fx |\n", r["kernel"], r["n"], r["threads"], num(r["gflops"]), r["ref"], num(r["ratio"]))
+		}
 	}
-	b.WriteString("\n| matmul N=" + strconv.Itoa(*n) + " | processes | grid | kernel threads | GFLOP/s | vs roofline |\n|---|---|---|---|---|---|\n")
-	impl := map[any]float64{}
-	for _, r := range mm {
-		fmt.Fprintf(&b, "| %v (%v) | %v | %v | %v | %.1f | %.2fx |\n", r["impl"], r["kernel"], r["procs"], r["grid"], r["threads"], num(r["gflops"]), num(r["vs_roofline"]))
-		impl[r["impl"]] = num(r["gflops"])
+	if want["matmul"] {
+		fmt.Fprintln(os.Stderr, "figures: matmul")
+		mm, err := selfJSON("matmul", "-json", "-n", strconv.Itoa(*n), "-procs", "2", "-rounds", "3")
+		if err != nil {
+			return err
+		}
+		b.WriteString("\n| matmul N=" + strconv.Itoa(*n) + " | processes | grid | kernel threads | GFLOP/s | vs roofline |\n|---|---|---|---|---|---|\n")
+		impl := map[any]float64{}
+		for _, r := range mm {
+			fmt.Fprintf(&b, "| %v (%v) | %v | %v | %v | %.1f | %.2fx |\n", r["impl"], r["kernel"], r["procs"], r["grid"], r["threads"], num(r["gflops"]), num(r["vs_roofline"]))
+			impl[r["impl"]] = num(r["gflops"])
+		}
+		if impl["orwl"] > 0 && impl["starpu"] > 0 {
+			fmt.Fprintf(&b, "\nORWL / StarPU dgemm at N=%d, in GFLOP/s (one StarPU CPU worker per ORWL process, blocks of NB, StarPU's mean time): %.2fx.\n", *n, impl["orwl"]/impl["starpu"])
+		}
+		if impl["orwl"] > 0 && impl["scalapack"] > 0 {
+			fmt.Fprintf(&b, "\nORWL / ScaLAPACK PDGEMM at N=%d, same grid and NB: %.2fx.\n", *n, impl["orwl"]/impl["scalapack"])
+		}
 	}
-	if impl["orwl"] > 0 && impl["scalapack"] > 0 {
-		fmt.Fprintf(&b, "\nORWL / ScaLAPACK PDGEMM at N=%d, same grid and NB: %.2fx.\n", *n, impl["orwl"]/impl["scalapack"])
+	if want["hybrid"] {
+		fmt.Fprintln(os.Stderr, "figures: hybrid")
+		hy, err := selfJSON("hybrid", "-json")
+		if err != nil {
+			return err
+		}
+		confirm := map[any]map[string]any{}
+		for _, r := range hy {
+			confirm[r["mode"]] = r
+		}
+		if d, st := confirm["confirm-dynamic"], confirm["confirm-static"]; d != nil && st != nil {
+			fmt.Fprintf(&b, "\nMixed kernels %v, N=%v, %v tasks in as many processes: dynamic balancing %.3fs (final share of %s %.3f), "+
+				"the best of %d static splits, measured again beside it, %.3fs (share %.3f): %.2fx; "+
+				"mean over the run's multiplications, learning included: %.3fs against %.3fs.\n",
+				d["kernel"], d["n"], d["tasks"], num(d["seconds"]), strings.Split(fmt.Sprint(d["kernel"]), ":")[0], num(d["share"]),
+				len(hy)-3, num(st["seconds"]), num(st["share"]), num(d["vs_best_static"]), num(d["mean_seconds"]), num(st["mean_seconds"]))
+		}
 	}
-
-	fmt.Fprintln(os.Stderr, "figures: hybrid")
-	hy, err := selfJSON("hybrid", "-json")
-	if err != nil {
-		return err
-	}
-	confirm := map[any]map[string]any{}
-	for _, r := range hy {
-		confirm[r["mode"]] = r
-	}
-	if d, st := confirm["confirm-dynamic"], confirm["confirm-static"]; d != nil && st != nil {
-		fmt.Fprintf(&b, "\nMixed kernels %v, N=%v, %v tasks in as many processes: dynamic balancing %.3fs (final share of %s %.3f), "+
-			"the best of %d static splits, measured again beside it, %.3fs (share %.3f): %.2fx; "+
-			"mean over the run's multiplications, learning included: %.3fs against %.3fs.\n",
-			d["kernel"], d["n"], d["tasks"], num(d["seconds"]), strings.Split(fmt.Sprint(d["kernel"]), ":")[0], num(d["share"]),
-			len(hy)-3, num(st["seconds"]), num(st["share"]), num(d["vs_best_static"]), num(d["mean_seconds"]), num(st["mean_seconds"]))
+	if want["stencil"] {
+		fmt.Fprintln(os.Stderr, "figures: stencil")
+		st, err := selfJSON(append([]string{"stencil", "-json"}, strings.Fields(*stencilArgs)...)...)
+		if err != nil {
+			return err
+		}
+		rows := make([]stencilRow, len(st))
+		for i, r := range st {
+			js, _ := json.Marshal(r)
+			if err := json.Unmarshal(js, &rows[i]); err != nil {
+				return err
+			}
+		}
+		b.WriteString(stencilFigures(rows))
 	}
 	b.WriteString("\nCharts: [kernels](results/kernels.svg), [matmul against N](results/matmul_n.svg), " +
-		"[matmul against processes](results/matmul_procs.svg); tables: [matmul](results/matmul.txt), [hybrid](results/hybrid.txt).\n")
+		"[matmul against processes](results/matmul_procs.svg); tables: [matmul](results/matmul.txt), [hybrid](results/hybrid.txt), " +
+		"[stencil](results/stencil.txt).\n")
 
 	out := append([]byte{}, text[:begin]...)
 	out = append(out, b.String()...)
@@ -220,4 +255,50 @@ func cpuModel() string {
 		}
 	}
 	return runtime.GOARCH
+}
+
+// stencilFigures is the stencil part of the Figures section: time per iteration of ORWL and
+// of the C MPI halo exchange, with their ratios, then the inner loops alone, Go against C.
+func stencilFigures(rows []stencilRow) string {
+	var b strings.Builder
+	shape := map[string]string{"line": "line (3-point)", "plane": "plane (5-point)"}
+	layout := func(r stencilRow) string { return shape[r.Layout] + ", tasks " + r.Grid }
+	ratio := func(r stencilRow, name string) string {
+		if v, ok := r.Ratio[name]; ok {
+			return fmt.Sprintf("%.2fx", v)
+		}
+		return "-"
+	}
+	time := func(r stencilRow, name string) string {
+		if v, ok := r.Seconds[name]; ok {
+			return seconds(v)
+		}
+		return "not installed"
+	}
+	check := func(r stencilRow) string {
+		if r.Checked {
+			return ""
+		}
+		return " (checksums differ)"
+	}
+	b.WriteString("\n| Jacobi stencil, one task per process | cells per task | ORWL per iteration | C MPI over TCP | time ORWL / MPI TCP | C MPI over shared memory | time ORWL / MPI shm |\n|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		if r.Kind == "halo" {
+			fmt.Fprintf(&b, "| %s%s | %d | %s | %s | %s | %s | %s |\n", layout(r), check(r), r.CellsPerTask, time(r, "orwl"),
+				time(r, "mpi-tcp"), ratio(r, "orwl/mpi-tcp"), time(r, "mpi-shm"), ratio(r, "orwl/mpi-shm"))
+		}
+	}
+	loops := false
+	for _, r := range rows {
+		if r.Kind != "loop" {
+			continue
+		}
+		if !loops {
+			b.WriteString("\n| inner loop alone, one task | cells | Go per iteration | C per iteration | time Go / C |\n|---|---|---|---|---|\n")
+			loops = true
+		}
+		fmt.Fprintf(&b, "| %s%s | %d | %s | %s | %s |\n", shape[r.Layout], check(r), r.CellsPerTask,
+			time(r, "go"), time(r, "c"), ratio(r, "go/c"))
+	}
+	return b.String()
 }

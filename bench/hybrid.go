@@ -59,7 +59,7 @@ func benchHybrid(args []string) error {
 	shareList := fs.String("shares", "1,0.98,0.96,0.94,0.92,0.9,0.85,0.8,0.7,0.6", "static shares of the first kernel's tasks")
 	out := fs.String("out", "results", "folder for hybrid.txt and hybrid.json")
 	asJSON := fs.Bool("json", false, "print one JSON object per row instead of the table")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *n < 1 || *nb < 1 || *tasks < 2 || *threads < 1 || *reps < 2 || *rounds < 1 {
@@ -84,13 +84,13 @@ func benchHybrid(args []string) error {
 		return err
 	}
 	if len(mix) != 2 {
-		return fmt.Errorf("-kernel %q: want a mix of two kernels", *spec)
+		return badFlags("-kernel %q: want a mix of two kernels", *spec)
 	}
 	var shares []float64
 	for _, f := range strings.Split(*shareList, ",") {
 		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
 		if err != nil || !(v >= 0 && v <= 1) {
-			return fmt.Errorf("-shares: %q is not a share in [0, 1]", f)
+			return badFlags("-shares: %q is not a share in [0, 1]", f)
 		}
 		shares = append(shares, v)
 	}

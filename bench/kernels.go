@@ -114,16 +114,13 @@ func parseKernelsFlags(args []string) (*kernelsFlags, error) {
 	fs.BoolVar(&f.refs, "refs", true, "also measure the references (C cblas_dgemm, gonum direct, raw cuBLAS)")
 	fs.StringVar(&f.crefPath, "cref", "", "prebuilt C reference program (default: build it with gcc)")
 	fs.StringVar(&f.profile, "cpuprofile", "", "write a CPU profile of the run to this file")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if *sizes != "" {
 		var err error
 		if f.sizes, err = intList(*sizes); err != nil {
-			return nil, fmt.Errorf("-n: %w", err)
+			return nil, badFlags("-n: %w", err)
 		}
 	}
 	f.names = splitList(*names)

@@ -3,7 +3,8 @@
 // a file such as matmul.go with its own init to add a subcommand):
 //
 //	go run ./bench kernels [flags]   GFLOP/s of the DGEMM kernel plugins
-//	go run ./bench matmul [flags]    ORWL matmul against roofline, shared memory, ScaLAPACK (matmul.go)
+//	go run ./bench matmul [flags]    ORWL matmul against roofline, shared memory, StarPU, ScaLAPACK (matmul.go)
+//	go run ./bench stencil [flags]   ORWL Jacobi stencil against a C MPI halo exchange, TCP and shared memory (stencil.go)
 //	go run ./bench hybrid [flags]    mixed-kernel matmul, dynamic balancing against static splits (hybrid.go)
 //	go run ./bench figures [flags]   rewrites the README's Figures section from the others (figures.go)
 //
@@ -39,7 +40,9 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -89,10 +92,40 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
-	if err := cmd.run(os.Args[2:]); err != nil {
+	switch err := cmd.run(os.Args[2:]); {
+	case errors.Is(err, flag.ErrHelp):
+	case errors.As(err, new(usageError)):
+		fmt.Fprintf(os.Stderr, "bench %s: %v\n", os.Args[1], err)
+		os.Exit(2)
+	case err != nil:
 		fmt.Fprintf(os.Stderr, "bench %s: %v\n", os.Args[1], err)
 		os.Exit(1)
 	}
+}
+
+// usageError is a mistake in a command's flags: main reports it in one line and exits 2.
+type usageError struct{ error }
+
+// badFlags returns a usageError.
+func badFlags(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// parseFlags parses a command's args into fs: a mistake, or arguments left over, is a
+// usageError; -h prints the flags and returns flag.ErrHelp.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(os.Stderr)
+		fmt.Fprintf(os.Stderr, "usage: bench %s [flags]\n", fs.Name())
+		fs.PrintDefaults()
+		return err
+	case err != nil:
+		return usageError{err}
+	case fs.NArg() > 0:
+		return badFlags("unexpected arguments %q", fs.Args())
+	}
+	return nil
 }
 
 // splitList returns the non-empty, trimmed elements of a comma-separated list.
@@ -135,6 +168,30 @@ func setThreads(g kernels.Gemm, threads int) error {
 func printJSON(v any) {
 	b, _ := json.Marshal(v)
 	fmt.Println(string(b))
+}
+
+// report is the output of a command: a table printed on standard output and kept for its
+// .txt file, or with -json one JSON object per row on standard output (the table is still
+// kept for the file).
+type report struct {
+	asJSON bool
+	table  strings.Builder
+}
+
+// line adds a line to the table, printed unless the report is JSON.
+func (r *report) line(format string, a ...any) {
+	s := fmt.Sprintf(format, a...)
+	r.table.WriteString(s)
+	if !r.asJSON {
+		fmt.Print(s)
+	}
+}
+
+// row prints v as one JSON line when the report is JSON.
+func (r *report) row(v any) {
+	if r.asJSON {
+		printJSON(v)
+	}
 }
 
 // writeTable writes rows as an indented JSON array to out/name.json and the

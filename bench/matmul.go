@@ -1,19 +1,14 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -25,7 +20,6 @@ import (
 
 	"github.com/orwl-go/orwl/examples/matmul/summa"
 	"github.com/orwl-go/orwl/kernels"
-	"github.com/orwl-go/orwl/orwl"
 )
 
 // matmul: the ORWL block-cyclic matrix multiplication (examples/matmul's engine, package
@@ -35,9 +29,14 @@ import (
 //   - shared: one process, one goroutine per "process" each multiplying its rows of C with
 //     the same kernel (what one writes without ORWL);
 //   - orwl: P x Q tasks, one per process, SUMMA through ORWL locations;
+//   - starpu: StarPU's dgemm example (Debian's starpu-examples), one process with as many CPU
+//     workers as the row has processes, each calling the BLAS (OpenBLAS when the kernel is
+//     openblas) with as many threads, blocks of NB; it checks its result; its time is the
+//     mean of its iterations, the first included (skipped, saying why, when not installed);
 //   - scalapack: PDGEMM of Debian's libscalapack-openmpi on the same grid, N and NB, through
-//     the C driver bench/scalapack/pdgemm.c built with mpicc (skipped, saying why, when
-//     mpicc, mpirun or the library is missing).
+//     the C driver bench/scalapack/pdgemm.c built with Open MPI's mpicc, which checks its
+//     result (Freivalds) after the timing (skipped, saying why, when mpicc, mpirun or the
+//     library is missing).
 //
 // Every row's seconds is the fastest of -reps multiplications (each implementation gets an
 // untimed warm-up: a small kernel call in every process, or one PDGEMM), and the best of
@@ -47,7 +46,7 @@ import (
 // processes) and matmul.json, into -out.
 
 func init() {
-	register("matmul", "ORWL matmul against the roofline, shared-memory Go and ScaLAPACK PDGEMM", benchMatmul)
+	register("matmul", "ORWL matmul against the roofline, shared-memory Go, StarPU dgemm and ScaLAPACK PDGEMM", benchMatmul)
 }
 
 //go:embed scalapack/pdgemm.c
@@ -82,22 +81,24 @@ func benchMatmul(args []string) error {
 	kernel := fs.String("kernel", "", "kernel plugin (default: the fastest available CPU kernel)")
 	reps := fs.Int("reps", 2, "multiplications per measurement; seconds is the fastest of them (every row)")
 	rounds := fs.Int("rounds", 3, "measurements of every row; the best is reported (the machine may be shared)")
+	withStarpu := fs.Bool("starpu", true, "measure StarPU's dgemm example when installed")
+	starpuBin := fs.String("starpu-bin", "", "StarPU's dgemm example (default: starpu_dgemm on PATH, or Debian's starpu-examples)")
 	withScalapack := fs.Bool("scalapack", true, "measure ScaLAPACK PDGEMM when mpicc, mpirun and libscalapack-openmpi are present")
 	out := fs.String("out", "results", "folder for matmul.txt, matmul.json, matmul_n.svg and matmul_procs.svg")
 	asJSON := fs.Bool("json", false, "print one JSON object per row instead of the table")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	ns, err := intList(*sizes)
 	if err != nil {
-		return fmt.Errorf("-n: %w", err)
+		return badFlags("-n: %w", err)
 	}
 	procs, err := intList(*procList)
 	if err != nil {
-		return fmt.Errorf("-procs: %w", err)
+		return badFlags("-procs: %w", err)
 	}
 	if *nb < 1 || *reps < 1 || *rounds < 1 {
-		return errors.New("-nb, -reps and -rounds must be at least 1")
+		return badFlags("-nb, -reps and -rounds must be at least 1")
 	}
 	cores := runtime.NumCPU()
 	name := *kernel
@@ -115,38 +116,31 @@ func benchMatmul(args []string) error {
 		name, cores, *nb, *reps, os.Getenv("OPENBLAS_CORETYPE"))
 
 	var pdgemm string
+	var mpi *openMPI
 	if *withScalapack {
-		dir, err := os.MkdirTemp("", "orwl-bench-matmul")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		if pdgemm, err = buildPdgemm(dir); err != nil {
-			fmt.Fprintf(os.Stderr, "matmul: skipping scalapack: %v\n", err)
+		var cleanup func()
+		mpi, pdgemm, cleanup = buildPeer("matmul", "scalapack (it needs libscalapack-openmpi-dev)", "pdgemm", pdgemmSource, "-O2", "-lscalapack-openmpi")
+		defer cleanup()
+	}
+
+	var starpu *starpuDgemm
+	if *withStarpu {
+		if starpu, err = findStarpuDgemm(*starpuBin, name == "openblas"); err != nil {
+			fmt.Fprintf(os.Stderr, "matmul: skipping starpu: %v\n", err)
 		}
 	}
 
 	var results []mmResult
+	rep := &report{asJSON: *asJSON} // the table goes to standard output (unless -json) and to matmul.txt
 	emit := func(r mmResult) {
 		results = append(results, r)
-		if *asJSON {
-			printJSON(r)
-		}
+		rep.row(r)
 	}
-	// The table goes to standard output (unless -json) and to matmul.txt.
-	var table strings.Builder
-	fmt.Fprintf(&table, "# go run ./bench matmul %s\n# kernel %s, %d cores, NB %d, fastest of %d multiplications, best of %d rounds, OPENBLAS_CORETYPE=%s\n",
+	fmt.Fprintf(&rep.table, "# go run ./bench matmul %s\n# kernel %s, %d cores, NB %d, fastest of %d multiplications, best of %d rounds, OPENBLAS_CORETYPE=%s\n",
 		strings.Join(args, " "), name, cores, *nb, *reps, *rounds, os.Getenv("OPENBLAS_CORETYPE"))
-	row := func(format string, a ...any) {
-		line := fmt.Sprintf(format, a...)
-		table.WriteString(line)
-		if !*asJSON {
-			fmt.Print(line)
-		}
-	}
-	row("%6s  %-10s %5s %5s %7s %9s %9s %11s  %s\n", "N", "impl", "procs", "grid", "threads", "seconds", "GFLOP/s", "vs-roofline", "note")
+	rep.line("%6s  %-10s %5s %5s %7s %9s %9s %11s  %s\n", "N", "impl", "procs", "grid", "threads", "seconds", "GFLOP/s", "vs-roofline", "note")
 	printRow := func(r mmResult, note string) {
-		row("%6d  %-10s %5d %5s %7d %9.3f %9.1f %11.3f  %s\n", r.N, r.Impl, r.Procs, r.Grid, r.Threads, r.Seconds, r.GFlops, r.Roofline, note)
+		rep.line("%6d  %-10s %5d %5s %7d %9.3f %9.1f %11.3f  %s\n", r.N, r.Impl, r.Procs, r.Grid, r.Threads, r.Seconds, r.GFlops, r.Roofline, note)
 	}
 	for _, n := range ns {
 		roof := mmResult{Impl: "roofline", N: n, NB: n, Procs: 1, Grid: "1x1", Threads: cores, Kernel: name}
@@ -188,20 +182,35 @@ func benchMatmul(args []string) error {
 			emit(ow)
 			printRow(ow, fmt.Sprintf("verified=%v", verified))
 
+			if starpu != nil {
+				sp := base
+				sp.Impl, sp.Grid = "starpu", "-"
+				if sp.Seconds, err = bestOf(*rounds, func() (float64, error) { return timeStarpu(starpu, sp, *reps) }); err != nil {
+					return err
+				}
+				verified := true
+				sp.Verified = &verified // every run checks its result (-check)
+				finish(&sp, roof.GFlops)
+				emit(sp)
+				printRow(sp, fmt.Sprintf("%d workers, verified, orwl/starpu=%.3f", np, ow.GFlops/sp.GFlops))
+			}
+
 			if pdgemm != "" {
 				sc := base
 				sc.Impl = "scalapack"
-				if sc.Seconds, err = bestOf(*rounds, func() (float64, error) { return timeScalapack(pdgemm, sc, *reps) }); err != nil {
+				if sc.Seconds, err = bestOf(*rounds, func() (float64, error) { return timeScalapack(mpi, pdgemm, sc, *reps) }); err != nil {
 					fmt.Fprintf(os.Stderr, "matmul: scalapack N=%d procs=%d: %v\n", n, np, err)
 					continue
 				}
+				verified := true
+				sc.Verified = &verified // the driver checks its result (Freivalds), or fails
 				finish(&sc, roof.GFlops)
 				emit(sc)
 				printRow(sc, fmt.Sprintf("orwl/scalapack=%.3f", ow.GFlops/sc.GFlops))
 			}
 		}
 	}
-	if err := writeTable(*out, "matmul", results, table.String()); err != nil {
+	if err := writeTable(*out, "matmul", results, rep.table.String()); err != nil {
 		return err
 	}
 	if err := matmulCharts(*out, results); err != nil {
@@ -322,25 +331,8 @@ type orwlResult struct {
 // runORWL runs job as procs local processes of this program and returns its result.
 func runORWL(job orwlJob, procs int) (orwlResult, error) {
 	var res orwlResult
-	exe, err := os.Executable()
-	if err != nil {
-		return res, err
-	}
-	spec, _ := json.Marshal(job)
-	var out, errs bytes.Buffer
-	status := orwl.Launch{Procs: procs, Argv: []string{exe, "matmul"},
-		Env: []string{matmulChildEnv + "=" + string(spec)}, Stdout: &out, Stderr: &errs}.Run()
-	if status != 0 {
-		return res, fmt.Errorf("orwl job %s failed with status %d:\n%s%s", spec, status, out.String(), errs.String())
-	}
-	sc := bufio.NewScanner(&out)
-	for sc.Scan() {
-		if _, js, ok := strings.Cut(sc.Text(), "] "); ok && strings.HasPrefix(js, "{") {
-			err := json.Unmarshal([]byte(js), &res)
-			return res, err
-		}
-	}
-	return res, fmt.Errorf("orwl job %s printed no result:\n%s%s", spec, out.String(), errs.String())
+	err := launchSelf(procs, []string{"matmul"}, matmulChildEnv, job, &res)
+	return res, err
 }
 
 // timeORWL runs the ORWL row r, every task on r.Kernel, and returns the fastest of reps
@@ -393,46 +385,25 @@ func warmUp(g kernels.Gemm) {
 	g.Dgemm(blas.NoTrans, blas.NoTrans, n, n, n, 1, a, n, a, n, 0, c, n)
 }
 
-// buildPdgemm compiles the ScaLAPACK driver into dir.
-func buildPdgemm(dir string) (string, error) {
-	for _, tool := range []string{"mpicc", "mpirun"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return "", fmt.Errorf("%s not found (install Debian packages openmpi-bin, libopenmpi-dev and libscalapack-openmpi-dev)", tool)
-		}
-	}
-	src := filepath.Join(dir, "pdgemm.c")
-	if err := os.WriteFile(src, pdgemmSource, 0o644); err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "pdgemm")
-	out, err := exec.Command("mpicc", "-O2", "-o", bin, src, "-lscalapack-openmpi").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("mpicc failed (is libscalapack-openmpi-dev installed?): %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	return bin, nil
-}
-
-// timeScalapack runs the driver with mpirun on r's grid.
-func timeScalapack(bin string, r mmResult, reps int) (float64, error) {
+// timeScalapack runs the driver with Open MPI's mpirun on r's grid (shared memory between
+// the processes).
+func timeScalapack(mpi *openMPI, bin string, r mmResult, reps int) (float64, error) {
 	grid, err := summa.ParseGrid(r.Grid)
 	if err != nil {
 		return 0, err
 	}
-	args := []string{"--oversubscribe", "--bind-to", "none",
-		"-x", "OPENBLAS_NUM_THREADS=" + strconv.Itoa(r.Threads), "-x", "OPENBLAS_CORETYPE=" + os.Getenv("OPENBLAS_CORETYPE"),
-		"-np", strconv.Itoa(r.Procs), bin,
-		strconv.Itoa(r.N), strconv.Itoa(r.NB), strconv.Itoa(grid.P), strconv.Itoa(grid.Q), strconv.Itoa(reps)}
-	if os.Geteuid() == 0 {
-		args = append([]string{"--allow-run-as-root"}, args...)
-	}
-	out, err := exec.Command("mpirun", args...).CombinedOutput()
+	env := []string{"OPENBLAS_NUM_THREADS=" + strconv.Itoa(r.Threads), "OPENBLAS_CORETYPE=" + os.Getenv("OPENBLAS_CORETYPE")}
+	out, err := mpi.launch(r.Procs, mpi.shm, env, bin,
+		strconv.Itoa(r.N), strconv.Itoa(r.NB), strconv.Itoa(grid.P), strconv.Itoa(grid.Q), strconv.Itoa(reps))
 	if err != nil {
-		return 0, fmt.Errorf("mpirun: %v: %s", err, strings.TrimSpace(string(out)))
+		return 0, err
 	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "seconds="); ok {
-			return strconv.ParseFloat(v, 64)
-		}
+	if v, err := field(out, "verified"); err != nil || v != "true" {
+		return 0, fmt.Errorf("pdgemm did not verify C = A*B: %s", strings.TrimSpace(out))
 	}
-	return 0, fmt.Errorf("no result from pdgemm: %s", strings.TrimSpace(string(out)))
+	v, err := field(out, "seconds")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseFloat(v, 64)
 }

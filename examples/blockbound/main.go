@@ -8,7 +8,8 @@
 // publishes its bound once in a location "final" that task 0 reads (one-shot handles).
 //
 // The same program runs as one process or as several (under orwlrun or mpirun); the process
-// that runs task 0 prints the result line.
+// that runs task 0 prints the result line. The exit status is 1 when the bounds differ from
+// the sequential sweep's, 2 for bad flags.
 //
 //	go run ./examples/blockbound -tasks 8 -size 1000 -iters 100
 package main
@@ -40,10 +41,16 @@ func main() {
 	if got == nil {
 		return // another process runs task 0 and reports
 	}
-	want := sequential(*tasks, *size, *iters)
-	fmt.Printf("tasks=%d size=%d iters=%d bounds=%v identical-to-sequential=%v\n",
-		*tasks, *size, *iters, got, slices.Equal(got, want))
+	ok := slices.Equal(got, reference(*tasks, *size, *iters))
+	fmt.Printf("tasks=%d size=%d iters=%d bounds=%v identical-to-sequential=%v\n", *tasks, *size, *iters, got, ok)
+	if !ok {
+		fmt.Fprintln(os.Stderr, "blockbound: the bounds differ from the sequential sweep")
+		os.Exit(1)
+	}
 }
+
+// reference computes the bounds main checks against; tests replace it to see a failed check.
+var reference = sequential
 
 // step updates the block of task from its left neighbour's bound.
 func step(task int, block []float64, leftBound float64) {

@@ -31,11 +31,22 @@ func Example_ring() {
 	// Output: [5.5 5.5 7.5 9.5] <nil>
 }
 
-// childEnv makes a process of this test binary run main with the arguments it holds.
-const childEnv = "BLOCKBOUND_TEST_ARGS"
+// Environment of a child process of this test binary: the arguments of main, and whether its
+// reference is wrong (to see the check fail).
+const (
+	childEnv  = "BLOCKBOUND_TEST_ARGS"
+	brokenEnv = "BLOCKBOUND_TEST_BROKEN_REFERENCE"
+)
 
 func TestMain(m *testing.M) {
 	if args, ok := os.LookupEnv(childEnv); ok {
+		if os.Getenv(brokenEnv) != "" {
+			reference = func(tasks, size, iters int) []float64 {
+				bounds := sequential(tasks, size, iters)
+				bounds[0]++
+				return bounds
+			}
+		}
 		os.Args = append([]string{"blockbound"}, strings.Fields(args)...)
 		main()
 		os.Exit(0)
@@ -59,5 +70,18 @@ func TestProcessesGiveIdenticalResults(t *testing.T) {
 	}
 	if len(lines) != 1 {
 		t.Fatalf("results differ across process counts: %v", lines)
+	}
+}
+
+// TestFailedCheckExitsNonZero: bounds that differ from the reference are reported and fail
+// the program.
+func TestFailedCheckExitsNonZero(t *testing.T) {
+	for _, procs := range []int{1, 2} {
+		var out bytes.Buffer
+		status := orwl.Launch{Procs: procs, Argv: []string{os.Args[0], "-test.run=^$"},
+			Env: []string{childEnv + "=-tasks 2 -size 8 -iters 3", brokenEnv + "=1"}, Stdout: &out, Stderr: &out}.Run()
+		if status != 1 || !strings.Contains(out.String(), "identical-to-sequential=false") {
+			t.Fatalf("%d processes: status %d, want 1\n%s", procs, status, out.String())
+		}
 	}
 }

@@ -1,0 +1,327 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"maps"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/orwl-go/orwl/examples/stencil/jacobi"
+)
+
+// stencil: the time of one iteration of the ORWL Jacobi stencil (examples/stencil's engine,
+// package jacobi) against the same stencil in C with MPI, per number of cells per task:
+//
+//   - orwl: one task per process, the processes started as one ORWL job on this machine;
+//   - mpi-tcp and mpi-shm: bench/stencil/stencil.c, built with Open MPI's mpicc (-cflags),
+//     run with its mpirun over TCP (--mca btl tcp,self) and over shared memory (vader, or sm
+//     on Open MPI 5), one rank per task (skipped, saying why, without Open MPI).
+//
+// Layouts (-layouts): "line" is the 3-point stencil on a line cut in -procs blocks (one halo
+// value each way); "PXxPY" is the 5-point stencil on a plane cut over a PX × PY grid of
+// tasks, each block square (halo rows north and south, packed columns west and east). The
+// default measures the line and the plane cut both ways over -procs tasks, so that both
+// directions of the halo exchange are measured.
+//
+// Every contender computes the same iterations from the same initial values and prints the
+// checksum of its result; a row counts only when every checksum equals the sequential
+// sweep's, computed here. Contenders are run in interleaved rounds (-rounds); each row gives
+// the best time per iteration of its rounds and the ratios orwl/MPI of the same run. The
+// iterations of a size are chosen for about -time per run; the first tenth is not timed.
+// With -loops (the default), the same sizes are also run as one task in one process, Go
+// against C, which is the inner loop alone (ns per cell).
+//
+// It prints the table (or with -json one JSON object per row), and writes stencil.txt and
+// stencil.json into -out.
+
+func init() {
+	register("stencil", "ORWL Jacobi stencil (line and plane) against a C MPI halo exchange over TCP and shared memory", benchStencil)
+}
+
+//go:embed stencil/stencil.c
+var stencilSource []byte
+
+// stencilChildEnv marks a process of an orwl row; it holds the jacobi.Params in JSON.
+const stencilChildEnv = "ORWL_BENCH_STENCIL_CHILD"
+
+// stencilRun is what one run of any contender reports.
+type stencilRun struct {
+	PerIteration float64 `json:"per_iteration"` // seconds
+	Checksum     string  `json:"checksum"`
+}
+
+// stencilRow is one row of the table: one layout and size, every contender.
+type stencilRow struct {
+	Kind         string             `json:"kind"`   // "halo": the job over several processes; "loop": one task, one process
+	Layout       string             `json:"layout"` // "line" or "plane"
+	Grid         string             `json:"grid"`   // tasks, PXxPY
+	CellsPerTask int                `json:"cells_per_task"`
+	Iters        int                `json:"iters"`
+	Seconds      map[string]float64 `json:"seconds"` // best time per iteration, by contender
+	Median       map[string]float64 `json:"median"`  // median time per iteration, by contender
+	Ratio        map[string]float64 `json:"ratio"`   // orwl (or go) / contender
+	Checked      bool               `json:"checked"` // every checksum equals the sequential sweep's
+}
+
+func benchStencil(args []string) error {
+	if spec, ok := os.LookupEnv(stencilChildEnv); ok {
+		return stencilChild(spec)
+	}
+	fs := flag.NewFlagSet("stencil", flag.ContinueOnError)
+	sizeList := fs.String("sizes", "1000,10000,100000,1000000,4000000", "comma-separated cells per task")
+	procs := fs.Int("procs", 2, "processes (one task each) of the line, and of the default plane grids")
+	layoutList := fs.String("layouts", "", `comma-separated "line" and plane grids "PXxPY" (default: line, procs x 1, 1 x procs)`)
+	rounds := fs.Int("rounds", 3, "interleaved rounds; every contender's best is reported")
+	perRun := fs.Duration("time", 500*time.Millisecond, "about how long one run iterates")
+	cflags := fs.String("cflags", "-O2", "flags of mpicc for the C reference")
+	loops := fs.Bool("loops", true, "also time one task in one process, Go against C (the inner loop)")
+	withMPI := fs.Bool("mpi", true, "measure the C MPI reference when Open MPI's mpicc and mpirun are present")
+	out := fs.String("out", "results", "folder for stencil.txt and stencil.json")
+	asJSON := fs.Bool("json", false, "print one JSON object per row instead of the table")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	sizes, err := intList(*sizeList)
+	if err != nil {
+		return badFlags("-sizes: %w", err)
+	}
+	if *procs < 1 || *rounds < 1 || *perRun <= 0 {
+		return badFlags("-procs and -rounds must be at least 1, -time positive")
+	}
+	layouts, err := stencilLayouts(*layoutList, *procs)
+	if err != nil {
+		return err
+	}
+
+	var mpi *openMPI
+	var bin string
+	if *withMPI {
+		var cleanup func()
+		mpi, bin, cleanup = buildPeer("stencil", "the C MPI reference", "stencil", stencilSource, strings.Fields(*cflags)...)
+		defer cleanup()
+	}
+
+	rep := &report{asJSON: *asJSON}
+	fmt.Fprintf(&rep.table, "# go run ./bench stencil %s\n# %s, %d cores; per iteration, best of %d interleaved rounds; C: mpicc %s\n",
+		strings.Join(args, " "), cpuModel(), runtime.NumCPU(), *rounds, *cflags)
+	rep.line("%-5s %-6s %5s %10s %7s  %-56s  %s\n", "kind", "layout", "grid", "cells/task", "iters", "per iteration (best)", "ratios")
+	// The loop rows go with the first layout of each dimension.
+	loopOf := map[int]stencilLayout{}
+	for _, lay := range slices.Backward(layouts) {
+		loopOf[lay.Dim] = lay
+	}
+	var rows []stencilRow
+	for _, lay := range layouts {
+		for _, size := range sizes {
+			kinds := []string{"halo"}
+			if *loops && loopOf[lay.Dim] == lay {
+				kinds = append(kinds, "loop")
+			}
+			for _, kind := range kinds {
+				p := lay.sized(size, kind == "loop")
+				row, err := measureStencil(kind, p, *rounds, *perRun, mpi, bin)
+				if err != nil {
+					return err
+				}
+				rows = append(rows, row)
+				rep.row(row)
+				rep.line("%-5s %-6s %5s %10d %7d  %-56s  %s\n", row.Kind, row.Layout, row.Grid, row.CellsPerTask, row.Iters,
+					row.times(), row.ratios())
+			}
+		}
+	}
+	if err := writeTable(*out, "stencil", rows, rep.table.String()); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "wrote stencil.txt and stencil.json in %s\n", *out)
+	return nil
+}
+
+// stencilLayout is a layout of the job: a line over PX tasks, or a plane over PX × PY.
+type stencilLayout struct{ Dim, PX, PY int }
+
+// stencilLayouts reads -layouts.
+func stencilLayouts(list string, procs int) ([]stencilLayout, error) {
+	if list == "" {
+		list = fmt.Sprintf("line,%dx1,1x%d", procs, procs)
+		if procs == 1 {
+			list = "line,1x1"
+		}
+	}
+	var out []stencilLayout
+	for _, s := range splitList(list) {
+		if s == "line" {
+			out = append(out, stencilLayout{Dim: 1, PX: procs, PY: 1})
+			continue
+		}
+		var l stencilLayout
+		if n, err := fmt.Sscanf(s, "%dx%d", &l.PX, &l.PY); n != 2 || err != nil || l.PX < 1 || l.PY < 1 || fmt.Sprintf("%dx%d", l.PX, l.PY) != s {
+			return nil, badFlags(`-layouts: %q is neither "line" nor a grid PXxPY`, s)
+		}
+		l.Dim = 2
+		out = append(out, l)
+	}
+	if len(out) == 0 {
+		return nil, badFlags("-layouts: empty")
+	}
+	return out, nil
+}
+
+// sized returns the job of layout l with about cells cells per task (square blocks on a
+// plane), over one task when single.
+func (l stencilLayout) sized(cells int, single bool) jacobi.Params {
+	px, py := l.PX, l.PY
+	if single {
+		px, py = 1, 1
+	}
+	if l.Dim == 1 {
+		return jacobi.Params{Dim: 1, NX: cells * px, NY: 1, PX: px, PY: 1}
+	}
+	side := max(1, int(math.Round(math.Sqrt(float64(cells)))))
+	return jacobi.Params{Dim: 2, NX: side * px, NY: side * py, PX: px, PY: py}
+}
+
+// measureStencil runs the contenders of one row in interleaved rounds: orwl and MPI over
+// TCP and shared memory for a halo row, Go and C in one process for a loop row.
+func measureStencil(kind string, p jacobi.Params, rounds int, perRun time.Duration, mpi *openMPI, bin string) (stencilRow, error) {
+	// About perRun per run: an iteration costs its cells, and at least a message each way.
+	cells := p.NX * p.NY / p.Tasks()
+	p.Iters = max(20, int(perRun.Seconds()/(float64(cells)*2e-9+40e-6)))
+	row := stencilRow{Kind: kind, Layout: "line", Grid: fmt.Sprintf("%dx%d", p.PX, p.PY), CellsPerTask: cells, Iters: p.Iters,
+		Seconds: map[string]float64{}, Median: map[string]float64{}, Ratio: map[string]float64{}}
+	if p.Dim == 2 {
+		row.Layout = "plane"
+	}
+	want := fmt.Sprintf("%016x", jacobi.Checksum(jacobi.Sequential(p)))
+	args := []string{strconv.Itoa(p.Dim), strconv.Itoa(p.NX), strconv.Itoa(p.NY), strconv.Itoa(p.PX), strconv.Itoa(p.PY), strconv.Itoa(p.Iters)}
+	type contender struct {
+		name string
+		run  func() (stencilRun, error)
+	}
+	mpiRun := func(btl string) func() (stencilRun, error) {
+		return func() (stencilRun, error) { return runMPIStencil(mpi, bin, btl, p.Tasks(), args) }
+	}
+	var cs []contender
+	if kind == "halo" {
+		cs = append(cs, contender{"orwl", func() (stencilRun, error) {
+			var r stencilRun
+			return r, launchSelf(p.Tasks(), []string{"stencil"}, stencilChildEnv, p, &r)
+		}})
+		if mpi != nil {
+			cs = append(cs, contender{"mpi-tcp", mpiRun("tcp")}, contender{"mpi-shm", mpiRun(mpi.shm)})
+		}
+	} else {
+		cs = append(cs, contender{"go", func() (stencilRun, error) {
+			r, err := runJacobi(p) // one process: it runs task 0
+			if r == nil {
+				return stencilRun{}, err
+			}
+			return *r, err
+		}})
+		if mpi != nil {
+			cs = append(cs, contender{"c", mpiRun(mpi.shm)})
+		}
+	}
+	times := map[string][]float64{}
+	row.Checked = true
+	for r := range rounds {
+		for _, c := range cs {
+			res, err := c.run()
+			if err != nil {
+				return row, fmt.Errorf("%s %s %s, %d cells per task: %w", c.name, row.Layout, row.Grid, cells, err)
+			}
+			if res.Checksum != want {
+				fmt.Fprintf(os.Stderr, "stencil: %s %s %s %d cells per task: checksum %s, the sequential sweep's %s\n",
+					c.name, row.Layout, row.Grid, cells, res.Checksum, want)
+				row.Checked = false
+			}
+			times[c.name] = append(times[c.name], res.PerIteration)
+			fmt.Fprintf(os.Stderr, "stencil: %s %s %s %d cells per task, round %d: %s per iteration\n",
+				c.name, row.Layout, row.Grid, cells, r+1, seconds(res.PerIteration))
+		}
+	}
+	for name, ts := range times {
+		slices.Sort(ts)
+		row.Seconds[name], row.Median[name] = ts[0], ts[len(ts)/2]
+	}
+	for _, c := range cs[1:] {
+		row.Ratio[cs[0].name+"/"+c.name] = row.Seconds[cs[0].name] / row.Seconds[c.name]
+	}
+	return row, nil
+}
+
+// runJacobi runs p through package jacobi and reports like the other contenders, in the
+// process of task 0 (nil in the others).
+func runJacobi(p jacobi.Params) (*stencilRun, error) {
+	res, err := jacobi.Run(context.Background(), p)
+	if err != nil || res == nil {
+		return nil, err
+	}
+	return &stencilRun{PerIteration: res.PerIteration().Seconds(), Checksum: fmt.Sprintf("%016x", jacobi.Checksum(res.Cells))}, nil
+}
+
+// runMPIStencil runs the C reference with args over the BTL btl.
+func runMPIStencil(mpi *openMPI, bin, btl string, procs int, args []string) (stencilRun, error) {
+	var r stencilRun
+	out, err := mpi.launch(procs, btl, nil, bin, args...)
+	if err != nil {
+		return r, err
+	}
+	v, err := field(out, "per-iteration")
+	if err == nil {
+		r.PerIteration, err = strconv.ParseFloat(v, 64)
+	}
+	if err == nil {
+		r.Checksum, err = field(out, "checksum")
+	}
+	return r, err
+}
+
+// stencilChild is one process of an orwl row (spec: jacobi.Params in JSON); the process of
+// task 0 prints its stencilRun as JSON.
+func stencilChild(spec string) error {
+	var p jacobi.Params
+	if err := json.Unmarshal([]byte(spec), &p); err != nil {
+		return fmt.Errorf("bad %s %q: %w", stencilChildEnv, spec, err)
+	}
+	r, err := runJacobi(p)
+	if r != nil {
+		printJSON(r)
+	}
+	return err
+}
+
+// times formats the row's best times per iteration, by contender.
+func (r stencilRow) times() string {
+	var parts []string
+	for _, name := range []string{"orwl", "mpi-tcp", "mpi-shm", "go", "c"} {
+		if s, ok := r.Seconds[name]; ok {
+			parts = append(parts, name+" "+seconds(s))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ratios formats the row's ratios, and a failed check.
+func (r stencilRow) ratios() string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(r.Ratio)) {
+		parts = append(parts, fmt.Sprintf("%s %.2f", name, r.Ratio[name]))
+	}
+	if !r.Checked {
+		parts = append(parts, "CHECKSUMS DIFFER")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// seconds formats a time in seconds with a unit that suits it.
+func seconds(s float64) string { return nanos(s * 1e9) }
