@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orwl-go/orwl/internal/netemu"
 	"github.com/orwl-go/orwl/internal/jobenv"
+	"github.com/orwl-go/orwl/internal/netemu"
 	"github.com/orwl-go/orwl/orwl"
 )
 
