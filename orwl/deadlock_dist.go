@@ -109,11 +109,11 @@ func (j *job) servedRecords() []servedRecord {
 		var holders []int
 		l.fifo.Holders(func(h *fifo.Request) { holders = append(holders, h.Tag.(queued).task()) })
 		l.fifo.Each(func(r *fifo.Request) {
-			s, ok := r.Tag.(*served)
+			from, id, ok := r.Tag.(queued).remote()
 			if !ok || r.State() == fifo.Cancelled {
 				return
 			}
-			rec := servedRecord{From: s.from, Ticket: s.id, Granted: r.State() == fifo.Granted}
+			rec := servedRecord{From: from, Ticket: id, Granted: r.State() == fifo.Granted}
 			if !rec.Granted {
 				rec.Holders = holders
 			}

@@ -65,6 +65,9 @@ type queued interface {
 	failed(err error)
 	// task is the task whose handle made the request.
 	task() int
+	// remote says which process and ticket a request served for another process is (ok
+	// false for a local ticket).
+	remote() (from int, ticket uint64, ok bool)
 }
 
 // deliver hands every request of granted its grant.
@@ -194,10 +197,11 @@ func (t *localTicket) Cancel() {
 
 // granted wakes the waiter. A latch cancelled meanwhile refuses the grant; its canceller
 // gives it back through location.cancel.
-func (t *localTicket) granted()         { t.latch.Grant() }
-func (t *localTicket) failed(err error) { t.latch.Fail(err) }
-func (t *localTicket) task() int        { return t.h.Spec().Task }
-func (t *localTicket) where() uint32    { return t.loc.index }
+func (t *localTicket) granted()                    { t.latch.Grant() }
+func (t *localTicket) failed(err error)            { t.latch.Fail(err) }
+func (t *localTicket) task() int                   { return t.h.Spec().Task }
+func (t *localTicket) remote() (int, uint64, bool) { return 0, 0, false }
+func (t *localTicket) where() uint32               { return t.loc.index }
 
 func (t *localTicket) describeWait(w *waitRecord) bool {
 	w.Loc = int(t.loc.index)

@@ -246,8 +246,9 @@ func (s *served) granted() {
 }
 
 // failed does nothing: the requester learns of the job's failure itself.
-func (s *served) failed(error) {}
-func (s *served) task() int    { return s.taskID }
+func (s *served) failed(error)                {}
+func (s *served) task() int                   { return s.taskID }
+func (s *served) remote() (int, uint64, bool) { return s.from, s.id, true }
 
 // servedAt returns the entry of from's ticket id, making it on first use.
 func (n *node) servedAt(from int, id uint64) (*served, error) {
