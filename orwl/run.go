@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"runtime/debug"
@@ -36,9 +37,13 @@ type Config struct {
 	Logger *slog.Logger
 	// Trace, when not empty, records every request, grant, wait, section, release and
 	// transfer of the job, and rank 0 writes them to this file as Chrome trace event JSON
-	// (open it in Perfetto, or draw it with cmd/orwltrace) and prints a summary on stderr.
-	// Empty means the ORWL_TRACE environment variable, if set.
+	// (open it in Perfetto, or draw it with cmd/orwltrace) and reports a summary of where
+	// the time went (see TraceSummary). Empty means the ORWL_TRACE environment variable,
+	// if set.
 	Trace string
+	// TraceSummary receives the summary of a traced job, on rank 0. Nil means the Logger,
+	// as one Info record.
+	TraceSummary io.Writer
 	// PeerTimeout is how long a process of the job may send nothing before the others take
 	// it for lost (0: ORWL_PEER_TIMEOUT, else 3s). A process that is sending, even one long
 	// transfer, is alive, and a process that finds it was paused itself (stopped,
@@ -146,6 +151,7 @@ type job struct {
 	startTimeout time.Duration
 	rec          *trace.Recorder // nil when tracing is off
 	traceFile    string
+	summary      io.Writer // Config.TraceSummary
 	mesh         *transport.Mesh
 	node         *node
 
@@ -191,6 +197,7 @@ func newJob(cfg Config) (*job, error) {
 	if j.startTimeout, err = duration(cfg.StartTimeout, envStartTimeout); err != nil {
 		return nil, err
 	}
+	j.summary = cfg.TraceSummary
 	if j.traceFile = cfg.Trace; j.traceFile == "" {
 		j.traceFile = os.Getenv("ORWL_TRACE")
 	}

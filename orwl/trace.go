@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/orwl-go/orwl/handle"
@@ -68,7 +69,8 @@ func (n *node) sendTracePart() {
 	}
 }
 
-// writeTrace merges the parts of every process into the trace file and prints the summary.
+// writeTrace merges the parts of every process into the trace file and reports the summary
+// (Config.TraceSummary).
 func (j *job) writeTrace() error {
 	var t *trace.Trace
 	if j.node == nil {
@@ -98,5 +100,13 @@ func (j *job) writeTrace() error {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("orwl: trace %s: %w", j.traceFile, err)
 	}
-	return trace.Summarize(os.Stderr, t)
+	if j.summary != nil {
+		return trace.Summarize(j.summary, t)
+	}
+	var b strings.Builder
+	if err := trace.Summarize(&b, t); err != nil {
+		return err
+	}
+	j.log.Info("orwl: trace summary", "file", j.traceFile, "summary", b.String())
+	return nil
 }

@@ -9,46 +9,48 @@ import (
 	"time"
 )
 
-// interval is a span of a task row, in ns.
-type interval struct {
-	ts, end int64
-	loc     Loc
-	mode    string
-	bytes   int64
+// Interval is one span of a task's row, in ns of the trace's clock.
+type Interval struct {
+	Ts, End int64
+	Loc     Loc    // the location it concerns
+	Mode    string // "read" or "write", for sections and waits
+	Bytes   int64  // bytes moved, for transfers
 }
 
-// row is everything drawn or summed for one task.
-type row struct {
+// Row is everything a trace says of one task: its sections, its acquire waits and its data
+// transfers.
+type Row struct {
 	TaskInfo
-	name      string
-	sort      int
-	sections  []interval
-	waits     []interval
-	transfers []interval
-	first     int64
-	last      int64
-	seen      bool
+	Name        string // the task's track name
+	Sort        int    // its place among the tasks of its process
+	Sections    []Interval
+	Waits       []Interval
+	Transfers   []Interval
+	First, Last int64 // its first and last event
+	seen        bool
 }
 
-// model is the per-task view of a trace shared by the SVG and the summary.
-type model struct {
-	rows     []*row
-	procName map[int]string
-	procSort map[int]int
-	barriers map[int][]interval // by rank
-	t0, t1   int64
-	locNames []string // distinct location names of sections, sorted
-	nprocs   int
+// Timeline is the per-task view of a trace that the summary, and charts such as package
+// gantt's, are made from.
+type Timeline struct {
+	Rows     []*Row             // ordered by process, then task
+	ProcName map[int]string     // by rank
+	ProcSort map[int]int        // by rank
+	Barriers map[int][]Interval // by rank; Loc.Name is the barrier's name
+	T0, T1   int64              // the first and last instants of the trace
+	LocNames []string           // distinct location names of sections, sorted
+	Procs    int                // processes with at least one task
 }
 
-func buildModel(t *Trace) *model {
-	m := &model{procName: map[int]string{}, procSort: map[int]int{}, barriers: map[int][]interval{}}
+// NewTimeline sorts the events of t into rows, one per task.
+func NewTimeline(t *Trace) *Timeline {
+	m := &Timeline{ProcName: map[int]string{}, ProcSort: map[int]int{}, Barriers: map[int][]Interval{}}
 	type key struct{ pid, task int }
-	rows := map[key]*row{}
-	get := func(pid, task int) *row {
+	rows := map[key]*Row{}
+	get := func(pid, task int) *Row {
 		r := rows[key{pid, task}]
 		if r == nil {
-			r = &row{TaskInfo: TaskInfo{Task: task, Rank: pid}, name: fmt.Sprintf("task %d", task), sort: 2 * task}
+			r = &Row{TaskInfo: TaskInfo{Task: task, Rank: pid}, Name: fmt.Sprintf("task %d", task), Sort: 2 * task}
 			rows[key{pid, task}] = r
 		}
 		return r
@@ -60,36 +62,36 @@ func buildModel(t *Trace) *model {
 		if e.Ph == 'M' {
 			switch e.Name {
 			case "process_name":
-				m.procName[e.Pid] = e.Args.Name
+				m.ProcName[e.Pid] = e.Args.Name
 			case "process_sort_index":
-				m.procSort[e.Pid] = e.Args.SortIndex
+				m.ProcSort[e.Pid] = e.Args.SortIndex
 			case "thread_name":
 				if e.Tid >= 0 && e.Tid < TransferTidBase {
-					get(e.Pid, e.Tid).name = e.Args.Name
+					get(e.Pid, e.Tid).Name = e.Args.Name
 				}
 			case "thread_sort_index":
 				if e.Tid >= 0 && e.Tid < TransferTidBase {
-					get(e.Pid, e.Tid).sort = e.Args.SortIndex
+					get(e.Pid, e.Tid).Sort = e.Args.SortIndex
 				}
 			}
 			continue
 		}
-		if first || e.Ts < m.t0 {
-			m.t0 = e.Ts
+		if first || e.Ts < m.T0 {
+			m.T0 = e.Ts
 		}
-		if first || e.End() > m.t1 {
-			m.t1 = e.End()
+		if first || e.End() > m.T1 {
+			m.T1 = e.End()
 		}
 		first = false
-		iv := interval{ts: e.Ts, end: e.End(), loc: e.Args.Location(), mode: e.Args.Mode, bytes: e.Args.Bytes}
+		iv := Interval{Ts: e.Ts, End: e.End(), Loc: e.Args.Location(), Mode: e.Args.Mode, Bytes: e.Args.Bytes}
 		switch {
 		case e.Tid >= 0 && e.Tid < TransferTidBase:
 			r := get(e.Pid, e.Tid)
-			if !r.seen || e.Ts < r.first {
-				r.first = e.Ts
+			if !r.seen || e.Ts < r.First {
+				r.First = e.Ts
 			}
-			if !r.seen || e.End() > r.last {
-				r.last = e.End()
+			if !r.seen || e.End() > r.Last {
+				r.Last = e.End()
 			}
 			r.seen = true
 			if e.Ph != 'X' {
@@ -97,67 +99,68 @@ func buildModel(t *Trace) *model {
 			}
 			switch e.Cat {
 			case "section":
-				r.sections = append(r.sections, iv)
-				locs[iv.loc.Name] = true
+				r.Sections = append(r.Sections, iv)
+				locs[iv.Loc.Name] = true
 			case "wait":
-				r.waits = append(r.waits, iv)
+				r.Waits = append(r.Waits, iv)
 			}
 		case e.Tid >= TransferTidBase && e.Tid < FIFOTidBase:
 			if e.Ph == 'X' && e.Cat == "transfer" {
 				r := get(e.Pid, (e.Tid-TransferTidBase)/Lanes)
-				r.transfers = append(r.transfers, iv)
+				r.Transfers = append(r.Transfers, iv)
 			}
 		case e.Tid >= ProcessTidBase:
 			if e.Ph == 'X' && e.Cat == "barrier" {
-				iv.loc.Name = e.Name
-				m.barriers[e.Pid] = append(m.barriers[e.Pid], iv)
+				iv.Loc.Name = e.Name
+				m.Barriers[e.Pid] = append(m.Barriers[e.Pid], iv)
 			}
 		}
 	}
 	procs := map[int]bool{}
 	for _, r := range rows {
-		m.rows = append(m.rows, r)
+		m.Rows = append(m.Rows, r)
 		procs[r.Rank] = true
-		if _, ok := m.procSort[r.Rank]; !ok {
-			m.procSort[r.Rank] = r.Rank // default: by rank
+		if _, ok := m.ProcSort[r.Rank]; !ok {
+			m.ProcSort[r.Rank] = r.Rank // default: by rank
 		}
 	}
-	m.nprocs = len(procs)
-	sort.Slice(m.rows, func(i, j int) bool {
-		a, b := m.rows[i], m.rows[j]
-		if pa, pb := m.procSort[a.Rank], m.procSort[b.Rank]; pa != pb {
+	m.Procs = len(procs)
+	sort.Slice(m.Rows, func(i, j int) bool {
+		a, b := m.Rows[i], m.Rows[j]
+		if pa, pb := m.ProcSort[a.Rank], m.ProcSort[b.Rank]; pa != pb {
 			return pa < pb
 		}
 		if a.Rank != b.Rank {
 			return a.Rank < b.Rank
 		}
-		if a.sort != b.sort {
-			return a.sort < b.sort
+		if a.Sort != b.Sort {
+			return a.Sort < b.Sort
 		}
 		return a.Task < b.Task
 	})
 	for n := range locs {
-		m.locNames = append(m.locNames, n)
+		m.LocNames = append(m.LocNames, n)
 	}
-	sort.Strings(m.locNames)
+	sort.Strings(m.LocNames)
 	return m
 }
 
-func (m *model) processName(pid int) string {
-	if n, ok := m.procName[pid]; ok && n != "" {
+// ProcessName is the name of process pid in the trace, or "rank pid".
+func (m *Timeline) ProcessName(pid int) string {
+	if n, ok := m.ProcName[pid]; ok && n != "" {
 		return n
 	}
 	return fmt.Sprintf("rank %d", pid)
 }
 
 // union returns the merged, sorted intervals of ivs.
-func union(ivs []interval) [][2]int64 {
+func union(ivs []Interval) [][2]int64 {
 	if len(ivs) == 0 {
 		return nil
 	}
 	s := make([][2]int64, len(ivs))
 	for i, iv := range ivs {
-		s[i] = [2]int64{iv.ts, iv.end}
+		s[i] = [2]int64{iv.Ts, iv.End}
 	}
 	sort.Slice(s, func(i, j int) bool { return s[i][0] < s[j][0] })
 	out := s[:1]
@@ -230,33 +233,33 @@ type Summary struct {
 
 // ComputeSummary computes the per-task times of a trace (see [Summary]).
 func ComputeSummary(t *Trace) *Summary {
-	m := buildModel(t)
-	s := &Summary{Duration: time.Duration(m.t1 - m.t0), Processes: m.nprocs, Dropped: t.Dropped}
+	m := NewTimeline(t)
+	s := &Summary{Duration: time.Duration(m.T1 - m.T0), Processes: m.Procs, Dropped: t.Dropped}
 	type lw struct {
 		n   int
 		tot int64
 	}
 	byLoc := map[Loc]*lw{}
-	for _, r := range m.rows {
-		sec, wt, xf := union(r.sections), union(r.waits), union(r.transfers)
+	for _, r := range m.Rows {
+		sec, wt, xf := union(r.Sections), union(r.Waits), union(r.Transfers)
 		ts := TaskSummary{
 			TaskInfo: r.TaskInfo,
-			Span:     time.Duration(r.last - r.first),
+			Span:     time.Duration(r.Last - r.First),
 			Compute:  time.Duration(length(sec) - intersect(sec, wt)),
 			Wait:     time.Duration(length(wt)),
 			Transfer: time.Duration(length(xf)),
 		}
-		for _, x := range r.transfers {
-			ts.Bytes += x.bytes
+		for _, x := range r.Transfers {
+			ts.Bytes += x.Bytes
 		}
 		mine := map[Loc]int64{}
-		for _, w := range r.waits {
-			d := w.end - w.ts
-			mine[w.loc] += d
-			l := byLoc[w.loc]
+		for _, w := range r.Waits {
+			d := w.End - w.Ts
+			mine[w.Loc] += d
+			l := byLoc[w.Loc]
 			if l == nil {
 				l = &lw{}
-				byLoc[w.loc] = l
+				byLoc[w.Loc] = l
 			}
 			l.n++
 			l.tot += d
@@ -304,7 +307,7 @@ func Summarize(w io.Writer, t *Trace) error {
 // Write writes the summary as text (see [Summarize]).
 func (s *Summary) Write(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "trace: %d tasks in %d processes, %s\n", len(s.Tasks), s.Processes, fmtDur(s.Duration))
+	fmt.Fprintf(&b, "trace: %d tasks in %d processes, %s\n", len(s.Tasks), s.Processes, FormatDuration(s.Duration))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "task\trank\tcompute\t\twait\t\ttransfer\t\tbytes\tmost waited on\t")
 	for _, ts := range s.Tasks {
@@ -313,15 +316,15 @@ func (s *Summary) Write(w io.Writer) error {
 			most = ts.MostWaited.String()
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", ts.Task, ts.Rank,
-			fmtDur(ts.Compute), pct(ts.Compute, ts.Span), fmtDur(ts.Wait), pct(ts.Wait, ts.Span),
-			fmtDur(ts.Transfer), pct(ts.Transfer, ts.Span), fmtBytes(ts.Bytes), most)
+			FormatDuration(ts.Compute), pct(ts.Compute, ts.Span), FormatDuration(ts.Wait), pct(ts.Wait, ts.Span),
+			FormatDuration(ts.Transfer), pct(ts.Transfer, ts.Span), FormatBytes(ts.Bytes), most)
 	}
 	tw.Flush()
 	if len(s.Locations) > 0 {
-		fmt.Fprintf(&b, "locations waited on most (of %s waiting in all):\n", fmtDur(s.TotalWait))
+		fmt.Fprintf(&b, "locations waited on most (of %s waiting in all):\n", FormatDuration(s.TotalWait))
 		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 		for _, l := range s.Locations {
-			fmt.Fprintf(tw, "  %s\t%d waits\t%s\t%s\t\n", l.Loc, l.Waits, fmtDur(l.Total), pct(l.Total, s.TotalWait))
+			fmt.Fprintf(tw, "  %s\t%d waits\t%s\t%s\t\n", l.Loc, l.Waits, FormatDuration(l.Total), pct(l.Total, s.TotalWait))
 		}
 		tw.Flush()
 	}
@@ -350,8 +353,8 @@ func num(v float64) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
-// fmtDur prints a duration with about 3 significant digits.
-func fmtDur(d time.Duration) string {
+// FormatDuration prints a duration with about 3 significant digits, as the summary does.
+func FormatDuration(d time.Duration) string {
 	v := float64(d)
 	switch {
 	case d == 0:
@@ -366,7 +369,8 @@ func fmtDur(d time.Duration) string {
 	return num(v/1e9) + "s"
 }
 
-func fmtBytes(n int64) string {
+// FormatBytes prints a byte count with about 3 significant digits, as the summary does.
+func FormatBytes(n int64) string {
 	v := float64(n)
 	switch {
 	case n < 1<<10:

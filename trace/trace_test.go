@@ -3,10 +3,9 @@ package trace
 import (
 	"bytes"
 	"encoding/json"
-	"encoding/xml"
 	"flag"
-	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -289,11 +288,6 @@ func TestJSONStringEscaping(t *testing.T) {
 	if !found {
 		t.Error("section name did not round trip")
 	}
-	var svg bytes.Buffer
-	if err := RenderSVG(&svg, back, nil); err != nil {
-		t.Fatal(err)
-	}
-	checkXML(t, svg.Bytes())
 }
 
 func TestSummary(t *testing.T) {
@@ -327,123 +321,6 @@ func TestSummary(t *testing.T) {
 			t.Errorf("summary text lacks %q:\n%s", want, out.String())
 		}
 	}
-}
-
-func TestSVGSyntheticTrace(t *testing.T) {
-	job := synthJob{procs: 2, tasks: 8, iters: 10, work: 2000}
-	tr, err := Merge(parts(job.run(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := RenderSVG(&buf, tr, &SVGOptions{Title: "synthetic"}); err != nil {
-		t.Fatal(err)
-	}
-	rows := checkXML(t, buf.Bytes())
-	if len(rows) != job.tasks {
-		t.Fatalf("%d task rows, want %d", len(rows), job.tasks)
-	}
-	for i, task := range rows {
-		if task != itoa(i) {
-			t.Errorf("row %d is task %s", i, task)
-		}
-	}
-	for _, want := range []string{"section on block", "section on bound", "acquire wait", "transfer", "schedule barrier", "rank 1", " ms<", "synthetic"} {
-		if !bytes.Contains(buf.Bytes(), []byte(want)) {
-			t.Errorf("SVG lacks %q", want)
-		}
-	}
-}
-
-func TestSVGCapsElements(t *testing.T) {
-	// 64 tasks, 2000 tiny sections each, alternating locations.
-	r := New(0)
-	for task := 0; task < 64; task++ {
-		tr := r.TaskTrack(task)
-		for i := 0; i < 2000; i++ {
-			name := "block"
-			if i%2 == 1 {
-				name = "bound"
-			}
-			tr.add(rec{kind: kSection, ts: int64(i) * 200, dur: 120}, name)
-			if i%10 == 0 {
-				tr.add(rec{kind: kWait, ts: int64(i)*200 + 120, dur: 60}, name)
-			}
-		}
-	}
-	var buf bytes.Buffer
-	if err := RenderSVG(&buf, r.Trace(), &SVGOptions{MaxElements: 3000}); err != nil {
-		t.Fatal(err)
-	}
-	rows := checkXML(t, buf.Bytes())
-	if len(rows) != 64 {
-		t.Fatalf("%d rows", len(rows))
-	}
-	if n := bytes.Count(buf.Bytes(), []byte("<rect")); n > 3000+200 {
-		t.Errorf("%d rects, want about 3000 at most", n)
-	}
-	if buf.Len() > 2<<20 {
-		t.Errorf("SVG is %d bytes", buf.Len())
-	}
-}
-
-func TestSVGEmptyTrace(t *testing.T) {
-	var buf bytes.Buffer
-	if err := RenderSVG(&buf, &Trace{}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if rows := checkXML(t, buf.Bytes()); len(rows) != 0 {
-		t.Errorf("%d rows", len(rows))
-	}
-}
-
-func itoa(i int) string {
-	b, _ := json.Marshal(i)
-	return string(b)
-}
-
-// checkXML decodes the whole document and returns the data-task attribute of
-// every <g class="task"> in document order.
-func checkXML(t *testing.T, doc []byte) []string {
-	t.Helper()
-	d := xml.NewDecoder(bytes.NewReader(doc))
-	var rows []string
-	sawSVG := false
-	for {
-		tok, err := d.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("SVG is not well-formed XML: %v", err)
-		}
-		se, ok := tok.(xml.StartElement)
-		if !ok {
-			continue
-		}
-		if se.Name.Local == "svg" {
-			sawSVG = true
-		}
-		if se.Name.Local != "g" {
-			continue
-		}
-		var class, task string
-		for _, a := range se.Attr {
-			switch a.Name.Local {
-			case "class":
-				class = a.Value
-			case "data-task":
-				task = a.Value
-			}
-		}
-		if class == "task" {
-			rows = append(rows, task)
-		}
-	}
-	if !sawSVG {
-		t.Fatal("no <svg> element")
-	}
-	return rows
 }
 
 // TestWriteLargeSample writes a 64-task, 4-process trace for looking at:
@@ -522,7 +399,7 @@ func TestSnapshotWhileRecording(t *testing.T) {
 					return
 				default:
 				}
-				l := Loc{Task: (task + 1) % 4, Name: "n" + itoa(i%20)} // new names while snapshotting
+				l := Loc{Task: (task + 1) % 4, Name: "n" + strconv.Itoa(i%20)} // new names while snapshotting
 				tr.Request(l, Read, i)
 				s := tr.BeginSection(l, Read)
 				s.End()

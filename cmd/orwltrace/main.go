@@ -33,6 +33,7 @@ import (
 	"strings"
 
 	"github.com/orwl-go/orwl/trace"
+	"github.com/orwl-go/orwl/trace/gantt"
 )
 
 func main() {
@@ -103,11 +104,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		svgPath = strings.TrimSuffix(files[0], filepath.Ext(files[0])) + ".svg"
 	}
 	if svgPath != "" {
-		opts := &trace.SVGOptions{Width: *width, Title: *title}
+		opts := &gantt.Options{Width: *width, Title: *title}
 		if opts.Title == "" {
 			opts.Title = "ORWL trace: " + filepath.Base(files[0])
 		}
-		if err := writeFile(svgPath, func(w io.Writer) error { return trace.RenderSVG(w, t, opts) }); err != nil {
+		if err := writeFile(svgPath, func(w io.Writer) error { return gantt.Render(w, t, opts) }); err != nil {
 			return err
 		}
 		if !*summary {

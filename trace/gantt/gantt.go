@@ -1,10 +1,17 @@
-package trace
+// Package gantt draws an ORWL trace (package trace) as an SVG Gantt chart that a person can
+// open in any browser: one row per task, grouped by process, sections coloured by location,
+// acquire waits hatched, transfers under the rows, barriers shaded, and a time axis.
+//
+// It is the viewing side of tracing, apart from the recording in package trace so that
+// programs that only record do not depend on it. It reads traces; it must not record.
+package gantt
 
 import (
 	"bufio"
 	"cmp"
 	"encoding/xml"
 	"fmt"
+	"github.com/orwl-go/orwl/trace"
 	"hash/fnv"
 	"io"
 	"math"
@@ -15,8 +22,8 @@ import (
 	"time"
 )
 
-// SVGOptions tune [RenderSVG]. The zero value (or nil) gives the defaults.
-type SVGOptions struct {
+// Options tune [Render]. The zero value (or nil) gives the defaults.
+type Options struct {
 	Width       int    // picture width in pixels; default 1600
 	RowHeight   int    // height of one task row in pixels; default adapts to the number of tasks (26 down to 10)
 	Title       string // default "ORWL trace"
@@ -43,14 +50,14 @@ func locColor(i int, name string) string {
 	return fmt.Sprintf("hsl(%d,55%%,55%%)", h.Sum32()%360)
 }
 
-// RenderSVG draws the trace as a Gantt chart: one row per task, grouped by
+// Render draws the trace as a Gantt chart: one row per task, grouped by
 // process; sections coloured by location (with a legend), acquire waits
 // hatched grey on top of them, transfers as thin dark bars under the row, the
 // schedule barrier as a shaded band, and a time axis. Spans shorter than a
 // pixel are merged with their neighbours so that long runs stay small (see
-// SVGOptions.MaxElements). The output is a standalone SVG document.
-func RenderSVG(w io.Writer, t *Trace, opts *SVGOptions) error {
-	var o SVGOptions
+// Options.MaxElements). The output is a standalone SVG document.
+func Render(w io.Writer, t *trace.Trace, opts *Options) error {
+	var o Options
 	if opts != nil {
 		o = *opts
 	}
@@ -63,7 +70,7 @@ func RenderSVG(w io.Writer, t *Trace, opts *SVGOptions) error {
 	if o.MaxElements <= 0 {
 		o.MaxElements = 20000
 	}
-	m := buildModel(t)
+	m := trace.NewTimeline(t)
 	c := &chart{m: m, o: o}
 	c.layout()
 	bw := bufio.NewWriterSize(w, 64<<10)
@@ -73,8 +80,8 @@ func RenderSVG(w io.Writer, t *Trace, opts *SVGOptions) error {
 }
 
 type chart struct {
-	m *model
-	o SVGOptions
+	m *trace.Timeline
+	o Options
 	w *bufio.Writer
 
 	width, height  float64
@@ -89,7 +96,7 @@ type chart struct {
 	groupY         map[int]float64 // rank -> header y
 	groupEnd       map[int]float64
 	legend         []legendItem
-	locFill        []string // colour of each of m.locNames
+	locFill        []string // colour of each of m.LocNames
 	bars           [][]bar  // per row
 	titles         bool
 	mergedSpans    int
@@ -114,12 +121,12 @@ func (c *chart) layout() {
 	m := c.m
 	c.width = float64(c.o.Width)
 	c.left, c.right = 150, c.width-24
-	c.t0, c.t1 = m.t0, m.t1
+	c.t0, c.t1 = m.T0, m.T1
 	if c.t1 <= c.t0 {
 		c.t1 = c.t0 + 1
 	}
 	c.scale = (c.right - c.left) / float64(c.t1-c.t0)
-	n := len(m.rows)
+	n := len(m.Rows)
 	c.rowH = float64(c.o.RowHeight)
 	if c.rowH <= 0 {
 		c.rowH = 26
@@ -133,7 +140,7 @@ func (c *chart) layout() {
 	y := c.top
 	c.groupY, c.groupEnd = map[int]float64{}, map[int]float64{}
 	last := math.MinInt
-	for _, r := range m.rows {
+	for _, r := range m.Rows {
 		if r.Rank != last {
 			if last != math.MinInt {
 				c.groupEnd[last] = y
@@ -152,14 +159,14 @@ func (c *chart) layout() {
 	if n == 0 {
 		y += 40
 	}
-	c.locFill = make([]string, len(m.locNames))
-	for i, name := range m.locNames {
+	c.locFill = make([]string, len(m.LocNames))
+	for i, name := range m.LocNames {
 		c.locFill[i] = locColor(i, name)
 		c.legend = append(c.legend, legendItem{c.locFill[i], "section on " + name})
 	}
 	c.legend = append(c.legend, legendItem{waitFill, "acquire wait"})
 	c.legend = append(c.legend, legendItem{transferFill, "transfer"})
-	if len(m.barriers) > 0 {
+	if len(m.Barriers) > 0 {
 		c.legend = append(c.legend, legendItem{barrierFill, "schedule barrier"})
 	}
 	// Legend: items flow left to right, wrapping.
@@ -186,9 +193,9 @@ func (c *chart) layout() {
 // doubles until the bars fit in MaxElements.
 func (c *chart) buildBars() {
 	type lines struct{ outer, inner, xfer []seg }
-	tls := make([]lines, len(c.m.rows))
+	tls := make([]lines, len(c.m.Rows))
 	spans := 0
-	for i, r := range c.m.rows {
+	for i, r := range c.m.Rows {
 		outer, inner, n := c.timelines(r)
 		tls[i] = lines{outer, inner, c.transferTimeline(r)}
 		spans += n
@@ -221,13 +228,13 @@ func (c *chart) x(ts int64) float64 { return c.left + float64(ts-c.t0)*c.scale }
 type seg struct {
 	a, b int64
 	st   int
-	src  *interval // the span that gave the state, for tooltips
+	src  *trace.Interval // the span that gave the state, for tooltips
 	kind string
 }
 
 // state of a location name.
 func (c *chart) locState(name string) int {
-	i := sort.SearchStrings(c.m.locNames, name)
+	i := sort.SearchStrings(c.m.LocNames, name)
 	return 2 + i
 }
 
@@ -243,23 +250,23 @@ func (c *chart) stateFill(layer, st int) string {
 
 // timelines sweeps a row's sections and waits. It returns the outer and
 // inner timelines and the number of spans.
-func (c *chart) timelines(r *row) (outer, inner []seg, n int) {
+func (c *chart) timelines(r *trace.Row) (outer, inner []seg, n int) {
 	type edge struct {
 		t     int64
 		start bool
-		iv    *interval
+		iv    *trace.Interval
 		wait  bool
 	}
 	var edges []edge
-	for i := range r.sections {
-		iv := &r.sections[i]
-		edges = append(edges, edge{iv.ts, true, iv, false}, edge{iv.end, false, iv, false})
+	for i := range r.Sections {
+		iv := &r.Sections[i]
+		edges = append(edges, edge{iv.Ts, true, iv, false}, edge{iv.End, false, iv, false})
 	}
-	for i := range r.waits {
-		iv := &r.waits[i]
-		edges = append(edges, edge{iv.ts, true, iv, true}, edge{iv.end, false, iv, true})
+	for i := range r.Waits {
+		iv := &r.Waits[i]
+		edges = append(edges, edge{iv.Ts, true, iv, true}, edge{iv.End, false, iv, true})
 	}
-	n = len(r.sections) + len(r.waits)
+	n = len(r.Sections) + len(r.Waits)
 	slices.SortStableFunc(edges, func(a, b edge) int {
 		if a.t != b.t {
 			return cmp.Compare(a.t, b.t)
@@ -272,8 +279,8 @@ func (c *chart) timelines(r *row) (outer, inner []seg, n int) {
 		}
 		return 0
 	})
-	var secs, waits []*interval // active, in start order
-	remove := func(l []*interval, iv *interval) []*interval {
+	var secs, waits []*trace.Interval // active, in start order
+	remove := func(l []*trace.Interval, iv *trace.Interval) []*trace.Interval {
 		for i, x := range l {
 			if x == iv {
 				return append(l[:i], l[i+1:]...)
@@ -299,10 +306,10 @@ func (c *chart) timelines(r *row) (outer, inner []seg, n int) {
 				outer = push(outer, seg{a: prev, b: e.t, st: 1, src: waits[len(waits)-1], kind: "wait"})
 			case len(secs) > 0:
 				o := secs[0]
-				outer = push(outer, seg{a: prev, b: e.t, st: c.locState(o.loc.Name), src: o, kind: "section"})
+				outer = push(outer, seg{a: prev, b: e.t, st: c.locState(o.Loc.Name), src: o, kind: "section"})
 				if len(secs) > 1 {
 					in := secs[len(secs)-1]
-					inner = push(inner, seg{a: prev, b: e.t, st: c.locState(in.loc.Name), src: in, kind: "section"})
+					inner = push(inner, seg{a: prev, b: e.t, st: c.locState(in.Loc.Name), src: in, kind: "section"})
 				}
 			}
 		}
@@ -321,19 +328,19 @@ func (c *chart) timelines(r *row) (outer, inner []seg, n int) {
 	return outer, inner, n
 }
 
-func (c *chart) transferTimeline(r *row) []seg {
-	u := make([]interval, len(r.transfers))
-	copy(u, r.transfers)
-	sort.Slice(u, func(i, j int) bool { return u[i].ts < u[j].ts })
+func (c *chart) transferTimeline(r *trace.Row) []seg {
+	u := make([]trace.Interval, len(r.Transfers))
+	copy(u, r.Transfers)
+	sort.Slice(u, func(i, j int) bool { return u[i].Ts < u[j].Ts })
 	var tl []seg
 	for i := range u {
 		iv := &u[i]
-		if k := len(tl); k > 0 && iv.ts <= tl[k-1].b {
-			tl[k-1].b = max(tl[k-1].b, iv.end)
+		if k := len(tl); k > 0 && iv.Ts <= tl[k-1].b {
+			tl[k-1].b = max(tl[k-1].b, iv.End)
 			tl[k-1].src = nil
 			continue
 		}
-		tl = append(tl, seg{a: iv.ts, b: iv.end, st: 1, src: iv, kind: "transfer"})
+		tl = append(tl, seg{a: iv.Ts, b: iv.End, st: 1, src: iv, kind: "transfer"})
 	}
 	return tl
 }
@@ -435,14 +442,14 @@ func (c *chart) binned(out []bar, tl []seg, layer int, binW float64) []bar {
 
 func tip(s seg, t0 int64) string {
 	iv := s.src
-	d, at := fmtDur(time.Duration(iv.end-iv.ts)), fmtDur(time.Duration(iv.ts-t0))
+	d, at := trace.FormatDuration(time.Duration(iv.End-iv.Ts)), trace.FormatDuration(time.Duration(iv.Ts-t0))
 	switch s.kind {
 	case "wait":
-		return fmt.Sprintf("wait for %s (%s), %s at %s", iv.loc, iv.mode, d, at)
+		return fmt.Sprintf("wait for %s (%s), %s at %s", iv.Loc, iv.Mode, d, at)
 	case "transfer":
-		return fmt.Sprintf("transfer of %s, %s, %s at %s", iv.loc, fmtBytes(iv.bytes), d, at)
+		return fmt.Sprintf("transfer of %s, %s, %s at %s", iv.Loc, trace.FormatBytes(iv.Bytes), d, at)
 	}
-	return fmt.Sprintf("%s %s section, %s at %s", iv.loc, iv.mode, d, at)
+	return fmt.Sprintf("%s %s section, %s at %s", iv.Loc, iv.Mode, d, at)
 }
 
 func (c *chart) printf(format string, args ...any) { fmt.Fprintf(c.w, format, args...) }
@@ -467,7 +474,7 @@ func (c *chart) draw() {
 
 	// Title and subtitle.
 	c.text(c.left, 28, ` font-size="20" font-weight="bold" fill="#222"`, c.o.Title)
-	sub := fmt.Sprintf("%d tasks in %d processes, %s", len(m.rows), m.nprocs, fmtDur(time.Duration(c.t1-c.t0)))
+	sub := fmt.Sprintf("%d tasks in %d processes, %s", len(m.Rows), m.Procs, trace.FormatDuration(time.Duration(c.t1-c.t0)))
 	if c.mergedSpans > c.drawnElements {
 		sub += fmt.Sprintf("; %d spans drawn as %d bars in %s px bins (faded: partly busy)", c.mergedSpans, c.drawnElements, strconv.FormatFloat(c.mergeGapPixels, 'f', -1, 64))
 	}
@@ -484,18 +491,18 @@ func (c *chart) draw() {
 	for _, rk := range ranks {
 		gy, ge := c.groupY[rk], c.groupEnd[rk]
 		ntasks := 0
-		for _, r := range m.rows {
+		for _, r := range m.Rows {
 			if r.Rank == rk {
 				ntasks++
 			}
 		}
 		c.printf(`<g class="process" data-rank="%d">`+"\n", rk)
 		c.printf(`<rect x="8" y="%s" width="%s" height="%s" fill="#eef1f6"/>`+"\n", f1(gy), f1(c.right-8), f1(c.groupH))
-		c.text(14, gy+14, ` font-weight="bold" fill="#1f2d3d"`, fmt.Sprintf("%s (%d tasks)", m.processName(rk), ntasks))
-		for _, b := range m.barriers[rk] {
-			x0, x1 := c.x(b.ts), math.Max(c.x(b.end), c.x(b.ts)+1)
+		c.text(14, gy+14, ` font-weight="bold" fill="#1f2d3d"`, fmt.Sprintf("%s (%d tasks)", m.ProcessName(rk), ntasks))
+		for _, b := range m.Barriers[rk] {
+			x0, x1 := c.x(b.Ts), math.Max(c.x(b.End), c.x(b.Ts)+1)
 			c.printf(`<rect x="%s" y="%s" width="%s" height="%s" fill="%s"><title>`, f2(x0), f1(gy+c.groupH), f2(x1-x0), f1(ge-gy-c.groupH), barrierFill)
-			xml.EscapeText(c.w, []byte(fmt.Sprintf("%s barrier, %s", b.loc.Name, fmtDur(time.Duration(b.end-b.ts)))))
+			xml.EscapeText(c.w, []byte(fmt.Sprintf("%s barrier, %s", b.Loc.Name, trace.FormatDuration(time.Duration(b.End-b.Ts)))))
 			c.w.WriteString("</title></rect>\n")
 		}
 		c.w.WriteString("</g>\n")
@@ -506,13 +513,13 @@ func (c *chart) draw() {
 	xferH := math.Max(2, math.Round(c.rowH*0.2))
 	barH := c.rowH - 2*pad - xferH - 1
 	fontSize := math.Min(12, c.rowH-1)
-	for i, r := range m.rows {
+	for i, r := range m.Rows {
 		y := c.rowY[i]
 		c.printf(`<g class="task" data-task="%d" data-rank="%d">`+"\n", r.Task, r.Rank)
 		if i%2 == 1 {
 			c.printf(`<rect x="%s" y="%s" width="%s" height="%s" fill="#000" fill-opacity="0.035"/>`+"\n", f1(c.left), f1(y), f1(c.right-c.left), f1(c.rowH))
 		}
-		c.text(c.left-8, y+c.rowH/2+fontSize*0.35, fmt.Sprintf(` text-anchor="end" font-size="%s" fill="#333"`, f1(fontSize)), r.name)
+		c.text(c.left-8, y+c.rowH/2+fontSize*0.35, fmt.Sprintf(` text-anchor="end" font-size="%s" fill="#333"`, f1(fontSize)), r.Name)
 		for _, b := range c.bars[i] {
 			var by, bh float64
 			switch b.layer {
@@ -539,7 +546,7 @@ func (c *chart) draw() {
 		}
 		c.w.WriteString("</g>\n")
 	}
-	if len(m.rows) == 0 {
+	if len(m.Rows) == 0 {
 		c.text(c.left, c.top+24, ` fill="#888"`, "no task events in this trace")
 	}
 	c.drawLegend()
