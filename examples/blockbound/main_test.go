@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/orwl-go/orwl/examples/internal/blockring"
 	"github.com/orwl-go/orwl/orwl"
 )
 
@@ -19,7 +20,7 @@ func TestRingIsSequential(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := sequential(tasks, 50, 40); !slices.Equal(got, want) {
+		if want := blockring.Sequential(tasks, 50, 40); !slices.Equal(got, want) {
 			t.Fatalf("%d tasks: bounds %v, sequential %v", tasks, got, want)
 		}
 	}
