@@ -11,16 +11,20 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/orwl-go/orwl/external"
 )
 
 // The test binary is also the external program of the tests: started with programEnv set,
 // it does what its arguments say and exits (see TestMain).
 const programEnv = "ORWL_EXTERNAL_TEST_PROGRAM"
 
-// program returns the command line that runs this test binary as the external program in
-// mode, with args.
-func program(mode string, args ...string) (string, []string) {
-	return os.Args[0], append([]string{mode}, args...)
+// command returns a Cmd that runs this test binary as the external program in mode, with
+// args.
+func command(mode string, args ...string) *external.Cmd {
+	c := external.Command(os.Args[0], append([]string{mode}, args...)...)
+	c.Env = programEnviron()
+	return c
 }
 
 // programEnviron is the environment of the test program. Under the race detector a
