@@ -5,6 +5,7 @@
 //	go run ./bench kernels [flags]   GFLOP/s of the DGEMM kernel plugins
 //	go run ./bench matmul [flags]    ORWL matmul against roofline, shared memory, ScaLAPACK (matmul.go)
 //	go run ./bench hybrid [flags]    mixed-kernel matmul, dynamic balancing against static splits (hybrid.go)
+//	go run ./bench external [flags]  external programs on memfd files against tmpfs and disk files (external.go, Linux)
 //	go run ./bench figures [flags]   rewrites the README's Figures section from the others (figures.go)
 //
 // Run "go run ./bench <command> -h" for a command's flags. The command only
