@@ -314,9 +314,9 @@ func (t *tail) Write(p []byte) (int, error) {
 func (t *tail) bytes() []byte {
 	b := t.b
 	if len(b) > stderrTail {
-		b, t.truncated = b[len(b)-stderrTail:], true
+		b = b[len(b)-stderrTail:]
 	}
-	if t.truncated {
+	if t.truncated || len(b) < len(t.b) {
 		return append([]byte("..."), b...)
 	}
 	return append([]byte(nil), b...)
