@@ -35,7 +35,8 @@
 // The program runs in a process group of its own. When the context is done the whole group
 // is killed; when the program exits, whatever it left running in its group is killed too,
 // so nothing outlives Run (a process that leaves the group, with setsid for example, is
-// beyond reach); and if this process dies, the kernel kills the program. A program that fails, is killed, or outlives the context is an *Error that
+// beyond reach); and if this process dies, the kernel kills the program (not the processes
+// it started). A program that fails, is killed, or outlives the context is an *Error that
 // carries the tail of its standard error.
 //
 // This package must not reach into the runtime: it uses only the public API of package orwl

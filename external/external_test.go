@@ -28,6 +28,10 @@ func TestMain(m *testing.M) {
 	if os.Getenv(programEnv) != "" {
 		os.Exit(runProgram(os.Args[1:]))
 	}
+	if ready := os.Getenv(runnerEnv); ready != "" {
+		fmt.Fprintln(os.Stderr, command("pause", ready).Run(context.Background()))
+		os.Exit(1)
+	}
 	if _, ok := os.LookupEnv(jobEnv); ok {
 		if err := jobProcess(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -285,36 +289,57 @@ func gone(pid int) bool {
 	}
 }
 
-// TestContextKillsGroup: a program that hangs, with a child of its own, is killed with its
-// whole process group when the context is done; Run returns the context's cause.
-func TestContextKillsGroup(t *testing.T) {
-	ready := filepath.Join(t.TempDir(), "ready")
-	if err := unix.Mkfifo(ready, 0o600); err != nil {
+// readyPipe makes a named pipe that a test program writes a line of n process ids to when
+// it is ready, and returns its path and a channel that receives the ids. The pipe is closed
+// when the test ends.
+func readyPipe(t *testing.T, n int) (string, <-chan []int) {
+	path := filepath.Join(t.TempDir(), "ready")
+	if err := unix.Mkfifo(path, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	fifo, err := os.OpenFile(ready, os.O_RDWR, 0) // opening read-write never blocks
+	f, err := os.OpenFile(path, os.O_RDWR, 0) // opening read-write never blocks
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fifo.Close()
+	t.Cleanup(func() { f.Close() })
+	ids := make(chan []int, 1)
+	go func() {
+		r := bufio.NewReader(f)
+		pids := make([]int, n)
+		for i := range pids {
+			if _, err := fmt.Fscan(r, &pids[i]); err != nil {
+				return // closed: the test is over
+			}
+		}
+		ids <- pids
+	}()
+	return path, ids
+}
+
+// TestContextKillsGroup: a program that hangs, with a child of its own, is killed with its
+// whole process group when the context is done; Run returns the context's cause.
+func TestContextKillsGroup(t *testing.T) {
+	ready, ids := readyPipe(t, 2)
 	stopped := errors.New("test: the program hung")
 	var pids []int
-	_, err = runJob(t, []loc{{"in", pattern(7, 100), orwl.Read}},
+	_, err := runJob(t, []loc{{"in", pattern(7, 100), orwl.Read}},
 		func(ctx context.Context, h map[string]*orwl.Handle) error {
 			ctx, cancel := context.WithCancelCause(ctx)
-			defer cancel(nil)
-			readErr := make(chan error, 1)
+			watched := make(chan struct{})
 			go func() { // cancel once the program and its child run
-				var a, b int
-				_, err := fmt.Fscan(bufio.NewReader(fifo), &a, &b)
-				pids = []int{a, b}
-				readErr <- err
-				cancel(stopped)
+				defer close(watched)
+				select {
+				case pids = <-ids:
+					cancel(stopped)
+				case <-ctx.Done():
+				}
 			}()
 			c := command("hang", ready, "{in}")
 			c.Input("in", h["in"])
 			err := c.Run(ctx)
-			return errors.Join(err, <-readErr)
+			cancel(nil) // the watcher ends if the program ended first
+			<-watched
+			return err
 		})
 	if !errors.Is(err, stopped) {
 		t.Fatalf("error %v: want the context's cause", err)
@@ -323,6 +348,33 @@ func TestContextKillsGroup(t *testing.T) {
 		if !gone(pid) {
 			t.Errorf("process %d of the program's group is still running", pid)
 		}
+	}
+}
+
+// runnerEnv makes a process of this test binary run the program "pause" with the named
+// pipe it holds, and never return (see TestProgramDiesWithProcess).
+const runnerEnv = "ORWL_EXTERNAL_TEST_RUNNER"
+
+// TestProgramDiesWithProcess: when the process that runs a program is killed, the kernel
+// kills the program.
+func TestProgramDiesWithProcess(t *testing.T) {
+	ready, ids := readyPipe(t, 1)
+	runner := exec.Command(os.Args[0], "-test.run=^$")
+	runner.Env = append(os.Environ(), runnerEnv+"="+ready)
+	if err := runner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- runner.Wait() }()
+	select {
+	case pids := <-ids:
+		runner.Process.Kill()
+		<-exited
+		if !gone(pids[0]) {
+			t.Errorf("the program %d outlived the process that ran it", pids[0])
+		}
+	case err := <-exited:
+		t.Fatalf("the runner ended before its program was ready: %v", err)
 	}
 }
 

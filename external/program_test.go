@@ -113,6 +113,11 @@ func runProgram(args []string) int {
 		if mode == "hang" {
 			time.Sleep(time.Hour)
 		}
+	case "pause": // READY: write "pid" to READY, then hang
+		if err := os.WriteFile(args[0], fmt.Appendf(nil, "%d\n", os.Getpid()), 0o600); err != nil {
+			return fail("%v", err)
+		}
+		time.Sleep(time.Hour)
 	case "sleep": // a process that would outlive its parent
 		time.Sleep(time.Hour)
 	case "writeinput": // PATH: write to PATH in place and truncated; exit 0 only if one worked
