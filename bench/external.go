@@ -124,14 +124,7 @@ func benchExternal(args []string) error {
 		fmt.Fprintf(&table, "%-7s %-6s %12v %12v %7d %10.1f %9.2f %8.2f\n", formatSize(r.Size), r.Method,
 			seconds(r.Seconds), seconds(r.Median), r.Calls, r.MBps, r.VsTmpfs, r.VsDisk)
 	}
-	if *asJSON {
-		for _, r := range rows {
-			printJSON(r)
-		}
-	} else {
-		fmt.Print(table.String())
-	}
-	if err := writeTable(*out, "external", rows, table.String()); err != nil {
+	if err := printTable(*out, "external", *asJSON, rows, table.String()); err != nil {
 		return err
 	}
 	var c lineChart

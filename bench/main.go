@@ -138,6 +138,19 @@ func printJSON(v any) {
 	fmt.Println(string(b))
 }
 
+// printTable prints rows on standard output, one JSON object each with asJSON,
+// else the table, and writes both to out with writeTable.
+func printTable[R any](out, name string, asJSON bool, rows []R, table string) error {
+	if asJSON {
+		for _, r := range rows {
+			printJSON(r)
+		}
+	} else {
+		fmt.Print(table)
+	}
+	return writeTable(out, name, rows, table)
+}
+
 // writeTable writes rows as an indented JSON array to out/name.json and the
 // table to out/name.txt, creating out.
 func writeTable(out, name string, rows any, table string) error {
