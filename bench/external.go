@@ -30,14 +30,19 @@ import (
 // data) against the same program on plain files, which the caller writes before the call
 // and reads back after it, in a directory on tmpfs and in one on a disk file system: the
 // seed's comparison of its virtual files with plain ones. The disk files are not synced
-// during a round, as a program's files usually are not (large ones may be written back
-// while they are used); after a round they are, so that their write-back does not slow the
-// next method down. Every size is measured -rounds times per method, interleaved, after one
-// untimed call of each; a round calls the program for -time (at least once). The best
-// round's time per call is kept, with the median beside it. The program is cp by default
-// (-cmd gives another); its outputs through the three methods must be identical. The table
-// goes to standard output (with -json, one JSON object per row) and, as external.txt beside
-// external.json and the chart external.svg (time per call against size), into -out.
+// during a series of calls, as a program's files usually are not (large ones may be written
+// back while they are used); after it they are, so that their write-back does not slow the
+// next method down. Every size is measured -rounds times per method, after one untimed call
+// of each; a round calls the program for -time (at least once) with each method, the
+// methods taking every place of the order in turn. The best round's time per call is kept,
+// with the median beside it. The program is cp by default (-cmd gives another); its outputs
+// through the three methods must be identical. The table goes to standard output (with
+// -json, one JSON object per row) and, as external.txt beside external.json and the chart
+// external.svg (time per call against size), into -out.
+//
+// On a virtual machine whose host backs guest memory when the guest first touches it, a
+// call that needs memory the guest never used before is several times slower: large sizes
+// then show medians far above the best round, for whichever method met fresh memory.
 
 func init() {
 	register("external", "external programs on memfd files against the same program on tmpfs and disk files", benchExternal)
@@ -119,10 +124,10 @@ func benchExternal(args []string) error {
 	var table strings.Builder
 	fmt.Fprintf(&table, "# go run ./bench external %s\n# program %q; tmpfs %s, disk %s (%s, not synced); best of %d rounds of %v; %d cores\n",
 		strings.Join(args, " "), *command, *tmpfsDir, *diskDir, diskType, *rounds, *perRound, runtime.NumCPU())
-	fmt.Fprintf(&table, "%-7s %-6s %12s %12s %7s %10s %9s %8s\n", "size", "method", "per-call", "median", "calls", "MB/s", "vs-tmpfs", "vs-disk")
+	fmt.Fprintf(&table, "%-7s %-6s %10s %10s %6s %8s %9s %8s\n", "size", "method", "ms/call", "median", "calls", "MB/s", "vs-tmpfs", "vs-disk")
 	for _, r := range rows {
-		fmt.Fprintf(&table, "%-7s %-6s %12v %12v %7d %10.1f %9.2f %8.2f\n", formatSize(r.Size), r.Method,
-			seconds(r.Seconds), seconds(r.Median), r.Calls, r.MBps, r.VsTmpfs, r.VsDisk)
+		fmt.Fprintf(&table, "%-7s %-6s %10.3f %10.3f %6d %8.1f %9.2f %8.2f\n", formatSize(r.Size), r.Method,
+			r.Seconds*1e3, r.Median*1e3, r.Calls, r.MBps, r.VsTmpfs, r.VsDisk)
 	}
 	if err := printTable(*out, "external", *asJSON, rows, table.String()); err != nil {
 		return err
@@ -132,7 +137,7 @@ func benchExternal(args []string) error {
 		c.add(r.Method, float64(r.Size), r.Seconds*1e3)
 	}
 	title := fmt.Sprintf("%s: time per call vs location size (memfd: package external)", *command)
-	if err := c.save(filepath.Join(*out, "external.svg"), title, "bytes", "ms per call", true, true); err != nil {
+	if err := c.save(filepath.Join(*out, "external.svg"), title, "location size (bytes)", "ms per call", true, true); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "wrote external.svg, external.txt and external.json in %s\n", *out)
@@ -159,32 +164,38 @@ func measureExternal(size int, argv []string, files []*fileMethod, rounds int, p
 			c := external.Command(argv[0], argv[1:]...)
 			c.Input("in", in)
 			c.Output("out", out)
-			calls := []func() error{func() error { return c.Run(ctx) }}
+			// A method's call runs the program once; its settle, after each series of
+			// calls, writes its files back, so that the write-back of disk files does not
+			// slow the next method down.
+			type method struct{ call, settle func() error }
+			methods := []method{{call: func() error { return c.Run(ctx) }, settle: func() error { return nil }}}
 			for _, m := range files {
 				m.data = data
-				calls = append(calls, m.call)
+				methods = append(methods, method{m.call, m.sync})
 			}
-			for _, call := range calls { // first calls allocate the output buffers: not timed
-				if err := call(); err != nil {
+			series := func(i int, d time.Duration) (float64, int, error) {
+				s, k, err := timeCalls(d, methods[i].call)
+				if err == nil {
+					err = methods[i].settle()
+				}
+				return s, k, err
+			}
+			for i := range methods { // the first calls allocate the output buffers: not timed
+				if _, _, err := series(i, 0); err != nil {
 					return err
 				}
 			}
-			perCall := make([][]float64, len(calls))
-			n := make([]int, len(calls))
-			for range rounds {
-				for i, call := range calls {
-					s, k, err := timeCalls(perRound, call)
+			perCall := make([][]float64, len(methods))
+			n := make([]int, len(methods))
+			for r := range rounds {
+				for j := range methods {
+					i := (r + j) % len(methods) // every method takes every place in the order in turn
+					s, k, err := series(i, perRound)
 					if err != nil {
 						return err
 					}
 					perCall[i] = append(perCall[i], s)
 					n[i] += k
-					if i > 0 {
-						// Write back the disk files now, not while the next method runs.
-						if err := files[i-1].sync(); err != nil {
-							return err
-						}
-					}
 				}
 			}
 			// The three methods ran the same program on the same input.
@@ -344,12 +355,4 @@ func formatSize(n int) string {
 		}
 	}
 	return strconv.Itoa(n) + "B"
-}
-
-// seconds is a time in seconds, printed as a rounded duration.
-type seconds float64
-
-func (s seconds) String() string {
-	d := time.Duration(float64(s) * 1e9)
-	return d.Round(d / 1000).String()
 }
