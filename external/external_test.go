@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -304,14 +305,9 @@ func readyPipe(t *testing.T, n int) (string, <-chan []int) {
 	t.Cleanup(func() { f.Close() })
 	ids := make(chan []int, 1)
 	go func() {
-		r := bufio.NewReader(f)
-		pids := make([]int, n)
-		for i := range pids {
-			if _, err := fmt.Fscan(r, &pids[i]); err != nil {
-				return // closed: the test is over
-			}
+		if pids, ok := scanPids(f, n); ok { // else closed: the test is over
+			ids <- pids
 		}
-		ids <- pids
 	}()
 	return path, ids
 }
@@ -378,20 +374,60 @@ func TestProgramDiesWithProcess(t *testing.T) {
 	}
 }
 
-// TestDeadline: a program still running at the context's deadline is an *Error that
-// matches context.DeadlineExceeded.
+// TestDeadline: a program that hangs past the context's deadline, with a child of its own,
+// is an *Error that matches context.DeadlineExceeded, and its process group is gone. The
+// deadline doubles until the program had the time to start its child and say so.
 func TestDeadline(t *testing.T) {
-	_, err := runJob(t, []loc{{"in", nil, orwl.Read}},
-		func(ctx context.Context, h map[string]*orwl.Handle) error {
-			ctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-			defer cancel()
-			c := command("sleep", "{in}")
-			c.Input("in", h["in"])
-			return c.Run(ctx)
-		})
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("error %v: want context.DeadlineExceeded", err)
+	for d := 250 * time.Millisecond; ; d *= 2 {
+		pidFile := filepath.Join(t.TempDir(), "pids")
+		_, err := runJob(t, []loc{{"in", nil, orwl.Read}},
+			func(ctx context.Context, h map[string]*orwl.Handle) error {
+				ctx, cancel := context.WithTimeout(ctx, d)
+				defer cancel()
+				c := command("hang", pidFile, "{in}")
+				c.Input("in", h["in"])
+				return c.Run(ctx)
+			})
+		var e *external.Error
+		if !errors.As(err, &e) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("error %v: want an *external.Error matching context.DeadlineExceeded", err)
+		}
+		pids, ok := readPids(pidFile, 2)
+		if !ok && d < 10*time.Second {
+			continue
+		}
+		if !ok {
+			t.Fatal("the program did not start its child in 10 seconds")
+		}
+		for _, pid := range pids {
+			if !gone(pid) {
+				t.Errorf("process %d of the program's group is still running", pid)
+			}
+		}
+		return
 	}
+}
+
+// readPids reads n process ids from file, and reports whether it could.
+func readPids(file string, n int) ([]int, bool) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	return scanPids(f, n)
+}
+
+// scanPids reads n process ids from r, and reports whether it could.
+func scanPids(r io.Reader, n int) ([]int, bool) {
+	br := bufio.NewReader(r)
+	pids := make([]int, n)
+	for i := range pids {
+		if _, err := fmt.Fscan(br, &pids[i]); err != nil {
+			return nil, false
+		}
+	}
+	return pids, true
 }
 
 // TestLeftoversKilled: a program that succeeds but leaves a child running: the child is
@@ -410,16 +446,12 @@ func TestLeftoversKilled(t *testing.T) {
 	if len(got["out"]) != 0 {
 		t.Errorf("an output the program did not write holds %d bytes, want 0", len(got["out"]))
 	}
-	var leader, child int
-	b, err := os.ReadFile(pidFile)
-	if err == nil {
-		_, err = fmt.Sscan(string(b), &leader, &child)
+	pids, ok := readPids(pidFile, 2)
+	if !ok {
+		t.Fatal("the program did not say which child it started")
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !gone(child) {
-		t.Errorf("the program's child %d is still running", child)
+	if !gone(pids[1]) {
+		t.Errorf("the program's child %d is still running", pids[1])
 	}
 }
 
