@@ -45,8 +45,8 @@ func ring(ctx context.Context, tasks, size, iters int) ([]float64, error) {
 	if err != nil {
 		return nil, err
 	}
-	// -I -S: no environment variables, user site or site module: the same script behaves the
-	// same everywhere, and Python starts faster.
+	// -I ignores the PYTHON* environment variables and the user's site directory, -S the
+	// site module: the script behaves the same everywhere, and Python starts faster.
 	script := func(args ...string) *external.Cmd {
 		return external.Command(py, append([]string{"-I", "-S", "-c", stepScript}, args...)...)
 	}
