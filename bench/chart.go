@@ -11,17 +11,17 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-// gflopsChart collects the points of a chart of GFLOP/s: one line with points
-// per series, drawn in the order of names.
-type gflopsChart struct {
+// lineChart collects the points of a chart: one line with points per series,
+// drawn in the order of names.
+type lineChart struct {
 	names  []string
 	series map[string]plotter.XYs
 }
 
-// add adds the point (x, gflops) to the series name; points without a
-// positive GFLOP/s are left out.
-func (c *gflopsChart) add(name string, x, gflops float64) {
-	if gflops <= 0 {
+// add adds the point (x, y) to the series name; points without a positive y
+// are left out.
+func (c *lineChart) add(name string, x, y float64) {
+	if y <= 0 {
 		return
 	}
 	if c.series == nil {
@@ -30,19 +30,19 @@ func (c *gflopsChart) add(name string, x, gflops float64) {
 	if _, seen := c.series[name]; !seen {
 		c.names = append(c.names, name)
 	}
-	c.series[name] = append(c.series[name], plotter.XY{X: x, Y: gflops})
+	c.series[name] = append(c.series[name], plotter.XY{X: x, Y: y})
 }
 
 // save writes the chart to file as a 9×6 inch SVG: X logarithmic when logX,
 // Y logarithmic when logY and from 0 otherwise, legend top left.
-func (c *gflopsChart) save(file, title, xlabel string, logX, logY bool) error {
+func (c *lineChart) save(file, title, xlabel, ylabel string, logX, logY bool) error {
 	if len(c.names) == 0 {
 		return fmt.Errorf("chart %s: no measurement", file)
 	}
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = xlabel
-	p.Y.Label.Text = "GFLOP/s"
+	p.Y.Label.Text = ylabel
 	if logX {
 		p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
 	}

@@ -182,14 +182,7 @@ func benchHybrid(args []string) error {
 	for _, r := range rows {
 		fmt.Fprintf(&table, "%-15s %14.3f %9.3f %9.3f %9.1f %15.3f %v\n", r.Mode, r.Share, r.Seconds, r.MeanSeconds, r.GFlops, r.VsBest, r.Verified)
 	}
-	if *asJSON {
-		for _, r := range rows {
-			printJSON(r)
-		}
-	} else {
-		fmt.Print(table.String())
-	}
-	if err := writeTable(*out, "hybrid", rows, table.String()); err != nil {
+	if err := printTable(*out, "hybrid", *asJSON, rows, table.String()); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "wrote hybrid.txt and hybrid.json in %s\n", *out)

@@ -6,6 +6,7 @@
 //	go run ./bench matmul [flags]    ORWL matmul against roofline, shared memory, StarPU, ScaLAPACK (matmul.go)
 //	go run ./bench stencil [flags]   ORWL Jacobi stencil against a C MPI halo exchange, TCP and shared memory (stencil.go)
 //	go run ./bench hybrid [flags]    mixed-kernel matmul, dynamic balancing against static splits (hybrid.go)
+//	go run ./bench external [flags]  external programs on memfd files against tmpfs and disk files (external.go, Linux)
 //	go run ./bench figures [flags]   rewrites the README's Figures section from the others (figures.go)
 //
 // Run "go run ./bench <command> -h" for a command's flags. The command only
@@ -192,6 +193,17 @@ func (r *report) row(v any) {
 	if r.asJSON {
 		printJSON(v)
 	}
+}
+
+// printTable reports a finished table and its rows at once (see report), and writes both
+// to out with writeTable.
+func printTable[R any](out, name string, asJSON bool, rows []R, table string) error {
+	rep := &report{asJSON: asJSON}
+	rep.line("%s", table)
+	for _, r := range rows {
+		rep.row(r)
+	}
+	return writeTable(out, name, rows, rep.table.String())
 }
 
 // writeTable writes rows as an indented JSON array to out/name.json and the

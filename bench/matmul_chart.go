@@ -14,7 +14,7 @@ func matmulCharts(out string, results []mmResult) error {
 	for _, r := range results {
 		maxN, maxP = max(maxN, r.N), max(maxP, r.Procs)
 	}
-	var byN, byP gflopsChart
+	var byN, byP lineChart
 	var roof float64
 	for _, r := range results {
 		if r.Impl == "roofline" || r.Procs == maxP {
@@ -28,9 +28,9 @@ func matmulCharts(out string, results []mmResult) error {
 			}
 		}
 	}
-	if err := byN.save(filepath.Join(out, "matmul_n.svg"), fmt.Sprintf("C = A·B, %d processes: GFLOP/s vs N", maxP), "N", true, false); err != nil {
+	if err := byN.save(filepath.Join(out, "matmul_n.svg"), fmt.Sprintf("C = A·B, %d processes: GFLOP/s vs N", maxP), "N", "GFLOP/s", true, false); err != nil {
 		return err
 	}
 	title := fmt.Sprintf("C = A·B, N=%d: GFLOP/s vs processes (roofline, 1 process all threads: %.1f)", maxN, roof)
-	return byP.save(filepath.Join(out, "matmul_procs.svg"), title, "processes", false, false)
+	return byP.save(filepath.Join(out, "matmul_procs.svg"), title, "processes", "GFLOP/s", false, false)
 }

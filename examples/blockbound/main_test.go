@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/orwl-go/orwl/examples/blockring"
 	"github.com/orwl-go/orwl/orwl"
 )
 
@@ -19,7 +20,7 @@ func TestRingIsSequential(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := sequential(tasks, 50, 40); !slices.Equal(got, want) {
+		if want := blockring.Sequential(tasks, 50, 40); !slices.Equal(got, want) {
 			t.Fatalf("%d tasks: bounds %v, sequential %v", tasks, got, want)
 		}
 	}
@@ -42,7 +43,7 @@ func TestMain(m *testing.M) {
 	if args, ok := os.LookupEnv(childEnv); ok {
 		if os.Getenv(brokenEnv) != "" {
 			reference = func(tasks, size, iters int) []float64 {
-				bounds := sequential(tasks, size, iters)
+				bounds := blockring.Sequential(tasks, size, iters)
 				bounds[0]++
 				return bounds
 			}
