@@ -54,6 +54,7 @@ func TestConfigErrors(t *testing.T) {
 		{orwl.Config{Tasks: 2}, "Config.Locations is empty"},
 		{orwl.Config{Tasks: 2, Locations: []string{"a", ""}}, "Config.Locations[1] is empty"},
 		{orwl.Config{Tasks: 2, Locations: []string{"a", "a"}}, `names "a" twice`},
+		{orwl.Config{Tasks: 1 << 40, Locations: twoLocs}, "a job has at most"},
 	} {
 		wantErr(t, orwl.Run(context.Background(), tc.cfg, noop), nil, tc.want)
 	}

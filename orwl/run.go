@@ -130,6 +130,10 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 	return j.failure()
 }
 
+// maxLocations bounds the locations of a job (tasks times their locations): a larger job
+// is a mistake that would exhaust memory before it starts.
+const maxLocations = 1 << 24
+
 // job is this process's view of the whole job.
 type job struct {
 	tasks   int
@@ -173,6 +177,9 @@ func newJob(cfg Config) (*job, error) {
 	}
 	if len(cfg.Locations) == 0 {
 		return nil, errors.New("orwl: Config.Locations is empty; every task needs at least one location")
+	}
+	if n := cfg.Tasks * len(cfg.Locations); cfg.Tasks > maxLocations || n > maxLocations {
+		return nil, fmt.Errorf("orwl: Config.Tasks is %d with %d locations each: a job has at most %d locations", cfg.Tasks, len(cfg.Locations), maxLocations)
 	}
 	info, err := discover(cfg.Job)
 	if err != nil {

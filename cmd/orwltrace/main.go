@@ -45,6 +45,10 @@ func main() {
 	}
 }
 
+// The chart widths orwltrace draws: narrower has no room for the labels, wider is of no use
+// on a screen and costs memory in proportion.
+const minWidth, maxWidth = 400, 100_000
+
 // run is the whole command, testable: args without the program name.
 func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("orwltrace", flag.ContinueOnError)
@@ -76,6 +80,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if len(files) == 0 {
 		fs.Usage()
 		return errors.New("no trace file given")
+	}
+	if *width < minWidth || *width > maxWidth {
+		return fmt.Errorf("-width %d: want %d to %d pixels", *width, minWidth, maxWidth)
 	}
 	parts := make([][]byte, len(files))
 	for i, f := range files {

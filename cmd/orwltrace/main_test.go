@@ -113,4 +113,11 @@ func TestErrors(t *testing.T) {
 			t.Errorf("run(%q) = nil, want an error", args)
 		}
 	}
+	// A width that would eat the machine is refused before anything is read.
+	for _, w := range []string{"1000000000", "0", "-5"} {
+		err := run([]string{"-width", w, bad}, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "-width "+w+": want 400 to 100000 pixels") {
+			t.Errorf("-width %s: %v", w, err)
+		}
+	}
 }

@@ -165,8 +165,10 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		return nil, usagef("-nb is %d; the block size must be at least 1", *nb)
 	case set["n"] && *n < 1:
 		return nil, usagef("-n is %d; the matrix size must be at least 1", *n)
-	case set["tasks"] && *tasks < 1:
-		return nil, usagef("-tasks is %d; need at least 1", *tasks)
+	case set["tasks"] && (*tasks < 1 || *tasks > summa.MaxTasks):
+		return nil, usagef("-tasks is %d; need 1 to %d", *tasks, summa.MaxTasks)
+	case set["np"] && *np > summa.MaxTasks:
+		return nil, usagef("-np is %d; at most %d", *np, summa.MaxTasks)
 	case set["np"] && *np < 1:
 		return nil, usagef("-np is %d; need at least 1", *np)
 	case *reps < 1:
@@ -257,7 +259,30 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	if c.threads == 0 {
 		c.threads = max(1, cores/tasksOnHost(c, info))
 	}
+	need := summa.BytesPerTask(c.n, c.nb, c.grid, balanced) * float64(tasksOnHost(c, info))
+	if avail := availableMemory(); avail > 0 && need > avail {
+		return nil, usagef("-n %d over %d tasks needs about %.3g GiB of memory on this host, and %.3g GiB is available: use a smaller -n, or more hosts",
+			c.n, c.tasks, need/(1<<30), avail/(1<<30))
+	}
 	return c, nil
+}
+
+// availableMemory returns the memory this host can give without swapping (Linux's
+// MemAvailable), in bytes, or 0 when it cannot tell.
+func availableMemory() float64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			if err == nil {
+				return kb * 1024
+			}
+		}
+	}
+	return 0
 }
 
 // tasksOnHost is the number of the job's tasks on this host, which share its cores: all of

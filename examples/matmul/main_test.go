@@ -123,6 +123,9 @@ func TestBadFlags(t *testing.T) {
 		{"-balance", "-grid", "2x2"},
 		{"-bogus"},
 		{"extra"},
+		{"-n", "64", "-grid", "1000000x1000000"}, // would eat the machine describing the job
+		{"-n", "64", "-tasks", "9999999"},
+		{"-n", "2000000"}, // larger than this machine's memory
 	}
 	for _, name := range []string{"cublas", "openblas"} {
 		if _, err := kernels.Get(name); err != nil {

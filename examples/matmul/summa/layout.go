@@ -40,7 +40,26 @@ func ParseGrid(s string) (Grid, error) {
 	if !ok || err1 != nil || err2 != nil || p < 1 || q < 1 {
 		return Grid{}, fmt.Errorf("grid %q is not PxQ with P, Q >= 1 (for example 2x2)", s)
 	}
+	if p > MaxTasks || q > MaxTasks || p*q > MaxTasks {
+		return Grid{}, fmt.Errorf("grid %q has more than %d tasks", s, MaxTasks)
+	}
 	return Grid{P: p, Q: q}, nil
+}
+
+// MaxTasks bounds the tasks of a multiplication: far more than any machine runs, far fewer
+// than what would exhaust memory just describing the job.
+const MaxTasks = 1 << 16
+
+// BytesPerTask estimates the memory one task of a multiplication holds, in bytes: its part
+// of A, B and C (all of them in a balanced run), double-buffered panels, and their copies
+// from other processes.
+func BytesPerTask(n, nb int, g Grid, balanced bool) float64 {
+	fn, fnb := float64(n), float64(min(nb, n))
+	if balanced {
+		return 8 * (3*fn*fn + 4*fn*fnb)
+	}
+	t := float64(g.Tasks())
+	return 8 * (3*fn*fn/t + 4*fnb*(fn/float64(g.P)+fn/float64(g.Q)))
 }
 
 // numroc returns how many of n indices, dealt in blocks of nb round-robin over procs
