@@ -67,37 +67,55 @@ type Observer interface {
 	Releasing(h *Handle, t Ticket)
 }
 
-// Group is the set of handles of one owner (a task) that hold or have queued a request, so
-// that they can all be ended at once (CloseAll) when the owner is done. A handle joins its
-// group when it requests and leaves it when it holds and queues nothing, so the group stays
-// as small as what is in use however many handles the owner makes. Like its handles, a
-// Group is used by one goroutine at a time.
-type Group struct {
-	active []*Handle
+// Owner is what the handles of one owner share (a task: one goroutine uses them, one at a
+// time): the Observer told of their life, the set of those that hold or have queued a
+// request, so that they can all be ended at once when the owner is done (CloseAll), and the
+// channel its waits are woken on. A handle joins its owner's set when it requests and leaves
+// it when it holds and queues nothing, so the set stays as small as what is in use however
+// many handles the owner makes.
+type Owner struct {
+	obs     Observer
+	active  []*Handle
+	wake    chan struct{}
+	watched <-chan struct{} // Done of the context whose end wakes the waits (Watch)
 }
 
-func (g *Group) add(h *Handle) {
-	h.slot = len(g.active)
-	g.active = append(g.active, h)
+// NewOwner returns an owner whose handles tell obs (nil: nobody) of their life.
+func NewOwner(obs Observer) *Owner {
+	return &Owner{obs: obs, wake: make(chan struct{}, 1)}
 }
 
-func (g *Group) remove(h *Handle) {
-	last := len(g.active) - 1
-	m := g.active[last]
-	g.active[h.slot], m.slot = m, h.slot
-	g.active[last] = nil
-	g.active = g.active[:last]
+// Watch makes the end of ctx wake the owner's waits on ctx at once, so that Acquire blocks on
+// one channel instead of selecting on ctx.Done() too (Acquire works with any context, only
+// faster with this one). It returns a function that stops watching, as context.AfterFunc.
+func (o *Owner) Watch(ctx context.Context) (stop func() bool) {
+	o.watched = ctx.Done() // a context with the same Done ends with ctx: it is watched too
+	return context.AfterFunc(ctx, func() { poke(o.wake) })
+}
+
+func (o *Owner) add(h *Handle) {
+	h.slot = len(o.active)
+	o.active = append(o.active, h)
+}
+
+func (o *Owner) remove(h *Handle) {
+	last := len(o.active) - 1
+	m := o.active[last]
+	o.active[h.slot], m.slot = m, h.slot
+	o.active[last] = nil
+	o.active = o.active[:last]
 	h.slot = -1
 }
 
-// Len returns the number of handles of g that hold or have queued a request.
-func (g *Group) Len() int { return len(g.active) }
+// Len returns the number of the owner's handles that hold or have queued a request.
+func (o *Owner) Len() int { return len(o.active) }
 
-// CloseAll closes every handle of g (see Handle.Close) and returns their errors, joined.
-func (g *Group) CloseAll() error {
+// CloseAll closes every handle of o that holds or has queued a request (see Handle.Close)
+// and returns their errors, joined.
+func (o *Owner) CloseAll() error {
 	var errs []error
-	for len(g.active) > 0 {
-		if err := g.active[len(g.active)-1].Close(); err != nil {
+	for len(o.active) > 0 {
+		if err := o.active[len(o.active)-1].Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -150,9 +168,9 @@ func (e *Error) Unwrap() error { return e.Err }
 type Handle struct {
 	spec   Spec
 	queue  Queue
-	obs    Observer
-	group  *Group
-	slot   int    // index in group.active, or -1
+	owner  *Owner
+	obs    Observer // owner.obs
+	slot   int      // index in owner.active, or -1
 	next   Ticket // requested, for the next Acquire
 	held   Ticket // granted and acquired, until Release
 	spare  Ticket // released, offered back to the queue
@@ -160,10 +178,13 @@ type Handle struct {
 	cause  error // why a handle made by Closed was never usable; nil otherwise
 }
 
-// New returns a handle of spec on queue q that has not requested yet. obs and g may be nil;
-// with g, the handle is in g whenever it holds or has queued a request.
-func New(q Queue, spec Spec, obs Observer, g *Group) *Handle {
-	return &Handle{spec: spec, queue: q, obs: obs, group: g, slot: -1}
+// New returns a handle of spec on queue q, of owner o, that has not requested yet. With o
+// nil, the handle is its own owner, observed by nobody.
+func New(q Queue, spec Spec, o *Owner) *Handle {
+	if o == nil {
+		o = NewOwner(nil)
+	}
+	return &Handle{spec: spec, queue: q, owner: o, obs: o.obs, slot: -1}
 }
 
 // Closed returns a handle on which every operation fails with err: the result of an insert
@@ -187,16 +208,13 @@ func (h *Handle) closedErr(op string) error {
 	return h.fail(op, ErrClosed)
 }
 
-// settle keeps h's group membership in step with whether h holds or has queued a request.
+// settle keeps h in its owner's set exactly while it holds or has queued a request.
 func (h *Handle) settle() {
-	if h.group == nil {
-		return
-	}
 	switch active := h.Active(); {
 	case active && h.slot < 0:
-		h.group.add(h)
+		h.owner.add(h)
 	case !active && h.slot >= 0:
-		h.group.remove(h)
+		h.owner.remove(h)
 	}
 }
 
@@ -252,7 +270,7 @@ func (h *Handle) Acquire(ctx context.Context) error {
 		if h.obs != nil {
 			h.obs.WaitStart(h, t)
 		}
-		err := l.Wait(ctx)
+		err := l.Wait(ctx, h.owner.wake, ctx.Done() == h.owner.watched)
 		if h.obs != nil {
 			h.obs.WaitEnd(h, t)
 		}

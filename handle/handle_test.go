@@ -96,7 +96,7 @@ func (t *ticket) Cancel() {
 }
 
 func newHandle(q *queue, mode fifo.Mode, iterative bool) *handle.Handle {
-	return handle.New(q, handle.Spec{Task: 1, Location: "x", Mode: mode, Iterative: iterative}, nil, nil)
+	return handle.New(q, handle.Spec{Task: 1, Location: "x", Mode: mode, Iterative: iterative}, nil)
 }
 
 func TestIterativeRequestsAtAcquire(t *testing.T) {
@@ -254,7 +254,7 @@ func TestFailedSection(t *testing.T) {
 
 func TestErrorNamesTaskLocationPosition(t *testing.T) {
 	q := &queue{}
-	h := handle.New(q, handle.Spec{Task: 3, Location: `task 5 "bound"`, Pos: 2, Mode: fifo.Read}, nil, nil)
+	h := handle.New(q, handle.Spec{Task: 3, Location: `task 5 "bound"`, Pos: 2, Mode: fifo.Read}, nil)
 	err := h.Release()
 	want := `task 3: release of read handle on task 5 "bound" (position 2): not acquired`
 	if err == nil || err.Error() != want {
@@ -361,20 +361,20 @@ func TestFailedRequestFailsAcquire(t *testing.T) {
 	}
 }
 
-// TestGroupHoldsWhatIsInUse: a group has every handle that holds or queues a request and
-// nothing else, however many handles come and go, and a re-requested one-shot handle is back
-// in it (rule 8 for every handle ever made).
-func TestGroupHoldsWhatIsInUse(t *testing.T) {
+// TestOwnerHoldsWhatIsInUse: an owner's set has every handle that holds or queues a request
+// and nothing else, however many handles come and go, and a re-requested one-shot handle is
+// back in it (rule 8 for every handle ever made).
+func TestOwnerHoldsWhatIsInUse(t *testing.T) {
 	q := &queue{data: make([]byte, 8)}
-	var g handle.Group
+	g := handle.NewOwner(nil)
 	ctx := context.Background()
-	iter := handle.New(q, handle.Spec{Task: 1, Location: "x", Mode: fifo.Read, Iterative: true}, nil, &g)
+	iter := handle.New(q, handle.Spec{Task: 1, Location: "x", Mode: fifo.Read, Iterative: true}, g)
 	if err := iter.Request(); err != nil {
 		t.Fatal(err)
 	}
 	var reused *handle.Handle
 	for i := range 1000 {
-		h := handle.New(q, handle.Spec{Task: 1, Location: "x", Mode: fifo.Read}, nil, &g)
+		h := handle.New(q, handle.Spec{Task: 1, Location: "x", Mode: fifo.Read}, g)
 		if err := h.Request(); err != nil {
 			t.Fatal(err)
 		}
@@ -386,13 +386,13 @@ func TestGroupHoldsWhatIsInUse(t *testing.T) {
 		}
 	}
 	if g.Len() != 1 {
-		t.Fatalf("the group has %d handles, want the one iterative handle", g.Len())
+		t.Fatalf("the owner has %d handles, want the one iterative handle", g.Len())
 	}
 	if err := reused.Request(); err != nil {
 		t.Fatal(err)
 	}
 	if g.Len() != 2 {
-		t.Fatalf("the group has %d handles after a re-request, want 2", g.Len())
+		t.Fatalf("the owner has %d handles after a re-request, want 2", g.Len())
 	}
 	if err := iter.Acquire(ctx); err != nil { // holds one grant, has queued the next
 		t.Fatal(err)

@@ -22,7 +22,7 @@ import (
 type Latch struct {
 	state atomic.Uint32 // a LatchState, or parked
 	err   atomic.Pointer[error]
-	wake  chan struct{} // receives the grant's or failure's token when parked; empty otherwise
+	wake  chan struct{} // the parked waiter's channel (see Wait)
 }
 
 // LatchState is the stage of a Latch.
@@ -41,9 +41,9 @@ const (
 	LatchCancelled
 )
 
-// parked is the state of a pending latch whose Wait is blocked on its wake channel; State
-// reports it as LatchPending. Grant and Fail swap it away and then send the token: one
-// atomic decision, so a token is sent exactly when somebody waits for it.
+// parked is the state of a pending latch whose Wait is blocked on its waiter's channel;
+// State reports it as LatchPending. Grant and Fail swap it away and then send a token: one
+// atomic decision, so a token is sent only when somebody waits.
 const parked = 5
 
 // ErrNotPending is returned by Wait on a latch that was never started or was cancelled.
@@ -68,7 +68,9 @@ func (s LatchState) String() string {
 
 // Start makes l Pending for a new request. The previous request's outcome is forgotten.
 func (l *Latch) Start() {
-	l.err.Store(nil)
+	if l.err.Load() != nil {
+		l.err.Store(nil)
+	}
 	l.state.Store(uint32(LatchPending))
 }
 
@@ -106,7 +108,7 @@ func (l *Latch) Fail(err error) bool {
 		l.err.Store(&err)
 		if l.state.CompareAndSwap(s, uint32(LatchFailed)) {
 			if s == parked {
-				l.wake <- struct{}{} // capacity 1 and empty: never blocks
+				poke(l.wake)
 			}
 			return true
 		}
@@ -122,10 +124,19 @@ func (l *Latch) settle(s LatchState) bool {
 		}
 		if l.state.CompareAndSwap(old, uint32(s)) {
 			if old == parked {
-				l.wake <- struct{}{}
+				poke(l.wake)
 			}
 			return true
 		}
+	}
+}
+
+// poke puts a token in a waiter's channel unless one is there already: a token only says
+// "look again", so one is as good as two.
+func poke(wake chan struct{}) {
+	select {
+	case wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -149,7 +160,13 @@ func (l *Latch) Cancel() (held bool) {
 // Wait blocks until l is granted (nil), failed (its error) or ctx is done (ctx.Err(); the
 // latch is then left pending or granted, for the caller to Cancel). It returns ErrNotPending
 // for a latch that is idle or cancelled.
-func (l *Latch) Wait(ctx context.Context) error {
+//
+// wake is the waiter's channel, of capacity 1: the grant's token goes there. A waiter may use
+// one channel for all its latches, one wait at a time; a token left over from an earlier
+// wait only makes Wait look again. When ctxWakes is true, ctx's end puts a token in wake too
+// (Owner.Watch arranges it), and Wait blocks on wake alone; otherwise it also selects on
+// ctx.Done().
+func (l *Latch) Wait(ctx context.Context, wake chan struct{}, ctxWakes bool) error {
 	for {
 		switch s := l.state.Load(); s {
 		case uint32(LatchGranted):
@@ -157,26 +174,39 @@ func (l *Latch) Wait(ctx context.Context) error {
 		case uint32(LatchFailed):
 			return l.Err()
 		case uint32(LatchPending):
-			if l.wake == nil {
-				l.wake = make(chan struct{}, 1)
+			if err := ctx.Err(); err != nil {
+				return err
 			}
-			if !l.state.CompareAndSwap(s, parked) {
-				continue // granted or failed meanwhile
+			l.wake = wake
+			if l.state.CompareAndSwap(s, parked) {
+				return l.park(ctx, wake, ctxWakes)
 			}
-			select {
-			case <-l.wake:
-				if l.Granted() {
-					return nil
-				}
-				return l.Err()
-			case <-ctx.Done():
-			}
-			if !l.state.CompareAndSwap(parked, uint32(LatchPending)) {
-				<-l.wake // granted or failed meanwhile: its token is on its way
-			}
-			return ctx.Err()
 		default:
 			return ErrNotPending
 		}
+	}
+}
+
+// park blocks the parked waiter until l is granted or failed, or ctx is done.
+func (l *Latch) park(ctx context.Context, wake chan struct{}, ctxWakes bool) error {
+	for {
+		if ctxWakes {
+			<-wake
+		} else {
+			select {
+			case <-wake:
+			case <-ctx.Done():
+			}
+		}
+		switch l.state.Load() {
+		case uint32(LatchGranted):
+			return nil
+		case uint32(LatchFailed):
+			return l.Err()
+		}
+		if err := ctx.Err(); err != nil && l.state.CompareAndSwap(parked, uint32(LatchPending)) {
+			return err
+		}
+		// A token of an earlier wait, or granted or failed just now: look again.
 	}
 }

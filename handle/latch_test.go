@@ -81,7 +81,7 @@ func TestLatchAgainstModel(t *testing.T) {
 					t.Fatalf("seed %d step %d: Cancel = %v, model %v", seed, step, got, want)
 				}
 			case 4:
-				if got, want := l.Wait(done), m.wait(failure); !errors.Is(got, want) && got != want {
+				if got, want := l.Wait(done, make(chan struct{}, 1), false), m.wait(failure); !errors.Is(got, want) && got != want {
 					t.Fatalf("seed %d step %d: Wait = %v, model %v", seed, step, got, want)
 				}
 			case 5:
@@ -102,7 +102,12 @@ func TestLatchAgainstModel(t *testing.T) {
 func raceWaiter(t *testing.T, rng *rand.Rand, l *Latch, m *latchModel, failure error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	result := make(chan error, 1)
-	go func() { result <- l.Wait(ctx) }()
+	wake := make(chan struct{}, 1)
+	watched := rng.IntN(2) == 0 // the context's end pokes wake itself (Owner.Watch)
+	if watched {
+		defer context.AfterFunc(ctx, func() { poke(wake) })()
+	}
+	go func() { result <- l.Wait(ctx, wake, watched) }()
 	action := rng.IntN(3)
 	switch action {
 	case 0:
@@ -143,13 +148,13 @@ func TestLatchWaitIsWokenByGrant(t *testing.T) {
 	var l Latch
 	l.Start()
 	done := make(chan error)
-	go func() { done <- l.Wait(context.Background()) }()
+	go func() { done <- l.Wait(context.Background(), make(chan struct{}, 1), false) }()
 	l.Grant()
 	if err := <-done; err != nil || !l.Granted() {
 		t.Fatalf("wait: %v, granted %v", err, l.Granted())
 	}
 	var idle Latch
-	if err := idle.Wait(context.Background()); !errors.Is(err, ErrNotPending) {
+	if err := idle.Wait(context.Background(), make(chan struct{}, 1), true); !errors.Is(err, ErrNotPending) {
 		t.Fatalf("wait on an idle latch: %v, want ErrNotPending", err)
 	}
 }
@@ -159,11 +164,12 @@ func TestLatchWaitIsWokenByGrant(t *testing.T) {
 func BenchmarkLatchHandoff(b *testing.B) {
 	var ping, pong Latch
 	ctx := context.Background()
+	pingWake, pongWake := make(chan struct{}, 1), make(chan struct{}, 1)
 	ping.Start()
 	pong.Start()
 	go func() {
 		for range b.N {
-			if ping.Wait(ctx) != nil {
+			if ping.Wait(ctx, pingWake, true) != nil {
 				return
 			}
 			ping.Start()
@@ -172,7 +178,7 @@ func BenchmarkLatchHandoff(b *testing.B) {
 	}()
 	for range b.N {
 		ping.Grant()
-		if pong.Wait(ctx) != nil {
+		if pong.Wait(ctx, pongWake, true) != nil {
 			b.Fatal("wait failed")
 		}
 		pong.Start()

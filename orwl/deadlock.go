@@ -71,7 +71,9 @@ const finishedSeq = ^uint64(0)
 
 func (d *detector) block(task int, t *ticketBase) {
 	s := &d.slots[task]
-	s.wait.Store(t)
+	if s.wait.Load() != t {
+		s.wait.Store(t)
+	}
 	s.seq.Add(1)
 }
 

@@ -29,6 +29,7 @@ func (l Location) String() string { return fmt.Sprintf("task %d %q", l.Task, l.N
 type location struct {
 	id    Location
 	index uint32 // its number in the job, as it travels on the wire
+	j     *job
 
 	mu        sync.Mutex
 	fifo      fifo.FIFO
@@ -227,7 +228,7 @@ func (l *location) Request(h *handle.Handle, reuse handle.Ticket) (handle.Ticket
 	if t == nil || t.req.State() != fifo.Idle {
 		t = &localTicket{loc: l}
 		t.req.Tag = t
-		t.self = t
+		t.self, t.j = t, l.j
 	}
 	t.h = h
 	t.latch.Start()

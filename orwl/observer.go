@@ -16,7 +16,6 @@ type observer struct {
 }
 
 func (o *observer) Requested(h *handle.Handle, t handle.Ticket) {
-	t.(ticket).base().owner = o.task
 	if o.tr == nil {
 		return
 	}

@@ -81,7 +81,7 @@ type remoteTicket struct {
 // newTicket registers a new ticket of q under a free id; n.mu held.
 func (n *node) newTicket(q *remoteQueue) *remoteTicket {
 	t := &remoteTicket{q: q}
-	t.self = t
+	t.self, t.j = t, n.j
 	if k := len(n.freeIDs); k > 0 {
 		t.id = n.freeIDs[k-1]
 		n.freeIDs = n.freeIDs[:k-1]

@@ -71,7 +71,7 @@ func TestRequestForMissingLocationIsRefused(t *testing.T) {
 	jobs := connectedPair(t)
 	ctx := context.Background()
 	bogus := &remoteQueue{n: jobs[1].node, owner: 0, loc: 9999}
-	h := handle.New(bogus, handle.Spec{Task: 1, Location: "nowhere", Mode: fifo.Read}, nil, nil)
+	h := handle.New(bogus, handle.Spec{Task: 1, Location: "nowhere", Mode: fifo.Read}, nil)
 	if err := h.Request(); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestRequestForMissingLocationIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := handle.New(q, handle.Spec{Task: 1, Location: `task 0 "x"`, Mode: fifo.Read}, nil, nil)
+	good := handle.New(q, handle.Spec{Task: 1, Location: `task 0 "x"`, Mode: fifo.Read}, nil)
 	if err := good.Request(); err != nil {
 		t.Fatal(err)
 	}

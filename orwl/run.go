@@ -243,7 +243,7 @@ func newJob(cfg Config) (*job, error) {
 		for i, name := range j.names {
 			idx := task*len(j.names) + i
 			if j.owner[task] == j.rank {
-				l := &location{id: Location{Task: task, Name: name}, index: uint32(idx), data: alignedBytes(0), version: 1}
+				l := &location{id: Location{Task: task, Name: name}, index: uint32(idx), j: j, data: alignedBytes(0), version: 1}
 				l.fq = j.rec.FIFO(trace.Loc(l.id))
 				if j.procs > 1 {
 					l.mirrors = make([]uint64, j.procs)
@@ -257,6 +257,7 @@ func newJob(cfg Config) (*job, error) {
 			t := &Task{id: task, job: j}
 			t.obs.task = t
 			t.obs.tr = j.rec.TaskTrack(task)
+			t.handles = handle.NewOwner(&t.obs)
 			j.local = append(j.local, t)
 			j.task[task] = t
 		}
@@ -358,6 +359,8 @@ func (j *job) failure() error {
 // fail their locations with the job's error then, or with their own when the task swallowed
 // it.
 func (j *job) runTask(ctx context.Context, t *Task, fn TaskFunc) {
+	stop := t.handles.Watch(ctx) // the job's end wakes the task's waits
+	defer stop()
 	err := callTask(ctx, t, fn)
 	if !t.scheduled {
 		j.arrive(ctx, t, false) // arrives with no requests; never waits

@@ -16,7 +16,7 @@ type Task struct {
 	job *job
 	obs observer
 
-	handles   handle.Group     // the handles that hold or have queued a request
+	handles   *handle.Owner    // what its handles share: the observer, those in use, the wake-ups
 	inserts   []*handle.Handle // handles declared in the init phase, requested at the schedule
 	problems  []error          // init-phase mistakes, reported by Schedule
 	misuse    []error          // mistakes after the schedule, returned when the task ends
@@ -121,7 +121,7 @@ func (t *Task) insert(l Location, pos int, mode fifo.Mode, iterative bool) *hand
 		t.complain(err)
 		return handle.Closed(spec, err)
 	}
-	h := handle.New(q, spec, &t.obs, &t.handles)
+	h := handle.New(q, spec, t.handles)
 	t.inserts = append(t.inserts, h)
 	return h
 }
@@ -146,7 +146,7 @@ func (t *Task) request(l Location, mode fifo.Mode) (*handle.Handle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("task %d: %s request on %s: %w", t.id, mode, l, err)
 	}
-	h := handle.New(q, handle.Spec{Task: t.id, Location: l.String(), Mode: mode}, &t.obs, &t.handles)
+	h := handle.New(q, handle.Spec{Task: t.id, Location: l.String(), Mode: mode}, t.handles)
 	if err := h.Request(); err != nil {
 		return nil, err
 	}

@@ -31,7 +31,7 @@ type ticketBase struct {
 	latch handle.Latch
 	h     *handle.Handle
 	self  ticket
-	owner *Task // the task of h (set by its observer)
+	j     *job
 }
 
 func (b *ticketBase) base() *ticketBase { return b }
@@ -40,5 +40,6 @@ func (b *ticketBase) base() *ticketBase { return b }
 // that nothing is handed on and the location fails with the job's error when the task
 // fails, as it usually does.
 func (b *ticketBase) Fail(err error) {
-	b.owner.failedGrants = append(b.owner.failedGrants, failedGrant{b.self, err})
+	t := b.j.task[b.h.Spec().Task]
+	t.failedGrants = append(t.failedGrants, failedGrant{b.self, err})
 }
