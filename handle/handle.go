@@ -171,9 +171,9 @@ type Handle struct {
 	owner  *Owner
 	obs    Observer // owner.obs
 	slot   int      // index in owner.active, or -1
-	next   Ticket // requested, for the next Acquire
-	held   Ticket // granted and acquired, until Release
-	spare  Ticket // released, offered back to the queue
+	next   Ticket   // requested, for the next Acquire
+	held   Ticket   // granted and acquired, until Release
+	spare  Ticket   // released, offered back to the queue
 	closed bool
 	cause  error // why a handle made by Closed was never usable; nil otherwise
 }
