@@ -116,6 +116,7 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 		if err := j.mesh.FinalBarrier(ctx, j.failure() != nil); err != nil {
 			j.fail(fmt.Errorf("orwl: rank %d cannot confirm that the job succeeded: %w", j.rank, err))
 		}
+		j.agree()
 	}
 	stopWatch()
 	watcher.Wait()
@@ -162,6 +163,7 @@ type job struct {
 	errMu  sync.Mutex
 	err    error       // the first failure
 	failed atomic.Bool // err is set
+	agreed bool        // the final agreement is over; guarded by errMu
 
 	mu           sync.Mutex
 	arrived      []*Task       // tasks that reached the schedule, with their requests
@@ -322,6 +324,11 @@ func (j *job) ownedByIndex(idx uint32) (*location, error) {
 // that the schedule reports to every task).
 func (j *job) fail(err error) {
 	j.errMu.Lock()
+	if j.agreed {
+		j.errMu.Unlock()
+		j.log.Debug("orwl: after the job's end", "err", err)
+		return
+	}
 	first := j.err == nil
 	if first {
 		j.err = err
@@ -346,6 +353,14 @@ func (j *job) fail(err error) {
 	if !errors.As(err, &remote) && !errors.As(err, &everywhere) {
 		j.node.broadcastFailure(err)
 	}
+}
+
+// agree records the end of the final agreement: what goes wrong afterwards (a grant for a
+// request of a finished task that cannot be sent any more, say) concerns nobody.
+func (j *job) agree() {
+	j.errMu.Lock()
+	j.agreed = true
+	j.errMu.Unlock()
 }
 
 func (j *job) failure() error {
