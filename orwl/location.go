@@ -25,7 +25,10 @@ func (l Location) String() string { return fmt.Sprintf("task %d %q", l.Task, l.N
 // handle.Queue of the local handles on it; the node places remote handles' requests in it.
 //
 // Every FIFO operation runs under mu and returns the requests it granted; they are delivered
-// (a local waiter woken, a grant sent to another process) after mu is released.
+// (a local waiter woken, a grant sent to another process) after mu is released, by the
+// goroutine that did the operation: onTask says whether it is a task's, which may write a
+// grant to the network itself (transport.Mesh.SendNow), or a connection's reader, which
+// must not.
 type location struct {
 	id    Location
 	index uint32 // its number in the job, as it travels on the wire
@@ -60,8 +63,9 @@ type pendingRequest struct {
 // queued is a request in a FIFO of this process, found through its fifo.Request's Tag: a
 // local ticket, or a request served for a handle of another process.
 type queued interface {
-	// granted delivers the grant, after the location's lock is released.
-	granted()
+	// granted delivers the grant, after the location's lock is released (onTask: on a task's
+	// goroutine).
+	granted(onTask bool)
 	// failed delivers the job's failure to a request that is still waiting.
 	failed(err error)
 	// task is the task whose handle made the request.
@@ -72,15 +76,15 @@ type queued interface {
 }
 
 // deliver hands every request of granted its grant.
-func deliver(granted []*fifo.Request) {
+func deliver(granted []*fifo.Request, onTask bool) {
 	for _, r := range granted {
-		r.Tag.(queued).granted()
+		r.Tag.(queued).granted(onTask)
 	}
 }
 
 // enqueue places r in the FIFO, or, before the schedule, keeps it for the schedule. It fails
 // once the job has failed.
-func (l *location) enqueue(r *fifo.Request, mode fifo.Mode, initial bool, pos, task int) error {
+func (l *location) enqueue(r *fifo.Request, mode fifo.Mode, initial bool, pos, task int, onTask bool) error {
 	l.fq.Request(task, traceMode(mode), pos)
 	var buf [4]*fifo.Request
 	l.mu.Lock()
@@ -95,14 +99,14 @@ func (l *location) enqueue(r *fifo.Request, mode fifo.Mode, initial bool, pos, t
 	}
 	granted, err := l.fifo.Enqueue(r, mode, buf[:0])
 	l.mu.Unlock()
-	deliver(granted)
+	deliver(granted, onTask)
 	return err
 }
 
 // release ends the granted access of r; a write makes a new version of the data, which the
 // mirror of process mirror (>= 0: a remote writer sent it back) holds already. In a failed
 // job it does nothing: the data a failed job leaves is never handed on.
-func (l *location) release(r *fifo.Request, newVersion bool, mirror int) error {
+func (l *location) release(r *fifo.Request, newVersion bool, mirror int, onTask bool) error {
 	var buf [4]*fifo.Request
 	l.mu.Lock()
 	if l.err != nil {
@@ -120,11 +124,12 @@ func (l *location) release(r *fifo.Request, newVersion bool, mirror int) error {
 		l.mirrors[mirror] = version
 		l.sendMu.Unlock()
 	}
-	deliver(granted)
+	deliver(granted, onTask)
 	return err
 }
 
-// cancel withdraws r (fifo.FIFO.Cancel): a grant it holds goes back unchanged.
+// cancel withdraws r (fifo.FIFO.Cancel), on a task's goroutine: a grant it holds goes back
+// unchanged.
 func (l *location) cancel(r *fifo.Request) {
 	var buf [4]*fifo.Request
 	l.mu.Lock()
@@ -134,7 +139,7 @@ func (l *location) cancel(r *fifo.Request) {
 	}
 	granted := l.fifo.Cancel(r, buf[:0])
 	l.mu.Unlock()
-	deliver(granted)
+	deliver(granted, true)
 }
 
 // fail stops l for good: every request still waiting gets err, and nothing is granted any
@@ -187,7 +192,7 @@ func (t *localTicket) Resize(n int) ([]byte, error) {
 
 // Release ends the access; a write makes a new version of the data.
 func (t *localTicket) Release() error {
-	return t.loc.release(&t.req, t.h.Mode() == fifo.Write, -1)
+	return t.loc.release(&t.req, t.h.Mode() == fifo.Write, -1, true)
 }
 
 // Cancel withdraws the ticket; a grant that had arrived goes back with the data unchanged.
@@ -198,7 +203,7 @@ func (t *localTicket) Cancel() {
 
 // granted wakes the waiter. A latch cancelled meanwhile refuses the grant; its canceller
 // gives it back through location.cancel.
-func (t *localTicket) granted()                    { t.latch.Grant() }
+func (t *localTicket) granted(bool)                { t.latch.Grant() }
 func (t *localTicket) failed(err error)            { t.latch.Fail(err) }
 func (t *localTicket) task() int                   { return t.h.Spec().Task }
 func (t *localTicket) remote() (int, uint64, bool) { return 0, 0, false }
@@ -233,7 +238,7 @@ func (l *location) Request(h *handle.Handle, reuse handle.Ticket) (handle.Ticket
 	t.h = h
 	t.latch.Start()
 	spec := h.Spec()
-	if err := l.enqueue(&t.req, spec.Mode, true, spec.Pos, spec.Task); err != nil {
+	if err := l.enqueue(&t.req, spec.Mode, true, spec.Pos, spec.Task, true); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -267,7 +272,7 @@ func (l *location) schedule() error {
 	l.pending = nil
 	l.scheduled = true
 	l.mu.Unlock()
-	deliver(granted)
+	deliver(granted, true)
 	return err
 }
 

@@ -121,6 +121,8 @@ func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Tic
 	n.mu.Unlock()
 	spec := h.Spec()
 	m := requestMsg{loc: q.loc, ticket: t.id, mode: spec.Mode, initial: !n.j.requestsLive.Load(), pos: spec.Pos, task: spec.Task}
+	// Queued, not written at once: it is not awaited yet, and the release that follows
+	// takes it along in one write (see transport.Mesh.SendNow).
 	if err := n.mesh.Send(q.owner, transport.Requester, m.header(), nil); err != nil {
 		n.mu.Lock()
 		t.active = false
@@ -140,13 +142,13 @@ func (t *remoteTicket) Resize(n int) ([]byte, error) {
 
 // Release gives the grant back to the owner, with the data when it was a write.
 func (t *remoteTicket) Release() error {
-	return t.q.n.sendRelease(t, releaseMsg{data: t.h.Mode() == fifo.Write}, nil)
+	return t.q.n.sendRelease(t, releaseMsg{data: t.h.Mode() == fifo.Write}, nil, true)
 }
 
 // failGrant gives the grant back as failed: the owner fails the location with err. In a
 // failed job it sends nothing: the owner fails with the job.
 func (t *remoteTicket) failGrant(err error) {
-	t.q.n.sendRelease(t, releaseMsg{failed: true}, []byte(err.Error()))
+	t.q.n.sendRelease(t, releaseMsg{failed: true}, []byte(err.Error()), true)
 }
 
 // Cancel gives a grant that had arrived back now, unchanged, and one that has not as soon
@@ -154,7 +156,7 @@ func (t *remoteTicket) failGrant(err error) {
 func (t *remoteTicket) Cancel() {
 	n := t.q.n
 	if t.latch.Cancel() {
-		n.sendRelease(t, releaseMsg{}, nil)
+		n.sendRelease(t, releaseMsg{}, nil, true)
 		return
 	}
 	if t.latch.State() == handle.LatchFailed {
@@ -165,11 +167,12 @@ func (t *remoteTicket) Cancel() {
 }
 
 // sendRelease ends t's access at the owner with m (data: the mirror goes back as the new
-// data; failed: payload says why). A ticket that will not be requested again (a one-shot
+// data; failed: payload says why); onTask: on a task's goroutine, which writes a small
+// release itself. A ticket that will not be requested again (a one-shot
 // handle's, a cancelled or failed one's) is retired and its id handed out again, after the
 // release is on its way: a later request with the same id reaches the owner after it. In a
 // failed job nothing is sent: the owner fails with the job, and hands nothing on.
-func (n *node) sendRelease(t *remoteTicket, m releaseMsg, payload []byte) error {
+func (n *node) sendRelease(t *remoteTicket, m releaseMsg, payload []byte, onTask bool) error {
 	n.mu.Lock()
 	if !t.active {
 		n.mu.Unlock()
@@ -187,7 +190,7 @@ func (n *node) sendRelease(t *remoteTicket, m releaseMsg, payload []byte) error 
 		payload = t.q.mirror
 		t.q.version = t.version + 1 // what the owner's data becomes
 	}
-	err := n.mesh.Send(t.q.owner, transport.Requester, m.header(), payload)
+	err := n.send(onTask, t.q.owner, transport.Requester, m.header(), payload)
 	if retire {
 		n.mu.Lock()
 		n.tickets[t.id] = nil
@@ -225,7 +228,7 @@ type served struct {
 // granted sends the grant to the requester, with the data when its mirror does not hold
 // this version: under the location's sendMu, so that the first grant of a version that a
 // process receives is the one that carries it.
-func (s *served) granted() {
+func (s *served) granted(onTask bool) {
 	l := s.loc
 	l.fq.Grant(s.taskID, traceMode(s.req.Mode()))
 	l.sendMu.Lock()
@@ -236,7 +239,7 @@ func (s *served) granted() {
 		l.mirrors[s.from] = l.version
 	}
 	s.delivered.Store(true)
-	err := s.n.mesh.Send(s.from, transport.Owner, m.header(), payload)
+	err := s.n.send(onTask, s.from, transport.Owner, m.header(), payload)
 	l.sendMu.Unlock()
 	if err != nil && !errors.Is(err, transport.ErrPeerClosed) {
 		// A peer that closed its mesh cleanly has finished (every task of the job is done) or
@@ -309,6 +312,14 @@ func (n *node) servedGrant(from int, id uint64) *served {
 	return s
 }
 
+// send sends a message, written at once by the caller when it is a task (see location).
+func (n *node) send(onTask bool, to int, role transport.Role, h transport.Header, payload []byte) error {
+	if onTask {
+		return n.mesh.SendNow(to, role, h, payload)
+	}
+	return n.mesh.Send(to, role, h, payload)
+}
+
 // resizeKeep sets *b to n bytes, reallocating (8-byte aligned) only when it must grow.
 func resizeKeep(b *[]byte, n int) []byte {
 	if n > cap(*b) {
@@ -373,7 +384,7 @@ func (n *node) serve(from int, h *transport.Header) error {
 	}
 	s.active, s.taskID, s.loc = true, m.task, l
 	s.delivered.Store(false)
-	l.enqueue(&s.req, m.mode, m.initial, m.pos, m.task) // fails only in a failed job, which the requester learns
+	l.enqueue(&s.req, m.mode, m.initial, m.pos, m.task, false) // fails only in a failed job, which the requester learns
 	return nil
 }
 
@@ -400,7 +411,7 @@ func (n *node) granted(from int, h *transport.Header, payload []byte) error {
 	t.transfer = trace.Span{}
 	t.version, t.grantFlow = m.version, m.flow
 	if !t.latch.Grant() {
-		n.sendRelease(t, releaseMsg{}, nil) // cancelled meanwhile: the cancellation wins, give it back
+		n.sendRelease(t, releaseMsg{}, nil, false) // cancelled meanwhile: the cancellation wins, give it back
 	}
 	return nil
 }
@@ -429,7 +440,7 @@ func (n *node) released(from int, h *transport.Header, payload []byte) error {
 		mirror = from
 		resizeKeep(&l.data, int(h.Len)) // the payload is there; this sets the size, 0 included
 	}
-	return l.release(&s.req, mirror >= 0, mirror)
+	return l.release(&s.req, mirror >= 0, mirror, false)
 }
 
 // PeerLost implements transport.Handler: a process of the job is gone before it finished,

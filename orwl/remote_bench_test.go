@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"testing"
 
@@ -108,11 +109,15 @@ func startPeer(b *testing.B, scenario string, env ...string) *exec.Cmd {
 	return cmd
 }
 
-// runRemote runs bj with this process as rank 0, timing the sections of task 0.
+// runRemote runs bj with this process as rank 0, timing the sections of task 0. The two
+// processes share this machine's cores, as under orwlrun: GOMAXPROCS is half the cores in
+// each.
 func runRemote(b *testing.B, bj benchJob) {
 	coord := freeAddr(b)
 	secret := "bench-secret"
-	peer := startPeer(b, "bench-peer", append(bj.env(),
+	procs := max(1, runtime.NumCPU()/2)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+	peer := startPeer(b, "bench-peer", append(bj.env(), "GOMAXPROCS="+strconv.Itoa(procs),
 		"ORWL_RANK=1", "ORWL_SIZE=2", "ORWL_COORD="+coord, "ORWL_SECRET="+secret)...)
 	err := orwl.Run(context.Background(), orwl.Config{Tasks: 2, Locations: []string{"x"},
 		Job: &orwl.Job{Rank: 0, Size: 2, Coord: coord, Secret: []byte(secret)}},

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -82,6 +83,7 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 	jobCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	j.cancel = cancel
+	shareCores(j.info.LocalSize)
 	if j.procs > 1 {
 		if err := j.connect(jobCtx); err != nil {
 			return err
@@ -134,6 +136,18 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 // maxLocations bounds the locations of a job (tasks times their locations): a larger job
 // is a mistake that would exhaust memory before it starts.
 const maxLocations = 1 << 24
+
+// shareCores gives this process its share of the host's cores when local processes of the
+// job run on it, unless GOMAXPROCS says otherwise: processes that each take every core
+// oversubscribe the machine, and a hand-off between them then costs far more (idle Go
+// schedulers spin for the cores the others need). orwlrun does the same through the
+// environment.
+func shareCores(local int) {
+	if _, set := os.LookupEnv("GOMAXPROCS"); set || local <= 1 {
+		return
+	}
+	runtime.GOMAXPROCS(max(1, runtime.NumCPU()/local))
+}
 
 // job is this process's view of the whole job.
 type job struct {

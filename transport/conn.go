@@ -18,7 +18,9 @@ type conn struct {
 
 	mu      sync.Mutex
 	q       []outMsg
+	qBytes  int // the payload bytes of q
 	spare   []outMsg
+	writing bool // the writer goroutine or a direct sender (enqueue) is writing on w
 	closing bool // goodbye queued; no more messages
 	wake    chan struct{}
 	stop    chan struct{}
@@ -59,15 +61,67 @@ func (s *stampReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (c *conn) enqueue(o outMsg) error {
+// enqueue queues o for the writer goroutine. With direct, when nobody is writing and the
+// queue and o are small, the caller writes the queue and o itself, at once and in one
+// system call (see SendNow).
+func (c *conn) enqueue(o outMsg, direct bool) error {
 	c.mu.Lock()
 	if c.closing || c.stopped.Load() {
 		c.mu.Unlock()
 		return c.gone()
 	}
 	c.q = append(c.q, o)
+	c.qBytes += len(o.p)
+	if direct && !c.writing && c.qBytes <= directMax {
+		batch := c.take()
+		c.mu.Unlock()
+		return c.writeNow(batch)
+	}
 	c.mu.Unlock()
 	c.notify()
+	return nil
+}
+
+// take hands the queue to its writer, who holds the wire until it is done; c.mu held.
+func (c *conn) take() []outMsg {
+	batch := c.q
+	c.q, c.qBytes = c.spare[:0], 0
+	c.spare = nil
+	c.writing = true
+	return batch
+}
+
+// writeBatch writes batch out and flushes, publishing every message it has read (see Send).
+func (c *conn) writeBatch(batch []outMsg) error {
+	sent := &c.m.peers[c.peer].sent
+	for i := range batch {
+		if err := c.w.writeMessage(&batch[i].h, batch[i].p); err != nil {
+			return err
+		}
+		// The payload was read (copied into the output buffer, whose last bytes are not
+		// sent yet, or written out): publish it for the readers of the peer's answers.
+		sent.Add(1)
+	}
+	return c.w.flush()
+}
+
+// writeNow writes batch on the caller's goroutine, which holds the wire.
+func (c *conn) writeNow(batch []outMsg) error {
+	err := c.writeBatch(batch)
+	clear(batch)
+	c.mu.Lock()
+	c.spare = batch[:0]
+	c.writing = false
+	more := len(c.q) > 0 || c.closing
+	c.mu.Unlock()
+	if err != nil {
+		c.fail("writing to", err)
+		c.shutdown()
+		return c.gone()
+	}
+	if more {
+		c.notify() // what came while the wire was held
+	}
 	return nil
 }
 
@@ -115,7 +169,6 @@ func (c *conn) shutdown() {
 func (c *conn) writeLoop() {
 	defer c.m.wg.Done()
 	w := c.w
-	sent := &c.m.peers[c.peer].sent
 	for {
 		select {
 		case <-c.wake:
@@ -123,25 +176,14 @@ func (c *conn) writeLoop() {
 			return
 		}
 		c.mu.Lock()
-		batch := c.q
-		c.q = c.spare[:0]
-		c.spare = nil
+		if c.writing { // a direct sender has the wire; it wakes us when it is done
+			c.mu.Unlock()
+			continue
+		}
 		closing := c.closing
+		batch := c.take()
 		c.mu.Unlock()
-		var err error
-		for i := range batch {
-			if err = w.writeMessage(&batch[i].h, batch[i].p); err != nil {
-				break
-			}
-			// The payload was read (copied into the output buffer, whose last bytes are
-			// not sent yet, or written out): publish it for the readers of the peer's
-			// answers (see Send).
-			sent.Add(1)
-		}
-		if err == nil {
-			err = w.flush()
-		}
-		if err != nil {
+		if err := c.writeBatch(batch); err != nil {
 			c.fail("writing to", err)
 			c.shutdown()
 			return
@@ -149,6 +191,7 @@ func (c *conn) writeLoop() {
 		clear(batch)
 		c.mu.Lock()
 		c.spare = batch[:0]
+		c.writing = false
 		empty := len(c.q) == 0
 		c.mu.Unlock()
 		if closing && empty {

@@ -10,7 +10,7 @@ import (
 // any size streams through a connection with bounded memory and lands straight in its
 // destination (Handler.Sink). A reader accepts no frame longer than maxFrame.
 const (
-	fragmentSize = 1 << 20
+	fragmentSize = 4 << 20
 	maxFrame     = fragmentSize + maxHeaderSize
 	// maxScratch is the largest payload read into a connection's own buffer when
 	// Handler.Sink gives no destination.
