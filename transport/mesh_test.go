@@ -422,9 +422,9 @@ func TestBadMessagesLoseThePeer(t *testing.T) {
 				}
 			})
 			for _, f := range tc.frames {
-				if err := injectRaw(meshes[0], 1, Owner, f.op, f.fin, f.raw); err != nil {
-					t.Fatal(err)
-				}
+				// The receiver may close as soon as it has seen enough: a write that fails
+				// then is part of the test, its verdict below is what counts.
+				injectRaw(meshes[0], 1, Owner, f.op, f.fin, f.raw)
 			}
 			err := <-sh.lost
 			var fe *FrameError
