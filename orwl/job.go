@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -60,7 +61,7 @@ func (j *job) connect(ctx context.Context) error {
 	m, err := transport.New(transport.Config{
 		Rank: j.rank, Size: j.procs, Coord: j.info.Coord, ListenHost: j.info.Listen,
 		Secret: j.info.Secret, Handler: j.node, Logger: j.log, Listener: ln, JobSpec: j.spec(),
-		PeerTimeout: j.peerTimeout, StartTimeout: j.startTimeout,
+		PeerTimeout: j.peerTimeout, StartTimeout: j.startTimeout, Spin: j.spin(),
 	})
 	if err != nil {
 		return fmt.Errorf("orwl: rank %d of %d: %w", j.rank, j.procs, err)
@@ -101,11 +102,34 @@ func (j *job) spec() string {
 }
 
 // Environment variables for the liveness settings (Config.PeerTimeout, Config.StartTimeout),
-// in Go's duration syntax ("5s", "2m").
+// and for how long a connection through shared memory polls for a message before it sleeps
+// (see spin), in Go's duration syntax ("5s", "2m", "50us").
 const (
 	envPeerTimeout  = "ORWL_PEER_TIMEOUT"
 	envStartTimeout = "ORWL_START_TIMEOUT"
+	envSpin         = "ORWL_SPIN"
 )
+
+// defaultSpin is how long a connection through shared memory polls for the next message
+// before it sleeps, when the processes of the job on this host have a core each.
+const defaultSpin = 100 * time.Microsecond
+
+// spin is transport.Config.Spin: ORWL_SPIN when set (0 turns polling off), else defaultSpin
+// when this process's schedulers and those of the job's other processes on this host fit in
+// its cores, else 0 (polling would take cores the others need).
+func (j *job) spin() time.Duration {
+	if s, ok := os.LookupEnv(envSpin); ok {
+		if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+			return d
+		}
+		j.log.Warn("orwl: "+envSpin+" is not a duration; connections do not poll", "value", s)
+		return 0
+	}
+	if local := j.info.LocalSize; local > 0 && local*runtime.GOMAXPROCS(0) <= runtime.NumCPU() {
+		return defaultSpin
+	}
+	return 0
+}
 
 // duration returns d, or else the duration in the environment variable name, or 0.
 func duration(d time.Duration, name string) (time.Duration, error) {

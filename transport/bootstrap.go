@@ -407,6 +407,11 @@ func (b *bootstrap) connect(book []string) error {
 		}
 		dials.Go(func() {
 			w, err := m.dial(ctx, addr, j, purposeMesh)
+			if err == nil {
+				if err = m.shmOffer(w); err != nil {
+					w.nc.Close()
+				}
+			}
 			if err == nil && !m.attach(j, Requester, w) {
 				err = fmt.Errorf("a second connection to rank %d", j)
 			}
@@ -533,7 +538,8 @@ func (b *bootstrap) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		b.register(w, rank)
 		stop()
 	case purposeMesh:
-		if !stop() {
+		err := m.shmAnswer(w)
+		if !stop() || err != nil {
 			w.nc.Close()
 			return
 		}

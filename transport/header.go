@@ -37,6 +37,8 @@ const (
 	TypeReady         uint8 = 10 // bootstrap: the sender's connections are all up
 	TypeStart         uint8 = 11 // bootstrap: every connection of the job is up
 	TypeAbort         uint8 = 12 // bootstrap: the start failed; the payload says why
+	TypeShmOffer      uint8 = 13 // handshake: the dialer's shared memory, or nothing (see shm.go)
+	TypeShmAnswer     uint8 = 14 // handshake: Flags 1 when the acceptor took the shared memory
 	TypeUser          uint8 = 16 // first type available to the upper layer
 )
 

@@ -25,6 +25,7 @@ import (
 // secret costs little memory; grow gives an authenticated one its full buffers.
 type wire struct {
 	nc     net.Conn
+	src    source // what br reads: nc, or the shared memory that replaced it (useShm)
 	br     *bufio.Reader
 	client bool // this side dialed: it masks what it sends
 
@@ -55,10 +56,16 @@ const (
 var errProtocol = errors.New("transport: websocket protocol violation")
 
 func newWire(nc net.Conn, client bool) *wire {
-	w := &wire{nc: nc, br: bufio.NewReaderSize(nc, handshakeBuf), client: client}
+	w := &wire{nc: nc, src: source{nc}, client: client}
+	w.br = bufio.NewReaderSize(&w.src, handshakeBuf)
 	w.rng.Seed(rand.Uint64(), rand.Uint64())
 	return w
 }
+
+// source is the reader under a wire's buffers, which useShm can change.
+type source struct{ r io.Reader }
+
+func (s *source) Read(p []byte) (int, error) { return s.r.Read(p) }
 
 // grow gives an authenticated connection its full buffers; every read goes through r, which
 // reads what the small buffer holds first.

@@ -1,0 +1,254 @@
+package transport
+
+import (
+	"crypto/rand"
+	"errors"
+	"io"
+	"net"
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// Shared memory between two processes of one host. When a mesh connection is dialed and
+// authenticated, the dialer offers a segment (see newSegment): shared memory with two rings,
+// one each way, that the acceptor can map only from the same host, as the same user, in the
+// same network namespace (emulated hosts are other hosts). If it can, both sides carry the
+// connection's bytes through the rings instead of the socket, and the socket stays open to
+// wake a reader that sleeps and to find a peer that dies. A reader polls its ring for a
+// while (Config.Spin) before it sleeps; a writer whose ring is full polls, then backs off.
+// Everything above the bytes (frames, messages, liveness) is the same as over the network.
+
+// shmRing is the size of each ring, a power of two.
+const shmRing = 4 << 20
+
+// ringHeader is the start of a ring in the segment: the producer's and the consumer's counts
+// of bytes, each on a cache line of its own, and whether the consumer sleeps.
+type ringHeader struct {
+	written  atomic.Uint64
+	_        [56]byte
+	read     atomic.Uint64
+	_        [56]byte
+	sleeping atomic.Uint32
+	_        [60]byte
+}
+
+// ring is one direction of a segment.
+type ring struct {
+	h    *ringHeader
+	data []byte // shmRing bytes
+}
+
+// The segment: a token of tokenSize bytes (in a cache line of its own), then two rings.
+const (
+	tokenSize   = 32
+	ringSpan    = int(unsafe.Sizeof(ringHeader{})) + shmRing
+	segmentSize = 64 + 2*ringSpan
+)
+
+// rings returns the dialer-to-acceptor and acceptor-to-dialer rings of a segment.
+func rings(seg []byte) (up, down ring) {
+	at := func(off int) ring {
+		return ring{h: (*ringHeader)(unsafe.Pointer(&seg[off])), data: seg[off+int(unsafe.Sizeof(ringHeader{})) : off+ringSpan]}
+	}
+	return at(64), at(64 + ringSpan)
+}
+
+// shmOffer is the dialer's side: it makes a segment and offers it on w (authenticated, still
+// on the socket); when the acceptor takes it, w carries its bytes through the segment from
+// then on. Where no segment can be made it offers nothing, and w stays on the socket.
+func (m *Mesh) shmOffer(w *wire) error {
+	w.nc.SetDeadline(time.Now().Add(handshakeTimeout))
+	defer w.nc.SetDeadline(time.Time{})
+	seg, offer, done := newSegment()
+	if seg == nil {
+		return w.writeMsg(Header{Type: TypeShmOffer}, nil) // no offer
+	}
+	defer done() // the acceptor has mapped it by the time it answers
+	if err := w.writeMsg(Header{Type: TypeShmOffer}, offer); err != nil {
+		unmap(seg)
+		return err
+	}
+	h, _, err := w.readMsg(TypeShmAnswer, 0)
+	if err != nil || h.Flags == 0 {
+		unmap(seg)
+		return err
+	}
+	up, down := rings(seg)
+	w.useShm(&shmConn{sock: w.nc, seg: seg, in: down, out: up, spin: m.cfg.Spin})
+	return nil
+}
+
+// shmAnswer is the acceptor's side: it reads the dialer's offer on w and takes the segment
+// when it can map it; it answers either way.
+func (m *Mesh) shmAnswer(w *wire) error {
+	w.nc.SetDeadline(time.Now().Add(handshakeTimeout))
+	defer w.nc.SetDeadline(time.Time{})
+	_, offer, err := w.readMsg(TypeShmOffer, maxOffer)
+	if err != nil {
+		return err
+	}
+	var seg []byte
+	if len(offer) > 0 {
+		seg = openSegment(offer)
+	}
+	answer := Header{Type: TypeShmAnswer}
+	if seg != nil {
+		answer.Flags = 1
+	}
+	if err := w.writeMsg(answer, nil); err != nil {
+		unmap(seg)
+		return err
+	}
+	if seg != nil {
+		up, down := rings(seg)
+		w.useShm(&shmConn{sock: w.nc, seg: seg, in: up, out: down, spin: m.cfg.Spin})
+	}
+	return nil
+}
+
+// maxOffer bounds the payload of an offer.
+const maxOffer = 256
+
+// newToken returns a segment's token.
+func newToken() []byte {
+	t := make([]byte, tokenSize)
+	rand.Read(t)
+	return t
+}
+
+// useShm makes w read and write through c from now on.
+func (w *wire) useShm(c *shmConn) {
+	w.nc = c
+	w.src.r = c
+}
+
+// shmConn is a net.Conn whose bytes go through two rings of a shared segment; the socket
+// under it carries only wake-ups (a byte for a reader that sleeps) and its end.
+type shmConn struct {
+	sock    net.Conn
+	seg     []byte
+	in, out ring
+	spin    time.Duration
+	closed  atomic.Bool
+	wakeBuf [64]byte // what a sleeping reader reads
+	wakeUp  [1]byte  // what a writer sends a sleeping reader
+}
+
+// Read reads what the peer wrote into the in ring: at once when there is some, after
+// polling for up to spin (yielding to the rest of the process between two looks), or else
+// after sleeping on the socket until the peer's next write wakes it.
+func (c *shmConn) Read(p []byte) (int, error) {
+	h := c.in.h
+	r := h.read.Load()
+	var since time.Time
+	for {
+		if avail := h.written.Load() - r; avail > 0 {
+			n := c.copyOut(p, r, avail)
+			h.read.Store(r + uint64(n))
+			return n, nil
+		}
+		if c.closed.Load() {
+			return 0, net.ErrClosed
+		}
+		if since.IsZero() {
+			since = time.Now()
+		}
+		if time.Since(since) < c.spin {
+			runtime.Gosched()
+			continue
+		}
+		h.sleeping.Store(1)
+		if h.written.Load() != r { // written meanwhile: its writer may not have seen us sleep
+			h.sleeping.Store(0)
+			continue
+		}
+		_, err := c.sock.Read(c.wakeBuf[:])
+		h.sleeping.Store(0)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return 0, io.EOF
+			}
+			return 0, err
+		}
+		since = time.Time{}
+	}
+}
+
+// copyOut copies what is available at position r of the in ring into p.
+func (c *shmConn) copyOut(p []byte, r, avail uint64) int {
+	n := int(min(avail, uint64(len(p))))
+	off := int(r & (shmRing - 1))
+	k := copy(p[:n], c.in.data[off:])
+	copy(p[k:n], c.in.data)
+	return n
+}
+
+// Write writes p into the out ring, waiting for room while the peer reads, and wakes the
+// peer when it sleeps.
+func (c *shmConn) Write(p []byte) (int, error) {
+	h := c.out.h
+	done := 0
+	backoff := time.Duration(0)
+	for done < len(p) {
+		if c.closed.Load() {
+			return done, net.ErrClosed
+		}
+		w := h.written.Load()
+		room := shmRing - (w - h.read.Load())
+		if room == 0 {
+			backoff = c.waitRoom(backoff)
+			continue
+		}
+		backoff = 0
+		n := int(min(room, uint64(len(p)-done)))
+		off := int(w & (shmRing - 1))
+		k := copy(c.out.data[off:], p[done:done+n])
+		copy(c.out.data, p[done+k:done+n])
+		h.written.Store(w + uint64(n))
+		done += n
+		if h.sleeping.Load() != 0 {
+			if _, err := c.sock.Write(c.wakeUp[:]); err != nil {
+				return done, err
+			}
+		}
+	}
+	return done, nil
+}
+
+// waitRoom waits a little for the peer to read, and returns the next wait: first yields,
+// then sleeps of growing length up to a millisecond.
+func (c *shmConn) waitRoom(prev time.Duration) time.Duration {
+	if prev == 0 {
+		runtime.Gosched()
+		return time.Microsecond
+	}
+	time.Sleep(prev)
+	return min(2*prev, time.Millisecond)
+}
+
+// Close ends the connection: its socket closes, which the peer sees. The segment stays
+// mapped while this process's reader or writer may still be in it; release unmaps it.
+func (c *shmConn) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	return c.sock.Close()
+}
+
+// release closes c and unmaps its segment; nothing may read or write c any more.
+func (c *shmConn) release() {
+	c.Close()
+	unmap(c.seg)
+	c.seg = nil
+}
+
+func (c *shmConn) LocalAddr() net.Addr  { return c.sock.LocalAddr() }
+func (c *shmConn) RemoteAddr() net.Addr { return c.sock.RemoteAddr() }
+
+// SetDeadline and its siblings do nothing: the mesh sets no deadline on a connection once it
+// carries messages.
+func (c *shmConn) SetDeadline(time.Time) error      { return nil }
+func (c *shmConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *shmConn) SetWriteDeadline(time.Time) error { return nil }

@@ -1,0 +1,60 @@
+package transport
+
+import (
+	"bytes"
+	"encoding/hex"
+	"os"
+	"strconv"
+	"testing"
+)
+
+// Processes of one host (here: meshes of one process) talk through shared memory, both
+// ways, on both connections of every pair.
+func TestSameHostUsesSharedMemory(t *testing.T) {
+	meshes, _ := startMeshes(t, 3, nil)
+	for _, m := range meshes {
+		m.eachConn(func(c *conn) {
+			if _, ok := c.w.nc.(*shmConn); !ok {
+				t.Errorf("rank %d's %s connection to rank %d is a %T, not shared memory", m.rank, c.role, c.peer, c.w.nc)
+			}
+		})
+	}
+}
+
+// An offer is taken only when it names a segment of this host with the right token.
+func TestOpenSegment(t *testing.T) {
+	seg, offer, done := newSegment()
+	if seg == nil {
+		t.Skip("no memfd here")
+	}
+	defer done()
+	defer unmap(seg)
+	mapped := openSegment(offer)
+	if mapped == nil {
+		t.Fatal("a segment of this process could not be opened")
+	}
+	mapped[100] = 42 // the same memory
+	if seg[100] != 42 {
+		t.Error("the opened segment is not the offered one")
+	}
+	unmap(mapped)
+	strs, _ := decodeStrings(offer, 3)
+	for name, bad := range map[string][]string{
+		"wrong token":   {strs[0], strs[1], hex.EncodeToString(bytes.Repeat([]byte{7}, tokenSize))},
+		"short token":   {strs[0], strs[1], "abcd"},
+		"no such fd":    {strs[0], "999999", strs[2]},
+		"no such pid":   {strconv.Itoa(1 << 30), strs[1], strs[2]},
+		"not a process": {"self/../..", strs[1], strs[2]},
+	} {
+		if s := openSegment(encodeStrings(bad)); s != nil {
+			unmap(s)
+			t.Errorf("%s: the offer was taken", name)
+		}
+	}
+	if openSegment([]byte("garbage")) != nil {
+		t.Error("a malformed offer was taken")
+	}
+	if !sameNetwork(strconv.Itoa(os.Getpid())) {
+		t.Error("this process is not in its own network namespace")
+	}
+}
