@@ -62,6 +62,7 @@ func (j *job) connect(ctx context.Context) error {
 		Rank: j.rank, Size: j.procs, Coord: j.info.Coord, ListenHost: j.info.Listen,
 		Secret: j.info.Secret, Handler: j.node, Logger: j.log, Listener: ln, JobSpec: j.spec(),
 		PeerTimeout: j.peerTimeout, StartTimeout: j.startTimeout, Spin: j.spin(),
+		NoSharedMemory: os.Getenv(envShm) == "off",
 	})
 	if err != nil {
 		return fmt.Errorf("orwl: rank %d of %d: %w", j.rank, j.procs, err)
@@ -108,11 +109,12 @@ const (
 	envPeerTimeout  = "ORWL_PEER_TIMEOUT"
 	envStartTimeout = "ORWL_START_TIMEOUT"
 	envSpin         = "ORWL_SPIN"
+	envShm          = "ORWL_SHM" // "off": processes of one host talk over their sockets
 )
 
 // defaultSpin is how long a connection through shared memory polls for the next message
 // before it sleeps, when the processes of the job on this host have a core each.
-const defaultSpin = 100 * time.Microsecond
+const defaultSpin = 50 * time.Microsecond
 
 // spin is transport.Config.Spin: ORWL_SPIN when set (0 turns polling off), else defaultSpin
 // when this process's schedulers and those of the job's other processes on this host fit in

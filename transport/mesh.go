@@ -138,6 +138,8 @@ type Config struct {
 	// a busy core: for processes that have a core each, not for an oversubscribed machine.
 	// Default 0: no polling.
 	Spin time.Duration
+	// NoSharedMemory keeps the connections of processes of one host on their sockets.
+	NoSharedMemory bool
 	// Handler receives messages and events; nil discards everything.
 	Handler Handler
 	// Logger receives refused connections, rejected messages and lost peers; default

@@ -61,7 +61,11 @@ func rings(seg []byte) (up, down ring) {
 func (m *Mesh) shmOffer(w *wire) error {
 	w.nc.SetDeadline(time.Now().Add(handshakeTimeout))
 	defer w.nc.SetDeadline(time.Time{})
-	seg, offer, done := newSegment()
+	var seg, offer []byte
+	done := func() {}
+	if !m.cfg.NoSharedMemory {
+		seg, offer, done = newSegment()
+	}
 	if seg == nil {
 		return w.writeMsg(Header{Type: TypeShmOffer}, nil) // no offer
 	}
@@ -81,7 +85,7 @@ func (m *Mesh) shmOffer(w *wire) error {
 }
 
 // shmAnswer is the acceptor's side: it reads the dialer's offer on w and takes the segment
-// when it can map it; it answers either way.
+// when it can map it; it answers any offer, and nothing to no offer.
 func (m *Mesh) shmAnswer(w *wire) error {
 	w.nc.SetDeadline(time.Now().Add(handshakeTimeout))
 	defer w.nc.SetDeadline(time.Time{})
@@ -89,8 +93,11 @@ func (m *Mesh) shmAnswer(w *wire) error {
 	if err != nil {
 		return err
 	}
+	if len(offer) == 0 {
+		return nil
+	}
 	var seg []byte
-	if len(offer) > 0 {
+	if !m.cfg.NoSharedMemory {
 		seg = openSegment(offer)
 	}
 	answer := Header{Type: TypeShmAnswer}
@@ -190,18 +197,19 @@ func (c *shmConn) copyOut(p []byte, r, avail uint64) int {
 func (c *shmConn) Write(p []byte) (int, error) {
 	h := c.out.h
 	done := 0
-	backoff := time.Duration(0)
+	waited, lastRead := time.Duration(0), h.read.Load()
 	for done < len(p) {
 		if c.closed.Load() {
 			return done, net.ErrClosed
 		}
-		w := h.written.Load()
-		room := shmRing - (w - h.read.Load())
+		w, r := h.written.Load(), h.read.Load()
+		room := shmRing - (w - r)
 		if room == 0 {
-			backoff = c.waitRoom(backoff)
+			waited = c.waitRoom(waited, r != lastRead)
+			lastRead = r
 			continue
 		}
-		backoff = 0
+		waited, lastRead = 0, r
 		n := int(min(room, uint64(len(p)-done)))
 		off := int(w & (shmRing - 1))
 		k := copy(c.out.data[off:], p[done:done+n])
@@ -217,16 +225,29 @@ func (c *shmConn) Write(p []byte) (int, error) {
 	return done, nil
 }
 
-// waitRoom waits a little for the peer to read, and returns the next wait: first yields,
-// then sleeps of growing length up to a millisecond.
-func (c *shmConn) waitRoom(prev time.Duration) time.Duration {
-	if prev == 0 {
-		runtime.Gosched()
-		return time.Microsecond
+// waitRoom waits a little for the peer to read, and returns how long the writer has waited
+// since the reader last made progress: it yields while the reader drains the ring or while
+// that time is shorter than the connection's spin, then sleeps in short steps (a reader
+// that sleeps itself is woken by the bytes already written).
+func (c *shmConn) waitRoom(waited time.Duration, progress bool) time.Duration {
+	if progress {
+		waited = 0
 	}
-	time.Sleep(prev)
-	return min(2*prev, time.Millisecond)
+	if waited < max(c.spin, minRoomSpin) {
+		start := time.Now()
+		runtime.Gosched()
+		return waited + max(time.Since(start), 100*time.Nanosecond)
+	}
+	time.Sleep(maxRoomWait)
+	return waited + maxRoomWait
 }
+
+// minRoomSpin is how long a writer waiting for room yields before it sleeps, whatever the
+// connection's spin: a reader drains a ring in a fraction of a millisecond.
+const minRoomSpin = 200 * time.Microsecond
+
+// maxRoomWait is the longest sleep of a writer waiting for room in its ring.
+const maxRoomWait = 50 * time.Microsecond
 
 // Close ends the connection: its socket closes, which the peer sees. The segment stays
 // mapped while this process's reader or writer may still be in it; release unmaps it.

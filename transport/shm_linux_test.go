@@ -58,3 +58,21 @@ func TestOpenSegment(t *testing.T) {
 		t.Error("this process is not in its own network namespace")
 	}
 }
+
+// With NoSharedMemory on either side, connections stay on their sockets and work.
+func TestNoSharedMemory(t *testing.T) {
+	for _, side := range []int{0, 1} {
+		meshes, recs := startMeshes(t, 2, func(rank int, c *Config) { c.NoSharedMemory = rank == side })
+		meshes[0].eachConn(func(c *conn) {
+			if _, ok := c.w.nc.(*shmConn); ok {
+				t.Errorf("NoSharedMemory on rank %d: the %s connection is shared memory", side, c.role)
+			}
+		})
+		if err := meshes[0].Send(1, Owner, Header{Type: TypeUser}, []byte("over the socket")); err != nil {
+			t.Fatal(err)
+		}
+		if f := <-recs[1].frames; string(f.p) != "over the socket" {
+			t.Fatalf("got %q", f.p)
+		}
+	}
+}
