@@ -18,8 +18,8 @@ import (
 // figures: regenerates the Figures section of the README (between the markers
 // <!-- figures:begin --> and <!-- figures:end -->) from fresh measurements: the lock
 // benchmarks of package orwl (go test -bench, best of three runs, each beside its
-// reference from the same run) and this harness's kernels, matmul, hybrid and stencil
-// commands (their -json output). Figures in the README are only ever written by this command.
+// reference from the same run) and this harness's kernels, matmul, hybrid, stencil, grant
+// and faults commands (their -json output). Figures in the README are only ever written by this command.
 
 func init() {
 	register("figures", "measure and rewrite the README's Figures section", benchFigures)
@@ -34,7 +34,7 @@ func benchFigures(args []string) error {
 	fs := flag.NewFlagSet("figures", flag.ContinueOnError)
 	readme := fs.String("readme", "README.md", "the README to rewrite")
 	n := fs.Int("n", 4096, "matrix size of the matmul figures")
-	sections := fs.String("sections", "locks,kernels,matmul,hybrid,stencil", "the measurements to make; the Figures section is rewritten with these only (try fewer on a copy of the README)")
+	sections := fs.String("sections", "locks,kernels,matmul,hybrid,stencil,grant,faults", "the measurements to make; the Figures section is rewritten with these only (try fewer on a copy of the README)")
 	stencilArgs := fs.String("stencil-args", "", "more flags of the stencil command (for example -sizes 1000 -rounds 1)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -42,7 +42,7 @@ func benchFigures(args []string) error {
 	want := map[string]bool{}
 	for _, name := range splitList(*sections) {
 		switch name {
-		case "locks", "kernels", "matmul", "hybrid", "stencil":
+		case "locks", "kernels", "matmul", "hybrid", "stencil", "grant", "faults":
 			want[name] = true
 		default:
 			return badFlags("-sections: unknown section %q", name)
@@ -144,22 +144,31 @@ func benchFigures(args []string) error {
 	}
 	if want["stencil"] {
 		fmt.Fprintln(os.Stderr, "figures: stencil")
-		st, err := selfJSON(append([]string{"stencil", "-json"}, strings.Fields(*stencilArgs)...)...)
+		rows, err := selfRows[stencilRow](append([]string{"stencil", "-json"}, strings.Fields(*stencilArgs)...)...)
 		if err != nil {
 			return err
 		}
-		rows := make([]stencilRow, len(st))
-		for i, r := range st {
-			js, _ := json.Marshal(r)
-			if err := json.Unmarshal(js, &rows[i]); err != nil {
-				return err
-			}
-		}
 		b.WriteString(stencilFigures(rows))
+	}
+	if want["grant"] {
+		fmt.Fprintln(os.Stderr, "figures: grant")
+		rows, err := selfRows[grantRow]("grant", "-json")
+		if err != nil {
+			return err
+		}
+		b.WriteString(grantFigures(rows))
+	}
+	if want["faults"] {
+		fmt.Fprintln(os.Stderr, "figures: faults")
+		rows, err := selfRows[faultRow]("faults", "-json")
+		if err != nil {
+			return err
+		}
+		b.WriteString(faultFigures(rows))
 	}
 	b.WriteString("\nCharts: [kernels](results/kernels.svg), [matmul against N](results/matmul_n.svg), " +
 		"[matmul against processes](results/matmul_procs.svg); tables: [matmul](results/matmul.txt), [hybrid](results/hybrid.txt), " +
-		"[stencil](results/stencil.txt).\n")
+		"[stencil](results/stencil.txt), [grant](results/grant.txt), [faults](results/faults.txt).\n")
 
 	out := append([]byte{}, text[:begin]...)
 	out = append(out, b.String()...)
@@ -214,18 +223,18 @@ func goBench(pkg, pattern, benchtime string) (map[string]benchLine, error) {
 	return lines, nil
 }
 
-// selfJSON runs another command of this harness and returns the JSON objects it prints.
-func selfJSON(args ...string) ([]map[string]any, error) {
+// selfRows runs another command of this harness and decodes the JSON objects it prints.
+func selfRows[T any](args ...string) ([]T, error) {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
 		return nil, fmt.Errorf("bench %s: %w", strings.Join(args, " "), err)
 	}
-	var rows []map[string]any
+	var rows []T
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for dec.More() {
-		var r map[string]any
+		var r T
 		if err := dec.Decode(&r); err != nil {
 			return nil, fmt.Errorf("bench %s: %w", args[0], err)
 		}
@@ -233,6 +242,9 @@ func selfJSON(args ...string) ([]map[string]any, error) {
 	}
 	return rows, nil
 }
+
+// selfJSON runs another command of this harness and returns the JSON objects it prints.
+func selfJSON(args ...string) ([]map[string]any, error) { return selfRows[map[string]any](args...) }
 
 func num(v any) float64 {
 	f, _ := v.(float64)
@@ -299,6 +311,42 @@ func stencilFigures(rows []stencilRow) string {
 		}
 		fmt.Fprintf(&b, "| %s%s | %d | %s | %s | %s |\n", shape[r.Layout], check(r), r.CellsPerTask,
 			time(r, "go"), time(r, "c"), ratio(r, "go/c"))
+	}
+	return b.String()
+}
+
+// grantFigures is the large-grant part of the Figures section: throughput of each way
+// against the raw TCP stream, and the memory streaming takes.
+func grantFigures(rows []grantRow) string {
+	var b strings.Builder
+	b.WriteString("\n| remote grant, 2 processes | location | MB/s | raw TCP stream | ratio | peak extra memory, reader / owner |\n|---|---|---|---|---|---|\n")
+	var tcp float64
+	for _, r := range rows {
+		if r.Method == "tcp" {
+			tcp = r.MBPerS
+		}
+	}
+	for _, r := range rows {
+		what := map[string]string{"shm": "shared memory (one host)", "socket": "websocket (ORWL_SHM=off, as between hosts)"}[r.Method]
+		if what == "" {
+			continue
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f MB/s | %.2fx | %s / %s |\n", what, formatMiB(int64(r.Size)), r.MBPerS, tcp, r.VsTCP, formatMiB(r.ReaderExtra), formatMiB(r.OwnerExtra))
+	}
+	return b.String()
+}
+
+// faultFigures is the failure-detection part of the Figures section.
+func faultFigures(rows []faultRow) string {
+	var b strings.Builder
+	b.WriteString("\n| fault of 1 process of 3 | peer timeout | trials | every other process failed after: min | median | max |\n|---|---|---|---|---|---|\n")
+	what := map[string]string{"kill": "killed (SIGKILL)", "stop": "stopped (SIGSTOP)", "partition": "cut off from one other (emulated hosts)"}
+	for _, r := range rows {
+		if r.Skipped != "" {
+			fmt.Fprintf(&b, "| %s | | skipped: %s | | | |\n", what[r.Kind], r.Skipped)
+			continue
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s |\n", what[r.Kind], r.PeerTimeout, r.Trials, seconds(r.Min), seconds(r.Median), seconds(r.Max))
 	}
 	return b.String()
 }

@@ -77,7 +77,7 @@ func benchMatmul(args []string) error {
 	fs := flag.NewFlagSet("matmul", flag.ContinueOnError)
 	sizes := fs.String("n", "1024,2048,4096", "comma-separated matrix sizes N")
 	procList := fs.String("procs", "1,2", "comma-separated process counts (tasks = processes, grid from the count)")
-	nb := fs.Int("nb", 512, "block size NB (orwl and scalapack)")
+	nb := fs.Int("nb", 0, "block size NB of orwl and scalapack (0: examples/matmul's default for the N and grid)")
 	kernel := fs.String("kernel", "", "kernel plugin (default: the fastest available CPU kernel)")
 	reps := fs.Int("reps", 2, "multiplications per measurement; seconds is the fastest of them (every row)")
 	rounds := fs.Int("rounds", 3, "measurements of every row; the best is reported (the machine may be shared)")
@@ -97,8 +97,8 @@ func benchMatmul(args []string) error {
 	if err != nil {
 		return badFlags("-procs: %w", err)
 	}
-	if *nb < 1 || *reps < 1 || *rounds < 1 {
-		return badFlags("-nb, -reps and -rounds must be at least 1")
+	if *nb < 0 || *reps < 1 || *rounds < 1 {
+		return badFlags("-nb must not be negative, -reps and -rounds must be at least 1")
 	}
 	cores := runtime.NumCPU()
 	name := *kernel
@@ -112,8 +112,8 @@ func benchMatmul(args []string) error {
 	if c, ok := g.(io.Closer); ok {
 		defer c.Close()
 	}
-	fmt.Fprintf(os.Stderr, "matmul: kernel %s, %d cores, NB %d, %d multiplications per measurement, OPENBLAS_CORETYPE=%s\n",
-		name, cores, *nb, *reps, os.Getenv("OPENBLAS_CORETYPE"))
+	fmt.Fprintf(os.Stderr, "matmul: kernel %s, %d cores, %d multiplications per measurement, OPENBLAS_CORETYPE=%s\n",
+		name, cores, *reps, os.Getenv("OPENBLAS_CORETYPE"))
 
 	var pdgemm string
 	var mpi *openMPI
@@ -136,11 +136,11 @@ func benchMatmul(args []string) error {
 		results = append(results, r)
 		rep.row(r)
 	}
-	fmt.Fprintf(&rep.table, "# go run ./bench matmul %s\n# kernel %s, %d cores, NB %d, fastest of %d multiplications, best of %d rounds, OPENBLAS_CORETYPE=%s\n",
-		strings.Join(args, " "), name, cores, *nb, *reps, *rounds, os.Getenv("OPENBLAS_CORETYPE"))
-	rep.line("%6s  %-10s %5s %5s %7s %9s %9s %11s  %s\n", "N", "impl", "procs", "grid", "threads", "seconds", "GFLOP/s", "vs-roofline", "note")
+	fmt.Fprintf(&rep.table, "# go run ./bench matmul %s\n# kernel %s, %d cores, fastest of %d multiplications, best of %d rounds, OPENBLAS_CORETYPE=%s\n",
+		strings.Join(args, " "), name, cores, *reps, *rounds, os.Getenv("OPENBLAS_CORETYPE"))
+	rep.line("%6s  %-10s %5s %5s %5s %7s %9s %9s %11s  %s\n", "N", "impl", "procs", "grid", "NB", "threads", "seconds", "GFLOP/s", "vs-roofline", "note")
 	printRow := func(r mmResult, note string) {
-		rep.line("%6d  %-10s %5d %5s %7d %9.3f %9.1f %11.3f  %s\n", r.N, r.Impl, r.Procs, r.Grid, r.Threads, r.Seconds, r.GFlops, r.Roofline, note)
+		rep.line("%6d  %-10s %5d %5s %5d %7d %9.3f %9.1f %11.3f  %s\n", r.N, r.Impl, r.Procs, r.Grid, r.NB, r.Threads, r.Seconds, r.GFlops, r.Roofline, note)
 	}
 	for _, n := range ns {
 		roof := mmResult{Impl: "roofline", N: n, NB: n, Procs: 1, Grid: "1x1", Threads: cores, Kernel: name}
@@ -157,6 +157,9 @@ func benchMatmul(args []string) error {
 			grid := summa.DefaultGrid(np)
 			threads := max(1, cores/np)
 			base := mmResult{N: n, NB: *nb, Procs: np, Grid: grid.String(), Threads: threads, Kernel: name}
+			if base.NB == 0 {
+				base.NB = summa.DefaultNB(n, grid)
+			}
 
 			sh := base
 			sh.Impl, sh.NB = "shared", n

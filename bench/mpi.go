@@ -126,22 +126,36 @@ func firstLine(b []byte) string {
 // spec in JSON in the environment variable env, and decodes into res the JSON line that the
 // process of task 0 prints.
 func launchSelf(procs int, args []string, env string, spec, res any) error {
-	exe, err := os.Executable()
+	js, _ := json.Marshal(spec)
+	lines, err := launchSelfLines(procs, args, []string{env + "=" + string(js)})
 	if err != nil {
 		return err
 	}
-	js, _ := json.Marshal(spec)
-	var out, errs bytes.Buffer
-	status := orwl.Launch{Procs: procs, Argv: append([]string{exe}, args...),
-		Env: []string{env + "=" + string(js)}, Stdout: &out, Stderr: &errs}.Run()
-	if status != 0 {
-		return fmt.Errorf("orwl job %s failed with status %d:\n%s%s", js, status, out.String(), errs.String())
+	return json.Unmarshal([]byte(lines[0]), res)
+}
+
+// launchSelfLines runs this program as procs processes of one ORWL job with the arguments
+// args and the extra environment env, and returns the JSON lines the processes print (at
+// least one), in the order they came.
+func launchSelfLines(procs int, args []string, env []string) ([]string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
 	}
+	var out, errs bytes.Buffer
+	status := orwl.Launch{Procs: procs, Argv: append([]string{exe}, args...), Env: env, Stdout: &out, Stderr: &errs}.Run()
+	if status != 0 {
+		return nil, fmt.Errorf("orwl job %q failed with status %d:\n%s%s", env, status, out.String(), errs.String())
+	}
+	var lines []string
 	sc := bufio.NewScanner(&out)
 	for sc.Scan() {
 		if _, line, ok := strings.Cut(sc.Text(), "] "); ok && strings.HasPrefix(line, "{") {
-			return json.Unmarshal([]byte(line), res)
+			lines = append(lines, line)
 		}
 	}
-	return fmt.Errorf("orwl job %s printed no result:\n%s%s", js, out.String(), errs.String())
+	if len(lines) == 0 {
+		return nil, fmt.Errorf("orwl job %q printed no result:\n%s%s", env, out.String(), errs.String())
+	}
+	return lines, nil
 }

@@ -118,11 +118,15 @@ func decodeRelease(h *transport.Header) releaseMsg {
 }
 
 // failMsg tells every process that the sender's job failed; the payload is the error's text,
-// and the flags keep what errors.Is finds in it.
-type failMsg struct{ deadlock, peerLost bool }
+// and the flags keep what errors.Is finds in it. When the failure is a lost process, lost
+// is its rank (else -1).
+type failMsg struct {
+	deadlock, peerLost bool
+	lost               int
+}
 
 func (m *failMsg) header() transport.Header {
-	h := transport.Header{Type: msgFail}
+	h := transport.Header{Type: msgFail, Arg: int64(m.lost) + 1}
 	if m.deadlock {
 		h.Flags |= flagDeadlock
 	}
@@ -133,7 +137,7 @@ func (m *failMsg) header() transport.Header {
 }
 
 func decodeFailure(h *transport.Header) failMsg {
-	return failMsg{deadlock: h.Flags&flagDeadlock != 0, peerLost: h.Flags&flagPeerLost != 0}
+	return failMsg{deadlock: h.Flags&flagDeadlock != 0, peerLost: h.Flags&flagPeerLost != 0, lost: int(h.Arg) - 1}
 }
 
 // stuckMsg reports to rank 0 that every task of the sender is blocked or done; the payload is a

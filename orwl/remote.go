@@ -346,6 +346,7 @@ func (n *node) Handle(from int, h *transport.Header, payload []byte) {
 		n.mu.Unlock()
 	case msgFail:
 		m := decodeFailure(h)
+		n.mesh.ReportedLost(m.lost)
 		n.j.fail(&peerFailure{rank: from, msg: string(payload), deadlock: m.deadlock, peerLost: m.peerLost})
 	case msgStuck:
 		n.stuck(from, decodeStuck(h), payload)
@@ -518,7 +519,10 @@ func (e *peerFailure) Is(target error) bool {
 
 // broadcastFailure tells the other processes that can still be reached that this job failed.
 func (n *node) broadcastFailure(err error) {
-	m := failMsg{deadlock: errors.Is(err, ErrDeadlock), peerLost: errors.Is(err, ErrPeerLost)}
+	m := failMsg{deadlock: errors.Is(err, ErrDeadlock), peerLost: errors.Is(err, ErrPeerLost), lost: -1}
+	if lost, ok := errors.AsType[*transport.PeerLostError](err); ok {
+		m.lost = lost.Rank
+	}
 	for r := range n.j.procs {
 		if r != n.j.rank {
 			n.mesh.Send(r, transport.Requester, m.header(), []byte(err.Error()))

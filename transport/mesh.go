@@ -122,8 +122,9 @@ type Config struct {
 	// must give the same, and Start fails on every process, naming both descriptions, when
 	// one differs from rank 0's.
 	JobSpec string
-	// Heartbeat is the heartbeat period (default 500ms). PeerTimeout is the silence after
-	// which a peer is lost (default 3s); a peer that is sending, even one long payload, is
+	// Heartbeat is the heartbeat period, which is also how often silence is checked
+	// (default: PeerTimeout/10, at most 500ms, so a silent peer is lost within 1.1
+	// PeerTimeout). PeerTimeout is the silence after which a peer is lost (default 3s); a peer that is sending, even one long payload, is
 	// not silent, and a process that finds it was paused itself (stopped, suspended) gives
 	// its peers a new PeerTimeout instead of blaming them. After the address book, a start
 	// that cannot go on fails within PeerTimeout too.
@@ -159,7 +160,7 @@ const (
 	maxPreauth          = 32 // connections accepted at once that have not authenticated yet
 	initialDialBackoff  = 5 * time.Millisecond
 	maximumDialBackoff  = 250 * time.Millisecond
-	defaultHeartbeat    = 500 * time.Millisecond
+	maxHeartbeat        = 500 * time.Millisecond
 	defaultPeerTimeout  = 3 * time.Second
 	defaultStartTimeout = 60 * time.Second
 	directMax           = 64 << 10 // the largest payload SendNow writes on the caller's goroutine
@@ -223,6 +224,9 @@ type peer struct {
 	err atomic.Pointer[PeerLostError]
 	// final and failed: the peer's final marker arrived, and what it said; markMu.
 	final, failed bool
+	// reportedLost: another process said it lost this peer (ReportedLost); Close does not
+	// wait for its goodbye.
+	reportedLost atomic.Bool
 	// sent counts the messages the writers of both connections to the peer have written;
 	// readers of the peer's messages load it before Sink and Handle (see Send: a
 	// happens-before edge the race detector sees).
@@ -253,11 +257,11 @@ func New(cfg Config) (*Mesh, error) {
 		}
 		return nil, err
 	}
-	if cfg.Heartbeat <= 0 {
-		cfg.Heartbeat = defaultHeartbeat
-	}
 	if cfg.PeerTimeout <= 0 {
 		cfg.PeerTimeout = defaultPeerTimeout
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = max(time.Millisecond, min(maxHeartbeat, cfg.PeerTimeout/10))
 	}
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = defaultStartTimeout
@@ -515,6 +519,14 @@ func (m *Mesh) pauseThreshold() time.Duration {
 	return max(2*m.cfg.Heartbeat, m.cfg.PeerTimeout/2)
 }
 
+// ReportedLost records that another process of the job lost rank: Close will not wait for
+// that peer's goodbye (a stopped or unreachable process never sends one).
+func (m *Mesh) ReportedLost(rank int) {
+	if rank >= 0 && rank < len(m.peers) && rank != m.rank {
+		m.peers[rank].reportedLost.Store(true)
+	}
+}
+
 // Close says goodbye to every peer, closes every connection and the listener, and waits for
 // all goroutines of the mesh. Messages queued before Close are written first, within a short
 // grace period. No Handler method runs after Close returns. Close must not be called from a
@@ -524,6 +536,15 @@ func (m *Mesh) Close() error {
 		m.closing.Store(true)
 		close(m.done)
 		m.eachConn((*conn).goodbye)
+		for j := range m.peers {
+			if m.peers[j].reportedLost.Load() {
+				for i := range m.peers[j].conns {
+					if c := m.peers[j].conns[i].Load(); c != nil {
+						c.shutdown()
+					}
+				}
+			}
+		}
 		t := time.AfterFunc(closeWait, func() { m.eachConn((*conn).shutdown) })
 		m.wg.Wait()
 		t.Stop()

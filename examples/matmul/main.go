@@ -126,7 +126,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("matmul", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	n := fs.Int("n", 0, "matrix size N (default: 6144 with a BLAS kernel, 1536 with gonum)")
-	nb := fs.Int("nb", 512, "block size NB")
+	nb := fs.Int("nb", 0, "block size NB (default: 512, less when the grid would leave a task without a block)")
 	grid := fs.String("grid", "", "task grid PxQ (default: the most square grid of -tasks)")
 	tasks := fs.Int("tasks", 0, "tasks (default: P*Q of -grid, else -np, else the launcher's process count, else one per core)")
 	np := fs.Int("np", 0, "processes started on this machine (default: min(tasks, cores)); ignored under a launcher")
@@ -161,7 +161,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	switch {
-	case *nb < 1:
+	case set["nb"] && *nb < 1:
 		return nil, usagef("-nb is %d; the block size must be at least 1", *nb)
 	case set["n"] && *n < 1:
 		return nil, usagef("-n is %d; the matrix size must be at least 1", *n)
@@ -244,6 +244,9 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		if c.kernelSpec == "gonum" {
 			c.n = 1536
 		}
+	}
+	if !set["nb"] {
+		c.nb = summa.DefaultNB(c.n, c.grid)
 	}
 	switch verify.s {
 	case "auto", "true":

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/orwl-go/orwl/examples/matmul/summa"
 	"github.com/orwl-go/orwl/kernels"
 	"github.com/orwl-go/orwl/orwl"
 )
@@ -102,6 +103,21 @@ func TestOneProcessInline(t *testing.T) {
 	}
 	if !r.Verified || r.N != 33 || r.NB != 4 || r.Grid != "2x1" || r.Tasks != 2 || r.Procs != 1 || r.Kernel != "gonum" || r.GFlops <= 0 || r.Checks != "freivalds+exact" {
 		t.Fatalf("unexpected result %+v", r)
+	}
+}
+
+// TestDefaultBlockSize: without -nb, the block size is summa.DefaultNB for the N and grid.
+func TestDefaultBlockSize(t *testing.T) {
+	var out, errs bytes.Buffer
+	if status := run([]string{"-n", "100", "-grid", "2x2", "-np", "1", "-kernel", "gonum", "-json"}, &out, &errs); status != 0 {
+		t.Fatalf("status %d: %s", status, errs.String())
+	}
+	var r jsonResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v: %q", err, out.String())
+	}
+	if want := summa.DefaultNB(100, summa.Grid{P: 2, Q: 2}); !r.Verified || r.NB != want {
+		t.Fatalf("nb %d (verified %v), want %d", r.NB, r.Verified, want)
 	}
 }
 

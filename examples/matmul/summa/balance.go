@@ -275,7 +275,10 @@ func (w *worker) compactC() {
 // locationNames are the job's locations: the 2-D algorithm's, and in balanced runs one
 // per A panel.
 func locationNames(p *Params, nk int) []string {
-	names := []string{"a0", "a1", "b0", "b1", "out", "rate"}
+	names := []string{"out", "rate"}
+	for b := range panelBuffers {
+		names = append(names, panelLocation("a", b), panelLocation("b", b))
+	}
 	if p.balanced() {
 		for k := range nk {
 			names = append(names, fmt.Sprintf("p%d", k))

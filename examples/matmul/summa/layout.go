@@ -32,6 +32,16 @@ func DefaultGrid(tasks int) Grid {
 	return Grid{P: tasks / q, Q: q}
 }
 
+// DefaultNB is the block size a multiplication of N x N matrices over grid g uses unless
+// told otherwise: 512, large enough for a CPU kernel to run near its peak on each block and
+// small enough that a task computes on one panel while the next travels (bench sweep: within
+// 3% of the best block size, grid and tasks per process at N = 1024 to 8192 on 2 cores), but
+// no larger than a task's share of N along the longer side of the grid, so that every task
+// has a block.
+func DefaultNB(n int, g Grid) int {
+	return max(1, min(512, n/max(g.P, g.Q)))
+}
+
 // ParseGrid reads "PxQ".
 func ParseGrid(s string) (Grid, error) {
 	ps, qs, ok := strings.Cut(s, "x")
@@ -51,15 +61,15 @@ func ParseGrid(s string) (Grid, error) {
 const MaxTasks = 1 << 16
 
 // BytesPerTask estimates the memory one task of a multiplication holds, in bytes: its part
-// of A, B and C (all of them in a balanced run), double-buffered panels, and their copies
-// from other processes.
+// of A, B and C (all of them in a balanced run), its panel buffers, and their copies from
+// other processes.
 func BytesPerTask(n, nb int, g Grid, balanced bool) float64 {
 	fn, fnb := float64(n), float64(min(nb, n))
 	if balanced {
 		return 8 * (3*fn*fn + 4*fn*fnb)
 	}
 	t := float64(g.Tasks())
-	return 8 * (3*fn*fn/t + 4*fnb*(fn/float64(g.P)+fn/float64(g.Q)))
+	return 8 * (3*fn*fn/t + 2*panelBuffers*fnb*(fn/float64(g.P)+fn/float64(g.Q)))
 }
 
 // numroc returns how many of n indices, dealt in blocks of nb round-robin over procs
@@ -90,24 +100,36 @@ func globals(n, nb, iproc, procs int) []int {
 // blockWidth returns the width of global block k of n indices in blocks of nb.
 func blockWidth(n, nb, k int) int { return min(nb, n-k*nb) }
 
+// panelBuffers is how many locations every task has for A panels, and for B panels: the
+// panels of the next panelBuffers-1 steps (the lookahead) travel while a step is multiplied.
+// One step of lookahead hides a transfer as long as a step's compute; two hide the
+// broadcast of a panel owner that must send it to several others, on a slow link.
+const panelBuffers = 3
+
+// lookahead is how many steps ahead of its multiplication a task publishes its panels.
+const lookahead = panelBuffers - 1
+
 // step says who publishes the panels of one global step and in which buffer.
 type step struct {
 	k          int // global block column of A / block row of B multiplied
-	aCol, aBuf int // grid column owning A's panel k, and the buffer (0 or 1) it uses
+	aCol, aBuf int // grid column owning A's panel k, and the buffer (0 to panelBuffers-1) it uses
 	bRow, bBuf int // grid row owning B's panel k, and its buffer
 }
 
-// schedule lists the steps of reps multiplications of nk panels each. A panel owner
-// alternates its two buffers over the steps it owns, so consecutive uses of one buffer
-// are at least two steps apart. It also returns how often each grid column and row
+// bufferUses counts a grid row's or column's publications, per buffer.
+type bufferUses [panelBuffers]int
+
+// schedule lists the steps of reps multiplications of nk panels each. A panel owner cycles
+// through its buffers over the steps it owns, so consecutive uses of one buffer are at
+// least panelBuffers steps apart. It also returns how often each grid column and row
 // publishes, per buffer.
-func schedule(g Grid, nk, reps int) (steps []step, aUses, bUses [][2]int) {
-	aUses, bUses = make([][2]int, g.Q), make([][2]int, g.P)
+func schedule(g Grid, nk, reps int) (steps []step, aUses, bUses []bufferUses) {
+	aUses, bUses = make([]bufferUses, g.Q), make([]bufferUses, g.P)
 	aSeen, bSeen := make([]int, g.Q), make([]int, g.P)
 	for s := range nk * reps {
 		k := s % nk
 		st := step{k: k, aCol: k % g.Q, bRow: k % g.P}
-		st.aBuf, st.bBuf = aSeen[st.aCol]%2, bSeen[st.bRow]%2
+		st.aBuf, st.bBuf = aSeen[st.aCol]%panelBuffers, bSeen[st.bRow]%panelBuffers
 		aSeen[st.aCol]++
 		bSeen[st.bRow]++
 		aUses[st.aCol][st.aBuf]++

@@ -22,25 +22,27 @@
 // only reader is its owner: it is then used in place, without a location or a copy; the
 // same holds for B with P = 1.)
 //
-// Every task owns two A-panel locations (a0, a1) and two B-panel locations (b0, b1). An
-// owner alternates between its two buffers over the steps it owns, so a buffer is reused
-// at the earliest two steps later. Each location has one iterative write handle (its owner,
-// FIFO position 0) and iterative read handles of every task of the row or column (position
-// 1), so its FIFO cycles: write, group of reads, write, group of reads, one cycle per step
-// that uses the buffer. Data of a location in another process is pushed to the reader's
-// mirror when the write is released, that is while the reader is still multiplying the
-// previous step: in iteration s a task first publishes its pieces for step s+1 (lookahead
-// one), then reads the panels of step s and multiplies. That is the double buffering: the
-// panels of the next step travel while the current one is multiplied, and a buffer is not
-// overwritten before all its readers are done with it, without any other synchronisation.
+// Every task owns panelBuffers (three) A-panel locations (a0, a1, a2) and as many B-panel
+// locations (b0, b1, b2). An owner cycles through its buffers over the steps it owns, so a
+// buffer is reused at the earliest three steps later. Each location has one iterative
+// write handle (its owner, FIFO position 0) and iterative read handles of every task of the
+// row or column (position 1), so its FIFO cycles: write, group of reads, write, group of
+// reads, one cycle per step that uses the buffer. Data of a location in another process is
+// pushed to the reader's mirror when the write is released, that is while the reader is
+// still multiplying earlier steps: in iteration s a task first publishes its pieces for step
+// s+L (the lookahead, L = panelBuffers-1 = 2), then reads the panels of step s and
+// multiplies. So the panels of the next steps travel while the current one is multiplied,
+// and a buffer is not overwritten before all its readers are done with it, without any
+// other synchronisation. Two steps of lookahead rather than one let the owner of a panel
+// that goes to several others over one slow link send it over two steps' compute.
 //
 // # Why it cannot deadlock, and why it fits ORWL
 //
-// Give the write of step s the key (s-1, 0) and the reads of step s the key (s, 1). Every
-// task takes its handles in increasing key order (publish s+1, then read s). A read of
-// step s waits only for the write of step s on the same buffer (key (s-1, 0), smaller). A
+// Give the write of step s the key (s-L, 0) and the reads of step s the key (s, 1). Every
+// task takes its handles in increasing key order (publish s+L, then read s). A read of
+// step s waits only for the write of step s on the same buffer (key (s-L, 0), smaller). A
 // write of step s waits only for the reads of the previous use of its buffer, at a step
-// s' <= s-2, key (s', 1) < (s-1, 0). So every access waits only for accesses with smaller
+// s' <= s-L-1, key (s', 1) < (s-L, 0). So every access waits only for accesses with smaller
 // keys; the blocked access with the smallest key always has its predecessors done, and
 // some task can always move. Nested sections (the two reads of one step) are both at
 // position 1, as ORWL's discipline asks. Schedule puts, on every location, the owner's
@@ -81,6 +83,7 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"gonum.org/v1/gonum/blas"
@@ -258,13 +261,13 @@ type worker struct {
 	c           []float64
 	gemm        kernels.Gemm
 	stats       TaskStats
-	aW, bW      [2]*orwl.Handle   // my panel locations, written
-	aR          [][2]*orwl.Handle // A panels of my grid row, by grid column and buffer
-	bR          [][2]*orwl.Handle // B panels of my grid column, by grid row and buffer
-	remoteA     []bool            // the A locations of grid column q are in another process
-	remoteB     []bool            // the B locations of grid row p are in another process
-	publish     *orwl.Handle      // my "out"
-	gather      []*orwl.Handle    // task 0: everybody's "out"
+	aW, bW      panelHandles   // my panel locations, written
+	aR          []panelHandles // A panels of my grid row, by grid column and buffer
+	bR          []panelHandles // B panels of my grid column, by grid row and buffer
+	remoteA     []bool         // the A locations of grid column q are in another process
+	remoteB     []bool         // the B locations of grid row p are in another process
+	publish     *orwl.Handle   // my "out"
+	gather      []*orwl.Handle // task 0: everybody's "out"
 	start, stop time.Time
 	aCols       []int   // global columns of my part of A
 	pins        *pinSet // location buffers pinned for GPU kernels
@@ -281,7 +284,13 @@ type worker struct {
 	panW, panR          []*orwl.Handle // A panels published once: mine, written; all, read
 }
 
-func (w *worker) run(ctx context.Context, aUses, bUses [][2]int) (*Result, error) {
+// panelHandles are the handles of one owner's panel locations, by buffer.
+type panelHandles [panelBuffers]*orwl.Handle
+
+// panelLocation names buffer b of the A ("a") or B ("b") panels.
+func panelLocation(matrix string, b int) string { return matrix + strconv.Itoa(b) }
+
+func (w *worker) run(ctx context.Context, aUses, bUses []bufferUses) (*Result, error) {
 	p, t, g := w.p, w.t, w.p.Grid
 	w.me = t.ID()
 	w.gp, w.gq = g.Coords(w.me)
@@ -302,10 +311,10 @@ func (w *worker) run(ctx context.Context, aUses, bUses [][2]int) (*Result, error
 	defer free()
 	mloc, nloc := len(w.rows), len(w.cols)
 	maxW := min(p.NB, p.N)
-	t.Scale("a0", 8*mloc*maxW)
-	t.Scale("a1", 8*mloc*maxW)
-	t.Scale("b0", 8*maxW*nloc)
-	t.Scale("b1", 8*maxW*nloc)
+	for b := range panelBuffers {
+		t.Scale(panelLocation("a", b), 8*mloc*maxW)
+		t.Scale(panelLocation("b", b), 8*maxW*nloc)
+	}
 	t.Scale("out", 8*outLen(p, mloc, nloc))
 	t.Scale("rate", 16)
 	if p.balanced() && p.Reps > 1 {
@@ -314,31 +323,31 @@ func (w *worker) run(ctx context.Context, aUses, bUses [][2]int) (*Result, error
 	myProc := t.ProcOf(w.me)
 	// A panel with Q == 1 (a B panel with P == 1) is read by its owner only: it is used
 	// where it is, with no location and no copy.
-	for b := range 2 {
+	for b := range panelBuffers {
 		if aUses[w.gq][b] > 0 && g.Q > 1 && !p.balanced() {
-			w.aW[b] = t.WriteInsert(t.Loc(w.me, fmt.Sprintf("a%d", b)), 0)
+			w.aW[b] = t.WriteInsert(t.Loc(w.me, panelLocation("a", b)), 0)
 		}
 		if bUses[w.gp][b] > 0 && g.P > 1 {
-			w.bW[b] = t.WriteInsert(t.Loc(w.me, fmt.Sprintf("b%d", b)), 0)
+			w.bW[b] = t.WriteInsert(t.Loc(w.me, panelLocation("b", b)), 0)
 		}
 	}
-	w.aR, w.remoteA = make([][2]*orwl.Handle, g.Q), make([]bool, g.Q)
+	w.aR, w.remoteA = make([]panelHandles, g.Q), make([]bool, g.Q)
 	for q := range g.Q {
 		owner := g.ID(w.gp, q)
 		w.remoteA[q] = t.ProcOf(owner) != myProc
-		for b := range 2 {
+		for b := range panelBuffers {
 			if aUses[q][b] > 0 && g.Q > 1 && !p.balanced() {
-				w.aR[q][b] = t.ReadInsert(t.Loc(owner, fmt.Sprintf("a%d", b)), 1)
+				w.aR[q][b] = t.ReadInsert(t.Loc(owner, panelLocation("a", b)), 1)
 			}
 		}
 	}
-	w.bR, w.remoteB = make([][2]*orwl.Handle, g.P), make([]bool, g.P)
+	w.bR, w.remoteB = make([]panelHandles, g.P), make([]bool, g.P)
 	for pr := range g.P {
 		owner := g.ID(pr, w.gq)
 		w.remoteB[pr] = t.ProcOf(owner) != myProc
-		for b := range 2 {
+		for b := range panelBuffers {
 			if bUses[pr][b] > 0 && g.P > 1 {
-				w.bR[pr][b] = t.ReadInsert(t.Loc(owner, fmt.Sprintf("b%d", b)), 1)
+				w.bR[pr][b] = t.ReadInsert(t.Loc(owner, panelLocation("b", b)), 1)
 			}
 		}
 	}
@@ -379,15 +388,17 @@ func (w *worker) run(ctx context.Context, aUses, bUses [][2]int) (*Result, error
 }
 
 // runSteps is the 2-D algorithm's part of a task, after Schedule: publish the panels of
-// the next step, multiply those of this one.
+// the step lookahead steps ahead, multiply those of this one.
 func (w *worker) runSteps(ctx context.Context) error {
 	w.start = time.Now()
-	if err := w.publishPanels(ctx, 0); err != nil {
-		return err
+	for s := range min(lookahead, len(w.steps)) {
+		if err := w.publishPanels(ctx, s); err != nil {
+			return err
+		}
 	}
 	for s := range w.steps {
-		if s+1 < len(w.steps) {
-			if err := w.publishPanels(ctx, s+1); err != nil {
+		if s+lookahead < len(w.steps) {
+			if err := w.publishPanels(ctx, s+lookahead); err != nil {
 				return err
 			}
 		}

@@ -47,22 +47,22 @@ func TestNumrocAndGlobals(t *testing.T) {
 }
 
 // TestScheduleReusesBuffersLate checks what the deadlock-freedom argument needs: a buffer
-// is used again at least two steps after its previous use.
+// is used again at least panelBuffers steps after its previous use.
 func TestScheduleReusesBuffersLate(t *testing.T) {
 	for _, g := range []Grid{{1, 1}, {2, 1}, {1, 3}, {2, 2}, {3, 2}} {
 		for _, nk := range []int{1, 2, 3, 5, 8} {
 			steps, aUses, bUses := schedule(g, nk, 3)
 			lastA, lastB := map[[2]int]int{}, map[[2]int]int{}
-			countA, countB := make([][2]int, g.Q), make([][2]int, g.P)
+			countA, countB := make([]bufferUses, g.Q), make([]bufferUses, g.P)
 			for s, st := range steps {
 				if st.k != s%nk || st.aCol != st.k%g.Q || st.bRow != st.k%g.P {
 					t.Fatalf("grid %s nk %d step %d: %+v", g, nk, s, st)
 				}
 				ka, kb := [2]int{st.aCol, st.aBuf}, [2]int{st.bRow, st.bBuf}
-				if prev, ok := lastA[ka]; ok && s-prev < 2 {
+				if prev, ok := lastA[ka]; ok && s-prev < panelBuffers {
 					t.Fatalf("grid %s nk %d: A buffer %v used at steps %d and %d", g, nk, ka, prev, s)
 				}
-				if prev, ok := lastB[kb]; ok && s-prev < 2 {
+				if prev, ok := lastB[kb]; ok && s-prev < panelBuffers {
 					t.Fatalf("grid %s nk %d: B buffer %v used at steps %d and %d", g, nk, kb, prev, s)
 				}
 				lastA[ka], lastB[kb] = s, s
@@ -96,6 +96,23 @@ func TestGrids(t *testing.T) {
 	}
 	if g, err := ParseGrid("3x2"); err != nil || g != (Grid{3, 2}) {
 		t.Errorf("ParseGrid(3x2) = %v, %v", g, err)
+	}
+}
+
+// TestDefaultNB: 512 while every task keeps a block along the grid's longer side, then a
+// task's share of N, never 0.
+func TestDefaultNB(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		g    Grid
+		want int
+	}{
+		{8192, Grid{2, 1}, 512}, {4096, Grid{2, 1}, 512}, {1024, Grid{2, 1}, 512},
+		{1024, Grid{4, 4}, 256}, {1000, Grid{3, 1}, 333}, {100, Grid{2, 2}, 50}, {3, Grid{8, 2}, 1},
+	} {
+		if got := DefaultNB(c.n, c.g); got != c.want {
+			t.Errorf("DefaultNB(%d, %s) = %d, want %d", c.n, c.g, got, c.want)
+		}
 	}
 }
 

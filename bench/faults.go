@@ -1,0 +1,301 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/orwl-go/orwl/internal/netemu"
+	"github.com/orwl-go/orwl/orwl"
+)
+
+// faults: how long a job takes to notice a lost process. Three processes run a ring of
+// iterative sections (a task each; every task writes an 8-byte location and reads its left
+// neighbour's, every iteration) until rank 2 is killed (SIGKILL), stopped (SIGSTOP), or cut
+// off from rank 0 by a partition of emulated hosts (network namespaces; needs root). The
+// detection time is from the fault to the moment the last process that can still run
+// returned its error from orwl.Run: ranks 0 and 1, and for a partition rank 2 as well. Every
+// such error must name a rank on the other side of the fault. The table gives min, median
+// and max over -trials trials, and goes to faults.txt and faults.json in -out.
+
+func init() {
+	register("faults", "time from a killed, stopped or partitioned process to every other process's error", benchFaults)
+}
+
+// faultsChildEnv marks a process of a faults job; it holds the ring's settings.
+const faultsChildEnv = "ORWL_BENCH_FAULTS_CHILD"
+
+// faultRow is one kind of fault's detection times.
+type faultRow struct {
+	Kind        string    `json:"kind"`
+	Trials      int       `json:"trials"`
+	PeerTimeout string    `json:"peer_timeout"`
+	Min         float64   `json:"min_seconds"`
+	Median      float64   `json:"median_seconds"`
+	Max         float64   `json:"max_seconds"`
+	Seconds     []float64 `json:"seconds"`
+	Skipped     string    `json:"skipped,omitempty"`
+}
+
+func benchFaults(args []string) error {
+	if _, ok := os.LookupEnv(faultsChildEnv); ok {
+		return faultsChild()
+	}
+	fs := flag.NewFlagSet("faults", flag.ContinueOnError)
+	trials := fs.Int("trials", 10, "trials of every kind of fault")
+	kinds := fs.String("kinds", "kill,stop,partition", "the faults: kill (SIGKILL), stop (SIGSTOP), partition (emulated hosts, root)")
+	peerTimeout := fs.Duration("peer-timeout", 0, "ORWL_PEER_TIMEOUT of the jobs (0: the library's default)")
+	out := fs.String("out", "results", "folder for faults.txt and faults.json")
+	asJSON := fs.Bool("json", false, "print one JSON object per row instead of the table")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *trials < 1 || *peerTimeout < 0 {
+		return badFlags("-trials must be at least 1 and -peer-timeout not negative")
+	}
+	timeout := "default"
+	if *peerTimeout > 0 {
+		timeout = peerTimeout.String()
+	}
+	var rows []faultRow
+	for _, kind := range splitList(*kinds) {
+		if !slices.Contains([]string{"kill", "stop", "partition"}, kind) {
+			return badFlags("-kinds: unknown fault %q", kind)
+		}
+		row := faultRow{Kind: kind, PeerTimeout: timeout}
+		for trial := range *trials {
+			d, err := faultTrial(kind, *peerTimeout)
+			if errors.Is(err, netemu.ErrUnavailable) {
+				row.Skipped = err.Error()
+				fmt.Fprintf(os.Stderr, "faults: %s skipped: %v\n", kind, err)
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("%s, trial %d: %w", kind, trial+1, err)
+			}
+			fmt.Fprintf(os.Stderr, "faults: %s, trial %d: every process failed %v after the fault\n", kind, trial+1, d.Round(time.Microsecond))
+			row.Seconds = append(row.Seconds, d.Seconds())
+		}
+		if len(row.Seconds) > 0 {
+			s := slices.Sorted(slices.Values(row.Seconds))
+			row.Trials, row.Min, row.Median, row.Max = len(s), s[0], median(s), s[len(s)-1]
+		}
+		rows = append(rows, row)
+	}
+	rep := &report{asJSON: *asJSON}
+	fmt.Fprintf(&rep.table, "# go run ./bench faults %s\n# 3 processes on %d cores; time from the fault to the last error\n",
+		strings.Join(args, " "), runtime.NumCPU())
+	rep.line("%-10s %6s %12s %10s %10s %10s\n", "fault", "trials", "peer-timeout", "min", "median", "max")
+	for _, r := range rows {
+		if r.Skipped != "" {
+			rep.line("%-10s skipped: %s\n", r.Kind, r.Skipped)
+		} else {
+			rep.line("%-10s %6d %12s %10s %10s %10s\n", r.Kind, r.Trials, r.PeerTimeout, seconds(r.Min), seconds(r.Median), seconds(r.Max))
+		}
+		rep.row(r)
+	}
+	return writeTable(*out, "faults", rows, rep.table.String())
+}
+
+// median of sorted values.
+func median(s []float64) float64 {
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// faultTrial runs one job of three processes, injects the fault into rank 2 once every
+// process is running, and returns how long the processes that could go on took to fail.
+func faultTrial(kind string, peerTimeout time.Duration) (time.Duration, error) {
+	var hosts *netemu.Net
+	if kind == "partition" {
+		var err error
+		if hosts, err = netemu.New([]string{"h1"}, []string{"h2"}, []string{"h3"}); err != nil {
+			return 0, err
+		}
+		defer hosts.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	job, err := startFaultJob(ctx, hosts, peerTimeout)
+	if err != nil {
+		return 0, err
+	}
+	defer job.stop()
+	for rank := range job.procs {
+		if _, err := job.expect(rank, "running"); err != nil {
+			return 0, err
+		}
+	}
+	start := time.Now()
+	survivors := []int{0, 1}
+	switch kind {
+	case "kill":
+		err = job.procs[2].Process.Kill()
+	case "stop":
+		err = job.procs[2].Process.Signal(syscall.SIGSTOP)
+	case "partition":
+		err = hosts.Partition(0, 2)
+		survivors = []int{0, 1, 2}
+	}
+	if err != nil {
+		return 0, err
+	}
+	var last time.Time
+	for _, rank := range survivors {
+		line, err := job.expect(rank, "returned")
+		if err != nil {
+			return 0, err
+		}
+		stamp, msg, _ := strings.Cut(strings.TrimPrefix(line, "returned "), " ")
+		ns, _ := strconv.ParseInt(stamp, 10, 64)
+		if msg == "<nil>" {
+			return 0, fmt.Errorf("rank %d returned success after the fault", rank)
+		}
+		other := "rank 2"
+		if rank == 2 {
+			other = "rank 0"
+		}
+		if rank == 1 && kind == "partition" {
+			other = "rank " // either side may be the one rank 1 hears of
+		}
+		if !strings.Contains(msg, other) {
+			return 0, fmt.Errorf("rank %d's error names no rank across the fault: %s", rank, msg)
+		}
+		if t := time.Unix(0, ns); t.After(last) {
+			last = t
+		}
+	}
+	return last.Sub(start), nil
+}
+
+// faultJob is the running processes of one trial, with their standard output line by line.
+type faultJob struct {
+	procs []*exec.Cmd
+	lines []chan string
+}
+
+// startFaultJob starts the ring over three processes of this program: on hosts when it is
+// not nil (rank k on host k), else on loopback.
+func startFaultJob(ctx context.Context, hosts *netemu.Net, peerTimeout time.Duration) (*faultJob, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	coord := net.JoinHostPort("127.0.0.1", port)
+	if hosts != nil {
+		coord = net.JoinHostPort(hosts.Hosts[0].Addr, port)
+	}
+	job := &faultJob{}
+	for rank := range 3 {
+		var cmd *exec.Cmd
+		listen := "127.0.0.1"
+		if hosts != nil {
+			cmd, listen = hosts.Command(ctx, rank, exe, "faults"), hosts.Hosts[rank].Addr
+		} else {
+			cmd = exec.CommandContext(ctx, exe, "faults")
+		}
+		cmd.Env = netemu.CleanEnv(faultsChildEnv+"=1", "ORWL_RANK="+strconv.Itoa(rank), "ORWL_SIZE=3",
+			"ORWL_COORD="+coord, "ORWL_SECRET=faults", "ORWL_LISTEN="+listen)
+		if peerTimeout > 0 {
+			cmd.Env = append(cmd.Env, "ORWL_PEER_TIMEOUT="+peerTimeout.String())
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			return nil, err
+		}
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			job.stop()
+			return nil, err
+		}
+		lines := make(chan string, 4)
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+			close(lines)
+		}()
+		job.procs, job.lines = append(job.procs, cmd), append(job.lines, lines)
+	}
+	return job, nil
+}
+
+// expect returns the next line of rank's output, which must start with word.
+func (j *faultJob) expect(rank int, word string) (string, error) {
+	select {
+	case line, ok := <-j.lines[rank]:
+		if !ok {
+			return "", fmt.Errorf("rank %d ended before it said %q", rank, word)
+		}
+		if !strings.HasPrefix(line, word) {
+			return "", fmt.Errorf("rank %d said %q, not %q", rank, line, word)
+		}
+		return line, nil
+	case <-time.After(60 * time.Second):
+		return "", fmt.Errorf("rank %d did not say %q within a minute", rank, word)
+	}
+}
+
+// stop kills what is left of the job and reaps it.
+func (j *faultJob) stop() {
+	for _, cmd := range j.procs {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+}
+
+// faultsChild is one process of a faults job: the ring runs until the job fails (or a
+// minute passes); the process says "running" after its task's first 100 iterations and
+// "returned <unix ns> <error>" when Run returns.
+func faultsChild() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const tasks = 3
+	err := orwl.Run(ctx, orwl.Config{Tasks: tasks, Locations: []string{"x"}},
+		func(ctx context.Context, t *orwl.Task) error {
+			me, left := t.ID(), (t.ID()+tasks-1)%tasks
+			t.Scale("x", 8)
+			w := t.WriteInsert(t.Loc(me, "x"), 0)
+			r := t.ReadInsert(t.Loc(left, "x"), 1)
+			if err := t.Schedule(ctx); err != nil {
+				return err
+			}
+			var seen uint64
+			for it := 0; ; it++ {
+				if it == 100 {
+					fmt.Println("running")
+				}
+				if err := w.Section(ctx, func(b []byte) error { orwl.Uint64s(b)[0] = seen + 1; return nil }); err != nil {
+					return err
+				}
+				if err := r.Section(ctx, func(b []byte) error { seen = orwl.Uint64s(b)[0]; return nil }); err != nil {
+					return err
+				}
+			}
+		})
+	fmt.Printf("returned %d %v\n", time.Now().UnixNano(), strings.ReplaceAll(fmt.Sprint(err), "\n", " "))
+	if err == nil {
+		return errors.New("the ring ended without a fault")
+	}
+	return nil
+}

@@ -1,0 +1,46 @@
+package orwl
+
+import (
+	"testing"
+
+	"github.com/orwl-go/orwl/fifo"
+)
+
+// TestMessagesRoundTrip: every message of the protocol comes out of its header as it went in.
+func TestMessagesRoundTrip(t *testing.T) {
+	for _, m := range []requestMsg{
+		{loc: 7, ticket: 1<<40 + 3, mode: fifo.Write, initial: true, pos: 12, task: 1<<31 - 1},
+		{loc: 1<<24 - 1, ticket: 0, mode: fifo.Read, pos: 0, task: 0},
+	} {
+		h := m.header()
+		if got := decodeRequest(&h); got != m {
+			t.Errorf("request %+v came back as %+v", m, got)
+		}
+	}
+	for _, m := range []grantMsg{{loc: 3, ticket: 9, version: 1 << 50, flow: 77, data: true}, {loc: 0, ticket: 1, refused: true}} {
+		h := m.header()
+		if got := decodeGrant(&h); got != m {
+			t.Errorf("grant %+v came back as %+v", m, got)
+		}
+	}
+	for _, m := range []releaseMsg{{loc: 5, ticket: 2, flow: 1, data: true}, {loc: 5, ticket: 2, failed: true}} {
+		h := m.header()
+		if got := decodeRelease(&h); got != m {
+			t.Errorf("release %+v came back as %+v", m, got)
+		}
+	}
+	for _, m := range []failMsg{{lost: -1}, {deadlock: true, lost: -1}, {peerLost: true, lost: 0}, {peerLost: true, lost: 4095}} {
+		h := m.header()
+		if got := decodeFailure(&h); got != m {
+			t.Errorf("failure %+v came back as %+v", m, got)
+		}
+	}
+	s := stuckMsg{epoch: 1 << 33}
+	if h := s.header(); decodeStuck(&h) != s {
+		t.Errorf("stuck %+v did not come back", s)
+	}
+	c := clockMsg{asked: 1_700_000_000_000_000_000, answer: 1_700_000_000_000_000_123}
+	if h := c.header(); decodeClock(&h) != c {
+		t.Errorf("clock %+v did not come back", c)
+	}
+}
