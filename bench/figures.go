@@ -18,8 +18,8 @@ import (
 // figures: regenerates the Figures section of the README (between the markers
 // <!-- figures:begin --> and <!-- figures:end -->) from fresh measurements: the lock
 // benchmarks of package orwl (go test -bench, best of three runs, each beside its
-// reference from the same run) and this harness's kernels, matmul, hybrid, stencil, grant
-// and faults commands (their -json output). Figures in the README are only ever written by this command.
+// reference from the same run) and this harness's kernels, matmul, hybrid, stencil, hosts,
+// grant and faults commands (their -json output). Figures in the README are only ever written by this command.
 
 func init() {
 	register("figures", "measure and rewrite the README's Figures section", benchFigures)
@@ -34,7 +34,7 @@ func benchFigures(args []string) error {
 	fs := flag.NewFlagSet("figures", flag.ContinueOnError)
 	readme := fs.String("readme", "README.md", "the README to rewrite")
 	n := fs.Int("n", 4096, "matrix size of the matmul figures")
-	sections := fs.String("sections", "locks,kernels,matmul,hybrid,stencil,grant,faults", "the measurements to make; the Figures section is rewritten with these only (try fewer on a copy of the README)")
+	sections := fs.String("sections", "locks,kernels,matmul,hybrid,stencil,hosts,grant,faults", "the measurements to make; the Figures section is rewritten with these only (try fewer on a copy of the README)")
 	stencilArgs := fs.String("stencil-args", "", "more flags of the stencil command (for example -sizes 1000 -rounds 1)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -42,7 +42,7 @@ func benchFigures(args []string) error {
 	want := map[string]bool{}
 	for _, name := range splitList(*sections) {
 		switch name {
-		case "locks", "kernels", "matmul", "hybrid", "stencil", "grant", "faults":
+		case "locks", "kernels", "matmul", "hybrid", "stencil", "hosts", "grant", "faults":
 			want[name] = true
 		default:
 			return badFlags("-sections: unknown section %q", name)
@@ -158,6 +158,14 @@ func benchFigures(args []string) error {
 		}
 		b.WriteString(grantFigures(rows))
 	}
+	if want["hosts"] {
+		fmt.Fprintln(os.Stderr, "figures: hosts")
+		rows, err := selfRows[hostsRow]("hosts", "-json")
+		if err != nil {
+			return err
+		}
+		b.WriteString(hostsFigures(rows))
+	}
 	if want["faults"] {
 		fmt.Fprintln(os.Stderr, "figures: faults")
 		rows, err := selfRows[faultRow]("faults", "-json")
@@ -168,7 +176,7 @@ func benchFigures(args []string) error {
 	}
 	b.WriteString("\nCharts: [kernels](results/kernels.svg), [matmul against N](results/matmul_n.svg), " +
 		"[matmul against processes](results/matmul_procs.svg); tables: [matmul](results/matmul.txt), [hybrid](results/hybrid.txt), " +
-		"[stencil](results/stencil.txt), [grant](results/grant.txt), [faults](results/faults.txt).\n")
+		"[stencil](results/stencil.txt), [hosts](results/hosts.txt), [grant](results/grant.txt), [faults](results/faults.txt).\n")
 
 	out := append([]byte{}, text[:begin]...)
 	out = append(out, b.String()...)
@@ -347,6 +355,21 @@ func faultFigures(rows []faultRow) string {
 			continue
 		}
 		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s |\n", what[r.Kind], r.PeerTimeout, r.Trials, seconds(r.Min), seconds(r.Median), seconds(r.Max))
+	}
+	return b.String()
+}
+
+// hostsFigures is the across-hosts part of the Figures section.
+func hostsFigures(rows []hostsRow) string {
+	var b strings.Builder
+	b.WriteString("\n| matmul across emulated hosts | link | N | grid | seconds | bound: compute / link | vs bound |\n|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		if r.Skipped != "" {
+			fmt.Fprintf(&b, "| %d hosts | %s | skipped: %s | | | | |\n", r.Hosts, r.Rate, r.Skipped)
+			continue
+		}
+		fmt.Fprintf(&b, "| %d hosts, a process each | %s | %d | %s | %.3f | %.3f / %.3f | %.2fx |\n",
+			r.Hosts, r.Rate, r.N, r.Grid, r.Seconds, r.ComputeBound, r.LinkBound, r.VsBound)
 	}
 	return b.String()
 }

@@ -5,7 +5,11 @@
 //	go run ./bench kernels [flags]   GFLOP/s of the DGEMM kernel plugins
 //	go run ./bench matmul [flags]    ORWL matmul against roofline, shared memory, StarPU, ScaLAPACK (matmul.go)
 //	go run ./bench stencil [flags]   ORWL Jacobi stencil against a C MPI halo exchange, TCP and shared memory (stencil.go)
+//	go run ./bench sweep [flags]     matmul's defaults against the best block size, grid and tasks per process (sweep.go)
+//	go run ./bench hosts [flags]     matmul across emulated hosts on shaped links against max(compute, bytes / rate) (hosts.go, root)
 //	go run ./bench hybrid [flags]    mixed-kernel matmul, dynamic balancing against static splits (hybrid.go)
+//	go run ./bench grant [flags]     remote grants of a 256 MiB location against raw TCP; memory while streaming (grant.go)
+//	go run ./bench faults [flags]    time for a job to fail after a process is killed, stopped or cut off (faults.go)
 //	go run ./bench external [flags]  external programs on memfd files against tmpfs and disk files (external.go, Linux)
 //	go run ./bench figures [flags]   rewrites the README's Figures section from the others (figures.go)
 //

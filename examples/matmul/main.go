@@ -1,7 +1,7 @@
 // Command matmul multiplies two N x N float64 matrices distributed 2-D block-cyclically over
 // the tasks of an ORWL job (ScaLAPACK's parameters: block size -nb, grid -grid PxQ), checks
 // the result and prints its speed. Blocks move between tasks only through ORWL locations,
-// with iterative handles giving double buffering: package
+// with iterative handles publishing every panel two steps before it is used: package
 // github.com/orwl-go/orwl/examples/matmul/summa describes the algorithm (SUMMA) and why it
 // is deadlock-free.
 //
