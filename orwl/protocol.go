@@ -118,15 +118,11 @@ func decodeRelease(h *transport.Header) releaseMsg {
 }
 
 // failMsg tells every process that the sender's job failed; the payload is the error's text,
-// and the flags keep what errors.Is finds in it. When the failure is a lost process, lost
-// is its rank (else -1).
-type failMsg struct {
-	deadlock, peerLost bool
-	lost               int
-}
+// and the flags keep what errors.Is finds in it.
+type failMsg struct{ deadlock, peerLost bool }
 
 func (m *failMsg) header() transport.Header {
-	h := transport.Header{Type: msgFail, Arg: int64(m.lost) + 1}
+	h := transport.Header{Type: msgFail}
 	if m.deadlock {
 		h.Flags |= flagDeadlock
 	}
@@ -137,7 +133,7 @@ func (m *failMsg) header() transport.Header {
 }
 
 func decodeFailure(h *transport.Header) failMsg {
-	return failMsg{deadlock: h.Flags&flagDeadlock != 0, peerLost: h.Flags&flagPeerLost != 0, lost: int(h.Arg) - 1}
+	return failMsg{deadlock: h.Flags&flagDeadlock != 0, peerLost: h.Flags&flagPeerLost != 0}
 }
 
 // stuckMsg reports to rank 0 that every task of the sender is blocked or done; the payload is a

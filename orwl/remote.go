@@ -346,8 +346,11 @@ func (n *node) Handle(from int, h *transport.Header, payload []byte) {
 		n.mu.Unlock()
 	case msgFail:
 		m := decodeFailure(h)
-		n.mesh.ReportedLost(m.lost)
-		n.j.fail(&peerFailure{rank: from, msg: string(payload), deadlock: m.deadlock, peerLost: m.peerLost})
+		msg := string(payload)
+		if note := n.mesh.PauseNote(); note != "" {
+			msg += " " + note
+		}
+		n.j.fail(&peerFailure{rank: from, msg: msg, deadlock: m.deadlock, peerLost: m.peerLost})
 	case msgStuck:
 		n.stuck(from, decodeStuck(h), payload)
 	case msgClock:
@@ -517,14 +520,12 @@ func (e *peerFailure) Is(target error) bool {
 	return e.deadlock && target == ErrDeadlock || e.peerLost && target == ErrPeerLost
 }
 
-// broadcastFailure tells the other processes that can still be reached that this job failed.
-func (n *node) broadcastFailure(err error) {
-	m := failMsg{deadlock: errors.Is(err, ErrDeadlock), peerLost: errors.Is(err, ErrPeerLost), lost: -1}
-	if lost, ok := errors.AsType[*transport.PeerLostError](err); ok {
-		m.lost = lost.Rank
-	}
+// broadcastFailure tells the other processes that can still be reached, except rank except,
+// that this job failed.
+func (n *node) broadcastFailure(err error, except int) {
+	m := failMsg{deadlock: errors.Is(err, ErrDeadlock), peerLost: errors.Is(err, ErrPeerLost)}
 	for r := range n.j.procs {
-		if r != n.j.rank {
+		if r != n.j.rank && r != except {
 			n.mesh.Send(r, transport.Requester, m.header(), []byte(err.Error()))
 		}
 	}

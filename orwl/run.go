@@ -362,11 +362,17 @@ func (j *job) fail(err error) {
 		return
 	}
 	j.node.failTickets(err)
-	var remote *peerFailure
-	var everywhere *scheduleError
-	if !errors.As(err, &remote) && !errors.As(err, &everywhere) {
-		j.node.broadcastFailure(err)
+	// Every process tells every other one, also of a failure it was told of (but not back to
+	// whoever told it): a process cut off from the one that failed first still hears of it,
+	// before any goodbye. A schedule error is found by every process alike.
+	if _, everywhere := errors.AsType[*scheduleError](err); everywhere {
+		return
 	}
+	from := -1
+	if remote, ok := errors.AsType[*peerFailure](err); ok {
+		from = remote.rank
+	}
+	j.node.broadcastFailure(err, from)
 }
 
 // agree records the end of the final agreement: what goes wrong afterwards (a grant for a

@@ -224,9 +224,6 @@ type peer struct {
 	err atomic.Pointer[PeerLostError]
 	// final and failed: the peer's final marker arrived, and what it said; markMu.
 	final, failed bool
-	// reportedLost: another process said it lost this peer (ReportedLost); Close does not
-	// wait for its goodbye.
-	reportedLost atomic.Bool
 	// sent counts the messages the writers of both connections to the peer have written;
 	// readers of the peer's messages load it before Sink and Handle (see Send: a
 	// happens-before edge the race detector sees).
@@ -449,6 +446,16 @@ func (m *Mesh) lose(rank int, cause error) {
 // longer than the peer timeout a short while ago, it says so: its peers took it for lost,
 // and whatever they did about it is why it lost them.
 func (m *Mesh) lostError(rank int, cause error) *PeerLostError {
+	if note := m.PauseNote(); note != "" {
+		cause = fmt.Errorf("%w %s", cause, note)
+	}
+	return &PeerLostError{Rank: rank, Err: cause}
+}
+
+// PauseNote says, in parentheses, that this process was itself paused a short while ago for
+// longer than the peer timeout, so that its peers took it for lost; it is empty otherwise.
+// An error that ends the job after such a pause should carry it.
+func (m *Mesh) PauseNote() string {
 	now := m.now()
 	if last := m.lastBeat.Load(); last != 0 && now-last > int64(m.pauseThreshold()) {
 		// Paused, and noticed here before the heartbeat loop did.
@@ -457,10 +464,10 @@ func (m *Mesh) lostError(rank int, cause error) *PeerLostError {
 	}
 	recent := time.Duration(now-m.resumedAt.Load()) < 2*m.cfg.PeerTimeout
 	if d := time.Duration(m.pausedFor.Load()); recent && d > m.cfg.PeerTimeout {
-		cause = fmt.Errorf("%w (this process, rank %d, was itself paused for %v, longer than the peer timeout %v: its peers took it for lost)",
-			cause, m.rank, d.Round(time.Millisecond), m.cfg.PeerTimeout)
+		return fmt.Sprintf("(this process, rank %d, was itself paused for %v, longer than the peer timeout %v: its peers took it for lost)",
+			m.rank, d.Round(time.Millisecond), m.cfg.PeerTimeout)
 	}
-	return &PeerLostError{Rank: rank, Err: cause}
+	return ""
 }
 
 // heartbeatLoop calls beat every heartbeat period.
@@ -519,12 +526,16 @@ func (m *Mesh) pauseThreshold() time.Duration {
 	return max(2*m.cfg.Heartbeat, m.cfg.PeerTimeout/2)
 }
 
-// ReportedLost records that another process of the job lost rank: Close will not wait for
-// that peer's goodbye (a stopped or unreachable process never sends one).
-func (m *Mesh) ReportedLost(rank int) {
-	if rank >= 0 && rank < len(m.peers) && rank != m.rank {
-		m.peers[rank].reportedLost.Store(true)
+// goneQuiet reports whether rank has sent nothing for two heartbeat periods: a stopped or
+// unreachable process, which will send no goodbye either.
+func (m *Mesh) goneQuiet(rank int) bool {
+	now := m.now()
+	for i := range m.peers[rank].conns {
+		if c := m.peers[rank].conns[i].Load(); c != nil && time.Duration(now-c.lastRecv.Load()) < 2*m.cfg.Heartbeat {
+			return false
+		}
 	}
+	return true
 }
 
 // Close says goodbye to every peer, closes every connection and the listener, and waits for
@@ -537,7 +548,7 @@ func (m *Mesh) Close() error {
 		close(m.done)
 		m.eachConn((*conn).goodbye)
 		for j := range m.peers {
-			if m.peers[j].reportedLost.Load() {
+			if j != m.rank && m.goneQuiet(j) { // no goodbye to wait for
 				for i := range m.peers[j].conns {
 					if c := m.peers[j].conns[i].Load(); c != nil {
 						c.shutdown()
