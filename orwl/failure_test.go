@@ -284,6 +284,20 @@ func checkResults(t *testing.T, r ringJob, outs []string) int {
 	return ok
 }
 
+// expectAllSucceed checks that every process exited 0 and reported success with the right
+// result.
+func expectAllSucceed(t *testing.T, r ringJob, outs []string, codes []int) {
+	t.Helper()
+	for rank, c := range codes {
+		if c != 0 {
+			t.Errorf("rank %d: status %d\n%s", rank, c, outs[rank])
+		}
+	}
+	if n := checkResults(t, r, outs); n != len(outs) {
+		t.Errorf("%d of %d processes report success", n, len(outs))
+	}
+}
+
 // stopFor stops the processes of ranks for d, then lets them go on.
 func (p *ringProcs) stopFor(d time.Duration, ranks ...int) {
 	p.signal(syscall.SIGSTOP, ranks...)
@@ -301,14 +315,7 @@ func TestWholeJobStoppedAndResumed(t *testing.T) {
 	p.stopFor(2500*time.Millisecond, 0, 1, 2)
 	p.resume()
 	outs, codes := p.wait()
-	for rank, c := range codes {
-		if c != 0 {
-			t.Errorf("rank %d: status %d\n%s", rank, c, outs[rank])
-		}
-	}
-	if n := checkResults(t, r, outs); n != 3 {
-		t.Errorf("%d of 3 processes report success", n)
-	}
+	expectAllSucceed(t, r, outs, codes)
 }
 
 // TestOneProcessStoppedFailsAll: one process stopped past the peer timeout makes every
@@ -373,14 +380,7 @@ func TestBigLocationsOnASlowLink(t *testing.T) {
 	r := ringJob{iters: 1, words: (65 << 20) / 8, pause: -1}
 	p := startRing(t, r, 2, hosts, "ORWL_PEER_TIMEOUT=2s")
 	outs, codes := p.wait()
-	for rank, c := range codes {
-		if c != 0 {
-			t.Errorf("rank %d: status %d\n%s", rank, c, outs[rank])
-		}
-	}
-	if n := checkResults(t, r, outs); n != 2 {
-		t.Errorf("%d of 2 processes report success", n)
-	}
+	expectAllSucceed(t, r, outs, codes)
 }
 
 // TestBigLocationsOnLoopback: the same without shaping, bigger and faster: a location of
@@ -389,14 +389,7 @@ func TestBigLocationsOnLoopback(t *testing.T) {
 	r := ringJob{iters: 3, words: (70 << 20) / 8, pause: -1}
 	p := startRing(t, r, 2, nil)
 	outs, codes := p.wait()
-	for rank, c := range codes {
-		if c != 0 {
-			t.Errorf("rank %d: status %d\n%s", rank, c, outs[rank])
-		}
-	}
-	if n := checkResults(t, r, outs); n != 2 {
-		t.Errorf("%d of 2 processes report success", n)
-	}
+	expectAllSucceed(t, r, outs, codes)
 }
 
 // TestMoreProcessesThanTasks: a process without tasks is a member of the job like any other
@@ -405,14 +398,7 @@ func TestMoreProcessesThanTasks(t *testing.T) {
 	r := ringJob{iters: 20, words: 4, pause: -1, tasks: 2}
 	p := startRing(t, r, 3, nil)
 	outs, codes := p.wait()
-	for rank, c := range codes {
-		if c != 0 {
-			t.Errorf("rank %d: status %d\n%s", rank, c, outs[rank])
-		}
-	}
-	if n := checkResults(t, r, outs); n != 3 {
-		t.Errorf("%d of 3 processes report success", n)
-	}
+	expectAllSucceed(t, r, outs, codes)
 }
 
 // TestProcessesDisagreeOnTheJob: processes that run different jobs fail when the mesh forms,
