@@ -23,6 +23,10 @@ import (
 // shmRing is the size of each ring, a power of two.
 const shmRing = 4 << 20
 
+// shmChunk is the most a writer or a reader copies before it publishes its count: the two
+// copy at the same time, and neither waits long for the other's progress.
+const shmChunk = 256 << 10
+
 // ringHeader is the start of a ring in the segment: the producer's and the consumer's counts
 // of bytes, each on a cache line of its own, and whether the consumer sleeps.
 type ringHeader struct {
@@ -183,9 +187,10 @@ func (c *shmConn) Read(p []byte) (int, error) {
 	}
 }
 
-// copyOut copies what is available at position r of the in ring into p.
+// copyOut copies what is available at position r of the in ring into p, at most shmChunk
+// bytes.
 func (c *shmConn) copyOut(p []byte, r, avail uint64) int {
-	n := int(min(avail, uint64(len(p))))
+	n := int(min(avail, uint64(len(p)), shmChunk))
 	off := int(r & (shmRing - 1))
 	k := copy(p[:n], c.in.data[off:])
 	copy(p[k:n], c.in.data)
@@ -210,7 +215,7 @@ func (c *shmConn) Write(p []byte) (int, error) {
 			continue
 		}
 		waited, lastRead = 0, r
-		n := int(min(room, uint64(len(p)-done)))
+		n := int(min(room, uint64(len(p)-done), shmChunk))
 		off := int(w & (shmRing - 1))
 		k := copy(c.out.data[off:], p[done:done+n])
 		copy(c.out.data, p[done+k:done+n])
