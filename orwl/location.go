@@ -75,6 +75,10 @@ type queued interface {
 	remote() (from int, ticket uint64, ok bool)
 }
 
+// grantBuf is how many grants one FIFO operation collects on the stack before it allocates:
+// a read group of up to grantBuf readers is handed on without allocating.
+const grantBuf = 16
+
 // deliver hands every request of granted its grant.
 func deliver(granted []*fifo.Request, onTask bool) {
 	for _, r := range granted {
@@ -86,7 +90,7 @@ func deliver(granted []*fifo.Request, onTask bool) {
 // once the job has failed.
 func (l *location) enqueue(r *fifo.Request, mode fifo.Mode, initial bool, pos, task int, onTask bool) error {
 	l.fq.Request(task, traceMode(mode), pos)
-	var buf [4]*fifo.Request
+	var buf [grantBuf]*fifo.Request
 	l.mu.Lock()
 	if l.err != nil {
 		l.mu.Unlock()
@@ -107,7 +111,7 @@ func (l *location) enqueue(r *fifo.Request, mode fifo.Mode, initial bool, pos, t
 // mirror of process mirror (>= 0: a remote writer sent it back) holds already. In a failed
 // job it does nothing: the data a failed job leaves is never handed on.
 func (l *location) release(r *fifo.Request, newVersion bool, mirror int, onTask bool) error {
-	var buf [4]*fifo.Request
+	var buf [grantBuf]*fifo.Request
 	l.mu.Lock()
 	if l.err != nil {
 		l.mu.Unlock()
@@ -131,7 +135,7 @@ func (l *location) release(r *fifo.Request, newVersion bool, mirror int, onTask 
 // cancel withdraws r (fifo.FIFO.Cancel), on a task's goroutine: a grant it holds goes back
 // unchanged.
 func (l *location) cancel(r *fifo.Request) {
-	var buf [4]*fifo.Request
+	var buf [grantBuf]*fifo.Request
 	l.mu.Lock()
 	if l.err != nil {
 		l.mu.Unlock()
