@@ -55,6 +55,7 @@ func TestConfigErrors(t *testing.T) {
 		{orwl.Config{Tasks: 2, Locations: []string{"a", ""}}, "Config.Locations[1] is empty"},
 		{orwl.Config{Tasks: 2, Locations: []string{"a", "a"}}, `names "a" twice`},
 		{orwl.Config{Tasks: 1 << 40, Locations: twoLocs}, "a job has at most"},
+		{orwl.Config{Tasks: 1 << 23, Locations: []string{"a", "b", "c"}}, "with 3 locations each: a job has at most 16777216 locations"},
 	} {
 		wantErr(t, orwl.Run(context.Background(), tc.cfg, noop), nil, tc.want)
 	}
