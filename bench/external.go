@@ -68,8 +68,7 @@ func benchExternal(args []string) error {
 	diskDir := fs.String("disk", os.TempDir(), "a directory on a disk file system, for the disk method")
 	perRound := fs.Duration("time", 40*time.Millisecond, "time of one round of calls (at least one call)")
 	rounds := fs.Int("rounds", 3, "rounds per method and size, interleaved; the best is kept")
-	out := fs.String("out", "results", "folder for external.svg, external.txt and external.json")
-	asJSON := fs.Bool("json", false, "print one JSON object per row instead of the table")
+	out, asJSON := outputFlags(fs, "external.svg, external.txt and external.json")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

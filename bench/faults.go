@@ -56,8 +56,7 @@ func benchFaults(args []string) error {
 	trials := fs.Int("trials", 10, "trials of every kind of fault")
 	kinds := fs.String("kinds", "kill,stop,partition", "the faults: kill (SIGKILL), stop (SIGSTOP), partition (emulated hosts, root)")
 	peerTimeout := fs.Duration("peer-timeout", 0, "ORWL_PEER_TIMEOUT of the jobs (0: the library's default)")
-	out := fs.String("out", "results", "folder for faults.txt and faults.json")
-	asJSON := fs.Bool("json", false, "print one JSON object per row instead of the table")
+	out, asJSON := outputFlags(fs, "faults.txt and faults.json")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

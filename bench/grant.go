@@ -75,8 +75,7 @@ func benchGrant(args []string) error {
 	size := fs.Int("size", 256<<20, "bytes of the location")
 	iters := fs.Int("iters", 8, "grants per measurement, after the first")
 	rounds := fs.Int("rounds", 3, "interleaved rounds; each row's best is reported")
-	out := fs.String("out", "results", "folder for grant.txt and grant.json")
-	asJSON := fs.Bool("json", false, "print one JSON object per row instead of the table")
+	out, asJSON := outputFlags(fs, "grant.txt and grant.json")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

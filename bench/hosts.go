@@ -57,8 +57,7 @@ func benchHosts(args []string) error {
 	n := fs.Int("n", 0, "matrix size N (0: 2048 per host)")
 	reps := fs.Int("reps", 2, "multiplications per measurement; seconds is the fastest of them")
 	rounds := fs.Int("rounds", 2, "measurements of every row; the best is reported")
-	out := fs.String("out", "results", "folder for hosts.txt and hosts.json")
-	asJSON := fs.Bool("json", false, "print one JSON object per row instead of the table")
+	out, asJSON := outputFlags(fs, "hosts.txt and hosts.json")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -76,11 +75,11 @@ func benchHosts(args []string) error {
 	if slices.ContainsFunc(counts, func(c int) bool { return c < 2 || c > 16 }) || *n < 0 || *reps < 1 || *rounds < 1 {
 		return badFlags("-hosts must be 2 to 16, -n not negative, -reps and -rounds at least 1")
 	}
-	cpu := kernels.AvailableOn(kernels.CPU)
-	if len(cpu) == 0 {
-		return fmt.Errorf("no CPU kernel is available")
+	kernel, err := fastestCPUKernel()
+	if err != nil {
+		return err
 	}
-	g, err := kernels.Get(cpu[0])
+	g, err := kernels.Get(kernel)
 	if err != nil {
 		return err
 	}
@@ -100,7 +99,7 @@ func benchHosts(args []string) error {
 		moved := busiestHostBytes(size, nb, grid)
 		for i, rate := range rates {
 			r := hostsRow{Hosts: h, Rate: rate, N: size, NB: nb, Grid: grid.String(), ComputeBound: compute, LinkBound: moved * 8 / bitsPerS[i]}
-			job := orwlJob{N: size, NB: nb, Grid: grid.String(), Kernels: slices.Repeat([]string{cpu[0]}, h), Threads: max(1, cores/h), Reps: *reps}
+			job := orwlJob{N: size, NB: nb, Grid: grid.String(), Kernels: slices.Repeat([]string{kernel}, h), Threads: max(1, cores/h), Reps: *reps}
 			r.Seconds, err = bestOf(*rounds, func() (float64, error) { return timeOnHosts(job, rate) })
 			if err != nil {
 				if !errors.Is(err, netemu.ErrUnavailable) {
@@ -116,7 +115,7 @@ func benchHosts(args []string) error {
 	}
 	rep := &report{asJSON: *asJSON}
 	fmt.Fprintf(&rep.table, "# go run ./bench hosts %s\n# kernel %s, %d cores shared by the hosts; fastest of %d multiplications, best of %d rounds\n",
-		strings.Join(args, " "), cpu[0], cores, *reps, *rounds)
+		strings.Join(args, " "), kernel, cores, *reps, *rounds)
 	rep.line("%5s %7s %6s %5s %5s %9s %9s %9s %9s\n", "hosts", "rate", "N", "NB", "grid", "seconds", "compute", "link", "vs-bound")
 	for _, r := range rows {
 		if r.Skipped != "" {

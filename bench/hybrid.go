@@ -57,8 +57,7 @@ func benchHybrid(args []string) error {
 	reps := fs.Int("reps", 6, "multiplications per job")
 	rounds := fs.Int("rounds", 3, "measurements of every job; the best is kept")
 	shareList := fs.String("shares", "1,0.98,0.96,0.94,0.92,0.9,0.85,0.8,0.7,0.6", "static shares of the first kernel's tasks")
-	out := fs.String("out", "results", "folder for hybrid.txt and hybrid.json")
-	asJSON := fs.Bool("json", false, "print one JSON object per row instead of the table")
+	out, asJSON := outputFlags(fs, "hybrid.txt and hybrid.json")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -133,6 +133,13 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// outputFlags declares a command's -out, the folder for the files it writes (named in
+// files), and -json.
+func outputFlags(fs *flag.FlagSet, files string) (out *string, asJSON *bool) {
+	return fs.String("out", "results", "folder for "+files),
+		fs.Bool("json", false, "print one JSON object per row instead of the table")
+}
+
 // splitList returns the non-empty, trimmed elements of a comma-separated list.
 func splitList(s string) []string {
 	var out []string

@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -49,6 +50,15 @@ func init() {
 	register("matmul", "ORWL matmul against the roofline, shared-memory Go, StarPU dgemm and ScaLAPACK PDGEMM", benchMatmul)
 }
 
+// fastestCPUKernel is the name of the fastest available CPU kernel.
+func fastestCPUKernel() (string, error) {
+	cpu := kernels.AvailableOn(kernels.CPU)
+	if len(cpu) == 0 {
+		return "", errors.New("no CPU kernel is available")
+	}
+	return cpu[0], nil
+}
+
 //go:embed scalapack/pdgemm.c
 var pdgemmSource []byte
 
@@ -84,8 +94,7 @@ func benchMatmul(args []string) error {
 	withStarpu := fs.Bool("starpu", true, "measure StarPU's dgemm example when installed")
 	starpuBin := fs.String("starpu-bin", "", "StarPU's dgemm example (default: starpu_dgemm on PATH, or Debian's starpu-examples)")
 	withScalapack := fs.Bool("scalapack", true, "measure ScaLAPACK PDGEMM when mpicc, mpirun and libscalapack-openmpi are present")
-	out := fs.String("out", "results", "folder for matmul.txt, matmul.json, matmul_n.svg and matmul_procs.svg")
-	asJSON := fs.Bool("json", false, "print one JSON object per row instead of the table")
+	out, asJSON := outputFlags(fs, "matmul.txt, matmul.json, matmul_n.svg and matmul_procs.svg")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -102,8 +111,10 @@ func benchMatmul(args []string) error {
 	}
 	cores := runtime.NumCPU()
 	name := *kernel
-	if cpu := kernels.AvailableOn(kernels.CPU); name == "" && len(cpu) > 0 {
-		name = cpu[0]
+	if name == "" {
+		if name, err = fastestCPUKernel(); err != nil {
+			return err
+		}
 	}
 	g, err := kernels.Get(name)
 	if err != nil {

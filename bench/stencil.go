@@ -85,8 +85,7 @@ func benchStencil(args []string) error {
 	cflags := fs.String("cflags", "-O2", "flags of mpicc for the C reference")
 	loops := fs.Bool("loops", true, "also time one task in one process, Go against C (the inner loop)")
 	withMPI := fs.Bool("mpi", true, "measure the C MPI reference when Open MPI's mpicc and mpirun are present")
-	out := fs.String("out", "results", "folder for stencil.txt and stencil.json")
-	asJSON := fs.Bool("json", false, "print one JSON object per row instead of the table")
+	out, asJSON := outputFlags(fs, "stencil.txt and stencil.json")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

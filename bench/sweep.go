@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/orwl-go/orwl/examples/matmul/summa"
-	"github.com/orwl-go/orwl/kernels"
 )
 
 // sweep: examples/matmul's defaults (block size, grid, one task per process, kernel threads
@@ -48,8 +47,7 @@ func benchSweep(args []string) error {
 	nbList := fs.String("nbs", "256,512,1024,2048", "comma-separated block sizes")
 	reps := fs.Int("reps", 2, "multiplications per measurement; seconds is the fastest of them")
 	rounds := fs.Int("rounds", 2, "interleaved rounds; every setting's best is reported")
-	out := fs.String("out", "results", "folder for sweep.txt and sweep.json")
-	asJSON := fs.Bool("json", false, "print one JSON object per row instead of the table")
+	out, asJSON := outputFlags(fs, "sweep.txt and sweep.json")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -64,11 +62,11 @@ func benchSweep(args []string) error {
 	if *procs < 1 || *reps < 1 || *rounds < 1 {
 		return badFlags("-procs, -reps and -rounds must be at least 1")
 	}
-	cpu := kernels.AvailableOn(kernels.CPU)
-	if len(cpu) == 0 {
-		return fmt.Errorf("no CPU kernel is available")
+	kernel, err := fastestCPUKernel()
+	if err != nil {
+		return err
 	}
-	kernel, cores := cpu[0], runtime.NumCPU()
+	cores := runtime.NumCPU()
 	var rows []sweepRow
 	for _, n := range ns {
 		// The default: what examples/matmul picks with no flag but -n.
