@@ -288,14 +288,24 @@ func checkResults(t *testing.T, r ringJob, outs []string) int {
 // result.
 func expectAllSucceed(t *testing.T, r ringJob, outs []string, codes []int) {
 	t.Helper()
-	for rank, c := range codes {
-		if c != 0 {
-			t.Errorf("rank %d: status %d\n%s", rank, c, outs[rank])
-		}
-	}
+	expectExitZero(t, outs, codes)
 	if n := checkResults(t, r, outs); n != len(outs) {
 		t.Errorf("%d of %d processes report success", n, len(outs))
 	}
+}
+
+// expectExitZero reports every process that exited with a status other than 0, with its
+// output, and returns whether all exited with 0.
+func expectExitZero(t *testing.T, outs []string, codes []int) bool {
+	t.Helper()
+	ok := true
+	for rank, c := range codes {
+		if c != 0 {
+			t.Errorf("rank %d: status %d\n%s", rank, c, outs[rank])
+			ok = false
+		}
+	}
+	return ok
 }
 
 // stopFor stops the processes of ranks for d, then lets them go on.
@@ -508,13 +518,11 @@ func resizeScenario() int {
 // as in one.
 func TestResizeSeenEverywhere(t *testing.T) {
 	for _, procs := range []int{1, 2} {
-		p := startScenario(t, "resize", procs, nil, func(int) []string { return nil })
-		outs, codes := p.wait()
-		for rank, c := range codes {
-			if c != 0 {
-				t.Errorf("%d processes, rank %d: status %d\n%s", procs, rank, c, outs[rank])
-			}
-		}
+		t.Run(fmt.Sprintf("%d processes", procs), func(t *testing.T) {
+			p := startScenario(t, "resize", procs, nil, func(int) []string { return nil })
+			outs, codes := p.wait()
+			expectExitZero(t, outs, codes)
+		})
 	}
 }
 
@@ -562,10 +570,8 @@ func TestNoPayloadSentTwice(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "job.json")
 	p := startScenario(t, "writeback", 2, nil, func(int) []string { return []string{"ORWL_TRACE=" + file} })
 	outs, codes := p.wait()
-	for rank, c := range codes {
-		if c != 0 {
-			t.Fatalf("rank %d: status %d\n%s", rank, c, outs[rank])
-		}
+	if !expectExitZero(t, outs, codes) {
+		t.FailNow()
 	}
 	tr := readTrace(t, file)
 	var in, out int
