@@ -107,22 +107,29 @@ func (c *conn) writeBatch(batch []outMsg) error {
 
 // writeNow writes batch on the caller's goroutine, which holds the wire.
 func (c *conn) writeNow(batch []outMsg) error {
-	err := c.writeBatch(batch)
-	clear(batch)
-	c.mu.Lock()
-	c.spare = batch[:0]
-	c.writing = false
-	more := len(c.q) > 0 || c.closing
-	c.mu.Unlock()
+	more, closing, err := c.write(batch)
 	if err != nil {
 		c.fail("writing to", err)
 		c.shutdown()
 		return c.gone()
 	}
-	if more {
+	if more || closing {
 		c.notify() // what came while the wire was held
 	}
 	return nil
+}
+
+// write writes batch, which take handed over, and gives the wire back. It reports whether
+// messages were queued meanwhile and whether the connection is closing.
+func (c *conn) write(batch []outMsg) (more, closing bool, err error) {
+	err = c.writeBatch(batch)
+	clear(batch)
+	c.mu.Lock()
+	c.spare = batch[:0]
+	c.writing = false
+	more, closing = len(c.q) > 0, c.closing
+	c.mu.Unlock()
+	return more, closing, err
 }
 
 // notify wakes the writer, unless a wake-up is pending already.
@@ -180,21 +187,15 @@ func (c *conn) writeLoop() {
 			c.mu.Unlock()
 			continue
 		}
-		closing := c.closing
 		batch := c.take()
 		c.mu.Unlock()
-		if err := c.writeBatch(batch); err != nil {
+		more, closing, err := c.write(batch)
+		if err != nil {
 			c.fail("writing to", err)
 			c.shutdown()
 			return
 		}
-		clear(batch)
-		c.mu.Lock()
-		c.spare = batch[:0]
-		c.writing = false
-		empty := len(c.q) == 0
-		c.mu.Unlock()
-		if closing && empty {
+		if closing && !more {
 			// Everything including the goodbye is out: close this direction.
 			if w.writeClose(closeNormal) == nil && w.flush() == nil {
 				if tc, ok := w.nc.(interface{ CloseWrite() error }); ok {
