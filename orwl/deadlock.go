@@ -91,6 +91,22 @@ func (d *detector) wait(task int) (t *ticketBase, seq uint64, ok bool) {
 	return t, seq, s.seq.Load() == seq
 }
 
+// idle reports whether one task of tasks at least is blocked in Acquire and every other one
+// is blocked or has returned: the process has nothing to compute until a grant comes.
+func (d *detector) idle(tasks []*Task) bool {
+	blocked := false
+	for _, t := range tasks {
+		switch seq := d.slots[t.id].seq.Load(); {
+		case seq == finishedSeq:
+		case seq%2 == 1:
+			blocked = true
+		default:
+			return false
+		}
+	}
+	return blocked
+}
+
 // look records what the tasks of tasks are blocked on. It reports stuck when every one of
 // them is blocked on a request that is not granted, or has returned (a process without
 // running tasks is stuck); and moved when that differs from the previous look (or the

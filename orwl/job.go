@@ -62,6 +62,7 @@ func (j *job) connect(ctx context.Context) error {
 		Rank: j.rank, Size: j.procs, Coord: j.info.Coord, ListenHost: j.info.Listen,
 		Secret: j.info.Secret, Handler: j.node, Logger: j.log, Listener: ln, JobSpec: j.spec(),
 		PeerTimeout: j.peerTimeout, StartTimeout: j.startTimeout, Spin: j.spin(),
+		Idle:           func() bool { return j.det.idle(j.local) },
 		NoSharedMemory: os.Getenv(envShm) == "off",
 	})
 	if err != nil {

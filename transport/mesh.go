@@ -139,6 +139,11 @@ type Config struct {
 	// a busy core: for processes that have a core each, not for an oversubscribed machine.
 	// Default 0: no polling.
 	Spin time.Duration
+	// Idle, when not nil, reports that the process has nothing to compute until a message
+	// comes (every task waits for one). While it does, and every connection of the mesh
+	// goes through shared memory with its reader polling, the readers poll past Spin, up to
+	// maxIdleSpin: the process's core would be idle anyway. With Spin 0 it is not called.
+	Idle func() bool
 	// NoSharedMemory keeps the connections of processes of one host on their sockets.
 	NoSharedMemory bool
 	// Handler receives messages and events; nil discards everything.
@@ -210,6 +215,9 @@ type Mesh struct {
 	markCh chan struct{} // closed and renewed on every marker, final or loss
 	final  bool          // this process has sent its final marker; barMu
 
+	// The readers of connections through shared memory (shm.go).
+	readers readerGroup
+
 	// Liveness: the last beat, when this process last found it had been paused, and for
 	// how long.
 	lastBeat  atomic.Int64
@@ -280,6 +288,7 @@ func New(cfg Config) (*Mesh, error) {
 		done:    make(chan struct{}),
 		marks:   make([]uint64, cfg.Size),
 		started: time.Now(),
+		readers: readerGroup{spin: cfg.Spin, idle: cfg.Idle},
 	}, nil
 }
 
@@ -400,6 +409,9 @@ func (m *Mesh) attach(rank int, role Role, w *wire) bool {
 	if m.closing.Load() || !p.conns[role].CompareAndSwap(nil, c) {
 		w.nc.Close()
 		return false
+	}
+	if _, shm := w.nc.(*shmConn); !shm {
+		m.readers.onSocket.Add(1) // for good: its reader always waits on the socket
 	}
 	m.wg.Add(2)
 	go c.readLoop()

@@ -84,7 +84,7 @@ func (m *Mesh) shmOffer(w *wire) error {
 		return err
 	}
 	up, down := rings(seg)
-	w.useShm(&shmConn{sock: w.nc, seg: seg, in: down, out: up, spin: m.cfg.Spin})
+	w.useShm(&shmConn{sock: w.nc, seg: seg, in: down, out: up, readers: &m.readers})
 	return nil
 }
 
@@ -114,7 +114,7 @@ func (m *Mesh) shmAnswer(w *wire) error {
 	}
 	if seg != nil {
 		up, down := rings(seg)
-		w.useShm(&shmConn{sock: w.nc, seg: seg, in: up, out: down, spin: m.cfg.Spin})
+		w.useShm(&shmConn{sock: w.nc, seg: seg, in: up, out: down, readers: &m.readers})
 	}
 	return nil
 }
@@ -135,25 +135,49 @@ func (w *wire) useShm(c *shmConn) {
 	w.src.r = c
 }
 
+// readerGroup is what the readers of one mesh's shared-memory connections share: how long
+// they poll before they sleep, and the count of connections whose reader waits on its
+// socket. Readers poll past spin only while nobody waits on a socket: a reader that yields
+// to poll keeps the process's run queue busy, and Go then looks at sockets only every 10ms
+// or so (its system monitor), so every reader must poll, or none.
+type readerGroup struct {
+	spin     time.Duration
+	idle     func() bool  // Config.Idle
+	onSocket atomic.Int32 // connections that do not use shared memory, and readers asleep
+}
+
+// maxIdleSpin bounds how long a reader polls in an idle process (Config.Idle).
+const maxIdleSpin = 10 * time.Millisecond
+
+// pollOn reports whether a reader that has polled for polled goes on polling.
+func (g *readerGroup) pollOn(polled time.Duration) bool {
+	if polled < g.spin {
+		return true
+	}
+	return polled < maxIdleSpin && g.spin > 0 && g.idle != nil && g.onSocket.Load() == 0 && g.idle()
+}
+
 // shmConn is a net.Conn whose bytes go through two rings of a shared segment; the socket
 // under it carries only wake-ups (a byte for a reader that sleeps) and its end.
 type shmConn struct {
 	sock    net.Conn
 	seg     []byte
 	in, out ring
-	spin    time.Duration
+	readers *readerGroup
 	closed  atomic.Bool
 	wakeBuf [64]byte // what a sleeping reader reads
 	wakeUp  [1]byte  // what a writer sends a sleeping reader
 }
 
 // Read reads what the peer wrote into the in ring: at once when there is some, after
-// polling for up to spin (yielding to the rest of the process between two looks), or else
-// after sleeping on the socket until the peer's next write wakes it.
+// polling for a while (yielding to the rest of the process between two looks; see
+// readerGroup.pollOn), or else after sleeping on the socket until the peer's next write
+// wakes it.
 func (c *shmConn) Read(p []byte) (int, error) {
 	h := c.in.h
 	r := h.read.Load()
-	var since time.Time
+	var polled time.Duration // how long this read has polled (see pollStep)
+	var last time.Time
 	for {
 		if avail := h.written.Load() - r; avail > 0 {
 			n := c.copyOut(p, r, avail)
@@ -163,11 +187,14 @@ func (c *shmConn) Read(p []byte) (int, error) {
 		if c.closed.Load() {
 			return 0, net.ErrClosed
 		}
-		if since.IsZero() {
-			since = time.Now()
-		}
-		if time.Since(since) < c.spin {
+		if c.readers.pollOn(polled) {
+			if last.IsZero() {
+				last = time.Now()
+			}
 			runtime.Gosched()
+			now := time.Now()
+			polled += min(now.Sub(last), pollStep)
+			last = now
 			continue
 		}
 		h.sleeping.Store(1)
@@ -175,7 +202,9 @@ func (c *shmConn) Read(p []byte) (int, error) {
 			h.sleeping.Store(0)
 			continue
 		}
+		c.readers.onSocket.Add(1)
 		_, err := c.sock.Read(c.wakeBuf[:])
+		c.readers.onSocket.Add(-1)
 		h.sleeping.Store(0)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -183,9 +212,14 @@ func (c *shmConn) Read(p []byte) (int, error) {
 			}
 			return 0, err
 		}
-		since = time.Time{}
+		polled, last = 0, time.Time{}
 	}
 }
+
+// pollStep is the most that one look of a polling reader counts toward its polling time: a
+// yield that takes longer ran the rest of the process meanwhile (a task computing on the
+// reader's processor), which cost the reader nothing, so it polls on when the task is done.
+const pollStep = 5 * time.Microsecond
 
 // copyOut copies what is available at position r of the in ring into p, at most shmChunk
 // bytes.
@@ -238,7 +272,7 @@ func (c *shmConn) waitRoom(waited time.Duration, progress bool) time.Duration {
 	if progress {
 		waited = 0
 	}
-	if waited < max(c.spin, minRoomSpin) {
+	if waited < max(c.readers.spin, minRoomSpin) {
 		start := time.Now()
 		runtime.Gosched()
 		return waited + max(time.Since(start), 100*time.Nanosecond)

@@ -3,9 +3,12 @@ package transport
 import (
 	"bytes"
 	"encoding/hex"
+	"net"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
+	"time"
 )
 
 // Processes of one host (here: meshes of one process) talk through shared memory, both
@@ -74,5 +77,66 @@ func TestNoSharedMemory(t *testing.T) {
 		if f := <-recs[1].frames; string(f.p) != "over the socket" {
 			t.Fatalf("got %q", f.p)
 		}
+	}
+}
+
+// A reader through shared memory polls past spin while the process is idle, up to
+// maxIdleSpin, then sleeps on its socket; in a busy process it sleeps once spin is over.
+// Either way the peer's next write wakes it.
+func TestIdleReaderPollsOn(t *testing.T) {
+	seg, _, done := newSegment()
+	if seg == nil {
+		t.Skip("no memfd here")
+	}
+	defer done()
+	defer unmap(seg)
+	for _, idle := range []bool{true, false} {
+		var mu sync.Mutex
+		var first, last time.Time
+		g := &readerGroup{spin: 20 * time.Microsecond, idle: func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			last = time.Now()
+			if first.IsZero() {
+				first = last
+			}
+			return idle
+		}}
+		rs, ws := net.Pipe()
+		up, down := rings(seg)
+		reader := &shmConn{sock: rs, seg: seg, in: down, out: up, readers: g}
+		writer := &shmConn{sock: ws, seg: seg, in: up, out: down, readers: &readerGroup{}}
+		got := make(chan string)
+		go func() {
+			b := make([]byte, 16)
+			n, err := reader.Read(b)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- string(b[:n])
+		}()
+		for deadline := time.Now().Add(10 * time.Second); g.onSocket.Load() == 0; { // until the reader sleeps
+			if time.Now().After(deadline) {
+				t.Fatalf("idle %v: the reader still polls after 10s", idle)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		mu.Lock()
+		consulted := last.Sub(first)
+		mu.Unlock()
+		if idle && consulted < maxIdleSpin/2 {
+			t.Errorf("idle: the reader slept after polling on for %v, want about %v", consulted, maxIdleSpin)
+		}
+		if !idle && consulted != 0 {
+			t.Errorf("busy: the reader polled on past spin for %v", consulted)
+		}
+		if _, err := writer.Write([]byte("wake up")); err != nil {
+			t.Fatal(err)
+		}
+		if s := <-got; s != "wake up" {
+			t.Errorf("idle %v: read %q", idle, s)
+		}
+		rs.Close()
+		ws.Close()
 	}
 }

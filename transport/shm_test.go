@@ -1,0 +1,37 @@
+package transport
+
+import (
+	"testing"
+	"time"
+)
+
+// A reader polls for spin, and past it, up to maxIdleSpin, only while the process is idle
+// and no connection of the mesh waits on its socket.
+func TestReaderGroupPollOn(t *testing.T) {
+	idle := func() bool { return true }
+	busy := func() bool { return false }
+	spin := 50 * time.Microsecond
+	for _, c := range []struct {
+		name     string
+		spin     time.Duration
+		idle     func() bool
+		onSocket int32
+		polled   time.Duration
+		want     bool
+	}{
+		{"within spin", spin, busy, 0, spin - 1, true},
+		{"within spin, a connection on its socket", spin, busy, 1, 0, true},
+		{"past spin, busy", spin, busy, 0, spin, false},
+		{"past spin, no Idle", spin, nil, 0, spin, false},
+		{"past spin, idle", spin, idle, 0, spin, true},
+		{"past spin, idle, a connection on its socket", spin, idle, 1, spin, false},
+		{"past the idle bound", spin, idle, 0, maxIdleSpin, false},
+		{"no polling", 0, idle, 0, 0, false},
+	} {
+		g := readerGroup{spin: c.spin, idle: c.idle}
+		g.onSocket.Store(c.onSocket)
+		if got := g.pollOn(c.polled); got != c.want {
+			t.Errorf("%s: pollOn(%v) = %v, want %v", c.name, c.polled, got, c.want)
+		}
+	}
+}
