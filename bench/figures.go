@@ -143,36 +143,24 @@ func benchFigures(args []string) error {
 		}
 	}
 	if want["stencil"] {
-		fmt.Fprintln(os.Stderr, "figures: stencil")
-		rows, err := selfRows[stencilRow](append([]string{"stencil", "-json"}, strings.Fields(*stencilArgs)...)...)
-		if err != nil {
+		if err := appendRows(&b, stencilFigures, append([]string{"stencil"}, strings.Fields(*stencilArgs)...)...); err != nil {
 			return err
 		}
-		b.WriteString(stencilFigures(rows))
 	}
 	if want["grant"] {
-		fmt.Fprintln(os.Stderr, "figures: grant")
-		rows, err := selfRows[grantRow]("grant", "-json")
-		if err != nil {
+		if err := appendRows(&b, grantFigures, "grant"); err != nil {
 			return err
 		}
-		b.WriteString(grantFigures(rows))
 	}
 	if want["hosts"] {
-		fmt.Fprintln(os.Stderr, "figures: hosts")
-		rows, err := selfRows[hostsRow]("hosts", "-json")
-		if err != nil {
+		if err := appendRows(&b, hostsFigures, "hosts"); err != nil {
 			return err
 		}
-		b.WriteString(hostsFigures(rows))
 	}
 	if want["faults"] {
-		fmt.Fprintln(os.Stderr, "figures: faults")
-		rows, err := selfRows[faultRow]("faults", "-json")
-		if err != nil {
+		if err := appendRows(&b, faultFigures, "faults"); err != nil {
 			return err
 		}
-		b.WriteString(faultFigures(rows))
 	}
 	b.WriteString("\nCharts: [kernels](results/kernels.svg), [matmul against N](results/matmul_n.svg), " +
 		"[matmul against processes](results/matmul_procs.svg); tables: [matmul](results/matmul.txt), [hybrid](results/hybrid.txt), " +
@@ -249,6 +237,18 @@ func selfRows[T any](args ...string) ([]T, error) {
 		rows = append(rows, r)
 	}
 	return rows, nil
+}
+
+// appendRows runs the command args[0] of this harness with -json and args[1:], and writes
+// what format makes of its rows into b.
+func appendRows[R any](b *strings.Builder, format func([]R) string, args ...string) error {
+	fmt.Fprintln(os.Stderr, "figures:", args[0])
+	rows, err := selfRows[R](append([]string{args[0], "-json"}, args[1:]...)...)
+	if err != nil {
+		return err
+	}
+	b.WriteString(format(rows))
+	return nil
 }
 
 // selfJSON runs another command of this harness and returns the JSON objects it prints.

@@ -119,7 +119,7 @@ func (c *conn) writeNow(batch []outMsg) error {
 	return nil
 }
 
-// write writes batch, which take handed over, and gives the wire back. It reports whether
+// write writes batch, which c.take handed over, and gives the wire back. It reports whether
 // messages were queued meanwhile and whether the connection is closing.
 func (c *conn) write(batch []outMsg) (more, closing bool, err error) {
 	err = c.writeBatch(batch)

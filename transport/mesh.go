@@ -124,10 +124,11 @@ type Config struct {
 	JobSpec string
 	// Heartbeat is the heartbeat period, which is also how often silence is checked
 	// (default: PeerTimeout/10, at most 500ms, so a silent peer is lost within 1.1
-	// PeerTimeout). PeerTimeout is the silence after which a peer is lost (default 3s); a peer that is sending, even one long payload, is
-	// not silent, and a process that finds it was paused itself (stopped, suspended) gives
-	// its peers a new PeerTimeout instead of blaming them. After the address book, a start
-	// that cannot go on fails within PeerTimeout too.
+	// PeerTimeout). PeerTimeout is the silence after which a peer is lost (default 3s); a
+	// peer that is sending, even one long payload, is not silent, and a process that finds
+	// it was paused itself (stopped, suspended) gives its peers a new PeerTimeout instead of
+	// blaming them. After the address book, a start that cannot go on fails within
+	// PeerTimeout too.
 	Heartbeat, PeerTimeout time.Duration
 	// StartTimeout bounds the wait for every process to register with the coordinator
 	// (default 60s), in addition to Start's ctx.
