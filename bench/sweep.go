@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"os"
@@ -103,7 +104,7 @@ func benchSweep(args []string) error {
 					round+1, r.N, r.NB, r.Grid, r.Tasks, r.Procs, res.Seconds)
 			}
 		}
-		best := slices.MinFunc(settings, func(a, b sweepRow) int { return cmpFloat(a.Seconds, b.Seconds) }).Seconds
+		best := slices.MinFunc(settings, func(a, b sweepRow) int { return cmp.Compare(a.Seconds, b.Seconds) }).Seconds
 		for i := range settings {
 			settings[i].GFlops = summa.Flops(n) / settings[i].Seconds / 1e9
 			settings[i].VsBest = best / settings[i].Seconds
@@ -134,15 +135,4 @@ func grids(tasks int) []summa.Grid {
 		}
 	}
 	return gs
-}
-
-// cmpFloat orders float64s.
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
