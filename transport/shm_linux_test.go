@@ -24,14 +24,22 @@ func TestSameHostUsesSharedMemory(t *testing.T) {
 	}
 }
 
-// An offer is taken only when it names a segment of this host with the right token.
-func TestOpenSegment(t *testing.T) {
+// testSegment makes a shared segment of this process and its offer, unmapped and closed when
+// the test ends; it skips the test where there is no memfd.
+func testSegment(t *testing.T) (seg, offer []byte) {
+	t.Helper()
 	seg, offer, done := newSegment()
 	if seg == nil {
 		t.Skip("no memfd here")
 	}
-	defer done()
-	defer unmap(seg)
+	t.Cleanup(done)
+	t.Cleanup(func() { unmap(seg) })
+	return seg, offer
+}
+
+// An offer is taken only when it names a segment of this host with the right token.
+func TestOpenSegment(t *testing.T) {
+	seg, offer := testSegment(t)
 	mapped := openSegment(offer)
 	if mapped == nil {
 		t.Fatal("a segment of this process could not be opened")
@@ -84,12 +92,7 @@ func TestNoSharedMemory(t *testing.T) {
 // maxIdleSpin, then sleeps on its socket; in a busy process it sleeps once spin is over.
 // Either way the peer's next write wakes it.
 func TestIdleReaderPollsOn(t *testing.T) {
-	seg, _, done := newSegment()
-	if seg == nil {
-		t.Skip("no memfd here")
-	}
-	defer done()
-	defer unmap(seg)
+	seg, _ := testSegment(t)
 	for _, idle := range []bool{true, false} {
 		var mu sync.Mutex
 		var first, last time.Time
