@@ -521,7 +521,9 @@ func (b *bootstrap) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	// From here on the mesh frames the connection itself (see wire).
 	w := newWire(ws.NetConn(), false)
-	stop := context.AfterFunc(b.lnCtx, func() { w.nc.Close() })
+	// The end of the start closes the socket, not w.nc: shmAnswer may replace w.nc meanwhile.
+	sock := w.nc
+	stop := context.AfterFunc(b.lnCtx, func() { sock.Close() })
 	rank, purpose, err := m.serverAuth(w)
 	if err != nil {
 		stop()
