@@ -28,6 +28,11 @@ import (
 type Ticket interface {
 	// Latch is the request's grant: Acquire waits on it.
 	Latch() *Latch
+	// Granted reports, without blocking for long, whether the queue has granted the request,
+	// even if the grant has not reached the latch yet: every grant that the queue decided
+	// before the caller's last synchronisation with it (its own acquire or release, or a
+	// release by another task that happens before) is reported.
+	Granted() bool
 	// Release ends a granted access; the next entry of the FIFO is granted.
 	Release() error
 	// Fail ends a granted access that went wrong (a write section that failed): nothing is
@@ -250,7 +255,10 @@ func (h *Handle) request() error {
 //
 // When ctx is done, Acquire fails even if the grant is there (as in
 // golang.org/x/sync/semaphore): it returns an error wrapping ctx.Err() (and the context's
-// cause, if any), the request is cancelled so the FIFO keeps moving, and h is closed. When
+// cause, if any), the request is cancelled so the FIFO keeps moving (a grant that arrived is
+// given back unchanged), and h is closed. Whether the grant or the context's end came first
+// is decided once, after the wait: a context done by then wins, so a cancellation that
+// happens before the grant always wins, whoever wakes the waiter. When
 // Acquire fails for any reason, including a failed request (a failed job) or a failed
 // re-request of an iterative handle, h holds nothing and is closed.
 func (h *Handle) Acquire(ctx context.Context) error {
@@ -263,10 +271,7 @@ func (h *Handle) Acquire(ctx context.Context) error {
 		return h.fail("acquire", ErrNotRequested)
 	}
 	t := h.next
-	if err := ctx.Err(); err != nil {
-		return h.abandon(ctx, err)
-	}
-	if l := t.Latch(); !l.Granted() {
+	if l := t.Latch(); !l.Granted() && ctx.Err() == nil {
 		if h.obs != nil {
 			h.obs.WaitStart(h, t)
 		}
@@ -277,6 +282,12 @@ func (h *Handle) Acquire(ctx context.Context) error {
 		if err != nil {
 			return h.abandon(ctx, err)
 		}
+	}
+	// The one decision between the grant and the context: a context found done once the
+	// grant is seen wins, and the grant is given back (a grant seen first is kept: that
+	// cancellation came after it).
+	if err := ctx.Err(); err != nil {
+		return h.abandon(ctx, err)
 	}
 	h.next, h.held = nil, t
 	if h.obs != nil {
@@ -305,9 +316,14 @@ func (h *Handle) abandon(ctx context.Context, err error) error {
 	return h.fail("acquire", err)
 }
 
-// Test reports, without blocking, whether Acquire would be granted at once.
+// Test reports, without waiting for the FIFO to move, whether h's request is granted, so
+// that Acquire would return at once. It sees every grant decided before the caller's last
+// synchronisation with the location's FIFO: its own acquire or release of a handle on it, or
+// a release by another task that happens before. So when an Acquire returns, Test reports
+// true for every other request of the caller that was granted in the same group, whether
+// the location is in this process or another. A grant decided later may be reported later.
 func (h *Handle) Test() bool {
-	return !h.closed && h.held == nil && h.next != nil && h.next.Latch().Granted()
+	return !h.closed && h.held == nil && h.next != nil && h.next.Granted()
 }
 
 // Map returns the location's data between Acquire and Release, nil otherwise; the data of

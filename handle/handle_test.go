@@ -58,7 +58,12 @@ func deliver(granted []*fifo.Request) {
 }
 
 func (t *ticket) Latch() *handle.Latch { return &t.latch }
-func (t *ticket) Data() []byte         { return t.q.data }
+func (t *ticket) Granted() bool {
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	return t.q.failed == nil && t.req.State() == fifo.Granted
+}
+func (t *ticket) Data() []byte { return t.q.data }
 func (t *ticket) Resize(n int) ([]byte, error) {
 	t.q.data = make([]byte, n)
 	return t.q.data, nil
@@ -409,5 +414,48 @@ func TestOwnerHoldsWhatIsInUse(t *testing.T) {
 	}
 	if !w.Test() {
 		t.Fatal("the location is still held after CloseAll")
+	}
+}
+
+// TestCancellationBeforeGrantWins: a waiter parked in Acquire whose context ends before the
+// holder releases must give the grant back and fail, however the two wake-ups interleave.
+// The holder cancels, then releases (so the cancellation happens before the grant).
+func TestCancellationBeforeGrantWins(t *testing.T) {
+	const runs = 2000
+	wrong := 0
+	for range runs {
+		q := &queue{data: make([]byte, 8)}
+		holder := newHandle(q, fifo.Write, false)
+		waiter := newHandle(q, fifo.Write, false)
+		next := newHandle(q, fifo.Write, false)
+		for _, h := range []*handle.Handle{holder, waiter, next} {
+			if err := h.Request(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := holder.Acquire(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- waiter.Acquire(ctx) }()
+		cancel()
+		if err := holder.Release(); err != nil {
+			t.Fatal(err)
+		}
+		err := <-done
+		switch {
+		case err == nil:
+			wrong++
+		case !errors.Is(err, context.Canceled):
+			t.Fatalf("acquire whose context ended before the grant: %v, want context.Canceled", err)
+		case waiter.Map() != nil || waiter.Active():
+			t.Fatal("the waiter holds or queues something after its cancelled acquire")
+		case !next.Test():
+			t.Fatal("the grant was not given back: the next request is not granted")
+		}
+	}
+	if wrong > 0 {
+		t.Fatalf("%d of %d acquires whose context ended before the grant returned the grant", wrong, runs)
 	}
 }

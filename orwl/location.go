@@ -64,8 +64,9 @@ type pendingRequest struct {
 // local ticket, or a request served for a handle of another process.
 type queued interface {
 	// granted delivers the grant, after the location's lock is released (onTask: on a task's
-	// goroutine).
-	granted(onTask bool)
+	// goroutine); more says that another request of the same process is granted by the same
+	// FIFO operation and delivered after it.
+	granted(onTask, more bool)
 	// failed delivers the job's failure to a request that is still waiting.
 	failed(err error)
 	// task is the task whose handle made the request.
@@ -81,9 +82,24 @@ const grantBuf = 16
 
 // deliver hands every request of granted its grant.
 func deliver(granted []*fifo.Request, onTask bool) {
-	for _, r := range granted {
-		r.Tag.(queued).granted(onTask)
+	for i, r := range granted {
+		r.Tag.(queued).granted(onTask, moreFor(r, granted[i+1:]))
 	}
+}
+
+// moreFor reports whether r is a request of another process and a request of rest is of the
+// same process: their grants then go together (see node.granted).
+func moreFor(r *fifo.Request, rest []*fifo.Request) bool {
+	from, _, ok := r.Tag.(queued).remote()
+	if !ok {
+		return false
+	}
+	for _, o := range rest {
+		if f, _, ok := o.Tag.(queued).remote(); ok && f == from {
+			return true
+		}
+	}
+	return false
 }
 
 // enqueue places r in the FIFO, or, before the schedule, keeps it for the schedule. It fails
@@ -187,7 +203,19 @@ type localTicket struct {
 }
 
 func (t *localTicket) Latch() *handle.Latch { return &t.latch }
-func (t *localTicket) Data() []byte         { return t.loc.data }
+
+// Granted reports whether the FIFO granted t: the grants of one FIFO operation reach their
+// latches one by one after the location's lock, but the FIFO's state is decided under it.
+func (t *localTicket) Granted() bool {
+	if t.latch.Granted() {
+		return true
+	}
+	l := t.loc
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err == nil && t.req.State() == fifo.Granted
+}
+func (t *localTicket) Data() []byte { return t.loc.data }
 
 func (t *localTicket) Resize(n int) ([]byte, error) {
 	t.loc.data = resized(t.loc.data, n)
@@ -207,7 +235,7 @@ func (t *localTicket) Cancel() {
 
 // granted wakes the waiter. A latch cancelled meanwhile refuses the grant; its canceller
 // gives it back through location.cancel.
-func (t *localTicket) granted(bool)                { t.latch.Grant() }
+func (t *localTicket) granted(bool, bool)          { t.latch.Grant() }
 func (t *localTicket) failed(err error)            { t.latch.Fail(err) }
 func (t *localTicket) task() int                   { return t.h.Spec().Task }
 func (t *localTicket) remote() (int, uint64, bool) { return 0, 0, false }

@@ -32,6 +32,7 @@ const (
 	flagFailed               // releaseMsg: the access failed; the payload says why
 	flagDeadlock             // failMsg: the failure is a deadlock
 	flagPeerLost             // failMsg: the failure is a lost process
+	flagMore                 // grantMsg: another grant of the same FIFO operation follows for this process
 )
 
 // requestMsg asks the owner of location loc to place a request of ticket in its FIFO.
@@ -66,7 +67,8 @@ func decodeRequest(h *transport.Header) requestMsg {
 
 // grantMsg tells the requester that ticket is granted: with the data when its mirror does not
 // hold version yet (the payload), or that the owner refused the request (the payload says
-// why).
+// why). The grants of one FIFO operation for one process are sent one after another, all but
+// the last with more set, and the requester delivers them together.
 type grantMsg struct {
 	loc     uint32
 	ticket  uint64
@@ -74,6 +76,7 @@ type grantMsg struct {
 	flow    trace.FlowID // the trace flow of the release that caused the grant
 	data    bool
 	refused bool
+	more    bool
 }
 
 func (m *grantMsg) header() transport.Header {
@@ -84,12 +87,15 @@ func (m *grantMsg) header() transport.Header {
 	if m.refused {
 		h.Flags |= flagRefused
 	}
+	if m.more {
+		h.Flags |= flagMore
+	}
 	return h
 }
 
 func decodeGrant(h *transport.Header) grantMsg {
 	return grantMsg{loc: h.Key, ticket: h.ID, version: h.Seq, flow: trace.FlowID(h.Arg),
-		data: h.Flags&flagData != 0, refused: h.Flags&flagRefused != 0}
+		data: h.Flags&flagData != 0, refused: h.Flags&flagRefused != 0, more: h.Flags&flagMore != 0}
 }
 
 // releaseMsg ends the access of ticket; a writer's release carries the data it leaves, and

@@ -64,6 +64,12 @@ type remoteQueue struct {
 	loc     uint32
 	mirror  []byte // 8-byte aligned, never nil; written by a grant's data or under a write grant
 	version uint64 // the version the mirror holds (0: none)
+
+	// batch holds the grants received with more set, until the last of their FIFO operation
+	// comes (used by the reader of the owner's connection only); grantMu is held while a
+	// batch's latches are granted, so Granted sees all of them or none.
+	batch   []*remoteTicket
+	grantMu sync.Mutex
 }
 
 // remoteTicket is a request of this process on a remote location.
@@ -133,7 +139,18 @@ func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Tic
 }
 
 func (t *remoteTicket) Latch() *handle.Latch { return &t.latch }
-func (t *remoteTicket) Data() []byte         { return t.q.mirror }
+
+// Granted reports whether t's grant arrived; one that is being delivered with others of its
+// FIFO operation (node.granted) is waited for.
+func (t *remoteTicket) Granted() bool {
+	if t.latch.Granted() {
+		return true
+	}
+	t.q.grantMu.Lock()
+	defer t.q.grantMu.Unlock()
+	return t.latch.Granted()
+}
+func (t *remoteTicket) Data() []byte { return t.q.mirror }
 
 func (t *remoteTicket) Resize(n int) ([]byte, error) {
 	t.q.mirror = resized(t.q.mirror, n)
@@ -228,11 +245,11 @@ type served struct {
 // granted sends the grant to the requester, with the data when its mirror does not hold
 // this version: under the location's sendMu, so that the first grant of a version that a
 // process receives is the one that carries it.
-func (s *served) granted(onTask bool) {
+func (s *served) granted(onTask, more bool) {
 	l := s.loc
 	l.fq.Grant(s.taskID, traceMode(s.req.Mode()))
 	l.sendMu.Lock()
-	m := grantMsg{loc: l.index, ticket: s.id, version: l.version, flow: trace.FlowID(l.lastFlow.Load())}
+	m := grantMsg{loc: l.index, ticket: s.id, version: l.version, flow: trace.FlowID(l.lastFlow.Load()), more: more}
 	var payload []byte
 	if l.mirrors[s.from] != l.version {
 		m.data, payload = true, l.data
@@ -414,8 +431,23 @@ func (n *node) granted(from int, h *transport.Header, payload []byte) error {
 	t.transfer.End()
 	t.transfer = trace.Span{}
 	t.version, t.grantFlow = m.version, m.flow
-	if !t.latch.Grant() {
-		n.sendRelease(t, releaseMsg{}, nil, false) // cancelled meanwhile: the cancellation wins, give it back
+	q.batch = append(q.batch, t)
+	if m.more {
+		return nil
+	}
+	// The grants of one FIFO operation reach their latches together (see Granted).
+	var cancelled []*remoteTicket
+	q.grantMu.Lock()
+	for _, b := range q.batch {
+		if !b.latch.Grant() {
+			cancelled = append(cancelled, b)
+		}
+	}
+	q.grantMu.Unlock()
+	clear(q.batch)
+	q.batch = q.batch[:0]
+	for _, b := range cancelled { // cancelled meanwhile: the cancellation wins, give it back
+		n.sendRelease(b, releaseMsg{}, nil, false)
 	}
 	return nil
 }
