@@ -82,6 +82,10 @@ func (l *Latch) State() LatchState {
 	return LatchPending
 }
 
+// Parked reports whether l's waiter is blocked in Wait now, for an observer that must know
+// it without the waiter's help (deadlock detection).
+func (l *Latch) Parked() bool { return l.state.Load() == parked }
+
 // Granted reports, without blocking, whether l is granted.
 func (l *Latch) Granted() bool { return l.state.Load() == uint32(LatchGranted) }
 

@@ -42,53 +42,55 @@ func (e *DeadlockError) Error() string {
 // Is reports whether target is ErrDeadlock.
 func (e *DeadlockError) Is(target error) bool { return target == ErrDeadlock }
 
-// detector knows what each task of this process is blocked on. Blocking and unblocking
-// cost a few stores into the task's own slot (its own cache line: tasks on different cores
-// do not slow each other down) and allocate nothing; the job's watch goroutine looks at the
-// slots every watchPeriod (see look and deadlock_dist.go).
+// detector knows what each task of this process is blocked on, at no cost to the tasks: a
+// task publishes the ticket it is about to wait on (a store only when it differs from the
+// last one, so an iterating task stores nothing), and the ticket's latch says whether it is
+// parked (handle.Latch.Parked). The job's watch goroutine looks every watchPeriod (see look
+// and deadlock_dist.go).
 type detector struct {
 	slots []slot        // by task id
 	moves atomic.Uint64 // protocol events that may unblock somebody (remote grants, releases, requests)
 
-	// The previous look and how many looks found something moved; watch goroutine only.
-	last      []uint64
+	// The previous look; watch goroutine only.
+	last      []waitKey
+	lastStuck bool
 	lastMoves uint64
-	epoch     uint64
+	epoch     uint64 // how many looks found something moved
 }
 
-// slot is what one task is blocked on. seq is odd while the task is blocked and grows at
-// every block and unblock, so a look that sees the same seq twice knows the task has not
-// moved in between; it is finishedSeq once the task has returned. The ticket is published
-// before seq, so the watch never reads a half-written wait.
+// slot is what one task waits or last waited on, in a cache line of its own.
 type slot struct {
-	seq  atomic.Uint64
 	wait atomic.Pointer[ticketBase]
-	_    [48]byte // a cache line of its own
+	done atomic.Bool // the task has returned
+	_    [48]byte
 }
 
-// finishedSeq marks the slot of a task that has returned.
-const finishedSeq = ^uint64(0)
+// waitKey is one wait as two looks compare it: the ticket, and the count of grants of its
+// location, so that a task granted and parked again on the same (reused) ticket in between
+// counts as moved.
+type waitKey struct {
+	t      *ticketBase
+	grants uint64
+}
 
 func (d *detector) block(task int, t *ticketBase) {
-	s := &d.slots[task]
-	if s.wait.Load() != t {
+	if s := &d.slots[task]; s.wait.Load() != t {
 		s.wait.Store(t)
 	}
-	s.seq.Add(1)
 }
 
-func (d *detector) unblock(task int)  { d.slots[task].seq.Add(1) }
-func (d *detector) finished(task int) { d.slots[task].seq.Store(finishedSeq) }
+func (d *detector) finished(task int) { d.slots[task].done.Store(true) }
 
-// wait returns what task is blocked on, with the slot's seq: ok is false while it runs.
-func (d *detector) wait(task int) (t *ticketBase, seq uint64, ok bool) {
+// blockedOn returns the ticket task is parked on, nil while it runs; done once it returned.
+func (d *detector) blockedOn(task int) (t *ticketBase, done bool) {
 	s := &d.slots[task]
-	seq = s.seq.Load()
-	if seq == finishedSeq || seq%2 == 0 {
-		return nil, seq, false
+	if s.done.Load() {
+		return nil, true
 	}
-	t = s.wait.Load()
-	return t, seq, s.seq.Load() == seq
+	if t = s.wait.Load(); t != nil && t.latch.Parked() {
+		return t, false
+	}
+	return nil, false
 }
 
 // idle reports whether one task of tasks at least is blocked in Acquire and every other one
@@ -96,9 +98,9 @@ func (d *detector) wait(task int) (t *ticketBase, seq uint64, ok bool) {
 func (d *detector) idle(tasks []*Task) bool {
 	blocked := false
 	for _, t := range tasks {
-		switch seq := d.slots[t.id].seq.Load(); {
-		case seq == finishedSeq:
-		case seq%2 == 1:
+		switch w, done := d.blockedOn(t.id); {
+		case done:
+		case w != nil:
 			blocked = true
 		default:
 			return false
@@ -107,40 +109,43 @@ func (d *detector) idle(tasks []*Task) bool {
 	return blocked
 }
 
-// look records what the tasks of tasks are blocked on. It reports stuck when every one of
-// them is blocked on a request that is not granted, or has returned (a process without
-// running tasks is stuck); and moved when that differs from the previous look (or the
-// protocol moved), in which case the epoch grows. Two looks in a row that find every task
-// stuck and nothing moved mean that nobody can release anything here: grants come only from
-// releases.
-func (d *detector) look(tasks []*Task) (waits map[int]*ticketBase, stuck, moved bool) {
-	cur := make([]uint64, len(tasks))
+// look describes what the tasks of tasks wait for. It reports stuck when every one of them
+// is parked on a request that is not granted, or has returned (a process without running
+// tasks is stuck), with their waits; and moved when that differs from the previous look (or
+// the protocol moved, or the previous look was not stuck), in which case the epoch grows.
+// Two looks in a row that find every task stuck and nothing moved mean that nobody can
+// release anything here: grants come only from releases.
+func (d *detector) look(tasks []*Task) (waits []waitRecord, stuck, moved bool) {
 	moves := d.moves.Load()
+	var cur []waitKey
 	stuck = true
-	waits = map[int]*ticketBase{}
-	for i, t := range tasks {
-		w, seq, blocked := d.wait(t.id)
-		cur[i] = seq
-		switch {
-		case seq == finishedSeq:
-		case !blocked || w.latch.Granted():
-			stuck = false
-		default:
-			waits[t.id] = w
+	for _, t := range tasks {
+		w, done := d.blockedOn(t.id)
+		if done {
+			continue
 		}
+		if w == nil {
+			stuck = false
+			break
+		}
+		spec := w.h.Spec()
+		rec := waitRecord{Task: t.id, Pos: spec.Pos, Write: spec.Mode == fifo.Write}
+		if !w.self.describeWait(&rec) {
+			stuck = false // granted meanwhile
+			break
+		}
+		waits = append(waits, rec)
+		cur = append(cur, waitKey{w, rec.grants})
 	}
-	moved = !slices.Equal(cur, d.last) || moves != d.lastMoves
+	if !stuck {
+		waits, cur = nil, nil
+	}
+	moved = stuck != d.lastStuck || !slices.Equal(cur, d.last) || moves != d.lastMoves
 	if moved {
 		d.epoch++
 	}
-	d.last, d.lastMoves = cur, moves
+	d.last, d.lastStuck, d.lastMoves = cur, stuck, moves
 	return waits, stuck, moved
-}
-
-// describe is the deadlock report's step of task's wait on t.
-func (j *job) describe(task int, t *ticketBase) Wait {
-	spec := t.h.Spec()
-	return Wait{Task: task, Location: spec.Location, Mode: spec.Mode, Pos: spec.Pos}
 }
 
 // checkLocal reports a deadlock of a job that runs in this process alone: every task that
@@ -151,20 +156,9 @@ func (j *job) checkLocal() {
 	if !stuck || moved || len(waits) == 0 {
 		return
 	}
-	holder := make(map[int]int, len(waits)) // task -> a task holding what it waits for
-	for task, t := range waits {
-		var w waitRecord
-		if !t.self.describeWait(&w) || len(w.Holders) == 0 {
-			return // granted meanwhile
-		}
-		holder[task] = w.Holders[0]
+	if cycle := j.findCycle([]*stuckReport{{Waits: waits}}); cycle != nil {
+		j.fail(cycle)
 	}
-	for _, h := range holder {
-		if _, blocked := waits[h]; !blocked {
-			return // the holder runs: it will release
-		}
-	}
-	j.fail(cycleError(holder, func(task int) Wait { return j.describe(task, waits[task]) }))
 }
 
 // cycleError follows holder, in which every blocked task points to a blocked task holding

@@ -35,6 +35,7 @@ type waitRecord struct {
 	Write          bool
 	Holders        []int  `json:",omitempty"`
 	Ticket         uint64 `json:",omitempty"` // the request's id at the owner, when remote
+	grants         uint64 // the local location's count of grants (see waitKey); not sent
 }
 
 // servedRecord is the state of a remote request in one of this process's FIFOs.
@@ -86,14 +87,7 @@ func (j *job) stuckReport() (epoch uint64, r stuckReport, stuck bool) {
 	if !stuck {
 		return 0, r, false
 	}
-	for task, t := range waits {
-		spec := t.h.Spec()
-		rec := waitRecord{Task: task, Pos: spec.Pos, Write: spec.Mode == fifo.Write}
-		if !t.self.describeWait(&rec) {
-			return 0, r, false // granted meanwhile
-		}
-		r.Waits = append(r.Waits, rec)
-	}
+	r.Waits = waits
 	r.Served = j.servedRecords()
 	return j.det.epoch, r, true
 }

@@ -1,23 +1,47 @@
 package orwl
 
-import "testing"
+import (
+	"context"
+	"runtime"
+	"testing"
+)
 
-// A process is idle when one task at least waits in Acquire and every other one waits or
-// has returned.
+// parkedTicket returns a ticket whose latch has a waiter parked in Wait; the waiter returns
+// when the test ends.
+func parkedTicket(t *testing.T) *ticketBase {
+	tk := &ticketBase{}
+	tk.latch.Start()
+	done := make(chan struct{})
+	go func() {
+		tk.latch.Wait(context.Background(), make(chan struct{}, 1), false)
+		close(done)
+	}()
+	t.Cleanup(func() { tk.latch.Grant(); <-done })
+	for !tk.latch.Parked() {
+		runtime.Gosched()
+	}
+	return tk
+}
+
+// A process is idle when one task at least is parked in Acquire and every other one is
+// parked or has returned.
 func TestDetectorIdle(t *testing.T) {
 	tasks := []*Task{{id: 0}, {id: 1}}
-	var ticket ticketBase
+	parked := parkedTicket(t)
+	granted := &ticketBase{}
+	granted.latch.Start()
+	granted.latch.Grant()
 	for _, c := range []struct {
 		name  string
 		setup func(d *detector)
 		want  bool
 	}{
 		{"both run", func(d *detector) {}, false},
-		{"one waits, one runs", func(d *detector) { d.block(0, &ticket) }, false},
-		{"both wait", func(d *detector) { d.block(0, &ticket); d.block(1, &ticket) }, true},
-		{"one waits, one returned", func(d *detector) { d.block(0, &ticket); d.finished(1) }, true},
+		{"one waits, one runs", func(d *detector) { d.block(0, parked) }, false},
+		{"both wait", func(d *detector) { d.block(0, parked); d.block(1, parked) }, true},
+		{"one waits, one returned", func(d *detector) { d.block(0, parked); d.finished(1) }, true},
 		{"both returned", func(d *detector) { d.finished(0); d.finished(1) }, false},
-		{"one woke up", func(d *detector) { d.block(0, &ticket); d.block(1, &ticket); d.unblock(1) }, false},
+		{"one woke up", func(d *detector) { d.block(0, parked); d.block(1, granted) }, false},
 	} {
 		d := &detector{slots: make([]slot, 2)}
 		c.setup(d)

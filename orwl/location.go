@@ -39,6 +39,7 @@ type location struct {
 	err       error            // the job's failure: nothing is granted any more
 	scheduled bool             // the initial requests have been placed in the FIFO
 	pending   []pendingRequest // requests that came before the schedule
+	grants    uint64           // FIFO operations that granted something (see waitKey)
 
 	data    []byte // 8-byte aligned; written only under a write grant (or before the schedule)
 	version uint64 // counts the write releases; changed under mu by the releasing writer
@@ -118,9 +119,17 @@ func (l *location) enqueue(r *fifo.Request, mode fifo.Mode, initial bool, pos, t
 		return nil
 	}
 	granted, err := l.fifo.Enqueue(r, mode, buf[:0])
+	l.countGrants(granted)
 	l.mu.Unlock()
 	deliver(granted, onTask)
 	return err
+}
+
+// countGrants counts a FIFO operation that granted something; l.mu held.
+func (l *location) countGrants(granted []*fifo.Request) {
+	if len(granted) > 0 {
+		l.grants++
+	}
 }
 
 // release ends the granted access of r; a write makes a new version of the data, which the
@@ -138,6 +147,7 @@ func (l *location) release(r *fifo.Request, newVersion bool, mirror int, onTask 
 	}
 	version := l.version
 	granted, err := l.fifo.Release(r, buf[:0])
+	l.countGrants(granted)
 	l.mu.Unlock()
 	if mirror >= 0 && err == nil {
 		l.sendMu.Lock()
@@ -158,6 +168,7 @@ func (l *location) cancel(r *fifo.Request) {
 		return
 	}
 	granted := l.fifo.Cancel(r, buf[:0])
+	l.countGrants(granted)
 	l.mu.Unlock()
 	deliver(granted, true)
 }
@@ -183,15 +194,17 @@ func (l *location) fail(err error) {
 	}
 }
 
-// holders calls fn with the task of every holder of the grant that r waits for, under l's
-// lock. It reports false when r is not waiting (granted meanwhile, or not in the FIFO).
-func (l *location) holders(r *fifo.Request, fn func(task int)) bool {
+// describeWait fills in w the holders of the grant that r waits for and l's count of
+// grants, under l's lock. It reports false when r is not waiting (granted meanwhile, or not
+// in the FIFO).
+func (l *location) describeWait(r *fifo.Request, w *waitRecord) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if s := r.State(); s != fifo.Queued {
 		return false
 	}
-	l.fifo.Holders(func(h *fifo.Request) { fn(h.Tag.(queued).task()) })
+	w.Loc, w.grants = int(l.index), l.grants
+	l.fifo.Holders(func(h *fifo.Request) { w.Holders = append(w.Holders, h.Tag.(queued).task()) })
 	return true
 }
 
@@ -241,10 +254,7 @@ func (t *localTicket) task() int                   { return t.h.Spec().Task }
 func (t *localTicket) remote() (int, uint64, bool) { return 0, 0, false }
 func (t *localTicket) where() uint32               { return t.loc.index }
 
-func (t *localTicket) describeWait(w *waitRecord) bool {
-	w.Loc = int(t.loc.index)
-	return t.loc.holders(&t.req, func(task int) { w.Holders = append(w.Holders, task) })
-}
+func (t *localTicket) describeWait(w *waitRecord) bool { return t.loc.describeWait(&t.req, w) }
 
 func (t *localTicket) failGrant(err error) { t.loc.fail(err) }
 
@@ -301,6 +311,7 @@ func (l *location) schedule() error {
 			break
 		}
 	}
+	l.countGrants(granted)
 	l.pending = nil
 	l.scheduled = true
 	l.mu.Unlock()

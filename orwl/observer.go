@@ -32,7 +32,6 @@ func (o *observer) WaitStart(h *handle.Handle, t handle.Ticket) {
 }
 
 func (o *observer) WaitEnd(h *handle.Handle, t handle.Ticket) {
-	o.task.job.det.unblock(o.task.id)
 	o.wait.End()
 	o.wait = trace.Span{}
 }
