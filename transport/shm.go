@@ -144,6 +144,7 @@ type readerGroup struct {
 	spin     time.Duration
 	idle     func() bool  // Config.Idle
 	onSocket atomic.Int32 // connections that do not use shared memory, and readers asleep
+	crowd    crowdProbe   // no polling while the host's cores are oversubscribed
 }
 
 // maxIdleSpin bounds how long a reader polls in an idle process (Config.Idle).
@@ -151,10 +152,13 @@ const maxIdleSpin = 10 * time.Millisecond
 
 // pollOn reports whether a reader that has polled for polled goes on polling.
 func (g *readerGroup) pollOn(polled time.Duration) bool {
+	if g.spin == 0 || g.crowd.Crowded() {
+		return false
+	}
 	if polled < g.spin {
 		return true
 	}
-	return polled < maxIdleSpin && g.spin > 0 && g.idle != nil && g.onSocket.Load() == 0 && g.idle()
+	return polled < maxIdleSpin && g.idle != nil && g.onSocket.Load() == 0 && g.idle()
 }
 
 // shmConn is a net.Conn whose bytes go through two rings of a shared segment; the socket

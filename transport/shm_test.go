@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"os"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -29,9 +31,36 @@ func TestReaderGroupPollOn(t *testing.T) {
 		{"no polling", 0, idle, 0, 0, false},
 	} {
 		g := readerGroup{spin: c.spin, idle: c.idle}
+		g.crowd.runnable = func() int { return 1 }
 		g.onSocket.Store(c.onSocket)
 		if got := g.pollOn(c.polled); got != c.want {
 			t.Errorf("%s: pollOn(%v) = %v, want %v", c.name, c.polled, got, c.want)
 		}
+	}
+}
+
+// No reader polls while the host has more runnable threads than cores, whoever they are;
+// polling resumes at the next sample that finds the cores free.
+func TestReaderGroupBacksOffOnACrowdedHost(t *testing.T) {
+	runnable := runtime.NumCPU() + 1
+	g := readerGroup{spin: time.Hour, idle: func() bool { return true }}
+	g.crowd.runnable = func() int { return runnable }
+	if g.pollOn(0) {
+		t.Fatalf("a reader polls with %d runnable threads on %d cores", runnable, runtime.NumCPU())
+	}
+	runnable = runtime.NumCPU()
+	g.crowd.next.Store(0) // the next sample is due
+	if !g.pollOn(0) {
+		t.Fatalf("a reader does not poll with %d runnable threads on %d cores", runnable, runtime.NumCPU())
+	}
+}
+
+// hostRunnable reads the kernel's count of runnable threads, this one at least.
+func TestHostRunnable(t *testing.T) {
+	if _, err := os.Stat("/proc/loadavg"); err != nil {
+		t.Skip("no /proc/loadavg here:", err)
+	}
+	if n := hostRunnable(); n < 1 {
+		t.Fatalf("hostRunnable() = %d while this thread runs", n)
 	}
 }
