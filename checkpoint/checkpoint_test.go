@@ -593,6 +593,21 @@ func TestDamagedManifest(t *testing.T) {
 	mustFind(t, []string{a, b}, 1, fmt.Sprintf("checkpoint 1: manifest in %s unreadable (%s: checkpoint: piece corrupted: checksum mismatch); not used", a, path))
 }
 
+// Manifests of one number that differ (a directory left by an abandoned run) are reported.
+func TestManifestsDiffer(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	writeCheckpoint(t, 1, create(t, a))
+	sb := create(t, b)
+	info, err := sb.WritePiece(1, StateKey(0, "extra"), []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Commit(1, []PieceInfo{info}); err != nil {
+		t.Fatal(err)
+	}
+	mustFind(t, []string{a, b}, 1, fmt.Sprintf("checkpoint 1: manifest in %s differs from the one in %s; using the latter", b, a))
+}
+
 func TestPatterns(t *testing.T) {
 	if got := Expand("/c/{host}/r{rank}.{rank}", 3, "n1"); got != "/c/n1/r3.3" {
 		t.Errorf("Expand: %q", got)

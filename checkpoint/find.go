@@ -82,13 +82,14 @@ func resolve(notes []string, what string) []string {
 type scanned struct {
 	order     []int             // checkpoints with a manifest, newest first
 	manifests map[int]*manifest // the first good manifest of each
+	from      map[int]string    // the directory of each manifest used
 	holders   map[int][]string  // the directories holding a directory of each checkpoint
 	notes     []string
 }
 
 // scan reads the manifests of every directory and refuses another job's.
 func scan(dirs []string, job Fingerprint) (*scanned, error) {
-	sc := &scanned{manifests: make(map[int]*manifest), holders: make(map[int][]string)}
+	sc := &scanned{manifests: make(map[int]*manifest), from: make(map[int]string), holders: make(map[int][]string)}
 	for _, dir := range dirs {
 		es, err := list(dir)
 		if err != nil {
@@ -108,9 +109,14 @@ func scan(dirs []string, job Fingerprint) (*scanned, error) {
 			if d := m.Job.Diff(job); d != "" {
 				return sc, &MismatchError{Dir: dir, Checkpoint: e.k, Diff: d}
 			}
-			if sc.manifests[e.k] == nil {
+			switch first := sc.manifests[e.k]; {
+			case first == nil:
 				sc.manifests[e.k] = m
 				sc.order = append(sc.order, e.k)
+				sc.from[e.k] = dir
+			case !slices.Equal(first.Pieces, m.Pieces):
+				sc.notes = append(sc.notes, fmt.Sprintf("checkpoint %d: manifest in %s differs from the one in %s; using the latter",
+					e.k, dir, sc.from[e.k]))
 			}
 		}
 	}
