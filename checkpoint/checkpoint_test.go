@@ -471,6 +471,9 @@ func TestUnwritableDir(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := Create("", testJob); err == nil || err.Error() != "checkpoint: no directory given" {
+		t.Errorf("Create without a directory: %v", err)
+	}
 	under := filepath.Join(file, "ckpt")
 	if _, err := Create(under, testJob); err == nil || !strings.Contains(err.Error(), under) {
 		t.Errorf("Create under a file: %v", err)

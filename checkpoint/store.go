@@ -14,7 +14,7 @@ import (
 
 // ErrNoSpace is matched (errors.Is) by the error of a write that found the file system
 // full (ENOSPC, or the user's quota: EDQUOT); so is syscall.ENOSPC or EDQUOT itself.
-var ErrNoSpace = errors.New("no space left")
+var ErrNoSpace = errors.New("disk full")
 
 // ErrClosed is returned by the methods of a closed Store.
 var ErrClosed = errors.New("checkpoint: store closed")
@@ -46,6 +46,9 @@ type session struct {
 // or when it holds a committed checkpoint of another job (a *MismatchError; the directory
 // is left untouched). Close releases it.
 func Create(dir string, job Fingerprint) (*Store, error) {
+	if dir == "" {
+		return nil, errors.New("checkpoint: no directory given")
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("checkpoint: directory %s: %w", dir, fsError(err))
 	}
