@@ -1,7 +1,7 @@
 // Command orwlrun starts N local processes of a program as one ORWL job,
 // like mpirun -np N:
 //
-//	orwlrun -np N [-host 127.0.0.1] [-port 0] [-grace 5s] PROGRAM [ARGS...]
+//	orwlrun -np N [-host 127.0.0.1] [-port 0] [-grace 5s] [-restarts 0] PROGRAM [ARGS...]
 //
 // Each process gets ORWL_RANK, ORWL_SIZE, ORWL_COORD (rank 0's coordinator
 // address) and ORWL_SECRET (fresh and random for every job). orwlrun itself
@@ -13,6 +13,14 @@
 // process fails, the others get SIGTERM, then SIGKILL after the grace
 // period, and orwlrun exits with the failed process's status (128+signal
 // for a process killed by a signal).
+//
+// With -restarts N, a job in which a process failed (a non-zero status, a signal) is
+// started again, whole, once the others are stopped, up to N times: each attempt gets a
+// fresh secret and coordinator, so no process of an earlier attempt can join it, and
+// ORWL_ATTEMPT=0, 1, ... says which attempt it is. orwlrun prints one line per restart
+// naming the attempt, the failed rank and its status, and exits with the last attempt's
+// status. A program that writes checkpoints (package checkpoint) then resumes from the
+// newest one instead of starting over. A job stopped by SIGINT or SIGTERM is not restarted.
 //
 // orwlrun starts processes on this machine only and does not interpret
 // their output; it must not be needed by a program (mpirun or srun work
@@ -49,6 +57,7 @@ func parse(args []string, stderr io.Writer) (launch.Options, error) {
 	fs.StringVar(&o.Host, "host", "127.0.0.1", "address the coordinator and the processes listen on")
 	fs.IntVar(&o.Port, "port", 0, "coordinator port (0: an ephemeral port)")
 	fs.DurationVar(&o.Grace, "grace", launch.DefaultGrace, "time between SIGTERM and SIGKILL when stopping the others")
+	fs.IntVar(&o.Restarts, "restarts", 0, "times to start the whole job again after a process fails")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: orwlrun -np N [flags] PROGRAM [ARGS...]")
 		fs.PrintDefaults()
@@ -63,6 +72,9 @@ func parse(args []string, stderr io.Writer) (launch.Options, error) {
 	}
 	if o.Procs < 1 {
 		return o, fmt.Errorf("orwlrun: -np %d: need at least one process", o.Procs)
+	}
+	if o.Restarts < 0 {
+		return o, fmt.Errorf("orwlrun: -restarts %d: cannot be negative", o.Restarts)
 	}
 	if o.Port < 0 || o.Port > 65535 {
 		return o, fmt.Errorf("orwlrun: -port %d: not a port", o.Port)

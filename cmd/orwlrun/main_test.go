@@ -39,6 +39,12 @@ func helper(mode string) int {
 	case "fail":
 		fmt.Println("failing")
 		return 3
+	case "attempt": // the mesh job, whose rank 1 fails in attempt 0
+		if os.Getenv("ORWL_ATTEMPT") == "0" && os.Getenv("ORWL_RANK") == "1" {
+			fmt.Println("failing in attempt 0")
+			return 4
+		}
+		return meshHelper()
 	}
 	return 2
 }
@@ -71,12 +77,13 @@ func TestFlags(t *testing.T) {
 		{[]string{"-np", "4", "-host", "0.0.0.0", "-port", "7000", "-grace", "2s", "prog", "-x", "y"},
 			launch.Options{Procs: 4, Host: "0.0.0.0", Port: 7000, Grace: 2 * time.Second, Argv: []string{"prog", "-x", "y"}}},
 		{[]string{"-grace", "0", "prog"}, launch.Options{Procs: 1, Host: "127.0.0.1", Grace: -1, Argv: []string{"prog"}}},
+		{[]string{"-restarts", "3", "prog"}, launch.Options{Procs: 1, Host: "127.0.0.1", Grace: launch.DefaultGrace, Restarts: 3, Argv: []string{"prog"}}},
 	} {
 		var errOut syncBuffer
 		o, err := parse(c.args, &errOut)
 		c.want.Name = "orwlrun"
 		if err != nil || o.Procs != c.want.Procs || o.Host != c.want.Host || o.Port != c.want.Port ||
-			o.Grace != c.want.Grace || o.Name != c.want.Name || !slices.Equal(o.Argv, c.want.Argv) {
+			o.Grace != c.want.Grace || o.Restarts != c.want.Restarts || o.Name != c.want.Name || !slices.Equal(o.Argv, c.want.Argv) {
 			t.Errorf("parse(%q) = %+v, %v; want %+v", c.args, o, err, c.want)
 		}
 	}
@@ -98,6 +105,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-np", "0", "true"}, 2, "orwlrun: -np 0: need at least one process\n"},
 		{[]string{"-port", "70000", "true"}, 2, "orwlrun: -port 70000: not a port\n"},
 		{[]string{"-nosuchflag", "true"}, 2, "flag provided but not defined: -nosuchflag"},
+		{[]string{"-restarts", "-1", "true"}, 2, "orwlrun: -restarts -1: cannot be negative\n"},
+		{[]string{"-restarts", "x", "true"}, 2, `invalid value "x" for flag -restarts: parse error`},
 		{[]string{"-port", port, "true"}, 1, "orwlrun: coordinator listen: "}, // taken
 		{[]string{"-np", "2", "/nonexistent/program"}, 127, "orwlrun: starting rank 0: "},
 		{[]string{"-h"}, 0, "usage: orwlrun -np N [flags] PROGRAM [ARGS...]\n"},
@@ -121,6 +130,34 @@ func TestFailureStatus(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "[0] failing\n") {
 		t.Errorf("stdout:\n%s", out.String())
+	}
+}
+
+// -restarts: a real job whose rank 1 fails in its first attempt runs again and
+// succeeds; one that always fails exits with its status after the restarts.
+func TestRestarts(t *testing.T) {
+	t.Setenv(helperEnv, "attempt")
+	var out, errOut syncBuffer
+	if status := run([]string{"-np", "3", "-restarts", "2", os.Args[0]}, &out, &errOut, nil); status != 0 {
+		t.Fatalf("status %d\nstdout:\n%s\nstderr:\n%s", status, out.String(), errOut.String())
+	}
+	want := "orwlrun: attempt 0: rank 1 failed (exit status 4); restarting the job as attempt 1 (restart 1 of 2)\n"
+	if !strings.Contains(errOut.String(), want) || strings.Count(errOut.String(), "restarting") != 1 {
+		t.Errorf("stderr lacks %q once:\n%s", want, errOut.String())
+	}
+	for r := range 3 {
+		if want := fmt.Sprintf("[%d] rank %d (orwlrun): %d says hi\n", r, r, (r+2)%3); !strings.Contains(out.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	t.Setenv(helperEnv, "fail")
+	errOut = syncBuffer{}
+	if status := run([]string{"-restarts", "2", os.Args[0]}, &out, &errOut, nil); status != 3 {
+		t.Fatalf("always failing: status %d, want 3\nstderr:\n%s", status, errOut.String())
+	}
+	if got := strings.Count(errOut.String(), "restarting the job"); got != 2 {
+		t.Errorf("always failing: %d restarts, want 2:\n%s", got, errOut.String())
 	}
 }
 

@@ -7,7 +7,8 @@
 // GOMAXPROCS is set, each gets GOMAXPROCS = cores / processes (at least 1), so that their
 // goroutines hand work to each other on the same core instead of waking idle ones. Output
 // lines are prefixed with "[rank] ". When one process fails, the others get SIGTERM, then
-// SIGKILL after a grace period.
+// SIGKILL after a grace period; with Options.Restarts the whole job is then started again
+// as a new attempt (ORWL_ATTEMPT), with a new secret and coordinator.
 //
 // It starts processes on this machine only; it must not interpret what they print.
 package launch
@@ -56,13 +57,22 @@ type Options struct {
 	// Name prefixes the launcher's own messages ("Name: rank 1 failed ..."); default
 	// "launch". orwlrun sets "orwlrun".
 	Name string
+	// Restarts is how many times a job in which a process failed (a non-zero status, a
+	// signal) is started again, whole, once every process of the failed attempt is gone
+	// (the others stopped as above). Each attempt has a fresh secret and coordinator, so a
+	// process of an earlier attempt can never join a later one; ORWL_ATTEMPT tells a
+	// process its attempt (0, 1, ...). A job stopped by a forwarded signal, or whose
+	// processes cannot start, is not restarted.
+	Restarts int
 }
 
 // Run starts the job, waits for every process, and returns the exit status of the first
 // that failed (128+signal for one killed by a signal; 128+signal also when a forwarded
-// signal stops a job that had not failed), or 0. Errors of its own are reported on Stderr
-// with a status: 2 for invalid Options, 127 for a process that cannot start, 1 for the
-// rest (a port that cannot be listened on).
+// signal stops a job that had not failed), or 0. With Restarts, a job in which a process
+// failed is started again, whole, up to Restarts times, and Run returns the last
+// attempt's status. Errors of its own are reported on Stderr with a status: 2 for invalid
+// Options, 127 for a process that cannot start, 1 for the rest (a port that cannot be
+// listened on).
 func Run(o Options) int {
 	if o.Host == "" {
 		o.Host = "127.0.0.1"
@@ -87,28 +97,52 @@ func Run(o Options) int {
 	case o.Procs < 1:
 		l.say("%d processes: need at least one", o.Procs)
 		return 2
+	case o.Restarts < 0:
+		l.say("%d restarts: cannot be negative", o.Restarts)
+		return 2
 	}
+	for a := 0; ; a++ {
+		out := l.attempt(a)
+		if out.failed == nil || out.stopped || a == o.Restarts || l.signalled() {
+			return out.status
+		}
+		l.say("attempt %d: rank %d failed (%s); restarting the job as attempt %d (restart %d of %d)",
+			a, out.failed.rank, describe(out.failed.err), a+1, a+1, o.Restarts)
+	}
+}
+
+// outcome is how one attempt ended.
+type outcome struct {
+	status  int
+	failed  *proc // the first process that failed; nil when none did
+	stopped bool  // a forwarded signal stopped the job
+}
+
+// attempt runs the job once, as attempt a, with a secret and a coordinator of its own.
+func (l *launcher) attempt(a int) outcome {
+	o := l.o
 	var secret [32]byte
 	if _, err := rand.Read(secret[:]); err != nil {
 		l.say("%v", err)
-		return 1
+		return outcome{status: 1}
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
 	if err != nil {
 		l.say("coordinator listen: %v", err)
-		return 1
+		return outcome{status: 1}
 	}
 	lnFile, err := ln.(*net.TCPListener).File()
 	ln.Close() // lnFile holds a duplicate of the socket
 	if err != nil {
 		l.say("%v", err)
-		return 1
+		return outcome{status: 1}
 	}
 	base := append(os.Environ(), o.Env...)
 	base = append(base,
 		"ORWL_SIZE="+strconv.Itoa(o.Procs),
 		"ORWL_COORD="+ln.Addr().String(),
 		"ORWL_SECRET="+hex.EncodeToString(secret[:]),
+		"ORWL_ATTEMPT="+strconv.Itoa(a),
 	)
 	if o.Host != "127.0.0.1" && o.Host != "localhost" && o.Host != "::1" {
 		base = append(base, "ORWL_LISTEN="+o.Host)
@@ -118,7 +152,19 @@ func Run(o Options) int {
 	}) {
 		base = append(base, "GOMAXPROCS="+strconv.Itoa(max(1, runtime.NumCPU()/o.Procs)))
 	}
+	procs, exited, ok := l.start(base, lnFile)
+	if !ok {
+		return outcome{status: 127}
+	}
+	return l.supervise(procs, exited)
+}
 
+// start starts every process with the environment base, rank 0 inheriting the
+// coordinator's socket lnFile (which start closes). Each process is sent on exited when
+// it has exited and its output is drained. When a process cannot start, start kills those
+// already started, waits for them and returns false.
+func (l *launcher) start(base []string, lnFile *os.File) ([]*proc, <-chan *proc, bool) {
+	o := l.o
 	procs := make([]*proc, 0, o.Procs)
 	exited := make(chan *proc, o.Procs)
 	for r := 0; r < o.Procs; r++ {
@@ -131,7 +177,8 @@ func Run(o Options) int {
 		setProcAttr(cmd)
 		outR, err1 := cmd.StdoutPipe()
 		errR, err2 := cmd.StderrPipe()
-		if err = errors.Join(err1, err2); err == nil {
+		err := errors.Join(err1, err2)
+		if err == nil {
 			err = cmd.Start()
 		}
 		if r == 0 {
@@ -145,7 +192,7 @@ func Run(o Options) int {
 			for range procs {
 				<-exited
 			}
-			return 127
+			return nil, nil, false
 		}
 		p := &proc{rank: r, cmd: cmd, done: make(chan struct{})}
 		procs = append(procs, p)
@@ -164,7 +211,27 @@ func Run(o Options) int {
 			exited <- p
 		}()
 	}
-	return l.supervise(procs, exited)
+	return procs, exited, true
+}
+
+// signalled reports whether a signal waits to be forwarded: the job is then not
+// restarted.
+func (l *launcher) signalled() bool {
+	select {
+	case <-l.o.Signals:
+		return true
+	default:
+		return false
+	}
+}
+
+// describe says how a process ended: its Wait error, with the status for a signal.
+func describe(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && !ee.Exited() {
+		return fmt.Sprintf("%v, status %d", err, exitCode(err))
+	}
+	return err.Error()
 }
 
 // launcher is one Run: its options and the lock that keeps output lines whole.
@@ -182,8 +249,8 @@ func (l *launcher) say(format string, args ...any) {
 }
 
 // supervise waits for every process, stopping the others when one fails.
-func (l *launcher) supervise(procs []*proc, exited <-chan *proc) int {
-	status := 0
+func (l *launcher) supervise(procs []*proc, exited <-chan *proc) outcome {
+	var out outcome
 	grace := max(l.o.Grace, 0) // a negative Grace kills at once
 	stopping := false
 	var kill <-chan time.Time
@@ -200,8 +267,8 @@ func (l *launcher) supervise(procs []*proc, exited <-chan *proc) int {
 		select {
 		case p := <-exited:
 			left--
-			if c := exitCode(p.err); c != 0 && status == 0 {
-				status = c
+			if c := exitCode(p.err); c != 0 && out.status == 0 {
+				out.status, out.failed = c, p
 				l.say("rank %d failed (%v); stopping the others", p.rank, p.err)
 				if !stopping {
 					stopping = true
@@ -211,10 +278,11 @@ func (l *launcher) supervise(procs []*proc, exited <-chan *proc) int {
 			}
 		case sig := <-l.o.Signals:
 			signalAll(sig)
-			if status == 0 {
-				status = 1
+			out.stopped = true
+			if out.status == 0 {
+				out.status = 1
 				if s, ok := sig.(syscall.Signal); ok {
-					status = 128 + int(s)
+					out.status = 128 + int(s)
 				}
 			}
 			if !stopping {
@@ -227,7 +295,7 @@ func (l *launcher) supervise(procs []*proc, exited <-chan *proc) int {
 			kill = nil
 		}
 	}
-	return status
+	return out
 }
 
 // copyLines copies lines from one process stream to out with a prefix, each line whole in

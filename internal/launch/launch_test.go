@@ -38,40 +38,7 @@ func helper(mode string) int {
 	size, _ := strconv.Atoi(os.Getenv("ORWL_SIZE"))
 	switch mode {
 	case "hello":
-		if len(os.Getenv("ORWL_SECRET")) != 64 {
-			fmt.Println("bad secret")
-			return 1
-		}
-		// The coordinator socket reaches rank 0 as fd 3; the others connect.
-		if rank == 0 {
-			if os.Getenv("ORWL_COORD_FD") != "3" {
-				fmt.Println("no ORWL_COORD_FD")
-				return 1
-			}
-			ln, err := net.FileListener(os.NewFile(3, "coord"))
-			if err != nil {
-				fmt.Println(err)
-				return 1
-			}
-			for i := 1; i < size; i++ {
-				c, err := ln.Accept()
-				if err != nil {
-					fmt.Println(err)
-					return 1
-				}
-				c.Close()
-			}
-		} else {
-			c, err := net.Dial("tcp", os.Getenv("ORWL_COORD"))
-			if err != nil {
-				fmt.Println(err)
-				return 1
-			}
-			c.Close()
-		}
-		fmt.Printf("hello from %d of %d (%s)\n", rank, size, os.Getenv("LAUNCH_TEST_EXTRA"))
-		fmt.Fprintf(os.Stderr, "to stderr %d", rank) // no final newline
-		return 0
+		return hello(rank, size)
 	case "procs":
 		fmt.Printf("rank %d GOMAXPROCS=%s\n", rank, os.Getenv("GOMAXPROCS"))
 		return 0
@@ -96,6 +63,20 @@ func helper(mode string) int {
 		fmt.Println("waiting")
 		block()
 		return 0
+	case "attempt":
+		// Attempt 0 fails: rank 1 is killed while rank 0 waits to be stopped. Later
+		// attempts succeed, and say which secret they had.
+		if os.Getenv("ORWL_ATTEMPT") == "0" {
+			if rank == 1 {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+			block()
+		}
+		fmt.Printf("attempt %s secret %s\n", os.Getenv("ORWL_ATTEMPT"), os.Getenv("ORWL_SECRET"))
+		return 0
+	case "always":
+		fmt.Printf("attempt %s failing\n", os.Getenv("ORWL_ATTEMPT"))
+		return 5
 	case "signal":
 		c := make(chan os.Signal, 1)
 		signal.Notify(c, syscall.SIGTERM)
@@ -105,6 +86,45 @@ func helper(mode string) int {
 		return 0
 	}
 	return 2
+}
+
+// hello checks the job's environment, connects to rank 0 through the coordinator's socket,
+// and says hello on both streams.
+func hello(rank, size int) int {
+	if len(os.Getenv("ORWL_SECRET")) != 64 {
+		fmt.Println("bad secret")
+		return 1
+	}
+	// The coordinator socket reaches rank 0 as fd 3; the others connect.
+	if rank == 0 {
+		if os.Getenv("ORWL_COORD_FD") != "3" {
+			fmt.Println("no ORWL_COORD_FD")
+			return 1
+		}
+		ln, err := net.FileListener(os.NewFile(3, "coord"))
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		for i := 1; i < size; i++ {
+			c, err := ln.Accept()
+			if err != nil {
+				fmt.Println(err)
+				return 1
+			}
+			c.Close()
+		}
+	} else {
+		c, err := net.Dial("tcp", os.Getenv("ORWL_COORD"))
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		c.Close()
+	}
+	fmt.Printf("hello from %d of %d (%s)\n", rank, size, os.Getenv("LAUNCH_TEST_EXTRA"))
+	fmt.Fprintf(os.Stderr, "to stderr %d", rank) // no final newline
+	return 0
 }
 
 // syncBuffer is an io.Writer that can be waited on: seen is closed once want was
@@ -224,7 +244,8 @@ func TestFailureStopsOthers(t *testing.T) {
 	}
 }
 
-// Signals are forwarded to every process; the status says which signal stopped the job.
+// Signals are forwarded to every process; the status says which signal stopped the job,
+// which is not restarted.
 func TestSignalForwarded(t *testing.T) {
 	t.Setenv(helperEnv, "signal")
 	out := &syncBuffer{want: "ready", n: 2, seen: make(chan struct{})}
@@ -235,8 +256,8 @@ func TestSignalForwarded(t *testing.T) {
 		<-seen
 		sigs <- syscall.SIGTERM
 	}()
-	status := Run(Options{Procs: 2, Argv: []string{os.Args[0]}, Stdout: out, Stderr: &errOut, Signals: sigs})
-	if status != 128+int(syscall.SIGTERM) {
+	status := Run(Options{Procs: 2, Argv: []string{os.Args[0]}, Stdout: out, Stderr: &errOut, Signals: sigs, Restarts: 2})
+	if status != 128+int(syscall.SIGTERM) || strings.Contains(errOut.String(), "restarting") {
 		t.Fatalf("status %d\nstdout:\n%s\nstderr:\n%s", status, out.String(), errOut.String())
 	}
 	for r := 0; r < 2; r++ {
@@ -264,11 +285,63 @@ func TestOwnErrors(t *testing.T) {
 		{Options{Procs: 1}, 2, "launch: no program given\n"},
 		{Options{Procs: 1, Argv: []string{"true"}, Port: port, Name: "x"}, 1, "x: coordinator listen: "},
 		{Options{Procs: 2, Argv: []string{"/nonexistent/program"}}, 127, "launch: starting rank 0: "},
+		{Options{Procs: 1, Argv: []string{"true"}, Restarts: -1}, 2, "launch: -1 restarts: cannot be negative\n"},
+		{Options{Procs: 2, Argv: []string{"/nonexistent/program"}, Restarts: 3}, 127, "launch: starting rank 0: "}, // not restarted
 	} {
 		var errOut syncBuffer
 		c.o.Stderr = &errOut
-		if status := Run(c.o); status != c.status || !strings.HasPrefix(errOut.String(), c.msg) {
-			t.Errorf("%+v: status %d, stderr %q; want %d, %q", c.o, status, errOut.String(), c.status, c.msg)
+		if status := Run(c.o); status != c.status || !strings.HasPrefix(errOut.String(), c.msg) || strings.Count(errOut.String(), "\n") != 1 {
+			t.Errorf("%+v: status %d, stderr %q; want %d, one line %q", c.o, status, errOut.String(), c.status, c.msg)
 		}
+	}
+}
+
+// A job in which a process dies is started again, whole, as a new attempt with a new
+// secret; the restart is said in one line naming the attempt, the rank and its status.
+func TestRestartAfterFailure(t *testing.T) {
+	t.Setenv(helperEnv, "attempt")
+	var out, errOut syncBuffer
+	status := Run(Options{Procs: 2, Argv: []string{os.Args[0]}, Grace: -1, Restarts: 3, Name: "tester",
+		Stdout: &out, Stderr: &errOut})
+	if status != 0 {
+		t.Fatalf("status %d\nstdout:\n%s\nstderr:\n%s", status, out.String(), errOut.String())
+	}
+	want := "tester: attempt 0: rank 1 failed (signal: killed, status 137); restarting the job as attempt 1 (restart 1 of 3)\n"
+	if strings.Count(errOut.String(), "restarting") != 1 || !strings.Contains(errOut.String(), want) {
+		t.Errorf("stderr lacks %q once:\n%s", want, errOut.String())
+	}
+	secrets := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var rank, attempt int
+		var secret string
+		if _, err := fmt.Sscanf(line, "[%d] attempt %d secret %s", &rank, &attempt, &secret); err != nil || attempt != 1 {
+			t.Errorf("unexpected line %q", line)
+		}
+		secrets[secret] = true
+	}
+	if len(secrets) != 1 {
+		t.Errorf("attempt 1's processes had %d secrets, want 1:\n%s", len(secrets), out.String())
+	}
+	if _, old := secrets[os.Getenv("ORWL_SECRET")]; old {
+		t.Errorf("the secret leaked from the environment")
+	}
+}
+
+// A job that always fails is restarted Restarts times, then Run returns its status.
+func TestRestartsExhausted(t *testing.T) {
+	t.Setenv(helperEnv, "always")
+	var out, errOut syncBuffer
+	status := Run(Options{Procs: 1, Argv: []string{os.Args[0]}, Restarts: 2, Stdout: &out, Stderr: &errOut})
+	if status != 5 {
+		t.Fatalf("status %d, want 5\nstderr:\n%s", status, errOut.String())
+	}
+	for a := range 3 {
+		if want := fmt.Sprintf("[0] attempt %d failing\n", a); !strings.Contains(out.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out.String())
+		}
+	}
+	if got := strings.Count(errOut.String(), "restarting the job"); got != 2 ||
+		!strings.Contains(errOut.String(), "launch: attempt 1: rank 0 failed (exit status 5); restarting the job as attempt 2 (restart 2 of 2)\n") {
+		t.Errorf("%d restart lines, want 2:\n%s", got, errOut.String())
 	}
 }

@@ -1,0 +1,75 @@
+// Package checkpoint stores the checkpoints of a job durably, so that the job survives the
+// loss of a process or a node and restarts on any number of processes.
+//
+// It is storage only: it never decides when a checkpoint is taken, what goes into it, nor
+// which process keeps which copy; a runtime does (package orwl takes a checkpoint at the
+// boundary of FIFO rounds, DESIGN.md §10). It does no networking and starts no goroutine
+// that outlives a call.
+//
+// # Pieces and checkpoints
+//
+// A checkpoint k (numbered from 1, in increasing order) is a set of pieces: the content of
+// a task's location (LocationKey) and a task's registered private state (StateKey). Pieces
+// belong to tasks, not to processes, so a checkpoint written by 4 processes restarts on 3.
+// A piece's content is any bytes, hundreds of MiB if need be: WritePiece writes a []byte
+// without copying it, NewPiece streams (a PieceWriter is an io.Writer), Checkpoint.Load
+// reads into a buffer of the right size and Checkpoint.Open streams.
+//
+// # On disk
+//
+// Each process writes into a directory of its own (a Store), which it names from a
+// pattern: "{rank}" and "{host}" in it become its rank and host name (Expand). A restart
+// searches every directory the pattern may have produced (Glob), whatever the number of
+// processes that wrote them:
+//
+//	DIR/LOCK                   flocked while a Store has DIR open (one process per DIR)
+//	DIR/ckpt-7/                checkpoint 7
+//	DIR/ckpt-7/location.3.block   a piece: its raw bytes (task 3's location "block")
+//	DIR/ckpt-7/state.3.iter       a piece: task 3's state "iter"
+//	DIR/ckpt-7/MANIFEST        the job-wide list of pieces: JSON, then "crc32c XXXXXXXX"
+//	DIR/ckpt-8/                checkpoint 8, being written: no MANIFEST yet
+//
+// A piece's file name is its kind, task and name, the name's bytes other than letters,
+// digits, '_' and '-' written as %XX. The manifest lists every piece of the whole job
+// (key, size, CRC-32C) and the job's Fingerprint.
+//
+// # Guarantees
+//
+//   - A piece is written to a temporary file, checksummed (CRC-32 Castagnoli), fsync'd,
+//     renamed into place and its directory fsync'd before WritePiece (or Finish) returns.
+//   - A checkpoint is complete only when its manifest is committed: written to a temporary
+//     file, fsync'd, renamed to MANIFEST, the directory fsync'd. A complete checkpoint is
+//     never modified. After a commit the directory keeps its two newest complete
+//     checkpoints; older ones, and incomplete ones older than the one committed, are
+//     removed (renamed away first, so never seen half removed). A process killed between
+//     a commit and these removals leaves a third, removed at the next commit.
+//   - A process killed at any moment, or a full disk (an error matching ErrNoSpace and
+//     syscall.ENOSPC, the partial file removed), leaves every complete checkpoint intact.
+//   - A directory holding a checkpoint of another job (a different Fingerprint: program,
+//     tasks, locations, sizes, parameters) is neither used nor erased: Create and Find
+//     return a *MismatchError naming the first difference.
+//   - Find returns the newest checkpoint complete across the directories it is given: a
+//     manifest in any of them, and an intact copy (size and checksum) of every piece in at
+//     least one. A corrupted, truncated or missing piece makes it fall back to the previous
+//     complete checkpoint, and its notes say so.
+//
+// # How a runtime uses it
+//
+// Every process opens its directory with Create(Expand(pattern, rank, host), job). For
+// checkpoint k it writes the pieces of its own tasks (WritePiece) and sends each piece's
+// bytes to a partner process on another node, which writes the same key into its own
+// Store: each piece then lives on two nodes. Each process sends the PieceInfos it wrote to
+// one process, which, once it knows that every piece of the job is durable somewhere, sends
+// the whole list to every process; each calls Commit(k, list). A checkpoint whose pieces
+// cannot all be written (a full disk) is not committed anywhere: each process calls
+// Discard(k) and the job goes on.
+//
+// At a restart, on any number of processes, each process calls Find(Glob(pattern), job,
+// nil); nil, nil means start afresh. To avoid reading every piece on every process, a
+// process may verify only its own tasks' pieces (FindOptions.Only); the processes then
+// agree on the smallest number found and call Find again with FindOptions.Max set to it
+// until they all find the same one. Each loads its tasks' pieces (Load), prints the notes,
+// and continues writing checkpoints after the one restored; the first write of a number
+// into a Store removes that Store's leftovers of the abandoned run numbered as high or
+// higher.
+package checkpoint

@@ -1,0 +1,140 @@
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Kind says what a piece holds.
+type Kind uint8
+
+const (
+	// Location is the content of a task's location.
+	Location Kind = iota
+	// State is a task's registered private state.
+	State
+)
+
+// String returns "location" or "state".
+func (k Kind) String() string {
+	switch k {
+	case Location:
+		return "location"
+	case State:
+		return "state"
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// MarshalText writes the kind as its String.
+func (k Kind) MarshalText() ([]byte, error) {
+	if k > State {
+		return nil, fmt.Errorf("checkpoint: unknown piece kind %d", k)
+	}
+	return []byte(k.String()), nil
+}
+
+// UnmarshalText reads "location" or "state".
+func (k *Kind) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "location":
+		*k = Location
+	case "state":
+		*k = State
+	default:
+		return fmt.Errorf("checkpoint: unknown piece kind %q", b)
+	}
+	return nil
+}
+
+// Key names a piece of a checkpoint. It belongs to a task, not to a process, so a job may
+// restart on any number of processes.
+type Key struct {
+	Kind Kind   `json:"kind"`
+	Task int    `json:"task"`
+	Name string `json:"name"` // the location's name, or the state's name
+}
+
+// LocationKey names the content of task's location name.
+func LocationKey(task int, name string) Key { return Key{Kind: Location, Task: task, Name: name} }
+
+// StateKey names task's registered private state name.
+func StateKey(task int, name string) Key { return Key{Kind: State, Task: task, Name: name} }
+
+// String returns, e.g., `task 3 location "block"`.
+func (k Key) String() string {
+	return fmt.Sprintf("task %d %v %q", k.Task, k.Kind, k.Name)
+}
+
+// Compare orders keys by task, kind, then name (the order of a manifest's pieces).
+func (k Key) Compare(o Key) int {
+	switch {
+	case k.Task != o.Task:
+		return cmpInt(k.Task, o.Task)
+	case k.Kind != o.Kind:
+		return cmpInt(int(k.Kind), int(o.Kind))
+	}
+	return strings.Compare(k.Name, o.Name)
+}
+
+func cmpInt(a, b int) int {
+	if a < b {
+		return -1
+	}
+	if a > b {
+		return 1
+	}
+	return 0
+}
+
+// maxName bounds a key's name so that its file name stays under the usual 255 bytes.
+const maxName = 200
+
+// check says what is wrong with k, or nil.
+func (k Key) check() error {
+	switch {
+	case k.Kind > State:
+		return fmt.Errorf("checkpoint: piece %v: unknown kind", k)
+	case k.Task < 0:
+		return fmt.Errorf("checkpoint: piece %v: negative task", k)
+	case k.Name == "":
+		return fmt.Errorf("checkpoint: piece %v: empty name", k)
+	case len(k.Name) > maxName:
+		return fmt.Errorf("checkpoint: piece %v: name longer than %d bytes", k, maxName)
+	}
+	return nil
+}
+
+// fileName is the name of k's file in a checkpoint's directory: "location.3.block", the
+// name's bytes other than letters, digits, '_' and '-' written as %XX.
+func (k Key) fileName() string {
+	var b strings.Builder
+	b.WriteString(k.Kind.String())
+	b.WriteByte('.')
+	b.WriteString(strconv.Itoa(k.Task))
+	b.WriteByte('.')
+	for i := 0; i < len(k.Name); i++ {
+		c := k.Name[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
+// PieceInfo describes a piece as written: its key, its size in bytes and the CRC-32
+// (Castagnoli) of its content. A manifest is the list of the PieceInfos of every piece of
+// the job.
+type PieceInfo struct {
+	Key
+	Size int64  `json:"size"`
+	CRC  uint32 `json:"crc32c"`
+}
+
+// ErrCorrupt is matched (errors.Is) by the error of a piece whose content does not match
+// its checksum or size.
+var ErrCorrupt = errors.New("checkpoint: piece corrupted")

@@ -1,0 +1,407 @@
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+)
+
+// ErrNoSpace is matched (errors.Is) by the error of a write that found the file system
+// full (ENOSPC, or the user's quota: EDQUOT); so is syscall.ENOSPC or EDQUOT itself.
+var ErrNoSpace = errors.New("disk full")
+
+// ErrClosed is returned by the methods of a closed Store.
+var ErrClosed = errors.New("checkpoint: store closed")
+
+// Store is one process's directory of checkpoints, open for writing. It holds the pieces
+// the process writes, its own and the partner copies it keeps for others, and the manifest
+// of every checkpoint the job commits.
+//
+// A Store is safe for concurrent use: pieces of one or several checkpoints may be written
+// at once from several goroutines, but one piece (one checkpoint and key) by one writer at
+// a time, and not while its checkpoint is committed or discarded.
+type Store struct {
+	dir  string
+	job  Fingerprint
+	lock *os.File // LOCK, flocked while the Store is open
+
+	mu    sync.Mutex
+	begun map[int]*session // checkpoints this Store has written to
+}
+
+// session is what a Store wrote of one checkpoint.
+type session struct {
+	pieces    map[Key]PieceInfo
+	committed bool
+}
+
+// Create opens dir for writing checkpoints of job, creating it if needed. It fails at once,
+// naming dir, when dir cannot be written, when another Store (of any process) has it open,
+// or when it holds a committed checkpoint of another job (a *MismatchError; the directory
+// is left untouched). Close releases it.
+func Create(dir string, job Fingerprint) (*Store, error) {
+	if dir == "" {
+		return nil, errors.New("checkpoint: no directory given")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("checkpoint: directory %s: %w", dir, fsError(err))
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: directory %s not writable: %w", dir, fsError(err))
+	}
+	s := &Store{dir: dir, job: job, lock: lock, begun: make(map[int]*session)}
+	if err := s.check(); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	removeTrash(dir)
+	return s, nil
+}
+
+// check locks s's directory, proves it writable and refuses another job's checkpoints.
+func (s *Store) check() error {
+	switch ok, err := lockFile(s.lock); {
+	case err != nil:
+		return fmt.Errorf("checkpoint: locking directory %s: %w", s.dir, err)
+	case !ok:
+		return fmt.Errorf("checkpoint: directory %s is in use by another process", s.dir)
+	}
+	probe, err := os.CreateTemp(s.dir, tmpPrefix+"probe-*")
+	if err == nil {
+		_, err = probe.Write([]byte{0})
+		err = errors.Join(err, probe.Close(), os.Remove(probe.Name()))
+	}
+	if err != nil {
+		return fmt.Errorf("checkpoint: directory %s not writable: %w", s.dir, fsError(err))
+	}
+	es, err := list(s.dir)
+	if err != nil {
+		return fmt.Errorf("checkpoint: directory %s: %w", s.dir, err)
+	}
+	for _, e := range es {
+		if !e.complete {
+			continue
+		}
+		m, err := readManifest(filepath.Join(ckptDir(s.dir, e.k), manifestName), e.k)
+		if err != nil {
+			continue // unreadable: Find reports it; it is replaced in time
+		}
+		if d := m.Job.Diff(s.job); d != "" {
+			return &MismatchError{Dir: s.dir, Checkpoint: e.k, Diff: d}
+		}
+	}
+	return nil
+}
+
+// Dir returns the Store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Close releases the directory. The checkpoints stay.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lock == nil {
+		return ErrClosed
+	}
+	err := s.lock.Close()
+	s.lock = nil
+	return err
+}
+
+// begin returns the session of checkpoint k, starting it if needed. The first write of k
+// by this Store removes whatever checkpoints numbered k or more the directory holds from an
+// earlier run (a job writes its checkpoints in increasing order, so they are the leftovers of
+// a run that was restarted from an older one), then creates k's directory.
+func (s *Store) begin(k int) (*session, error) {
+	switch {
+	case s.lock == nil:
+		return nil, ErrClosed
+	case k < 1:
+		return nil, fmt.Errorf("checkpoint %d: numbers start at 1", k)
+	}
+	if ss := s.begun[k]; ss != nil {
+		if ss.committed {
+			return nil, fmt.Errorf("checkpoint %d in %s: already committed", k, s.dir)
+		}
+		return ss, nil
+	}
+	es, err := list(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %d: %w", k, err)
+	}
+	for _, e := range es {
+		if e.k >= k && s.begun[e.k] == nil {
+			if err := removeCheckpoint(s.dir, e.k); err != nil {
+				return nil, fmt.Errorf("checkpoint %d: removing the old checkpoint %d: %w", k, e.k, err)
+			}
+		}
+	}
+	if err := os.Mkdir(ckptDir(s.dir, k), 0o755); err != nil {
+		return nil, fmt.Errorf("checkpoint %d: %w", k, fsError(err))
+	}
+	if err := syncDir(s.dir); err != nil {
+		return nil, fmt.Errorf("checkpoint %d: %w", k, fsError(err))
+	}
+	ss := &session{pieces: make(map[Key]PieceInfo)}
+	s.begun[k] = ss
+	return ss, nil
+}
+
+// PieceWriter streams one piece into a Store: Write its content (it is an io.Writer), then
+// Finish, or Abort. It is not safe for concurrent use.
+type PieceWriter struct {
+	s    *Store
+	k    int
+	key  Key
+	file *atomicFile
+	info PieceInfo
+	err  error
+}
+
+// NewPiece starts writing the piece key of checkpoint k: this process's own or a partner
+// copy of another process's. Writing a piece again before the checkpoint is committed
+// replaces it.
+func (s *Store) NewPiece(k int, key Key) (*PieceWriter, error) {
+	if err := key.check(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	_, err := s.begin(k)
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	f, err := createAtomic(ckptDir(s.dir, k), key.fileName())
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %d: writing piece %v in %s: %w", k, key, s.dir, err)
+	}
+	return &PieceWriter{s: s, k: k, key: key, file: f, info: PieceInfo{Key: key}}, nil
+}
+
+// Write appends p to the piece. After an error the piece is abandoned (its temporary file
+// removed) and every later call returns that error.
+func (w *PieceWriter) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	n, err := w.file.f.Write(p)
+	w.info.CRC = crc32.Update(w.info.CRC, castagnoli, p[:n])
+	w.info.Size += int64(n)
+	if err != nil {
+		w.fail(err)
+	}
+	return n, w.err
+}
+
+// fail abandons the piece with err.
+func (w *PieceWriter) fail(err error) {
+	w.file.abort()
+	w.err = fmt.Errorf("checkpoint %d: writing piece %v in %s: %w", w.k, w.key, w.s.dir, fsError(err))
+}
+
+// Finish makes the piece durable (fsync, rename into place, directory fsync) and returns
+// its size and checksum, which the job's manifest lists. On error nothing of the piece
+// remains.
+func (w *PieceWriter) Finish() (PieceInfo, error) {
+	if w.err != nil {
+		return PieceInfo{}, w.err
+	}
+	if err := w.file.commit(); err != nil {
+		w.fail(err)
+		return PieceInfo{}, w.err
+	}
+	w.err = errors.New("checkpoint: piece already finished")
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	if ss := w.s.begun[w.k]; ss != nil {
+		ss.pieces[w.key] = w.info
+	}
+	return w.info, nil
+}
+
+// Abort abandons the piece, removing what was written of it.
+func (w *PieceWriter) Abort() {
+	if w.err == nil {
+		w.file.abort()
+		w.err = errors.New("checkpoint: piece aborted")
+	}
+}
+
+// WritePiece writes data, whole, as the piece key of checkpoint k, durably, and returns
+// its size and checksum. data is not copied.
+func (s *Store) WritePiece(k int, key Key, data []byte) (PieceInfo, error) {
+	w, err := s.NewPiece(k, key)
+	if err != nil {
+		return PieceInfo{}, err
+	}
+	if _, err := w.Write(data); err != nil {
+		return PieceInfo{}, err
+	}
+	return w.Finish()
+}
+
+// Commit makes checkpoint k complete in this directory: it writes the manifest, which
+// lists pieces (every piece of the whole job, as WritePiece returned them, in any order)
+// and the job's fingerprint, atomically. The caller commits only once every piece is
+// durable in some directory of the job, and commits in every directory. The pieces this
+// Store wrote for k must be listed as written. Once k is committed, only the two newest
+// complete checkpoints of the directory are kept: older ones, and incomplete ones older
+// than k, are removed (a failure to remove is tried again at the next Commit).
+func (s *Store) Commit(k int, pieces []PieceInfo) error {
+	sorted, err := sortedPieces(pieces)
+	if err != nil {
+		return fmt.Errorf("checkpoint %d: %w", k, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss, err := s.begin(k)
+	if err != nil {
+		return err
+	}
+	for _, key := range slices.SortedFunc(maps.Keys(ss.pieces), Key.Compare) {
+		have := ss.pieces[key]
+		i, ok := slices.BinarySearchFunc(sorted, key, func(p PieceInfo, k Key) int { return p.Key.Compare(k) })
+		if !ok || sorted[i] != have {
+			return fmt.Errorf("checkpoint %d: piece %v written in %s (%d bytes, crc32c %08x) is not in the manifest as such",
+				k, key, s.dir, have.Size, have.CRC)
+		}
+	}
+	b, err := (&manifest{Format: formatVersion, Checkpoint: k, Job: s.job, Pieces: sorted}).encode()
+	if err == nil {
+		err = writeAtomic(ckptDir(s.dir, k), manifestName, b)
+	}
+	if err != nil {
+		return fmt.Errorf("checkpoint %d: committing in %s: %w", k, s.dir, err)
+	}
+	ss.committed = true
+	s.prune(k)
+	return nil
+}
+
+// prune removes, after k's commit, the complete checkpoints but the two newest and the
+// incomplete ones older than k.
+func (s *Store) prune(k int) {
+	es, err := list(s.dir)
+	if err != nil {
+		return
+	}
+	kept := 0
+	for _, e := range es {
+		switch {
+		case e.complete && kept < 2:
+			kept++
+		case e.complete || e.k < k:
+			if removeCheckpoint(s.dir, e.k) == nil {
+				delete(s.begun, e.k)
+			}
+		}
+	}
+}
+
+// Discard removes the incomplete checkpoint k from the directory (what was written of it
+// before a full disk, say). A complete checkpoint is never discarded.
+func (s *Store) Discard(k int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lock == nil {
+		return ErrClosed
+	}
+	if _, err := os.Lstat(filepath.Join(ckptDir(s.dir, k), manifestName)); err == nil {
+		return fmt.Errorf("checkpoint %d in %s is complete: not discarded", k, s.dir)
+	}
+	delete(s.begun, k)
+	return removeCheckpoint(s.dir, k)
+}
+
+// removeCheckpoint removes checkpoint k's directory from dir: renamed away at once (so it
+// is never seen half removed), then deleted.
+func removeCheckpoint(dir string, k int) error {
+	name := ckptDir(dir, k)
+	trash := filepath.Join(dir, fmt.Sprintf("%s-%d-%d", trashPrefix, k, rand.Uint64()))
+	err := os.Rename(name, trash)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil: // no room for a new name, say: remove it in place
+		return os.RemoveAll(name)
+	}
+	return errors.Join(syncDir(dir), os.RemoveAll(trash))
+}
+
+// removeTrash removes what removals interrupted by a crash left.
+func removeTrash(dir string) {
+	trash, _ := filepath.Glob(filepath.Join(dir, trashPrefix+"-*"))
+	for _, t := range trash {
+		os.RemoveAll(t)
+	}
+}
+
+// fsError marks a full file system's error with ErrNoSpace.
+func fsError(err error) error {
+	if isNoSpace(err) {
+		return fmt.Errorf("%w: %w", ErrNoSpace, err)
+	}
+	return err
+}
+
+// atomicFile is a file written under a temporary name and renamed into place.
+type atomicFile struct {
+	f           *os.File
+	dir, target string
+}
+
+// createAtomic starts writing file name in dir.
+func createAtomic(dir, name string) (*atomicFile, error) {
+	f, err := os.CreateTemp(dir, tmpPrefix+name+"-*")
+	if err != nil {
+		return nil, fsError(err)
+	}
+	return &atomicFile{f: f, dir: dir, target: filepath.Join(dir, name)}, nil
+}
+
+// commit syncs the file, renames it into place and syncs the directory; on error the
+// temporary file is removed.
+func (a *atomicFile) commit() error {
+	err := a.f.Sync()
+	if cerr := a.f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(a.f.Name(), a.target)
+	}
+	if err != nil {
+		os.Remove(a.f.Name())
+		return fsError(err)
+	}
+	if err := syncDir(a.dir); err != nil {
+		os.Remove(a.target)
+		return fsError(err)
+	}
+	return nil
+}
+
+// abort removes the temporary file.
+func (a *atomicFile) abort() {
+	a.f.Close()
+	os.Remove(a.f.Name())
+}
+
+// writeAtomic writes b as file name in dir, durably and atomically.
+func writeAtomic(dir, name string, b []byte) error {
+	a, err := createAtomic(dir, name)
+	if err != nil {
+		return err
+	}
+	if _, err := a.f.Write(b); err != nil {
+		a.abort()
+		return fsError(err)
+	}
+	return a.commit()
+}
