@@ -181,6 +181,7 @@ type Handle struct {
 	spare  Ticket   // released, offered back to the queue
 	closed bool
 	cause  error // why a handle made by Closed was never usable; nil otherwise
+	rounds int   // acquires so far: the round of the request an iterative handle has queued
 }
 
 // New returns a handle of spec on queue q, of owner o, that has not requested yet. With o
@@ -200,6 +201,10 @@ func Closed(spec Spec, err error) *Handle {
 
 // Spec returns the description of h.
 func (h *Handle) Spec() Spec { return h.spec }
+
+// Acquires returns how many times h was acquired: for an iterative handle, the round of the
+// request it has queued, counted from its first (see package orwl's checkpoints).
+func (h *Handle) Acquires() int { return h.rounds }
 
 // Mode returns h's access mode.
 func (h *Handle) Mode() fifo.Mode { return h.spec.Mode }
@@ -290,6 +295,7 @@ func (h *Handle) Acquire(ctx context.Context) error {
 		return h.abandon(ctx, err)
 	}
 	h.next, h.held = nil, t
+	h.rounds++
 	if h.obs != nil {
 		h.obs.Acquired(h, t)
 	}

@@ -40,6 +40,9 @@ type location struct {
 	scheduled bool             // the initial requests have been placed in the FIFO
 	pending   []pendingRequest // requests that came before the schedule
 	grants    uint64           // FIFO operations that granted something (see waitKey)
+	rounds    bool             // an iterative handle's request came (see queued.round)
+	snapRound int              // the round whose first grant takes the armed checkpoint's snapshot; 0: none
+	snapBuf   []byte           // the snapshot, reused from one checkpoint to the next
 
 	data    []byte // 8-byte aligned; written only under a write grant (or before the schedule)
 	version uint64 // counts the write releases; changed under mu by the releasing writer
@@ -72,6 +75,8 @@ type queued interface {
 	failed(err error)
 	// task is the task whose handle made the request.
 	task() int
+	// round is the round of an iterative handle's request (checkpoint.go), -1 for others.
+	round() int
 	// remote says which process and ticket a request served for another process is (ok
 	// false for a local ticket).
 	remote() (from int, ticket uint64, ok bool)
@@ -113,22 +118,37 @@ func (l *location) enqueue(r *fifo.Request, mode fifo.Mode, initial bool, pos, t
 		l.mu.Unlock()
 		return l.err
 	}
+	if r.Tag.(queued).round() >= 0 {
+		l.rounds = true
+	}
 	if !l.scheduled {
 		l.pending = append(l.pending, pendingRequest{initial, pos, task, r, mode})
 		l.mu.Unlock()
 		return nil
 	}
 	granted, err := l.fifo.Enqueue(r, mode, buf[:0])
-	l.countGrants(granted)
+	l.granting(granted)
 	l.mu.Unlock()
 	deliver(granted, onTask)
 	return err
 }
 
-// countGrants counts a FIFO operation that granted something; l.mu held.
-func (l *location) countGrants(granted []*fifo.Request) {
-	if len(granted) > 0 {
-		l.grants++
+// granting counts a FIFO operation that granted something, and takes the snapshot of an
+// armed checkpoint when the first request of its round is among the granted ones, before any
+// of them sees the data (checkpoint.go); l.mu held.
+func (l *location) granting(granted []*fifo.Request) {
+	if len(granted) == 0 {
+		return
+	}
+	l.grants++
+	if l.snapRound == 0 {
+		return
+	}
+	for _, r := range granted {
+		if r.Tag.(queued).round() >= l.snapRound {
+			l.snapshot()
+			return
+		}
 	}
 }
 
@@ -147,7 +167,7 @@ func (l *location) release(r *fifo.Request, newVersion bool, mirror int, onTask 
 	}
 	version := l.version
 	granted, err := l.fifo.Release(r, buf[:0])
-	l.countGrants(granted)
+	l.granting(granted)
 	l.mu.Unlock()
 	if mirror >= 0 && err == nil {
 		l.sendMu.Lock()
@@ -168,7 +188,7 @@ func (l *location) cancel(r *fifo.Request) {
 		return
 	}
 	granted := l.fifo.Cancel(r, buf[:0])
-	l.countGrants(granted)
+	l.granting(granted)
 	l.mu.Unlock()
 	deliver(granted, true)
 }
@@ -213,6 +233,7 @@ type localTicket struct {
 	ticketBase
 	req fifo.Request
 	loc *location
+	rnd int // see queued.round
 }
 
 func (t *localTicket) Latch() *handle.Latch { return &t.latch }
@@ -251,6 +272,7 @@ func (t *localTicket) Cancel() {
 func (t *localTicket) granted(bool, bool)          { t.latch.Grant() }
 func (t *localTicket) failed(err error)            { t.latch.Fail(err) }
 func (t *localTicket) task() int                   { return t.h.Spec().Task }
+func (t *localTicket) round() int                  { return t.rnd }
 func (t *localTicket) remote() (int, uint64, bool) { return 0, 0, false }
 func (t *localTicket) where() uint32               { return t.loc.index }
 
@@ -273,11 +295,12 @@ func (t *localTicket) traceRelease(task int, m trace.Mode, flow trace.FlowID) {
 func (l *location) Request(h *handle.Handle, reuse handle.Ticket) (handle.Ticket, error) {
 	t, _ := reuse.(*localTicket)
 	if t == nil || t.req.State() != fifo.Idle {
-		t = &localTicket{loc: l}
+		t = &localTicket{loc: l, ticketBase: ticketBase{h: h, j: l.j}}
 		t.req.Tag = t
-		t.self, t.j = t, l.j
+		t.self = t
 	}
-	t.h = h
+	// A reused ticket is h's own (Queue.Request), unchanged: the deadlock watch reads t.h.
+	t.rnd = l.j.round(h)
 	t.latch.Start()
 	spec := h.Spec()
 	if err := l.enqueue(&t.req, spec.Mode, true, spec.Pos, spec.Task, true); err != nil {
@@ -311,7 +334,7 @@ func (l *location) schedule() error {
 			break
 		}
 	}
-	l.countGrants(granted)
+	l.granting(granted)
 	l.pending = nil
 	l.scheduled = true
 	l.mu.Unlock()

@@ -1,6 +1,10 @@
 package orwl
 
 import (
+	"bytes"
+	"fmt"
+
+	"github.com/orwl-go/orwl/checkpoint"
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/trace"
 	"github.com/orwl-go/orwl/transport"
@@ -13,14 +17,15 @@ import (
 // order the requester's tasks made them (rule 14); grants, with the location's data, on the
 // owner's, unmasked (see transport.Role).
 const (
-	msgRequest   = transport.TypeUser + iota // requestMsg: requester to owner
-	msgGrant                                 // grantMsg: owner to requester
-	msgRelease                               // releaseMsg: requester to owner
-	msgProblems                              // payload: the sender's init-phase mistakes as text (empty when none), at the schedule
-	msgFail                                  // failMsg: the sender's job failed
-	msgStuck                                 // stuckMsg: a stuck process to rank 0, for deadlock detection
-	msgTracePart                             // payload: the sender's trace part, to rank 0 at the end
-	msgClock                                 // clockMsg: a process to rank 0 and back, for the trace
+	msgRequest    = transport.TypeUser + iota // requestMsg: requester to owner
+	msgGrant                                  // grantMsg: owner to requester
+	msgRelease                                // releaseMsg: requester to owner
+	msgProblems                               // payload: the sender's init-phase mistakes as text (empty when none), at the schedule
+	msgFail                                   // failMsg: the sender's job failed
+	msgStuck                                  // stuckMsg: a stuck process to rank 0, for deadlock detection
+	msgTracePart                              // payload: the sender's trace part, to rank 0 at the end
+	msgClock                                  // clockMsg: a process to rank 0 and back, for the trace
+	msgCheckpoint                             // ckptMsg: a step of a checkpoint (checkpoint.go)
 )
 
 // Flags, by message.
@@ -43,10 +48,11 @@ type requestMsg struct {
 	initial bool // declared in the init phase: the owner's schedule places it in order
 	pos     int  // FIFO position (initial requests)
 	task    int  // the requesting task
+	round   int  // an iterative handle's round (checkpoint.go), -1 for others
 }
 
 func (m *requestMsg) header() transport.Header {
-	h := transport.Header{Type: msgRequest, Key: m.loc, ID: m.ticket, Arg: int64(m.pos)<<32 | int64(uint32(m.task))}
+	h := transport.Header{Type: msgRequest, Key: m.loc, ID: m.ticket, Seq: uint64(m.round + 1), Arg: int64(m.pos)<<32 | int64(uint32(m.task))}
 	if m.mode == fifo.Write {
 		h.Flags |= flagWrite
 	}
@@ -58,7 +64,7 @@ func (m *requestMsg) header() transport.Header {
 
 func decodeRequest(h *transport.Header) requestMsg {
 	m := requestMsg{loc: h.Key, ticket: h.ID, mode: fifo.Read, initial: h.Flags&flagInitial != 0,
-		pos: int(h.Arg >> 32), task: int(uint32(h.Arg))}
+		pos: int(h.Arg >> 32), task: int(uint32(h.Arg)), round: int(h.Seq) - 1}
 	if h.Flags&flagWrite != 0 {
 		m.mode = fifo.Write
 	}
@@ -162,4 +168,80 @@ func (m *clockMsg) header() transport.Header {
 
 func decodeClock(h *transport.Header) clockMsg {
 	return clockMsg{asked: h.Arg, answer: int64(h.Seq)}
+}
+
+// The steps of a checkpoint (ckptMsg.phase): rank 0 to every process, and their answers.
+const (
+	ckptPrepare uint8 = iota + 1 // hold the tasks; answered by ckptReport
+	ckptReport                   // bound: the iteration the tasks are held at; minIter: the smallest Iterate n
+	ckptArm                      // arm checkpoint k; answered by ckptArmed
+	ckptArmed                    //
+	ckptGo                       // lift the hold
+	ckptPiece                    // to the partner: a piece of checkpoint k to keep; answered by ckptStored
+	ckptStored                   // the partner stored a piece of k
+	ckptDone                     // to rank 0: the payload lists the pieces the sender wrote (JSON), or failed
+	ckptCommit                   // commit k with the job's pieces (payload, JSON)
+	ckptDiscard                  // give k up
+)
+
+// ckptMsg is one step of a checkpoint. A piece carries its key: the task in ID, a location's
+// index in Key, or, for a task's kept state (Arg >= 0), its name as the payload's first Arg
+// bytes.
+type ckptMsg struct {
+	phase   uint8
+	k       int
+	bound   int64
+	minIter int64
+	failed  bool
+	task    int
+	loc     uint32
+	state   int // the length of a kept state's name; -1 for a location
+}
+
+func (m *ckptMsg) header() transport.Header {
+	h := transport.Header{Type: msgCheckpoint, Flags: m.phase, Seq: uint64(m.k), ID: uint64(m.task), Key: m.loc, Arg: int64(m.state)}
+	switch m.phase {
+	case ckptReport:
+		h.Arg, h.ID = m.bound, uint64(m.minIter)
+	case ckptDone:
+		if m.failed {
+			h.Arg = 1
+		}
+	}
+	return h
+}
+
+func decodeCkpt(h *transport.Header) ckptMsg {
+	m := ckptMsg{phase: h.Flags, k: int(h.Seq), task: int(h.ID), loc: h.Key, state: int(h.Arg)}
+	switch m.phase {
+	case ckptReport:
+		m.bound, m.minIter = h.Arg, int64(h.ID)
+	case ckptDone:
+		m.failed = h.Arg == 1
+	}
+	return m
+}
+
+// pieceMsg is the message that sends p, a piece of checkpoint k, to the partner, and its
+// payload; loc is the location's index when p is a location's.
+func pieceMsg(k int, key checkpoint.Key, data []byte, loc int) (ckptMsg, []byte) {
+	m := ckptMsg{phase: ckptPiece, k: k, task: key.Task, loc: uint32(loc), state: -1}
+	if key.Kind == checkpoint.State {
+		m.state = len(key.Name)
+		return m, append([]byte(key.Name), data...)
+	}
+	return m, data
+}
+
+// pieceKey reads the key of a piece m carries and copies its data out of payload (the
+// mesh's memory); location names the location of an index.
+func pieceKey(m ckptMsg, payload []byte, location func(uint32) Location) (checkpoint.Key, []byte, error) {
+	if m.state < 0 {
+		l := location(m.loc)
+		return checkpoint.LocationKey(l.Task, l.Name), bytes.Clone(payload), nil
+	}
+	if m.state > len(payload) {
+		return checkpoint.Key{}, nil, fmt.Errorf("checkpoint piece of %d bytes names a state of %d", len(payload), m.state)
+	}
+	return checkpoint.StateKey(m.task, string(payload[:m.state])), bytes.Clone(payload[m.state:]), nil
 }

@@ -121,12 +121,13 @@ func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Tic
 	}
 	if t == nil || t.id == 0 || t.active {
 		t = n.newTicket(q)
+		t.h = h // a reused ticket is h's own (Queue.Request), and the deadlock watch reads it
 	}
-	t.h, t.active = h, true
+	t.active = true
 	t.latch.Start()
 	n.mu.Unlock()
 	spec := h.Spec()
-	m := requestMsg{loc: q.loc, ticket: t.id, mode: spec.Mode, initial: !n.j.requestsLive.Load(), pos: spec.Pos, task: spec.Task}
+	m := requestMsg{loc: q.loc, ticket: t.id, mode: spec.Mode, initial: !n.j.requestsLive.Load(), pos: spec.Pos, task: spec.Task, round: n.j.round(h)}
 	// Queued, not written at once: it is not awaited yet, and the release that follows
 	// takes it along in one write (see transport.Mesh.SendNow).
 	if err := n.mesh.Send(q.owner, transport.Requester, m.header(), nil); err != nil {
@@ -236,6 +237,7 @@ type served struct {
 	from      int    // requester rank
 	id        uint64 // the requester's ticket id
 	taskID    int    // the requesting task
+	rnd       int    // see queued.round
 	loc       *location
 	active    bool        // requested and not yet released; the reader of from's connection only
 	delivered atomic.Bool // the grant was sent
@@ -268,6 +270,7 @@ func (s *served) granted(onTask, more bool) {
 // failed does nothing: the requester learns of the job's failure itself.
 func (s *served) failed(error)                {}
 func (s *served) task() int                   { return s.taskID }
+func (s *served) round() int                  { return s.rnd }
 func (s *served) remote() (int, uint64, bool) { return s.from, s.id, true }
 
 // servedAt returns the entry of from's ticket id, making it on first use.
@@ -372,6 +375,12 @@ func (n *node) Handle(from int, h *transport.Header, payload []byte) {
 		n.stuck(from, decodeStuck(h), payload)
 	case msgClock:
 		n.clockMessage(from, decodeClock(h))
+	case msgCheckpoint:
+		if n.j.ckpt == nil {
+			err = errors.New("a checkpoint message, and this job takes none")
+		} else {
+			n.j.ckpt.handle(from, decodeCkpt(h), payload)
+		}
 	case msgTracePart:
 		n.mu.Lock()
 		n.traceParts[from] = bytes.Clone(payload) // payload is the mesh's scratch memory
@@ -403,7 +412,7 @@ func (n *node) serve(from int, h *transport.Header) error {
 	if s.active {
 		return fmt.Errorf("ticket %d requested again before its release", m.ticket)
 	}
-	s.active, s.taskID, s.loc = true, m.task, l
+	s.active, s.taskID, s.rnd, s.loc = true, m.task, m.round, l
 	s.delivered.Store(false)
 	l.enqueue(&s.req, m.mode, m.initial, m.pos, m.task, false) // fails only in a failed job, which the requester learns
 	return nil

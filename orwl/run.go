@@ -55,6 +55,10 @@ type Config struct {
 	// ORWL_START_TIMEOUT, else 60s). A process that dies or is unreachable once the start is
 	// under way fails it within PeerTimeout, naming its rank.
 	StartTimeout time.Duration
+	// Checkpoint makes the job restartable from checkpoints written while it runs (see
+	// Task.Iterate and Task.Keep). The zero value takes none, unless ORWL_CHECKPOINT_DIR
+	// says where.
+	Checkpoint Checkpoint
 }
 
 // TaskFunc is the program of every task. Returning a non-nil error cancels the context of
@@ -80,6 +84,7 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 	if err != nil {
 		return err
 	}
+	defer j.ckpt.close()
 	jobCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	j.cancel = cancel
@@ -105,6 +110,12 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 	var watcher sync.WaitGroup
 	watchCtx, stopWatch := context.WithCancel(jobCtx)
 	watcher.Go(func() { j.watch(watchCtx) })
+	if j.ckpt != nil {
+		watcher.Go(func() { j.ckpt.write(watchCtx) })
+		if j.rank == 0 {
+			watcher.Go(func() { j.ckpt.coordinate(watchCtx) })
+		}
+	}
 	wg.Wait()
 	if j.node != nil {
 		if j.rec != nil && j.rank != 0 {
@@ -173,6 +184,7 @@ type job struct {
 	summary      io.Writer // Config.TraceSummary
 	mesh         *transport.Mesh
 	node         *node
+	ckpt         *checkpointer // nil when the job takes no checkpoints
 
 	errMu  sync.Mutex
 	err    error       // the first failure
@@ -280,6 +292,9 @@ func newJob(cfg Config) (*job, error) {
 	}
 	j.pending = len(j.local)
 	j.det.slots = make([]slot, cfg.Tasks)
+	if j.ckpt, err = newCheckpointer(j, cfg.Checkpoint); err != nil {
+		return nil, err
+	}
 	return j, nil
 }
 
@@ -473,6 +488,9 @@ func (j *job) schedule(ctx context.Context) error {
 		}
 	} else if len(problems) > 0 {
 		return &scheduleError{errors.Join(problems...)}
+	}
+	if err := j.ckpt.restore(); err != nil {
+		return err
 	}
 	for _, t := range j.arrived {
 		for _, h := range t.inserts {

@@ -23,6 +23,7 @@ type Task struct {
 	scheduled bool
 
 	failedGrants []failedGrant // grants of write sections that failed, held until the task ends
+	kept         []keptState   // private state in its checkpoints (Keep)
 }
 
 // failedGrant is the grant of a write section that failed: nothing is handed on from it,

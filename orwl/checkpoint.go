@@ -1,0 +1,619 @@
+package orwl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/orwl-go/orwl/checkpoint"
+	"github.com/orwl-go/orwl/handle"
+	"github.com/orwl-go/orwl/transport"
+)
+
+// Checkpoints (DESIGN.md §10). A location's FIFO serves its iterative handles in rounds, round
+// k holding the k-th access of each; the content of every location between round k-1 and
+// round k, with every task's kept state as it enters iteration k, is a consistent cut of the
+// job. Checkpoint k is taken there, piece by piece, with no barrier: a location is copied
+// under its lock when the first request of round k is granted (location.granting), a task's
+// kept state when the task enters iteration k (Task.Iterate); a writer goroutine makes each
+// piece durable in this process's directory and sends it to a partner process, which keeps a
+// copy in its own (package checkpoint does the storage).
+//
+// Rank 0 starts a checkpoint every Checkpoint.Every, in three short exchanges, so that no
+// round k is granted anywhere before every location is armed for it:
+//
+//  1. prepare: every process stops its tasks from entering an iteration past the highest
+//     one they have entered plus one, and reports that bound B; k is then max(B)+2, so no
+//     task has made (nor can make, until step 3) a request of round k.
+//  2. arm k: every process arms its locations and its tasks' kept states for k.
+//  3. go: the tasks run on.
+//
+// When a process has written its pieces and its partner has stored their copies, it tells
+// rank 0 what it wrote; once every process has, rank 0 sends everybody the job's list of
+// pieces, which each commits as the checkpoint's manifest. A piece that cannot be written (a
+// full disk) is reported once, and the checkpoint is discarded everywhere: the previous one
+// stays, and the job goes on.
+
+// Checkpoint configures the checkpoints of a job (see Task.Iterate and Task.Keep).
+type Checkpoint struct {
+	// Dir is where checkpoints are written and, at the start, looked for: a directory
+	// pattern in which "{rank}" and "{host}" become this process's rank and host name, so
+	// that each process writes to a disk of its node. Empty means ORWL_CHECKPOINT_DIR, and
+	// when that is empty too the job takes no checkpoints.
+	Dir string
+	// Every is the time between two checkpoints (0: ORWL_CHECKPOINT_EVERY, else 1 minute).
+	Every time.Duration
+	// Program names the program in the checkpoints' fingerprint (default: the base name of
+	// the executable); Params are the parameters that must be the same for a job to restart
+	// from a checkpoint (problem size, iterations...).
+	Program string
+	Params  map[string]string
+}
+
+// Environment variables of Config.Checkpoint.
+const (
+	envCheckpointDir       = "ORWL_CHECKPOINT_DIR"
+	envCheckpointEvery     = "ORWL_CHECKPOINT_EVERY"
+	defaultCheckpointEvery = time.Minute
+)
+
+// keptState is a task's private state registered with Task.Keep.
+type keptState struct {
+	name string
+	buf  []byte // the task's own memory
+	snap []byte // its copy of the armed checkpoint, reused
+}
+
+// checkpointer is this process's part in the checkpoints of the job; nil when the job takes
+// none.
+type checkpointer struct {
+	j      *job
+	every  time.Duration
+	store  *checkpoint.Store
+	resume *checkpoint.Checkpoint // the checkpoint the job restarts from; nil: a fresh start
+
+	entered atomic.Int64 // the highest iteration a task of this process has entered
+	minIter atomic.Int64 // the smallest n of this process's Iterate calls
+	hold    atomic.Int64 // tasks enter no iteration above it
+	armed   atomic.Int64 // the checkpoint whose kept states tasks copy as they enter it; 0: none
+
+	mu      sync.Mutex
+	lifted  chan struct{} // closed when the hold is lifted
+	queue   []func()      // work for the writer
+	wake    chan struct{} // tells the writer the queue grew
+	k       int           // the checkpoint this process writes; 0: none
+	expect  int           // its pieces of this process
+	written []checkpoint.PieceInfo
+	stored  int  // partner copies of them stored
+	failed  bool // a piece could not be written
+	full    bool // a full disk was reported
+
+	replies chan ckptReply // rank 0: the processes' answers
+}
+
+// pieceJob is a piece for the writer: this process's own (from -1), or a partner copy that
+// process from sent.
+type pieceJob struct {
+	k    int
+	key  checkpoint.Key
+	data []byte
+	from int
+}
+
+// ckptReply is a process's answer to rank 0.
+type ckptReply struct {
+	from   int
+	phase  uint8
+	bound  int64 // ckptReport
+	minIt  int64 // ckptReport
+	pieces []checkpoint.PieceInfo
+	failed bool // ckptDone
+}
+
+// newCheckpointer sets up the checkpoints of j from cfg and the environment, and finds the
+// checkpoint the job restarts from. It returns nil when the job takes none.
+func newCheckpointer(j *job, cfg Checkpoint) (*checkpointer, error) {
+	pattern := cfg.Dir
+	if pattern == "" {
+		pattern = os.Getenv(envCheckpointDir)
+	}
+	if pattern == "" {
+		return nil, nil
+	}
+	every, err := duration(cfg.Every, envCheckpointEvery)
+	if err != nil {
+		return nil, err
+	}
+	if every == 0 {
+		every = defaultCheckpointEvery
+	}
+	fp := checkpoint.Fingerprint{Program: cfg.Program, Tasks: j.tasks, Locations: j.names, Params: cfg.Params}
+	if fp.Program == "" {
+		fp.Program = filepath.Base(os.Args[0])
+	}
+	c := &checkpointer{j: j, every: every, lifted: make(chan struct{}), wake: make(chan struct{}, 1),
+		replies: make(chan ckptReply, 4*j.procs)}
+	c.hold.Store(math.MaxInt64)
+	c.minIter.Store(math.MaxInt64)
+	c.entered.Store(-1)
+	dirs, err := checkpoint.Glob(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("orwl: checkpoints: %w", err)
+	}
+	cp, notes, err := checkpoint.Find(dirs, fp, nil)
+	for _, n := range notes {
+		j.log.Warn("orwl: checkpoint: " + n)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("orwl: checkpoints: %w", err)
+	}
+	c.resume = cp
+	host, _ := os.Hostname()
+	if c.store, err = checkpoint.Create(checkpoint.Expand(pattern, j.rank, host), fp); err != nil {
+		return nil, fmt.Errorf("orwl: checkpoints: %w", err)
+	}
+	return c, nil
+}
+
+// close closes the directory of checkpoints.
+func (c *checkpointer) close() {
+	if c != nil {
+		c.store.Close()
+	}
+}
+
+// start is the iteration the job starts at: the number of the checkpoint it restarts from.
+func (c *checkpointer) start() int {
+	if c == nil || c.resume == nil {
+		return 0
+	}
+	return c.resume.Number
+}
+
+// round is the round of the request h places now: -1 for a one-shot handle.
+func (j *job) round(h *handle.Handle) int {
+	if !h.Spec().Iterative {
+		return -1
+	}
+	return j.ckpt.start() + h.Acquires()
+}
+
+// restore fills this process's locations and its tasks' kept states from the checkpoint the
+// job restarts from, before the schedule; the process of task 0 says so on standard error.
+func (c *checkpointer) restore() error {
+	if c == nil || c.resume == nil {
+		return nil
+	}
+	for _, l := range c.j.owned {
+		if l == nil {
+			continue
+		}
+		key := checkpoint.LocationKey(l.id.Task, l.id.Name)
+		p, ok := c.resume.Piece(key)
+		if !ok {
+			return fmt.Errorf("orwl: checkpoint %d has no piece for %s", c.resume.Number, l.id)
+		}
+		l.data = alignedBytes(int(p.Size))
+		if err := c.resume.Load(key, l.data); err != nil {
+			return fmt.Errorf("orwl: restoring %s from checkpoint %d: %w", l.id, c.resume.Number, err)
+		}
+	}
+	for _, t := range c.j.local {
+		for _, s := range t.kept {
+			key := checkpoint.StateKey(t.id, s.name)
+			p, ok := c.resume.Piece(key)
+			switch {
+			case !ok:
+				return fmt.Errorf("orwl: checkpoint %d has no state %q of task %d", c.resume.Number, s.name, t.id)
+			case p.Size != int64(len(s.buf)):
+				return fmt.Errorf("orwl: checkpoint %d: task %d's state %q is %d bytes, this job keeps %d", c.resume.Number, t.id, s.name, p.Size, len(s.buf))
+			}
+			if err := c.resume.Load(key, s.buf); err != nil {
+				return fmt.Errorf("orwl: restoring task %d's state %q from checkpoint %d: %w", t.id, s.name, c.resume.Number, err)
+			}
+		}
+	}
+	if c.j.owner[0] == c.j.rank {
+		fmt.Fprintf(os.Stderr, "resumed from checkpoint: iteration=%d\n", c.resume.Number)
+	}
+	return nil
+}
+
+// enter is called by a task as it enters iteration iter: it waits while iter is past the
+// hold of a checkpoint being prepared, and copies the task's kept states for an armed one.
+func (c *checkpointer) enter(ctx context.Context, t *Task, iter int) error {
+	for {
+		e := c.entered.Load()
+		if int64(iter) <= e || c.entered.CompareAndSwap(e, int64(iter)) {
+			break
+		}
+	}
+	for int64(iter) > c.hold.Load() {
+		c.mu.Lock()
+		lifted := c.lifted
+		c.mu.Unlock()
+		if int64(iter) <= c.hold.Load() {
+			break
+		}
+		select {
+		case <-lifted:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	if k := c.armed.Load(); k != 0 && int(k) == iter {
+		for i := range t.kept {
+			s := &t.kept[i]
+			s.snap = append(s.snap[:0], s.buf...)
+			p := pieceJob{k: iter, key: checkpoint.StateKey(t.id, s.name), data: s.snap, from: -1}
+			c.push(func() { c.writePiece(p) })
+		}
+	}
+	return nil
+}
+
+// snapshot copies l's data for the armed checkpoint and hands it to the writer; l.mu held.
+func (l *location) snapshot() {
+	k := l.snapRound
+	l.snapRound = 0
+	l.snapBuf = append(l.snapBuf[:0], l.data...)
+	p := pieceJob{k: k, key: checkpoint.LocationKey(l.id.Task, l.id.Name), data: l.snapBuf, from: -1}
+	l.j.ckpt.push(func() { l.j.ckpt.writePiece(p) })
+}
+
+// arm arms l for checkpoint k: a location that no iterative handle uses never changes
+// after the schedule, and is copied now.
+func (l *location) arm(k int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.snapRound = k
+	if !l.rounds {
+		l.snapshot()
+	}
+}
+
+// push queues work for the writer (what touches the disk); it never blocks.
+func (c *checkpointer) push(work func()) {
+	c.mu.Lock()
+	c.queue = append(c.queue, work)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// write does the queued work until ctx is done: making pieces durable (this process's own,
+// then sent on to the partner, and the partner copies of others), committing checkpoints.
+func (c *checkpointer) write(ctx context.Context) {
+	for {
+		c.mu.Lock()
+		q := c.queue
+		c.queue = nil
+		c.mu.Unlock()
+		for _, work := range q {
+			work()
+		}
+		if len(q) > 0 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.wake:
+		}
+	}
+}
+
+// writePiece writes one piece and does what follows: a partner copy is acknowledged to its
+// sender; an own piece is sent to the partner, and the checkpoint reported done when all are.
+func (c *checkpointer) writePiece(p pieceJob) {
+	info, err := c.store.WritePiece(p.k, p.key, p.data)
+	if err != nil {
+		c.warn(p.k, err)
+	}
+	if p.from >= 0 {
+		if err == nil {
+			c.send(p.from, ckptMsg{phase: ckptStored, k: p.k}, nil)
+		}
+		return
+	}
+	c.mu.Lock()
+	if err != nil {
+		c.failed = true
+	} else {
+		c.written = append(c.written, info)
+	}
+	c.mu.Unlock()
+	if partner := c.partner(); partner >= 0 && err == nil {
+		loc, _ := c.j.locIndex(Location{Task: p.key.Task, Name: p.key.Name}) // a state's is not used
+		m, payload := pieceMsg(p.k, p.key, p.data, loc)
+		c.send(partner, m, payload)
+	} else {
+		c.mu.Lock()
+		c.stored++ // no partner: one copy is all there is
+		c.mu.Unlock()
+	}
+	c.maybeDone()
+}
+
+// warn reports a piece that could not be written, once per kind of trouble: the job goes on.
+func (c *checkpointer) warn(k int, err error) {
+	c.mu.Lock()
+	first := !c.full
+	if errors.Is(err, checkpoint.ErrNoSpace) {
+		c.full = true
+	} else {
+		first = true
+	}
+	c.mu.Unlock()
+	if first {
+		c.j.log.Warn(fmt.Sprintf("orwl: checkpoint %d not written; the job goes on and the previous checkpoint stays: %v", k, err))
+	}
+}
+
+// partner is the process that keeps copies of this one's pieces: the next rank; -1 alone.
+func (c *checkpointer) partner() int {
+	if c.j.procs == 1 {
+		return -1
+	}
+	return (c.j.rank + 1) % c.j.procs
+}
+
+// maybeDone tells rank 0 that this process's part of the checkpoint is durable, on two
+// processes, or that it failed.
+func (c *checkpointer) maybeDone() {
+	c.mu.Lock()
+	k, failed := c.k, c.failed
+	done := k != 0 && (failed || len(c.written) == c.expect && c.stored == c.expect)
+	pieces := c.written
+	if done {
+		c.k = 0
+	}
+	c.mu.Unlock()
+	if !done {
+		return
+	}
+	payload, _ := json.Marshal(pieces)
+	c.send(0, ckptMsg{phase: ckptDone, k: k, failed: failed}, payload)
+}
+
+// send sends m to rank to, or hands it to this process's own handler.
+func (c *checkpointer) send(to int, m ckptMsg, payload []byte) {
+	if to == c.j.rank {
+		c.handle(to, m, payload)
+		return
+	}
+	c.j.mesh.Send(to, transport.Requester, m.header(), payload) // a failure fails the job
+}
+
+// handle runs a checkpoint message of process from. It never blocks: it runs on a
+// connection's reader.
+func (c *checkpointer) handle(from int, m ckptMsg, payload []byte) {
+	switch m.phase {
+	case ckptPrepare:
+		bound := c.entered.Load() + 1
+		c.hold.Store(bound)
+		bound = max(bound, c.entered.Load()) // a task that entered meanwhile saw no hold
+		c.send(0, ckptMsg{phase: ckptReport, bound: bound, minIter: c.minIter.Load()}, nil)
+	case ckptArm:
+		c.arm(m.k)
+		c.send(0, ckptMsg{phase: ckptArmed, k: m.k}, nil)
+	case ckptGo:
+		c.hold.Store(math.MaxInt64)
+		c.mu.Lock()
+		close(c.lifted)
+		c.lifted = make(chan struct{})
+		c.mu.Unlock()
+	case ckptPiece:
+		if int(m.loc) >= c.j.tasks*len(c.j.names) {
+			c.j.fail(fmt.Errorf("orwl: checkpoint piece from rank %d for location %d, which does not exist", from, m.loc))
+			return
+		}
+		key, data, err := pieceKey(m, payload, c.j.locationAt)
+		if err != nil {
+			c.j.fail(fmt.Errorf("orwl: rank %d: %w", from, err))
+			return
+		}
+		c.push(func() { c.writePiece(pieceJob{k: m.k, key: key, data: data, from: from}) })
+	case ckptStored:
+		c.mu.Lock()
+		c.stored++
+		c.mu.Unlock()
+		c.maybeDone()
+	case ckptCommit:
+		var pieces []checkpoint.PieceInfo
+		err := json.Unmarshal(payload, &pieces)
+		c.push(func() {
+			if err == nil {
+				err = c.store.Commit(m.k, pieces)
+			}
+			if err != nil {
+				c.warn(m.k, err)
+			}
+		})
+	case ckptDiscard:
+		c.push(func() { c.store.Discard(m.k) })
+	default: // answers to rank 0
+		r := ckptReply{from: from, phase: m.phase, bound: m.bound, minIt: m.minIter, failed: m.failed}
+		if m.phase == ckptDone {
+			json.Unmarshal(payload, &r.pieces)
+		}
+		select {
+		case c.replies <- r:
+		default:
+			c.j.fail(fmt.Errorf("orwl: checkpoint: rank %d answered out of turn", from))
+		}
+	}
+}
+
+// arm arms this process's locations and tasks for checkpoint k.
+func (c *checkpointer) arm(k int) {
+	expect := 0
+	for _, t := range c.j.local {
+		expect += len(t.kept)
+	}
+	for _, l := range c.j.owned {
+		if l != nil {
+			expect++
+		}
+	}
+	c.mu.Lock()
+	c.k, c.expect, c.written, c.stored, c.failed = k, expect, nil, 0, false
+	c.mu.Unlock()
+	c.armed.Store(int64(k))
+	for _, l := range c.j.owned {
+		if l != nil {
+			l.arm(k)
+		}
+	}
+	if expect == 0 {
+		c.maybeDone()
+	}
+}
+
+// coordinate is rank 0's part: a checkpoint every c.every until ctx is done.
+func (c *checkpointer) coordinate(ctx context.Context) {
+	tick := time.NewTicker(c.every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !c.take(ctx) {
+			return
+		}
+	}
+}
+
+// take takes one checkpoint; it returns false when ctx ended first.
+func (c *checkpointer) take(ctx context.Context) bool {
+	reports, ok := c.exchange(ctx, ckptMsg{phase: ckptPrepare}, ckptReport)
+	if !ok {
+		return false
+	}
+	bound, minIter := int64(-1), int64(math.MaxInt64)
+	for _, r := range reports {
+		bound, minIter = max(bound, r.bound), min(minIter, r.minIt)
+	}
+	k := bound + 2
+	if k >= minIter || minIter == math.MaxInt64 { // the job ends first, or iterates without Iterate
+		c.broadcast(ckptMsg{phase: ckptGo}, nil)
+		return true
+	}
+	if _, ok := c.exchange(ctx, ckptMsg{phase: ckptArm, k: int(k)}, ckptArmed); !ok {
+		return false
+	}
+	c.broadcast(ckptMsg{phase: ckptGo}, nil)
+	done, ok := c.gather(ctx, ckptDone)
+	if !ok {
+		return false
+	}
+	var pieces []checkpoint.PieceInfo
+	for _, r := range done {
+		if r.failed {
+			c.broadcast(ckptMsg{phase: ckptDiscard, k: int(k)}, nil)
+			return true
+		}
+		pieces = append(pieces, r.pieces...)
+	}
+	payload, _ := json.Marshal(pieces)
+	c.broadcast(ckptMsg{phase: ckptCommit, k: int(k)}, payload)
+	return true
+}
+
+// exchange sends m to every process and gathers their answers of phase want.
+func (c *checkpointer) exchange(ctx context.Context, m ckptMsg, want uint8) ([]ckptReply, bool) {
+	c.broadcast(m, nil)
+	return c.gather(ctx, want)
+}
+
+// broadcast sends m to every process, this one included.
+func (c *checkpointer) broadcast(m ckptMsg, payload []byte) {
+	for r := range c.j.procs {
+		c.send(r, m, payload)
+	}
+}
+
+// gather waits for the answer of phase want of every process.
+func (c *checkpointer) gather(ctx context.Context, want uint8) ([]ckptReply, bool) {
+	var got []ckptReply
+	for len(got) < c.j.procs {
+		select {
+		case <-ctx.Done():
+			return nil, false
+		case r := <-c.replies:
+			if r.phase != want {
+				c.j.fail(fmt.Errorf("orwl: checkpoint: rank %d answered %d, expected %d", r.from, r.phase, want))
+				return nil, false
+			}
+			got = append(got, r)
+		}
+	}
+	return got, true
+}
+
+// Keep registers state, memory of the task's own that it keeps across iterations, as part
+// of the task's checkpoints: it is copied when the task enters a checkpoint's iteration and
+// restored before Schedule returns when the job restarts. name tells the task's states
+// apart. It belongs to the init phase and does nothing in a job without checkpoints.
+func (t *Task) Keep(name string, state []byte) {
+	switch {
+	case t.scheduled:
+		t.complain(fmt.Errorf("task %d: Keep(%q) after Schedule", t.id, name))
+		return
+	case name == "":
+		t.complain(fmt.Errorf("task %d: Keep with an empty name", t.id))
+		return
+	}
+	for _, s := range t.kept {
+		if s.name == name {
+			t.complain(fmt.Errorf("task %d: Keep(%q) twice", t.id, name))
+			return
+		}
+	}
+	t.kept = append(t.kept, keptState{name: name, buf: state})
+}
+
+// Iterate runs body for iterations 0 to n-1 of the task, in order, and returns the first
+// error. In a job that takes checkpoints (Config.Checkpoint), a restarted job resumes at the
+// iteration of its checkpoint (Resumed), with its locations and kept states as they were
+// then; the task's iterative handles must be acquired once per iteration, in body, as the
+// schedule's discipline has it. Body's iterations are where checkpoints are taken: a task
+// may wait at the start of one for a checkpoint being prepared (a few messages), and copies
+// its kept states at the start of a checkpoint's iteration.
+func (t *Task) Iterate(ctx context.Context, n int, body func(iter int) error) error {
+	c := t.job.ckpt
+	if c != nil {
+		for {
+			m := c.minIter.Load()
+			if int64(n) >= m || c.minIter.CompareAndSwap(m, int64(n)) {
+				break
+			}
+		}
+	}
+	for iter := c.start(); iter < n; iter++ {
+		if c != nil {
+			if err := c.enter(ctx, t, iter); err != nil {
+				return err
+			}
+		}
+		if err := body(iter); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Resumed returns the iteration at which the job restarted from a checkpoint, 0 for a job
+// that started afresh.
+func (t *Task) Resumed() int { return t.job.ckpt.start() }

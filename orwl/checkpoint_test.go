@@ -1,0 +1,142 @@
+package orwl_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/orwl-go/orwl/checkpoint"
+	"github.com/orwl-go/orwl/orwl"
+)
+
+// ckptRing is a job that checkpoints: a ring of tasks, each writing its location v from its
+// left neighbour's and from a private accumulator it keeps across iterations.
+type ckptRing struct {
+	tasks, iters int
+	dir          string // checkpoint pattern; "" for none
+	failAfter    bool   // task 1 fails at its first iteration after a checkpoint is complete
+	mu           sync.Mutex
+	final        map[int][2]float64 // by task: v and the accumulator at the end
+	resumed      int
+}
+
+var errInjected = errors.New("injected failure")
+
+func (r *ckptRing) config() orwl.Config {
+	cfg := orwl.Config{Tasks: r.tasks, Locations: []string{"v"}}
+	if r.dir != "" {
+		cfg.Checkpoint = orwl.Checkpoint{Dir: r.dir, Every: 2e6, Program: "ring", // 2ms
+			Params: map[string]string{"iters": fmt.Sprint(r.iters)}}
+	}
+	return cfg
+}
+
+func (r *ckptRing) task(ctx context.Context, t *orwl.Task) error {
+	me, left := t.ID(), (t.ID()+t.NumTasks()-1)%t.NumTasks()
+	t.Scale("v", 8)
+	acc := make([]byte, 8)
+	t.Keep("acc", acc)
+	own := t.WriteInsert(t.Loc(me, "v"), 0)
+	in := t.ReadInsert(t.Loc(left, "v"), 0)
+	if err := t.Schedule(ctx); err != nil {
+		return err
+	}
+	a := orwl.Float64s(acc)
+	return t.Iterate(ctx, r.iters, func(iter int) error {
+		if r.failAfter && me == 1 && iter%16 == 0 && r.checkpointed() {
+			return errInjected
+		}
+		return own.Section(ctx, func(v []byte) error {
+			return in.Section(ctx, func(l []byte) error {
+				x := orwl.Float64s(v)
+				x[0] = math.Mod(x[0]*0.5+orwl.Float64s(l)[0]+a[0]*1e-3+float64(iter%7), 1e6)
+				a[0] += x[0]
+				if iter == r.iters-1 {
+					r.mu.Lock()
+					r.final[me] = [2]float64{x[0], a[0]}
+					r.resumed = t.Resumed()
+					r.mu.Unlock()
+				}
+				return nil
+			})
+		})
+	})
+}
+
+// checkpointed reports whether a complete checkpoint is in the job's directories.
+func (r *ckptRing) checkpointed() bool {
+	dirs, _ := checkpoint.Glob(r.dir)
+	cp, _, err := checkpoint.Find(dirs, checkpoint.Fingerprint{Program: "ring", Tasks: r.tasks,
+		Locations: []string{"v"}, Params: map[string]string{"iters": fmt.Sprint(r.iters)}}, nil)
+	return err == nil && cp != nil
+}
+
+// run runs the job over procs processes (in this process) and returns the final values.
+func (r *ckptRing) run(t *testing.T, procs int) (map[int][2]float64, error) {
+	t.Helper()
+	r.final = map[int][2]float64{}
+	var err error
+	if procs == 1 {
+		err = orwl.Run(context.Background(), r.config(), r.task)
+	} else {
+		err = errors.Join(runProcs(t, context.Background(), procs, r.config(), r.task)...)
+	}
+	return r.final, err
+}
+
+// TestRestartFromCheckpointIsBitIdentical: rule 17. A job killed after a checkpoint and
+// restarted, on the same or another number of processes, ends with the bytes of an
+// uninterrupted run.
+func TestRestartFromCheckpointIsBitIdentical(t *testing.T) {
+	const tasks, iters = 4, 3000
+	want, err := (&ckptRing{tasks: tasks, iters: iters}).run(t, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ before, after int }{{1, 1}, {2, 3}, {3, 1}} {
+		t.Run(fmt.Sprintf("%d procs then %d", c.before, c.after), func(t *testing.T) {
+			dir := filepath.Join(memDir(t), "ckpt-{rank}")
+			failing := &ckptRing{tasks: tasks, iters: iters, dir: dir, failAfter: true}
+			if _, err := failing.run(t, c.before); !errors.Is(err, errInjected) && !errors.Is(err, orwl.ErrPeerLost) {
+				if err == nil {
+					t.Fatalf("no checkpoint was complete before the end of %d iterations", iters)
+				}
+				if !strings.Contains(err.Error(), errInjected.Error()) {
+					t.Fatalf("first run: %v, want the injected failure", err)
+				}
+			}
+			restarted := &ckptRing{tasks: tasks, iters: iters, dir: dir}
+			got, err := restarted.run(t, c.after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if restarted.resumed == 0 {
+				t.Fatal("the restarted job did not resume from a checkpoint")
+			}
+			for task := range tasks {
+				if got[task] != want[task] {
+					t.Fatalf("task %d ended with %v after resuming at iteration %d, an uninterrupted run with %v",
+						task, got[task], restarted.resumed, want[task])
+				}
+			}
+		})
+	}
+}
+
+// memDir returns a temporary directory in memory where there is one (/dev/shm), so that the
+// fsyncs of checkpoints cost nothing and a short job completes some: the disk's durability
+// is package checkpoint's to test, not this file's.
+func memDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("/dev/shm", "orwl-test-")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
