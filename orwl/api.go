@@ -1,14 +1,77 @@
 package orwl
 
 import (
+	"context"
+
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
 )
 
-// Handle is one task's access path to one location: Acquire, Map, Release, Section,
-// Resize, Test, Request and Close (documented in package handle). Inserts and requests
-// return it; a program needs no other package to name it.
-type Handle = handle.Handle
+// Handle is one task's access path to one location. A task gets its handles from the
+// inserts (ReadInsert, WriteInsert, ReadInsertOnce, WriteInsertOnce) and the requests made
+// after the schedule (ReadRequest, WriteRequest), and uses them from its own goroutine only:
+// a Handle is not safe for concurrent use. Every error a Handle returns is a *HandleError
+// naming the task, the location and the FIFO position, wrapping one of the Err values below,
+// a context's error, or the job's failure.
+type Handle struct{ h *handle.Handle }
+
+// HandleError is a failed handle operation: Op ("acquire", "release"...) of the handle
+// Spec describes, and why (Err).
+type HandleError = handle.Error
+
+// Acquire blocks until the handle's request is granted, then holds the grant until Release.
+// An iterative handle requests its next iteration, in the same mode, before Acquire returns,
+// so every location cycles through its handles in the schedule's order.
+//
+// When ctx is done, Acquire fails even if the grant is there, as in
+// golang.org/x/sync/semaphore: it returns an error wrapping ctx.Err(), the request is
+// cancelled (a grant that arrived is given back unchanged, so the FIFO keeps moving) and
+// the handle is closed. A cancellation that happens before the grant always wins: the grant
+// and the context's end are compared once, after the wait. Any failed Acquire leaves the
+// handle holding nothing, closed.
+func (h *Handle) Acquire(ctx context.Context) error { return h.h.Acquire(ctx) }
+
+// Map returns the location's data between Acquire and Release, nil otherwise (an empty
+// location maps to an empty, non-nil slice). The data of a read handle must not be
+// modified, and no slice may be used after Release.
+func (h *Handle) Map() []byte { return h.h.Map() }
+
+// Release ends the access started by Acquire; the next entry of the FIFO is granted. A write
+// makes a new version of the data, which every later reader sees, in any process.
+func (h *Handle) Release() error { return h.h.Release() }
+
+// Section acquires the handle, calls fn with the mapped data, and releases it; it returns
+// the first error of the three. When fn fails or panics in a write section, the data may be
+// half written: it is never handed on, every request waiting on the location (and every
+// later one) fails with an error naming the handle and fn's error, and the handle is closed.
+func (h *Handle) Section(ctx context.Context, fn func(data []byte) error) error {
+	return h.h.Section(ctx, fn)
+}
+
+// Test reports, without waiting for the FIFO to move, whether the handle's request is
+// granted, so that Acquire would return at once. It sees every grant decided before the
+// caller's last synchronisation with the location's FIFO: its own acquire or release of a
+// handle on it, or a release by another task that happens before. So right after an
+// Acquire returns, Test reports true for every other request of the task granted in the same
+// read group, whether the location is in this process or another.
+func (h *Handle) Test() bool { return h.h.Test() }
+
+// Resize changes the size of the location's data while the handle holds a write grant,
+// keeping the common prefix and zero-filling the rest, and returns the new data (Map returns
+// it too). Every later access, in any process, sees the new size.
+func (h *Handle) Resize(n int) ([]byte, error) { return h.h.Resize(n) }
+
+// Request places a one-shot handle's request at the tail of its location's FIFO again, once
+// it has released; inserts and requests place the first one. It never blocks.
+func (h *Handle) Request() error { return h.h.Request() }
+
+// Close releases the grant the handle holds and cancels the request it has queued; every
+// later operation fails with ErrClosed. Closing a closed handle does nothing. A task's
+// handles are closed when its function returns.
+func (h *Handle) Close() error { return h.h.Close() }
+
+// Mode returns whether the handle reads or writes.
+func (h *Handle) Mode() Mode { return h.h.Mode() }
 
 // Mode says whether a handle reads (shared access, adjacent reads granted together) or
 // writes (exclusive access).

@@ -10,7 +10,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/orwl-go/orwl/handle"
 	"github.com/orwl-go/orwl/orwl"
 )
 
@@ -65,23 +64,23 @@ func TestConfigErrors(t *testing.T) {
 func TestMisuse(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		use    func(ctx context.Context, h *handle.Handle) error
+		use    func(ctx context.Context, h *orwl.Handle) error
 		target error
 		words  []string
 	}{
-		{"release without acquire", func(ctx context.Context, h *handle.Handle) error { return h.Release() },
-			handle.ErrNotHeld, []string{"task 0", "release", `task 0 "block"`, "position 0"}},
-		{"acquire twice", func(ctx context.Context, h *handle.Handle) error {
+		{"release without acquire", func(ctx context.Context, h *orwl.Handle) error { return h.Release() },
+			orwl.ErrNotHeld, []string{"task 0", "release", `task 0 "block"`, "position 0"}},
+		{"acquire twice", func(ctx context.Context, h *orwl.Handle) error {
 			if err := h.Acquire(ctx); err != nil {
 				return err
 			}
 			defer h.Release()
 			return h.Acquire(ctx)
-		}, handle.ErrHeld, []string{"acquire", "already acquired"}},
-		{"resize through a read handle", nil, handle.ErrReadOnly, []string{"resize", "read handle"}},
-		{"negative resize", func(ctx context.Context, h *handle.Handle) error {
+		}, orwl.ErrHeld, []string{"acquire", "already acquired"}},
+		{"resize through a read handle", nil, orwl.ErrReadOnly, []string{"resize", "read handle"}},
+		{"negative resize", func(ctx context.Context, h *orwl.Handle) error {
 			return h.Section(ctx, func([]byte) error { _, err := h.Resize(-1); return err })
-		}, handle.ErrNegativeSize, []string{"resize", "-1"}},
+		}, orwl.ErrNegativeSize, []string{"resize", "-1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := run(t, 1, func(ctx context.Context, task *orwl.Task) error {
@@ -289,7 +288,7 @@ func TestCancelledAcquireClosesHandle(t *testing.T) {
 			t.Errorf("acquire with a cancelled context: %v", err)
 		}
 		close(tried)
-		if err := w.Acquire(ctx); !errors.Is(err, handle.ErrClosed) {
+		if err := w.Acquire(ctx); !errors.Is(err, orwl.ErrClosed) {
 			t.Errorf("acquire after cancellation: %v, want ErrClosed", err)
 		}
 		return nil
@@ -342,7 +341,7 @@ func TestSelfDeadlockIsReported(t *testing.T) {
 
 func TestResizeKeepsPrefix(t *testing.T) {
 	err := run(t, 2, func(ctx context.Context, task *orwl.Task) error {
-		var w *handle.Handle
+		var w *orwl.Handle
 		if task.ID() == 0 {
 			task.Scale("block", 8)
 			w = task.WriteInsertOnce(task.Loc(0, "block"), 0)
@@ -387,7 +386,7 @@ func TestDynamicRequestsAfterSchedule(t *testing.T) {
 		}
 		// The one-shot inserts are ordered by task id; each then queues a dynamic write at the
 		// tail while it holds, so the dynamic ones follow in the same order.
-		var next *handle.Handle
+		var next *orwl.Handle
 		if err := init.Section(ctx, func([]byte) error {
 			order = append(order, task.ID())
 			var err error

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/orwl-go/orwl/fifo"
-	"github.com/orwl-go/orwl/handle"
 	"github.com/orwl-go/orwl/orwl"
 )
 
@@ -70,7 +69,7 @@ func runPlan(ctx context.Context, task *orwl.Task, plan []planned, names []strin
 	}
 	type mine struct {
 		p planned
-		h *handle.Handle
+		h *orwl.Handle
 	}
 	var hs []mine
 	for _, p := range plan {

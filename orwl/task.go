@@ -86,28 +86,28 @@ func (t *Task) complain(err error) {
 // ReadInsert declares an iterative read handle on l at FIFO position pos (pos >= 0).
 // It never blocks and never fails on the spot: mistakes are reported by Schedule, and the
 // returned handle of a mistaken insert fails when used.
-func (t *Task) ReadInsert(l Location, pos int) *handle.Handle {
+func (t *Task) ReadInsert(l Location, pos int) *Handle {
 	return t.insert(l, pos, fifo.Read, true)
 }
 
 // WriteInsert declares an iterative write handle on l at FIFO position pos, like ReadInsert.
-func (t *Task) WriteInsert(l Location, pos int) *handle.Handle {
+func (t *Task) WriteInsert(l Location, pos int) *Handle {
 	return t.insert(l, pos, fifo.Write, true)
 }
 
 // ReadInsertOnce declares a one-shot read handle on l at FIFO position pos: it serves one
 // Acquire/Release, for example to read initial data. Otherwise like ReadInsert.
-func (t *Task) ReadInsertOnce(l Location, pos int) *handle.Handle {
+func (t *Task) ReadInsertOnce(l Location, pos int) *Handle {
 	return t.insert(l, pos, fifo.Read, false)
 }
 
 // WriteInsertOnce declares a one-shot write handle on l at FIFO position pos, for example to
 // initialise a location before the iterations. Otherwise like ReadInsert.
-func (t *Task) WriteInsertOnce(l Location, pos int) *handle.Handle {
+func (t *Task) WriteInsertOnce(l Location, pos int) *Handle {
 	return t.insert(l, pos, fifo.Write, false)
 }
 
-func (t *Task) insert(l Location, pos int, mode fifo.Mode, iterative bool) *handle.Handle {
+func (t *Task) insert(l Location, pos int, mode fifo.Mode, iterative bool) *Handle {
 	spec := handle.Spec{Task: t.id, Location: l.String(), Pos: pos, Mode: mode, Iterative: iterative}
 	q, err := t.job.queue(l)
 	switch {
@@ -120,26 +120,26 @@ func (t *Task) insert(l Location, pos int, mode fifo.Mode, iterative bool) *hand
 	if err != nil {
 		err = fmt.Errorf("task %d: %s insert on %s at position %d: %w", t.id, mode, l, pos, err)
 		t.complain(err)
-		return handle.Closed(spec, err)
+		return &Handle{handle.Closed(spec, err)}
 	}
 	h := handle.New(q, spec, t.handles)
 	t.inserts = append(t.inserts, h)
-	return h
+	return &Handle{h}
 }
 
 // ReadRequest makes a one-shot read handle on l whose request is placed at the tail of l's
 // FIFO now. It belongs after Schedule.
-func (t *Task) ReadRequest(l Location) (*handle.Handle, error) {
+func (t *Task) ReadRequest(l Location) (*Handle, error) {
 	return t.request(l, fifo.Read)
 }
 
 // WriteRequest makes a one-shot write handle on l whose request is placed at the tail of l's
 // FIFO now. It belongs after Schedule.
-func (t *Task) WriteRequest(l Location) (*handle.Handle, error) {
+func (t *Task) WriteRequest(l Location) (*Handle, error) {
 	return t.request(l, fifo.Write)
 }
 
-func (t *Task) request(l Location, mode fifo.Mode) (*handle.Handle, error) {
+func (t *Task) request(l Location, mode fifo.Mode) (*Handle, error) {
 	q, err := t.job.queue(l)
 	if err == nil && !t.scheduled {
 		err = errors.New("request before Schedule; use ReadInsertOnce or WriteInsertOnce in the init phase")
@@ -151,7 +151,7 @@ func (t *Task) request(l Location, mode fifo.Mode) (*handle.Handle, error) {
 	if err := h.Request(); err != nil {
 		return nil, err
 	}
-	return h, nil
+	return &Handle{h}, nil
 }
 
 // Schedule is the global barrier that ends the init phase: when it returns nil, the FIFO of
