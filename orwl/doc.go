@@ -1,18 +1,120 @@
 // Package orwl is the ORWL program model: a job of tasks that own named locations and reach
-// them only through handles queued in ordered read-write FIFOs.
+// them only through handles queued in ordered read-write FIFOs. This comment is the manual;
+// the types and functions below state their contracts.
 //
-// Every task of a job runs the same TaskFunc. In its init phase a task sizes its own
-// locations (Scale) and declares, once, the handles it needs: ReadInsert and WriteInsert
-// give iterative handles at an initial FIFO position, ReadInsertOnce and WriteInsertOnce
-// one-shot ones. Schedule is a barrier across the whole job; when it returns, the FIFO of
-// every location holds the declared requests in one global order (position, then task id,
-// then declaration order). Taking handles in order of position in every iteration, and
-// nesting sections only of the same position, is then deadlock-free by construction; a
-// program that breaks this discipline and deadlocks gets ErrDeadlock naming the cycle.
+// # The model
 //
-// After the schedule a task may add one-shot requests at the tail of any FIFO (ReadRequest,
-// WriteRequest). When a task's function returns, every handle it still holds or has queued
-// is released or cancelled, so no other task waits on a finished one.
+// A job has Config.Tasks tasks, numbered from 0, spread over one or more processes. Every
+// task owns the same named locations (Config.Locations): a byte buffer and a FIFO of
+// requests. A task never sends a message and no scheduler decides when it runs: it places
+// read or write requests in the FIFOs of the locations it needs and blocks only until its
+// request reaches the head. Adjacent reads are granted together; a write is exclusive; an
+// entry leaves the FIFO when all its members have released, and the next one is granted.
+//
+// # The life of a job
+//
+// Run starts every task of this process as a goroutine running the same TaskFunc. In its
+// init phase a task sizes its own locations (Task.Scale; data starts zero-filled and 8-byte
+// aligned, so Float64s views are safe) and declares, once, the handles it needs:
+// Task.ReadInsert and Task.WriteInsert give iterative handles at an initial FIFO position,
+// Task.ReadInsertOnce and Task.WriteInsertOnce one-shot ones. Mistakes never fail on the
+// spot: Task.Schedule returns all of them, joined, to every task.
+//
+// Task.Schedule is a barrier across the whole job; when it returns, the FIFO of every
+// location holds the declared requests in one global order (position, then task id, then
+// declaration order). A task then uses its handles: Handle.Acquire, Handle.Map and
+// Handle.Release, or Handle.Section around a function; Handle.Test asks without waiting.
+// An iterative handle requests its next iteration when it is acquired, so every location
+// cycles through its handles in the same order, iteration after iteration. Taking handles in
+// order of position in every iteration, and nesting sections only of the same position, is
+// deadlock-free by construction, and the result is bit-identical on every run, whatever the
+// timing and the number of processes. After the schedule a task may add one-shot requests
+// at the tail of any FIFO (Task.ReadRequest, Task.WriteRequest).
+//
+// When a task's function returns, every handle it still holds or has queued is released or
+// cancelled, so no other task waits on a finished one. Run returns when every task of the
+// job has returned: nil only when all of them returned nil, in every process.
+//
+// # Example
+//
+// The introductory example of the ORWL papers, a ring of tasks each owning a block and a
+// bound (examples/blockbound is the whole program):
+//
+//	err := orwl.Run(ctx, orwl.Config{Tasks: n, Locations: []string{"block", "bound"}},
+//		func(ctx context.Context, t *orwl.Task) error {
+//			me, left := t.ID(), (t.ID()+t.NumTasks()-1)%t.NumTasks()
+//			t.Scale("block", 8*size)
+//			t.Scale("bound", 8)
+//			blockW := t.WriteInsert(t.Loc(me, "block"), 0) // position 0
+//			leftR := t.ReadInsert(t.Loc(left, "bound"), 0)
+//			blockR := t.ReadInsert(t.Loc(me, "block"), 1) // position 1
+//			boundW := t.WriteInsert(t.Loc(me, "bound"), 1)
+//			if err := t.Schedule(ctx); err != nil {
+//				return err
+//			}
+//			return t.Iterate(ctx, iterations, func(int) error {
+//				if err := blockW.Section(ctx, func(block []byte) error {
+//					return leftR.Section(ctx, func(bound []byte) error {
+//						step(orwl.Float64s(block), orwl.Float64s(bound)[0])
+//						return nil
+//					})
+//				}); err != nil {
+//					return err
+//				}
+//				return blockR.Section(ctx, func(block []byte) error {
+//					return boundW.Section(ctx, func(bound []byte) error {
+//						b := orwl.Float64s(block)
+//						orwl.Float64s(bound)[0] = b[len(b)-1]
+//						return nil
+//					})
+//				})
+//			})
+//		})
+//
+// # Errors
+//
+// The first error of a task, in any process, cancels the context of every other task (as
+// errgroup does) and is what Run returns everywhere; in the other processes it reads
+// "orwl: rank R failed: " and its message. A task that panics fails the job with the panic's
+// stack. A write section that fails or panics fails its location: its half-written data is
+// never handed on. Test the errors with errors.Is and errors.As:
+//
+//   - ErrDeadlock: every task still running is blocked in Acquire in a cycle of waits, in
+//     one process or across several; the *DeadlockError lists the cycle (task, location,
+//     mode, FIFO position, holder).
+//   - ErrPeerLost: a process of the job died, stopped or was cut off (Config.PeerTimeout);
+//     the error names its rank.
+//   - *HandleError: a handle's misuse (ErrNotHeld, ErrHeld, ErrClosed, ErrReadOnly,
+//     ErrNegativeSize, ErrRequested, ErrNotRequested) or a failed acquire, naming the task,
+//     the location and the FIFO position.
+//   - a context's error, when Acquire's context ended before the grant.
+//
+// # Processes and launchers
+//
+// The same program runs as one process or as several, on one machine or many: Run finds its
+// place in a job from whatever started the process (orwlrun, mpirun or mpiexec, srun, a
+// Kubernetes Indexed Job, or ORWL_RANK, ORWL_SIZE, ORWL_COORD and ORWL_SECRET set by hand;
+// Config.Job overrides them), and locations of tasks in other processes are reached through
+// the same handles: their data is pushed into a local mirror when the grant comes. MPI is
+// never linked. A program can also start itself as several processes (Launch).
+//
+// # Tracing
+//
+// Config.Trace (or ORWL_TRACE=FILE) records every request, grant, wait, section, release
+// and transfer of the whole job into one Chrome trace event file (open it in Perfetto) and
+// reports where the time went; cmd/orwltrace draws it as a Gantt chart.
+//
+// # Checkpoints
+//
+// A job whose tasks run their iterations with Task.Iterate, and register the private state
+// they keep across iterations with Task.Keep, survives the loss of a process or a node:
+// with Config.Checkpoint.Dir (or ORWL_CHECKPOINT_DIR; "{rank}" and "{host}" in it make a
+// directory per process) it writes a checkpoint every Config.Checkpoint.Every, without
+// stopping the job, at the boundary between two rounds of every FIFO, a consistent cut of
+// the whole job. Each piece is kept on its process's disk and on a partner's. A job started
+// again (orwlrun -restarts N does it) resumes from the newest checkpoint complete across the
+// surviving directories, on any number of processes, and ends with the bytes an
+// uninterrupted run would have produced. Package checkpoint describes the storage.
 //
 // orwl does no computation of its own: kernels and data layout belong to the program.
 package orwl
