@@ -46,14 +46,20 @@ func (j *job) measureClock(ctx context.Context) error {
 	return nil
 }
 
-// clockMessage answers a clock question at rank 0, or delivers the answer elsewhere.
+// clockMessage answers a clock question at rank 0, or delivers the answer elsewhere. It
+// never blocks the connection's reader: an answer nobody asked for (the channel holds the
+// one that is awaited) is a broken peer's, and dropped.
 func (n *node) clockMessage(from int, m clockMsg) {
 	if n.j.rank == 0 {
 		m.answer = time.Now().UnixNano()
 		n.mesh.Send(from, transport.Owner, m.header(), nil)
 		return
 	}
-	n.clock <- m.answer
+	select {
+	case n.clock <- m.answer:
+	default:
+		n.log.Warn("orwl: a clock answer nobody asked for", "rank", from)
+	}
 }
 
 // traceLoc names the location of ticket t for the trace.
