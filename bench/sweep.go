@@ -95,7 +95,7 @@ func benchSweep(args []string) error {
 					return err
 				}
 				if !res.Verified {
-					return fmt.Errorf("N=%d NB=%d grid %s: the product did not verify", r.N, r.NB, r.Grid)
+					return fmt.Errorf("matmul with N=%d NB=%d grid %s: the product did not verify", r.N, r.NB, r.Grid)
 				}
 				if r.Seconds == 0 || res.Seconds < r.Seconds {
 					r.Seconds = res.Seconds

@@ -21,7 +21,6 @@ type synthJob struct {
 // token is what a bound's release hands to the reader's grant.
 type token struct {
 	flow FlowID
-	sent int64 // unused payload, stands for the data
 }
 
 var sink atomic.Int64

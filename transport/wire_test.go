@@ -108,8 +108,12 @@ func TestWireInteropWithGorilla(t *testing.T) {
 			var got Header
 			var gotP []byte
 			if client {
-				if err := w.writeMessage(&h, p); err == nil {
+				err := w.writeMessage(&h, p)
+				if err == nil {
 					err = w.flush()
+				}
+				if err != nil {
+					t.Fatal(err)
 				}
 				gotP, err = w.readMessage(&got, func(h *Header) ([]byte, error) { return make([]byte, h.Len), nil })
 				if err != nil {

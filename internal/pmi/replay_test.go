@@ -40,13 +40,12 @@ func TestRecordedExchanges(t *testing.T) {
 			version, _ := strconv.Atoi(v)
 			rank, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(file), "rank"), ".txt"))
 			e := pmi.Endpoint{FD: -1, Addr: "recording:0", ID: -1, Rank: rank, Size: 3, Version: version}
-			ops := reqs[1:]
+			skip := 3 // PMI-1: init, get_maxes, get_my_kvsname
 			if version == 2 {
 				e.JobID, _ = reqs[1].Get("pmijobid")
-				ops = reqs[2:]
-			} else {
-				ops = reqs[3:] // init, get_maxes, get_my_kvsname
+				skip = 2
 			}
+			ops := reqs[skip:]
 			answers = answers[len(reqs)-len(ops):]
 
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
