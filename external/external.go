@@ -284,6 +284,7 @@ type Error struct {
 	Stderr []byte
 }
 
+// Error names the program and what went wrong.
 func (e *Error) Error() string {
 	msg := fmt.Sprintf("external: program %s: %v", e.Program, e.Err)
 	if s := bytes.TrimSpace(e.Stderr); len(s) > 0 {

@@ -161,11 +161,13 @@ type Error struct {
 	Err  error
 }
 
+// Error names the task, the operation, the handle and the position, then the cause.
 func (e *Error) Error() string {
 	return fmt.Sprintf("task %d: %s of %s handle on %s (position %d): %v",
 		e.Spec.Task, e.Op, e.Spec.Mode, e.Spec.Location, e.Spec.Pos, e.Err)
 }
 
+// Unwrap returns the cause, for errors.Is and errors.As.
 func (e *Error) Unwrap() error { return e.Err }
 
 // Handle is one task's access path to one location. A Handle is used by one goroutine at a

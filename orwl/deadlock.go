@@ -26,6 +26,7 @@ type Wait struct {
 	Holder   int
 }
 
+// Error lists the cycle: every task, what it waits for and who holds it.
 func (e *DeadlockError) Error() string {
 	var b strings.Builder
 	b.WriteString("orwl: deadlock: ")

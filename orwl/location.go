@@ -19,6 +19,7 @@ type Location struct {
 	Name string
 }
 
+// String names l as errors do: `task 3 "bound"`.
 func (l Location) String() string { return fmt.Sprintf("task %d %q", l.Task, l.Name) }
 
 // location is a location owned by this process: its FIFO and its data. It is the
