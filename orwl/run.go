@@ -200,14 +200,8 @@ type job struct {
 }
 
 func newJob(cfg Config) (*job, error) {
-	if cfg.Tasks < 1 {
-		return nil, fmt.Errorf("orwl: Config.Tasks is %d; a job needs at least one task", cfg.Tasks)
-	}
-	if len(cfg.Locations) == 0 {
-		return nil, errors.New("orwl: Config.Locations is empty; every task needs at least one location")
-	}
-	if n := cfg.Tasks * len(cfg.Locations); cfg.Tasks > maxLocations || n > maxLocations {
-		return nil, fmt.Errorf("orwl: Config.Tasks is %d with %d locations each: a job has at most %d locations", cfg.Tasks, len(cfg.Locations), maxLocations)
+	if err := checkShape(cfg); err != nil {
+		return nil, err
 	}
 	info, err := discover(cfg.Job)
 	if err != nil {
@@ -221,6 +215,7 @@ func newJob(cfg Config) (*job, error) {
 		procs:     info.Size,
 		info:      info,
 		log:       cfg.Logger,
+		summary:   cfg.TraceSummary,
 		scheduled: make(chan struct{}),
 	}
 	if j.log == nil {
@@ -232,7 +227,6 @@ func newJob(cfg Config) (*job, error) {
 	if j.startTimeout, err = duration(cfg.StartTimeout, envStartTimeout); err != nil {
 		return nil, err
 	}
-	j.summary = cfg.TraceSummary
 	if j.traceFile = cfg.Trace; j.traceFile == "" {
 		j.traceFile = os.Getenv("ORWL_TRACE")
 	}
@@ -241,61 +235,96 @@ func newJob(cfg Config) (*job, error) {
 		j.rec.SetEventLimit(traceEventLimit)
 	}
 	for i, name := range j.names {
-		if name == "" {
-			return nil, fmt.Errorf("orwl: Config.Locations[%d] is empty; locations need names", i)
-		}
-		if _, dup := j.nameIdx[name]; dup {
-			return nil, fmt.Errorf("orwl: Config.Locations names %q twice", name)
-		}
 		j.nameIdx[name] = i
 	}
-	j.owner = make([]int, cfg.Tasks)
-	j.task = make([]*Task, cfg.Tasks)
-	for task := range cfg.Tasks {
-		r := task * j.procs / cfg.Tasks
-		if cfg.Place != nil {
-			r = cfg.Place(task, j.procs)
-		}
-		if r < 0 || r >= j.procs {
-			return nil, fmt.Errorf("orwl: Config.Place puts task %d on rank %d; the job has %d processes", task, r, j.procs)
-		}
-		j.owner[task] = r
+	if err := j.place(cfg.Place); err != nil {
+		return nil, err
 	}
 	if j.procs > 1 {
 		j.node = newNode(j, j.log)
 	}
-	n := cfg.Tasks * len(j.names)
-	j.queues = make([]handle.Queue, n)
-	j.owned = make([]*location, n)
-	for task := range cfg.Tasks {
-		for i, name := range j.names {
-			idx := task*len(j.names) + i
-			if j.owner[task] == j.rank {
-				l := &location{id: Location{Task: task, Name: name}, index: uint32(idx), j: j, data: alignedBytes(0), version: 1}
-				l.fq = j.rec.FIFO(trace.Loc(l.id))
-				if j.procs > 1 {
-					l.mirrors = make([]uint64, j.procs)
-				}
-				j.owned[idx], j.queues[idx] = l, l
-			} else {
-				j.queues[idx] = &remoteQueue{n: j.node, owner: j.owner[task], loc: uint32(idx), mirror: alignedBytes(0)}
-			}
-		}
-		if j.owner[task] == j.rank {
-			t := &Task{id: task, job: j}
-			t.obs.task = t
-			t.obs.tr = j.rec.TaskTrack(task)
-			t.handles = handle.NewOwner(&t.obs)
-			j.local = append(j.local, t)
-			j.task[task] = t
-		}
-	}
-	j.pending = len(j.local)
-	j.det.slots = make([]slot, cfg.Tasks)
+	j.makeLocations()
+	j.makeTasks()
 	if j.ckpt, err = newCheckpointer(j, cfg.Checkpoint); err != nil {
 		return nil, err
 	}
 	return j, nil
+}
+
+// checkShape checks the job's tasks and location names.
+func checkShape(cfg Config) error {
+	switch n := cfg.Tasks * len(cfg.Locations); {
+	case cfg.Tasks < 1:
+		return fmt.Errorf("orwl: Config.Tasks is %d; a job needs at least one task", cfg.Tasks)
+	case len(cfg.Locations) == 0:
+		return errors.New("orwl: Config.Locations is empty; every task needs at least one location")
+	case cfg.Tasks > maxLocations || n > maxLocations:
+		return fmt.Errorf("orwl: Config.Tasks is %d with %d locations each: a job has at most %d locations", cfg.Tasks, len(cfg.Locations), maxLocations)
+	}
+	for i, name := range cfg.Locations {
+		if name == "" {
+			return fmt.Errorf("orwl: Config.Locations[%d] is empty; locations need names", i)
+		}
+		if slices.Index(cfg.Locations, name) < i {
+			return fmt.Errorf("orwl: Config.Locations names %q twice", name)
+		}
+	}
+	return nil
+}
+
+// place decides which process runs each task: place (Config.Place), or contiguous blocks.
+func (j *job) place(place func(task, procs int) int) error {
+	j.owner = make([]int, j.tasks)
+	for task := range j.tasks {
+		r := task * j.procs / j.tasks
+		if place != nil {
+			r = place(task, j.procs)
+		}
+		if r < 0 || r >= j.procs {
+			return fmt.Errorf("orwl: Config.Place puts task %d on rank %d; the job has %d processes", task, r, j.procs)
+		}
+		j.owner[task] = r
+	}
+	return nil
+}
+
+// makeLocations makes every location of the job: this process's own, and proxies of the
+// others'.
+func (j *job) makeLocations() {
+	n := j.tasks * len(j.names)
+	j.queues = make([]handle.Queue, n)
+	j.owned = make([]*location, n)
+	for idx := range n {
+		id := j.locationAt(uint32(idx))
+		if j.owner[id.Task] != j.rank {
+			j.queues[idx] = &remoteQueue{n: j.node, owner: j.owner[id.Task], loc: uint32(idx), mirror: alignedBytes(0)}
+			continue
+		}
+		l := &location{id: id, index: uint32(idx), j: j, data: alignedBytes(0), version: 1}
+		l.fq = j.rec.FIFO(trace.Loc(l.id))
+		if j.procs > 1 {
+			l.mirrors = make([]uint64, j.procs)
+		}
+		j.owned[idx], j.queues[idx] = l, l
+	}
+}
+
+// makeTasks makes the tasks this process runs.
+func (j *job) makeTasks() {
+	j.task = make([]*Task, j.tasks)
+	for task := range j.tasks {
+		if j.owner[task] != j.rank {
+			continue
+		}
+		t := &Task{id: task, job: j}
+		t.obs.task = t
+		t.obs.tr = j.rec.TaskTrack(task)
+		t.handles = handle.NewOwner(&t.obs)
+		j.local = append(j.local, t)
+		j.task[task] = t
+	}
+	j.pending = len(j.local)
+	j.det.slots = make([]slot, j.tasks)
 }
 
 // locIndex checks l and returns its index in the job.
