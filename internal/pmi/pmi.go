@@ -187,36 +187,12 @@ func (c *Client) Size() int { return c.size }
 // Version is the wire protocol version in use.
 func (c *Client) Version() int { return c.e.Version }
 
+// init opens the conversation: the PMI_PORT handshake when the server must be told who we
+// are, then PMI-1's or PMI-2's own opening.
 func (c *Client) init(ctx context.Context) error {
 	if c.e.FD < 0 && c.e.ID >= 0 {
-		// The PMI_PORT handshake: introduce this process, the server answers with its
-		// place. The answer is several lines: initack, then set size, rank, debug.
-		if _, err := c.roundTrip(ctx, false, Message{Cmd: "initack", Attrs: []Attr{{"pmiid", strconv.Itoa(c.e.ID)}}}, "initack"); err != nil {
+		if err := c.initack(ctx); err != nil {
 			return err
-		}
-		for {
-			m, err := c.receive(ctx, false, "initack")
-			if err != nil {
-				return err
-			}
-			if m.Cmd != "set" {
-				return c.errorf("initack", "the server answered %q, want cmd=set", m)
-			}
-			for _, a := range m.Attrs {
-				n, err := strconv.Atoi(a.Value)
-				if err != nil {
-					return c.errorf("initack", "the server answered %q: %s is not an integer", m, a.Key)
-				}
-				switch a.Key {
-				case "size":
-					c.size = n
-				case "rank":
-					c.rank = n
-				}
-			}
-			if _, last := m.Get("debug"); last {
-				break
-			}
 		}
 	}
 	// Both versions open with a PMI-1 init line naming the version wanted.
@@ -232,24 +208,66 @@ func (c *Client) init(ctx context.Context) error {
 		return c.errorf("init", "the server speaks PMI version %s, not %d (set ORWL_PMI=%s)", v, c.e.Version, v)
 	}
 	if c.e.Version == 1 {
-		m, err := c.call(ctx, false, Message{Cmd: "get_maxes"}, "maxes")
+		return c.init1(ctx)
+	}
+	return c.init2(ctx)
+}
+
+// initack is the PMI_PORT handshake: introduce this process; the server answers with its
+// place, in several lines: initack, then set size, rank, debug.
+func (c *Client) initack(ctx context.Context) error {
+	if _, err := c.roundTrip(ctx, false, Message{Cmd: "initack", Attrs: []Attr{{"pmiid", strconv.Itoa(c.e.ID)}}}, "initack"); err != nil {
+		return err
+	}
+	for {
+		m, err := c.receive(ctx, false, "initack")
 		if err != nil {
 			return err
 		}
-		if s, ok := m.Get("vallen_max"); ok {
-			if c.valMax, err = strconv.Atoi(s); err != nil || c.valMax <= 0 {
-				return c.errorf("get_maxes", "the server answered %q: vallen_max is not a positive integer", m)
+		if m.Cmd != "set" {
+			return c.errorf("initack", "the server answered %q, want cmd=set", m)
+		}
+		for _, a := range m.Attrs {
+			n, err := strconv.Atoi(a.Value)
+			if err != nil {
+				return c.errorf("initack", "the server answered %q: %s is not an integer", m, a.Key)
+			}
+			switch a.Key {
+			case "size":
+				c.size = n
+			case "rank":
+				c.rank = n
 			}
 		}
-		if m, err = c.call(ctx, false, Message{Cmd: "get_my_kvsname"}, "my_kvsname"); err != nil {
-			return err
+		if _, last := m.Get("debug"); last {
+			return nil
 		}
-		c.kvsname, _ = m.Get("kvsname")
-		if !ValidValue(c.kvsname) {
-			return c.errorf("get_my_kvsname", "the server answered %q: no usable kvsname", m)
-		}
-		return nil
 	}
+}
+
+// init1 asks a PMI-1 server for its limits and the job's key-value space.
+func (c *Client) init1(ctx context.Context) error {
+	m, err := c.call(ctx, false, Message{Cmd: "get_maxes"}, "maxes")
+	if err != nil {
+		return err
+	}
+	if s, ok := m.Get("vallen_max"); ok {
+		if c.valMax, err = strconv.Atoi(s); err != nil || c.valMax <= 0 {
+			return c.errorf("get_maxes", "the server answered %q: vallen_max is not a positive integer", m)
+		}
+	}
+	if m, err = c.call(ctx, false, Message{Cmd: "get_my_kvsname"}, "my_kvsname"); err != nil {
+		return err
+	}
+	c.kvsname, _ = m.Get("kvsname")
+	if !ValidValue(c.kvsname) {
+		return c.errorf("get_my_kvsname", "the server answered %q: no usable kvsname", m)
+	}
+	return nil
+}
+
+// init2 is PMI-2's fullinit, which tells this process its rank and the job's size.
+func (c *Client) init2(ctx context.Context) error {
 	rank := c.rank
 	if rank < 0 {
 		rank = max(c.e.ID, 0)
@@ -259,7 +277,8 @@ func (c *Client) init(ctx context.Context) error {
 		req.Attrs = append(req.Attrs, Attr{"pmijobid", c.e.JobID})
 	}
 	req.Attrs = append(req.Attrs, Attr{"pmirank", strconv.Itoa(rank)}, Attr{"threaded", "FALSE"})
-	if m, err = c.call(ctx, true, req, "fullinit-response"); err != nil {
+	m, err := c.call(ctx, true, req, "fullinit-response")
+	if err != nil {
 		return err
 	}
 	for _, v := range []struct {
