@@ -133,14 +133,14 @@ func (n *node) stuck(from int, m stuckMsg, payload []byte) {
 		n.log.Error("orwl: bad deadlock report", "rank", from, "err", err)
 		return
 	}
-	n.mu.Lock()
-	w := &n.watch
+	n.wide.mu.Lock()
+	w := &n.wide.watch
 	if w.reports == nil {
 		w.reports, w.gens = make([]*stuckReport, n.j.procs), make([]uint64, n.j.procs)
 	}
 	w.reports[from], w.gens[from] = &r, m.epoch
 	if slices.Contains(w.reports, nil) {
-		n.mu.Unlock()
+		n.wide.mu.Unlock()
 		return // the round is not complete
 	}
 	cycle := n.j.findCycle(w.reports)
@@ -150,7 +150,7 @@ func (n *node) stuck(from int, m stuckMsg, payload []byte) {
 		w.candidate = slices.Clone(w.gens)
 	}
 	clear(w.reports)
-	n.mu.Unlock()
+	n.wide.mu.Unlock()
 	if confirmed {
 		n.j.fail(cycle)
 	}

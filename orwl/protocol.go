@@ -129,6 +129,11 @@ func decodeRelease(h *transport.Header) releaseMsg {
 	return releaseMsg{loc: h.Key, ticket: h.ID, flow: trace.FlowID(h.Arg), data: h.Flags&flagData != 0, failed: h.Flags&flagFailed != 0}
 }
 
+// problemsHeader is the header of a process's init-phase mistakes (msgProblems), and
+// tracePartHeader of its trace part (msgTracePart): the payload is all they carry.
+func problemsHeader() transport.Header  { return transport.Header{Type: msgProblems} }
+func tracePartHeader() transport.Header { return transport.Header{Type: msgTracePart} }
+
 // failMsg tells every process that the sender's job failed; the payload is the error's text,
 // and the flags keep what errors.Is finds in it.
 type failMsg struct{ deadlock, peerLost bool }

@@ -1,59 +1,14 @@
 package orwl
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
-	"sync/atomic"
 
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
 	"github.com/orwl-go/orwl/trace"
 	"github.com/orwl-go/orwl/transport"
 )
-
-// node is this process's end of the protocol (protocol.go): the requester side (remote
-// queues and their tickets) and the owner side (requests of other processes on locations of
-// this one). It is the mesh's Handler.
-type node struct {
-	j    *job
-	mesh *transport.Mesh
-	log  *slog.Logger
-
-	mu         sync.Mutex
-	tickets    []*remoteTicket // this process's tickets on other owners, by id (0 unused)
-	freeIDs    []uint64        // ids of retired tickets, handed out again
-	lost       []error         // by rank, once lost
-	problems   []*string       // by rank: init-phase mistakes, at the schedule
-	watch      deadlockWatch   // rank 0: the reports of stuck processes; guarded by mu
-	traceParts [][]byte        // rank 0: the trace of every process, at the end; guarded by mu
-	clock      chan int64      // rank 0's answers to clock questions
-
-	// served holds, by requester rank and ticket id, the requests of other processes on our
-	// locations. A rank's table is used only by the reader of that rank's connection, which
-	// delivers its requests and releases in order; entries are reused with the ids.
-	served [][]*served
-}
-
-// maxTicketID bounds the ticket ids a peer may use: ids are dense (retired ids are handed
-// out again), so a larger one is a broken peer, not a big job.
-const maxTicketID = 1 << 24
-
-func newNode(j *job, log *slog.Logger) *node {
-	return &node{
-		j:          j,
-		log:        log,
-		tickets:    []*remoteTicket{nil},
-		served:     make([][]*served, j.procs),
-		lost:       make([]error, j.procs),
-		problems:   make([]*string, j.procs),
-		traceParts: make([][]byte, j.procs),
-		clock:      make(chan int64, 1),
-	}
-}
 
 // remoteQueue is the proxy of a location owned by another process. Its mirror holds the
 // data the last grant brought; it is reused across iterations. The owner knows which
@@ -72,41 +27,49 @@ type remoteQueue struct {
 	grantMu sync.Mutex
 }
 
+// requester is the state of this process's requests on the locations of other processes.
+type requester struct {
+	mu      sync.Mutex
+	tickets []*remoteTicket // by id (0 unused)
+	freeIDs []uint64        // ids of retired tickets, handed out again
+	lost    []error         // by rank, once lost
+}
+
 // remoteTicket is a request of this process on a remote location.
 type remoteTicket struct {
 	ticketBase
 	q       *remoteQueue
-	id      uint64 // its number in n.tickets and at the owner; 0 once retired
-	active  bool   // requested and not yet released; guarded by n.mu
+	id      uint64 // its number in n.req.tickets and at the owner; 0 once retired
+	active  bool   // requested and not yet released; guarded by n.req.mu
 	version uint64 // the version the grant carried
 
 	grantFlow, releaseFlow trace.FlowID // trace arrows carried by the grant and the release
 	transfer               trace.Span   // the grant's data arriving
 }
 
-// newTicket registers a new ticket of q under a free id; n.mu held.
+// newTicket registers a new ticket of q under a free id; n.req.mu held.
 func (n *node) newTicket(q *remoteQueue) *remoteTicket {
 	t := &remoteTicket{q: q}
 	t.self, t.j = t, n.j
-	if k := len(n.freeIDs); k > 0 {
-		t.id = n.freeIDs[k-1]
-		n.freeIDs = n.freeIDs[:k-1]
-		n.tickets[t.id] = t
+	if k := len(n.req.freeIDs); k > 0 {
+		t.id = n.req.freeIDs[k-1]
+		n.req.freeIDs = n.req.freeIDs[:k-1]
+		n.req.tickets[t.id] = t
 	} else {
-		t.id = uint64(len(n.tickets))
-		n.tickets = append(n.tickets, t)
+		t.id = uint64(len(n.req.tickets))
+		n.req.tickets = append(n.req.tickets, t)
 	}
 	return t
 }
 
 // ticket returns the active ticket numbered id, or nil.
 func (n *node) ticket(id uint64) *remoteTicket {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if id >= uint64(len(n.tickets)) || n.tickets[id] == nil || !n.tickets[id].active {
+	n.req.mu.Lock()
+	defer n.req.mu.Unlock()
+	if id >= uint64(len(n.req.tickets)) || n.req.tickets[id] == nil || !n.req.tickets[id].active {
 		return nil
 	}
-	return n.tickets[id]
+	return n.req.tickets[id]
 }
 
 // Request implements handle.Queue: it sends the request to the owner at once. A released
@@ -114,9 +77,9 @@ func (n *node) ticket(id uint64) *remoteTicket {
 func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Ticket, error) {
 	n := q.n
 	t, _ := reuse.(*remoteTicket)
-	n.mu.Lock()
-	if err := n.lost[q.owner]; err != nil {
-		n.mu.Unlock()
+	n.req.mu.Lock()
+	if err := n.req.lost[q.owner]; err != nil {
+		n.req.mu.Unlock()
 		return nil, err
 	}
 	if t == nil || t.id == 0 || t.active {
@@ -125,15 +88,15 @@ func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Tic
 	}
 	t.active = true
 	t.latch.Start()
-	n.mu.Unlock()
+	n.req.mu.Unlock()
 	spec := h.Spec()
 	m := requestMsg{loc: q.loc, ticket: t.id, mode: spec.Mode, initial: !n.j.requestsLive.Load(), pos: spec.Pos, task: spec.Task, round: n.j.round(h)}
 	// Queued, not written at once: it is not awaited yet, and the release that follows
 	// takes it along in one write (see transport.Mesh.SendNow).
 	if err := n.mesh.Send(q.owner, transport.Requester, m.header(), nil); err != nil {
-		n.mu.Lock()
+		n.req.mu.Lock()
 		t.active = false
-		n.mu.Unlock()
+		n.req.mu.Unlock()
 		return nil, err
 	}
 	return t, nil
@@ -151,6 +114,7 @@ func (t *remoteTicket) Granted() bool {
 	defer t.q.grantMu.Unlock()
 	return t.latch.Granted()
 }
+
 func (t *remoteTicket) Data() []byte { return t.q.mirror }
 
 func (t *remoteTicket) Resize(n int) ([]byte, error) {
@@ -178,9 +142,9 @@ func (t *remoteTicket) Cancel() {
 		return
 	}
 	if t.latch.State() == handle.LatchFailed {
-		n.mu.Lock()
+		n.req.mu.Lock()
 		t.active = false
-		n.mu.Unlock()
+		n.req.mu.Unlock()
 	}
 }
 
@@ -191,18 +155,18 @@ func (t *remoteTicket) Cancel() {
 // release is on its way: a later request with the same id reaches the owner after it. In a
 // failed job nothing is sent: the owner fails with the job, and hands nothing on.
 func (n *node) sendRelease(t *remoteTicket, m releaseMsg, payload []byte, onTask bool) error {
-	n.mu.Lock()
+	n.req.mu.Lock()
 	if !t.active {
-		n.mu.Unlock()
+		n.req.mu.Unlock()
 		return fifo.ErrNotGranted
 	}
 	t.active = false
 	if n.j.failed.Load() {
-		n.mu.Unlock()
+		n.req.mu.Unlock()
 		return nil
 	}
 	retire := !t.h.Spec().Iterative || m.failed || t.latch.State() == handle.LatchCancelled
-	n.mu.Unlock()
+	n.req.mu.Unlock()
 	m.loc, m.ticket, m.flow = t.q.loc, t.id, t.releaseFlow
 	if m.data {
 		payload = t.q.mirror
@@ -210,11 +174,11 @@ func (n *node) sendRelease(t *remoteTicket, m releaseMsg, payload []byte, onTask
 	}
 	err := n.send(onTask, t.q.owner, transport.Requester, m.header(), payload)
 	if retire {
-		n.mu.Lock()
-		n.tickets[t.id] = nil
-		n.freeIDs = append(n.freeIDs, t.id)
+		n.req.mu.Lock()
+		n.req.tickets[t.id] = nil
+		n.req.freeIDs = append(n.req.freeIDs, t.id)
 		t.id = 0
-		n.mu.Unlock()
+		n.req.mu.Unlock()
 	}
 	return err
 }
@@ -230,114 +194,20 @@ func (t *remoteTicket) traceGrant(int, trace.Mode) trace.FlowID { return t.grant
 
 func (t *remoteTicket) traceRelease(_ int, _ trace.Mode, flow trace.FlowID) { t.releaseFlow = flow }
 
-// served is a request of a remote handle, placed in a FIFO of this process on its behalf.
-type served struct {
-	req       fifo.Request
-	n         *node
-	from      int    // requester rank
-	id        uint64 // the requester's ticket id
-	taskID    int    // the requesting task
-	rnd       int    // see queued.round
-	loc       *location
-	active    bool        // requested and not yet released; the reader of from's connection only
-	delivered atomic.Bool // the grant was sent
-	transfer  trace.Span  // a write-back arriving
-}
-
-// granted sends the grant to the requester, with the data when its mirror does not hold
-// this version: under the location's sendMu, so that the first grant of a version that a
-// process receives is the one that carries it.
-func (s *served) granted(onTask, more bool) {
-	l := s.loc
-	l.fq.Grant(s.taskID, traceMode(s.req.Mode()))
-	l.sendMu.Lock()
-	m := grantMsg{loc: l.index, ticket: s.id, version: l.version, flow: trace.FlowID(l.lastFlow.Load()), more: more}
-	var payload []byte
-	if l.mirrors[s.from] != l.version {
-		m.data, payload = true, l.data
-		l.mirrors[s.from] = l.version
-	}
-	s.delivered.Store(true)
-	err := s.n.send(onTask, s.from, transport.Owner, m.header(), payload)
-	l.sendMu.Unlock()
-	if err != nil && !errors.Is(err, transport.ErrPeerClosed) {
-		// A peer that closed its mesh cleanly has finished (every task of the job is done) or
-		// has failed and said so: nobody waits for this grant.
-		s.n.j.fail(fmt.Errorf("orwl: sending the grant of %s to rank %d: %w", l.id, s.from, err))
-	}
-}
-
-// failed does nothing: the requester learns of the job's failure itself.
-func (s *served) failed(error)                {}
-func (s *served) task() int                   { return s.taskID }
-func (s *served) round() int                  { return s.rnd }
-func (s *served) remote() (int, uint64, bool) { return s.from, s.id, true }
-
-// servedAt returns the entry of from's ticket id, making it on first use.
-func (n *node) servedAt(from int, id uint64) (*served, error) {
-	if id == 0 || id > maxTicketID {
-		return nil, fmt.Errorf("orwl: rank %d sent ticket id %d, outside 1..%d", from, id, maxTicketID)
-	}
-	table := n.served[from]
-	for uint64(len(table)) <= id {
-		table = append(table, nil)
-	}
-	n.served[from] = table
-	if table[id] == nil {
-		s := &served{n: n, from: from, id: id}
-		s.req.Tag = s
-		table[id] = s
-	}
-	return table[id], nil
-}
-
-// Sink implements transport.Handler: grants land in the mirror, write-backs in the location.
+// grantSink returns where the data of a grant goes: the mirror of its ticket's location.
 // Data for a ticket that holds no grant to receive it is refused: the peer is broken.
-func (n *node) Sink(from int, h *transport.Header) ([]byte, error) {
-	if h.Flags&flagData == 0 {
+func (n *node) grantSink(from int, h *transport.Header) ([]byte, error) {
+	if !decodeGrant(h).data {
 		return nil, nil
 	}
-	switch h.Type {
-	case msgGrant:
-		t := n.ticket(h.ID)
-		if t == nil || t.q.owner != from {
-			return nil, fmt.Errorf("orwl: data for unknown ticket %d", h.ID)
-		}
-		if n.j.rec != nil {
-			t.transfer = n.j.rec.TaskTrack(t.h.Spec().Task).BeginTransfer(trace.Loc(n.j.locationAt(h.Key)), trace.In, from, int64(h.Len))
-		}
-		return resizeKeep(&t.q.mirror, int(h.Len)), nil
-	case msgRelease:
-		s := n.servedGrant(from, h.ID)
-		if s == nil || s.req.Mode() != fifo.Write {
-			return nil, fmt.Errorf("orwl: write-back for ticket %d, which holds no write grant", h.ID)
-		}
-		if n.j.rec != nil {
-			s.transfer = n.j.rec.TaskTrack(s.loc.id.Task).BeginTransfer(trace.Loc(s.loc.id), trace.In, from, int64(h.Len))
-		}
-		return resizeKeep(&s.loc.data, int(h.Len)), nil
+	t := n.ticket(h.ID)
+	if t == nil || t.q.owner != from {
+		return nil, fmt.Errorf("orwl: data for unknown ticket %d", h.ID)
 	}
-	return nil, nil
-}
-
-// servedGrant returns from's entry for ticket id when it holds a grant, else nil.
-func (n *node) servedGrant(from int, id uint64) *served {
-	if id >= uint64(len(n.served[from])) {
-		return nil
+	if n.j.rec != nil {
+		t.transfer = n.j.rec.TaskTrack(t.h.Spec().Task).BeginTransfer(trace.Loc(n.j.locationAt(h.Key)), trace.In, from, int64(h.Len))
 	}
-	s := n.served[from][id]
-	if s == nil || !s.active || !s.delivered.Load() {
-		return nil
-	}
-	return s
-}
-
-// send sends a message, written at once by the caller when it is a task (see location).
-func (n *node) send(onTask bool, to int, role transport.Role, h transport.Header, payload []byte) error {
-	if onTask {
-		return n.mesh.SendNow(to, role, h, payload)
-	}
-	return n.mesh.Send(to, role, h, payload)
+	return resizeKeep(&t.q.mirror, int(h.Len)), nil
 }
 
 // resizeKeep sets *b to n bytes, reallocating (8-byte aligned) only when it must grow.
@@ -347,75 +217,6 @@ func resizeKeep(b *[]byte, n int) []byte {
 	}
 	*b = (*b)[:n]
 	return *b
-}
-
-// Handle implements transport.Handler.
-func (n *node) Handle(from int, h *transport.Header, payload []byte) {
-	var err error
-	switch h.Type {
-	case msgRequest:
-		err = n.serve(from, h)
-	case msgGrant:
-		err = n.granted(from, h, payload)
-	case msgRelease:
-		err = n.released(from, h, payload)
-	case msgProblems:
-		text := string(payload)
-		n.mu.Lock()
-		n.problems[from] = &text
-		n.mu.Unlock()
-	case msgFail:
-		m := decodeFailure(h)
-		msg := string(payload)
-		if note := n.mesh.PauseNote(); note != "" {
-			msg += " " + note
-		}
-		n.j.fail(&peerFailure{rank: from, msg: msg, deadlock: m.deadlock, peerLost: m.peerLost})
-	case msgStuck:
-		n.stuck(from, decodeStuck(h), payload)
-	case msgClock:
-		n.clockMessage(from, decodeClock(h))
-	case msgCheckpoint:
-		if n.j.ckpt == nil {
-			err = errors.New("a checkpoint message, and this job takes none")
-		} else {
-			n.j.ckpt.handle(from, decodeCkpt(h), payload)
-		}
-	case msgTracePart:
-		n.mu.Lock()
-		n.traceParts[from] = bytes.Clone(payload) // payload is the mesh's scratch memory
-		n.mu.Unlock()
-	default:
-		err = fmt.Errorf("unknown message type %d", h.Type)
-	}
-	if err != nil {
-		n.j.fail(fmt.Errorf("orwl: protocol error from rank %d: %w", from, err))
-	}
-}
-
-// serve places the request of a remote handle in the FIFO of one of our locations, or
-// refuses it when the location does not exist here.
-func (n *node) serve(from int, h *transport.Header) error {
-	m := decodeRequest(h)
-	n.j.det.moves.Add(1) // the deadlock watch must see that something moved
-	l, err := n.j.ownedByIndex(m.loc)
-	if err != nil {
-		n.log.Error("orwl: request refused", "rank", from, "err", err)
-		g := grantMsg{loc: m.loc, ticket: m.ticket, refused: true}
-		n.mesh.Send(from, transport.Owner, g.header(), []byte(err.Error()))
-		return nil
-	}
-	s, err := n.servedAt(from, m.ticket)
-	if err != nil {
-		return err
-	}
-	if s.active {
-		return fmt.Errorf("ticket %d requested again before its release", m.ticket)
-	}
-	s.active, s.taskID, s.rnd, s.loc = true, m.task, m.round, l
-	s.delivered.Store(false)
-	l.enqueue(&s.req, m.mode, m.initial, m.pos, m.task, false) // fails only in a failed job, which the requester learns
-	return nil
 }
 
 // granted completes a remote ticket: the payload, if any, is already in the mirror.
@@ -461,113 +262,14 @@ func (n *node) granted(from int, h *transport.Header, payload []byte) error {
 	return nil
 }
 
-// released ends a remote handle's access to one of our locations; a write's data is already
-// in the location's buffer.
-func (n *node) released(from int, h *transport.Header, payload []byte) error {
-	m := decodeRelease(h)
-	n.j.det.moves.Add(1)
-	s := n.servedGrant(from, m.ticket)
-	if s == nil {
-		return fmt.Errorf("release of ticket %d, which holds no grant", m.ticket)
-	}
-	s.active = false
-	s.transfer.End()
-	s.transfer = trace.Span{}
-	l := s.loc
-	if m.failed {
-		l.fail(fmt.Errorf("rank %d: %s", from, payload))
-		return nil
-	}
-	l.lastFlow.Store(uint64(m.flow))
-	l.fq.Release(s.taskID, traceMode(s.req.Mode()))
-	mirror := -1
-	if m.data && s.req.Mode() == fifo.Write {
-		mirror = from
-		resizeKeep(&l.data, int(h.Len)) // the payload is there; this sets the size, 0 included
-	}
-	return l.release(&s.req, mirror >= 0, mirror, false)
-}
-
-// PeerLost implements transport.Handler: a process of the job is gone before it finished,
-// so the job fails: every request fails, and the others that can be reached are told.
-func (n *node) PeerLost(rank int, err error) {
-	lostErr := fmt.Errorf("orwl: process rank %d lost: %w", rank, err)
-	n.mu.Lock()
-	n.lost[rank] = lostErr
-	n.mu.Unlock()
-	n.j.fail(lostErr)
-}
-
 // failTickets fails every ticket of this process that still waits for its grant.
 func (n *node) failTickets(err error) {
-	n.mu.Lock()
-	tickets := append([]*remoteTicket(nil), n.tickets...)
-	n.mu.Unlock()
+	n.req.mu.Lock()
+	tickets := append([]*remoteTicket(nil), n.req.tickets...)
+	n.req.mu.Unlock()
 	for _, t := range tickets {
 		if t != nil {
 			t.latch.Fail(err)
-		}
-	}
-}
-
-// exchangeProblems tells every process this one's init-phase mistakes and returns everybody's,
-// in rank order.
-func (n *node) exchangeProblems(ctx context.Context, mine []error) ([]string, error) {
-	var text string
-	if err := errors.Join(mine...); err != nil {
-		text = err.Error() // one line per mistake
-	}
-	payload := []byte(text)
-	for r := range n.j.procs {
-		if r != n.j.rank {
-			if err := n.mesh.Send(r, transport.Requester, transport.Header{Type: msgProblems}, payload); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if err := n.mesh.Barrier(ctx); err != nil {
-		return nil, err
-	}
-	var all []string
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for r := range n.j.procs {
-		p := n.problems[r]
-		if r == n.j.rank {
-			p = &text
-		}
-		if p == nil {
-			return nil, fmt.Errorf("orwl: schedule: rank %d sent no report", r)
-		}
-		if *p != "" {
-			all = append(all, *p)
-		}
-	}
-	return all, nil
-}
-
-// peerFailure is the failure of another process of the job, as it reported it.
-type peerFailure struct {
-	rank               int
-	msg                string
-	deadlock, peerLost bool
-}
-
-func (e *peerFailure) Error() string { return fmt.Sprintf("orwl: rank %d failed: %s", e.rank, e.msg) }
-
-// Is makes a deadlock or a lost process that another process found match ErrDeadlock or
-// ErrPeerLost here too.
-func (e *peerFailure) Is(target error) bool {
-	return e.deadlock && target == ErrDeadlock || e.peerLost && target == ErrPeerLost
-}
-
-// broadcastFailure tells the other processes that can still be reached, except rank except,
-// that this job failed.
-func (n *node) broadcastFailure(err error, except int) {
-	m := failMsg{deadlock: errors.Is(err, ErrDeadlock), peerLost: errors.Is(err, ErrPeerLost)}
-	for r := range n.j.procs {
-		if r != n.j.rank && r != except {
-			n.mesh.Send(r, transport.Requester, m.header(), []byte(err.Error()))
 		}
 	}
 }

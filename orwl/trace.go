@@ -32,7 +32,7 @@ func (j *job) measureClock(ctx context.Context) error {
 		}
 		var theirs int64
 		select {
-		case theirs = <-j.node.clock:
+		case theirs = <-j.node.wide.clock:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -56,7 +56,7 @@ func (n *node) clockMessage(from int, m clockMsg) {
 		return
 	}
 	select {
-	case n.clock <- m.answer:
+	case n.wide.clock <- m.answer:
 	default:
 		n.log.Warn("orwl: a clock answer nobody asked for", "rank", from)
 	}
@@ -70,7 +70,7 @@ func (j *job) traceLoc(t handle.Ticket) trace.Loc {
 // sendTracePart sends this process's trace to rank 0; it travels before the final
 // barrier's marker on the same connection, so rank 0 has it when the barrier passes.
 func (n *node) sendTracePart() {
-	if err := n.mesh.Send(0, transport.Requester, transport.Header{Type: msgTracePart}, n.j.rec.Part()); err != nil {
+	if err := n.mesh.Send(0, transport.Requester, tracePartHeader(), n.j.rec.Part()); err != nil {
 		n.log.Error("orwl: trace part not sent", "err", err)
 	}
 }
@@ -83,13 +83,13 @@ func (j *job) writeTrace() error {
 		t = j.rec.Trace()
 	} else {
 		parts := [][]byte{j.rec.Part()}
-		j.node.mu.Lock()
-		for r, p := range j.node.traceParts {
+		j.node.wide.mu.Lock()
+		for r, p := range j.node.wide.traceParts {
 			if r != 0 && p != nil {
 				parts = append(parts, p)
 			}
 		}
-		j.node.mu.Unlock()
+		j.node.wide.mu.Unlock()
 		var err error
 		if t, err = trace.Merge(parts); err != nil {
 			return fmt.Errorf("orwl: trace: %w", err)

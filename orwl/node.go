@@ -1,0 +1,187 @@
+package orwl
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/orwl-go/orwl/transport"
+)
+
+// node is this process's end of the protocol (protocol.go) and the mesh's Handler. It hands
+// every message to one of three services, each with its own state:
+//
+//   - req (remote.go): this process's requests on the locations of other processes, their
+//     tickets, grants and mirrors;
+//   - own (owner.go): the requests of other processes on this process's locations;
+//   - wide: what the processes do together: the init-phase mistakes exchanged at the
+//     schedule (here), and rank 0's duties: the deadlock watch (deadlock_dist.go), the
+//     trace's parts and clock (trace.go), the checkpoints (checkpoint.go).
+type node struct {
+	j    *job
+	mesh *transport.Mesh
+	log  *slog.Logger
+
+	req  requester
+	own  owner
+	wide jobWide
+}
+
+// jobWide is the state of what the processes do together; guarded by mu.
+type jobWide struct {
+	mu         sync.Mutex
+	problems   []*string     // by rank: init-phase mistakes, at the schedule
+	watch      deadlockWatch // rank 0: the reports of stuck processes
+	traceParts [][]byte      // rank 0: the trace of every process, at the end
+	clock      chan int64    // rank 0's answers to clock questions (not guarded)
+}
+
+func newNode(j *job, log *slog.Logger) *node {
+	return &node{
+		j:   j,
+		log: log,
+		req: requester{tickets: []*remoteTicket{nil}, lost: make([]error, j.procs)},
+		own: owner{served: make([][]*served, j.procs)},
+		wide: jobWide{problems: make([]*string, j.procs), traceParts: make([][]byte, j.procs),
+			clock: make(chan int64, 1)},
+	}
+}
+
+// Sink implements transport.Handler: a grant's data lands in the mirror (requester), a
+// write-back in the location (owner).
+func (n *node) Sink(from int, h *transport.Header) ([]byte, error) {
+	switch h.Type {
+	case msgGrant:
+		return n.grantSink(from, h)
+	case msgRelease:
+		return n.writeBackSink(from, h)
+	}
+	return nil, nil
+}
+
+// send sends a message, written at once by the caller when it is a task (see location).
+func (n *node) send(onTask bool, to int, role transport.Role, h transport.Header, payload []byte) error {
+	if onTask {
+		return n.mesh.SendNow(to, role, h, payload)
+	}
+	return n.mesh.Send(to, role, h, payload)
+}
+
+// Handle implements transport.Handler.
+func (n *node) Handle(from int, h *transport.Header, payload []byte) {
+	var err error
+	switch h.Type {
+	case msgRequest:
+		err = n.serve(from, h)
+	case msgGrant:
+		err = n.granted(from, h, payload)
+	case msgRelease:
+		err = n.released(from, h, payload)
+	case msgProblems:
+		text := string(payload)
+		n.wide.mu.Lock()
+		n.wide.problems[from] = &text
+		n.wide.mu.Unlock()
+	case msgFail:
+		m := decodeFailure(h)
+		msg := string(payload)
+		if note := n.mesh.PauseNote(); note != "" {
+			msg += " " + note
+		}
+		n.j.fail(&peerFailure{rank: from, msg: msg, deadlock: m.deadlock, peerLost: m.peerLost})
+	case msgStuck:
+		n.stuck(from, decodeStuck(h), payload)
+	case msgClock:
+		n.clockMessage(from, decodeClock(h))
+	case msgCheckpoint:
+		if n.j.ckpt == nil {
+			err = errors.New("a checkpoint message, and this job takes none")
+		} else {
+			n.j.ckpt.handle(from, decodeCkpt(h), payload)
+		}
+	case msgTracePart:
+		n.wide.mu.Lock()
+		n.wide.traceParts[from] = bytes.Clone(payload) // payload is the mesh's scratch memory
+		n.wide.mu.Unlock()
+	default:
+		err = fmt.Errorf("unknown message type %d", h.Type)
+	}
+	if err != nil {
+		n.j.fail(fmt.Errorf("orwl: protocol error from rank %d: %w", from, err))
+	}
+}
+
+// PeerLost implements transport.Handler: a process of the job is gone before it finished,
+// so the job fails: every request fails, and the others that can be reached are told.
+func (n *node) PeerLost(rank int, err error) {
+	lostErr := fmt.Errorf("orwl: process rank %d lost: %w", rank, err)
+	n.req.mu.Lock()
+	n.req.lost[rank] = lostErr
+	n.req.mu.Unlock()
+	n.j.fail(lostErr)
+}
+
+// exchangeProblems tells every process this one's init-phase mistakes and returns everybody's,
+// in rank order.
+func (n *node) exchangeProblems(ctx context.Context, mine []error) ([]string, error) {
+	var text string
+	if err := errors.Join(mine...); err != nil {
+		text = err.Error() // one line per mistake
+	}
+	payload := []byte(text)
+	for r := range n.j.procs {
+		if r != n.j.rank {
+			if err := n.mesh.Send(r, transport.Requester, problemsHeader(), payload); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := n.mesh.Barrier(ctx); err != nil {
+		return nil, err
+	}
+	var all []string
+	n.wide.mu.Lock()
+	defer n.wide.mu.Unlock()
+	for r := range n.j.procs {
+		p := n.wide.problems[r]
+		if r == n.j.rank {
+			p = &text
+		}
+		if p == nil {
+			return nil, fmt.Errorf("orwl: schedule: rank %d sent no report", r)
+		}
+		if *p != "" {
+			all = append(all, *p)
+		}
+	}
+	return all, nil
+}
+
+// peerFailure is the failure of another process of the job, as it reported it.
+type peerFailure struct {
+	rank               int
+	msg                string
+	deadlock, peerLost bool
+}
+
+func (e *peerFailure) Error() string { return fmt.Sprintf("orwl: rank %d failed: %s", e.rank, e.msg) }
+
+// Is makes a deadlock or a lost process that another process found match ErrDeadlock or
+// ErrPeerLost here too.
+func (e *peerFailure) Is(target error) bool {
+	return e.deadlock && target == ErrDeadlock || e.peerLost && target == ErrPeerLost
+}
+
+// broadcastFailure tells the other processes that can still be reached, except rank except,
+// that this job failed.
+func (n *node) broadcastFailure(err error, except int) {
+	m := failMsg{deadlock: errors.Is(err, ErrDeadlock), peerLost: errors.Is(err, ErrPeerLost)}
+	for r := range n.j.procs {
+		if r != n.j.rank && r != except {
+			n.mesh.Send(r, transport.Requester, m.header(), []byte(err.Error()))
+		}
+	}
+}

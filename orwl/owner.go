@@ -1,0 +1,166 @@
+package orwl
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/orwl-go/orwl/fifo"
+	"github.com/orwl-go/orwl/trace"
+	"github.com/orwl-go/orwl/transport"
+)
+
+// served is a request of a remote handle, placed in a FIFO of this process on its behalf.
+type served struct {
+	req       fifo.Request
+	n         *node
+	from      int    // requester rank
+	id        uint64 // the requester's ticket id
+	taskID    int    // the requesting task
+	rnd       int    // see queued.round
+	loc       *location
+	active    bool        // requested and not yet released; the reader of from's connection only
+	delivered atomic.Bool // the grant was sent
+	transfer  trace.Span  // a write-back arriving
+}
+
+// owner is the state of other processes' requests on this process's locations: by requester
+// rank and ticket id. A rank's table is used only by the reader of that rank's connection,
+// which delivers its requests and releases in order; entries are reused with the ids.
+type owner struct {
+	served [][]*served
+}
+
+// maxTicketID bounds the ticket ids a peer may use: ids are dense (retired ids are handed
+// out again), so a larger one is a broken peer, not a big job.
+const maxTicketID = 1 << 24
+
+// granted sends the grant to the requester, with the data when its mirror does not hold
+// this version: under the location's sendMu, so that the first grant of a version that a
+// process receives is the one that carries it.
+func (s *served) granted(onTask, more bool) {
+	l := s.loc
+	l.fq.Grant(s.taskID, traceMode(s.req.Mode()))
+	l.sendMu.Lock()
+	m := grantMsg{loc: l.index, ticket: s.id, version: l.version, flow: trace.FlowID(l.lastFlow.Load()), more: more}
+	var payload []byte
+	if l.mirrors[s.from] != l.version {
+		m.data, payload = true, l.data
+		l.mirrors[s.from] = l.version
+	}
+	s.delivered.Store(true)
+	err := s.n.send(onTask, s.from, transport.Owner, m.header(), payload)
+	l.sendMu.Unlock()
+	if err != nil && !errors.Is(err, transport.ErrPeerClosed) {
+		// A peer that closed its mesh cleanly has finished (every task of the job is done) or
+		// has failed and said so: nobody waits for this grant.
+		s.n.j.fail(fmt.Errorf("orwl: sending the grant of %s to rank %d: %w", l.id, s.from, err))
+	}
+}
+
+// failed does nothing: the requester learns of the job's failure itself.
+func (s *served) failed(error) {}
+
+func (s *served) task() int { return s.taskID }
+
+func (s *served) round() int { return s.rnd }
+
+func (s *served) remote() (int, uint64, bool) { return s.from, s.id, true }
+
+// servedAt returns the entry of from's ticket id, making it on first use.
+func (n *node) servedAt(from int, id uint64) (*served, error) {
+	if id == 0 || id > maxTicketID {
+		return nil, fmt.Errorf("orwl: rank %d sent ticket id %d, outside 1..%d", from, id, maxTicketID)
+	}
+	table := n.own.served[from]
+	for uint64(len(table)) <= id {
+		table = append(table, nil)
+	}
+	n.own.served[from] = table
+	if table[id] == nil {
+		s := &served{n: n, from: from, id: id}
+		s.req.Tag = s
+		table[id] = s
+	}
+	return table[id], nil
+}
+
+// servedGrant returns from's entry for ticket id when it holds a grant, else nil.
+func (n *node) servedGrant(from int, id uint64) *served {
+	if id >= uint64(len(n.own.served[from])) {
+		return nil
+	}
+	s := n.own.served[from][id]
+	if s == nil || !s.active || !s.delivered.Load() {
+		return nil
+	}
+	return s
+}
+
+// serve places the request of a remote handle in the FIFO of one of our locations, or
+// refuses it when the location does not exist here.
+func (n *node) serve(from int, h *transport.Header) error {
+	m := decodeRequest(h)
+	n.j.det.moves.Add(1) // the deadlock watch must see that something moved
+	l, err := n.j.ownedByIndex(m.loc)
+	if err != nil {
+		n.log.Error("orwl: request refused", "rank", from, "err", err)
+		g := grantMsg{loc: m.loc, ticket: m.ticket, refused: true}
+		n.mesh.Send(from, transport.Owner, g.header(), []byte(err.Error()))
+		return nil
+	}
+	s, err := n.servedAt(from, m.ticket)
+	if err != nil {
+		return err
+	}
+	if s.active {
+		return fmt.Errorf("ticket %d requested again before its release", m.ticket)
+	}
+	s.active, s.taskID, s.rnd, s.loc = true, m.task, m.round, l
+	s.delivered.Store(false)
+	l.enqueue(&s.req, m.mode, m.initial, m.pos, m.task, false) // fails only in a failed job, which the requester learns
+	return nil
+}
+
+// released ends a remote handle's access to one of our locations; a write's data is already
+// in the location's buffer.
+func (n *node) released(from int, h *transport.Header, payload []byte) error {
+	m := decodeRelease(h)
+	n.j.det.moves.Add(1)
+	s := n.servedGrant(from, m.ticket)
+	if s == nil {
+		return fmt.Errorf("release of ticket %d, which holds no grant", m.ticket)
+	}
+	s.active = false
+	s.transfer.End()
+	s.transfer = trace.Span{}
+	l := s.loc
+	if m.failed {
+		l.fail(fmt.Errorf("rank %d: %s", from, payload))
+		return nil
+	}
+	l.lastFlow.Store(uint64(m.flow))
+	l.fq.Release(s.taskID, traceMode(s.req.Mode()))
+	mirror := -1
+	if m.data && s.req.Mode() == fifo.Write {
+		mirror = from
+		resizeKeep(&l.data, int(h.Len)) // the payload is there; this sets the size, 0 included
+	}
+	return l.release(&s.req, mirror >= 0, mirror, false)
+}
+
+// writeBackSink returns where the data of a write release goes: the location's data. Data
+// for a ticket that holds no write grant is refused: the peer is broken.
+func (n *node) writeBackSink(from int, h *transport.Header) ([]byte, error) {
+	if !decodeRelease(h).data {
+		return nil, nil
+	}
+	s := n.servedGrant(from, h.ID)
+	if s == nil || s.req.Mode() != fifo.Write {
+		return nil, fmt.Errorf("orwl: write-back for ticket %d, which holds no write grant", h.ID)
+	}
+	if n.j.rec != nil {
+		s.transfer = n.j.rec.TaskTrack(s.loc.id.Task).BeginTransfer(trace.Loc(s.loc.id), trace.In, from, int64(h.Len))
+	}
+	return resizeKeep(&s.loc.data, int(h.Len)), nil
+}
