@@ -112,7 +112,7 @@ func moreFor(r *fifo.Request, rest []*fifo.Request) bool {
 // enqueue places r in the FIFO, or, before the schedule, keeps it for the schedule. It fails
 // once the job has failed.
 func (l *location) enqueue(r *fifo.Request, mode fifo.Mode, initial bool, pos, task int, onTask bool) error {
-	l.fq.Request(task, traceMode(mode), pos)
+	l.fq.Request(task, mode, pos)
 	var buf [grantBuf]*fifo.Request
 	l.mu.Lock()
 	if l.err != nil {
@@ -281,12 +281,12 @@ func (t *localTicket) describeWait(w *waitRecord) bool { return t.loc.describeWa
 
 func (t *localTicket) failGrant(err error) { t.loc.fail(err) }
 
-func (t *localTicket) traceGrant(task int, m trace.Mode) trace.FlowID {
+func (t *localTicket) traceGrant(task int, m fifo.Mode) trace.FlowID {
 	t.loc.fq.Grant(task, m)
 	return trace.FlowID(t.loc.lastFlow.Load())
 }
 
-func (t *localTicket) traceRelease(task int, m trace.Mode, flow trace.FlowID) {
+func (t *localTicket) traceRelease(task int, m fifo.Mode, flow trace.FlowID) {
 	t.loc.lastFlow.Store(uint64(flow))
 	t.loc.fq.Release(task, m)
 }

@@ -1,7 +1,6 @@
 package orwl
 
 import (
-	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
 	"github.com/orwl-go/orwl/trace"
 )
@@ -20,14 +19,14 @@ func (o *observer) Requested(h *handle.Handle, t handle.Ticket) {
 		return
 	}
 	spec := h.Spec()
-	o.tr.Request(o.task.job.traceLoc(t), traceMode(spec.Mode), spec.Pos)
+	o.tr.Request(o.task.job.traceLoc(t), spec.Mode, spec.Pos)
 }
 
 func (o *observer) WaitStart(h *handle.Handle, t handle.Ticket) {
 	o.task.job.det.block(o.task.id, t.(ticket).base())
 	if o.tr != nil {
 		spec := h.Spec()
-		o.wait = o.tr.BeginWait(o.task.job.traceLoc(t), traceMode(spec.Mode), spec.Pos)
+		o.wait = o.tr.BeginWait(o.task.job.traceLoc(t), spec.Mode, spec.Pos)
 	}
 }
 
@@ -40,7 +39,7 @@ func (o *observer) Acquired(h *handle.Handle, t handle.Ticket) {
 	if o.tr == nil {
 		return
 	}
-	loc, mode := o.task.job.traceLoc(t), traceMode(h.Mode())
+	loc, mode := o.task.job.traceLoc(t), h.Mode()
 	o.tr.Grant(loc, mode, t.(ticket).traceGrant(o.task.id, mode))
 	if o.sections == nil {
 		o.sections = map[*handle.Handle]trace.Span{}
@@ -54,14 +53,6 @@ func (o *observer) Releasing(h *handle.Handle, t handle.Ticket) {
 	}
 	o.sections[h].End()
 	delete(o.sections, h)
-	mode := traceMode(h.Mode())
+	mode := h.Mode()
 	t.(ticket).traceRelease(o.task.id, mode, o.tr.Release(o.task.job.traceLoc(t), mode))
-}
-
-// traceMode converts a FIFO mode to the trace's.
-func traceMode(m fifo.Mode) trace.Mode {
-	if m == fifo.Write {
-		return trace.Write
-	}
-	return trace.Read
 }

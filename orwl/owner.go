@@ -40,7 +40,7 @@ const maxTicketID = 1 << 24
 // process receives is the one that carries it.
 func (s *served) granted(onTask, more bool) {
 	l := s.loc
-	l.fq.Grant(s.taskID, traceMode(s.req.Mode()))
+	l.fq.Grant(s.taskID, s.req.Mode())
 	l.sendMu.Lock()
 	m := grantMsg{loc: l.index, ticket: s.id, version: l.version, flow: trace.FlowID(l.lastFlow.Load()), more: more}
 	var payload []byte
@@ -140,7 +140,7 @@ func (n *node) released(from int, h *transport.Header, payload []byte) error {
 		return nil
 	}
 	l.lastFlow.Store(uint64(m.flow))
-	l.fq.Release(s.taskID, traceMode(s.req.Mode()))
+	l.fq.Release(s.taskID, s.req.Mode())
 	mirror := -1
 	if m.data && s.req.Mode() == fifo.Write {
 		mirror = from

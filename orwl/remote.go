@@ -190,9 +190,9 @@ func (t *remoteTicket) describeWait(w *waitRecord) bool {
 	return !t.latch.Granted()
 }
 
-func (t *remoteTicket) traceGrant(int, trace.Mode) trace.FlowID { return t.grantFlow }
+func (t *remoteTicket) traceGrant(int, fifo.Mode) trace.FlowID { return t.grantFlow }
 
-func (t *remoteTicket) traceRelease(_ int, _ trace.Mode, flow trace.FlowID) { t.releaseFlow = flow }
+func (t *remoteTicket) traceRelease(_ int, _ fifo.Mode, flow trace.FlowID) { t.releaseFlow = flow }
 
 // grantSink returns where the data of a grant goes: the mirror of its ticket's location.
 // Data for a ticket that holds no grant to receive it is refused: the peer is broken.

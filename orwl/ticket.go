@@ -1,6 +1,7 @@
 package orwl
 
 import (
+	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
 	"github.com/orwl-go/orwl/trace"
 )
@@ -19,8 +20,8 @@ type ticket interface {
 	describeWait(w *waitRecord) bool
 	// traceGrant records the grant in the location's trace, if any, and returns the flow of
 	// the release that caused it; traceRelease records the release and its flow.
-	traceGrant(task int, m trace.Mode) trace.FlowID
-	traceRelease(task int, m trace.Mode, flow trace.FlowID)
+	traceGrant(task int, m fifo.Mode) trace.FlowID
+	traceRelease(task int, m fifo.Mode, flow trace.FlowID)
 	// failGrant fails the location of the granted ticket with err (see Task.failedGrants).
 	failGrant(err error)
 }

@@ -1,6 +1,10 @@
 package trace
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/orwl-go/orwl/fifo"
+)
 
 // BenchmarkRecord measures the cost of recording with tracing on: one
 // instant (a request) and one span (a section, two clock reads).
@@ -10,14 +14,14 @@ func BenchmarkRecord(b *testing.B) {
 		tr := New(0).TaskTrack(0)
 		b.ReportAllocs()
 		for b.Loop() {
-			tr.Request(l, Read, 3)
+			tr.Request(l, fifo.Read, 3)
 		}
 	})
 	b.Run("section", func(b *testing.B) {
 		tr := New(0).TaskTrack(0)
 		b.ReportAllocs()
 		for b.Loop() {
-			tr.BeginSection(l, Write).End()
+			tr.BeginSection(l, fifo.Write).End()
 		}
 	})
 	b.Run("release+grant", func(b *testing.B) {
@@ -25,7 +29,7 @@ func BenchmarkRecord(b *testing.B) {
 		a, c := r.TaskTrack(0), r.TaskTrack(1)
 		b.ReportAllocs()
 		for b.Loop() {
-			c.Grant(l, Read, a.Release(l, Write))
+			c.Grant(l, fifo.Read, a.Release(l, fifo.Write))
 		}
 	})
 	b.Run("parallel-tasks", func(b *testing.B) {
@@ -40,7 +44,7 @@ func BenchmarkRecord(b *testing.B) {
 			tr := r.TaskTrack(int(next))
 			<-mu
 			for pb.Next() {
-				tr.Request(l, Read, 3)
+				tr.Request(l, fifo.Read, 3)
 			}
 		})
 	})
@@ -53,12 +57,12 @@ func BenchmarkRecordOff(b *testing.B) {
 	l := Loc{Task: 1, Name: "block"}
 	b.Run("request", func(b *testing.B) {
 		for b.Loop() {
-			tr.Request(l, Read, 3)
+			tr.Request(l, fifo.Read, 3)
 		}
 	})
 	b.Run("section", func(b *testing.B) {
 		for b.Loop() {
-			tr.BeginSection(l, Write).End()
+			tr.BeginSection(l, fifo.Write).End()
 		}
 	})
 }

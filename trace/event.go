@@ -147,7 +147,7 @@ func flowEvent(ph byte, pid, tid int, e *rec) Event {
 
 func appendRec(evs []Event, pid, tid int, e *rec, name string) []Event {
 	ev := Event{Pid: pid, Tid: tid, Ts: e.ts, Dur: e.dur}
-	loc := Args{Loc: name, Owner: int(e.a), Mode: e.mode.String()}
+	loc := Args{Loc: name, Owner: int(e.a), Mode: modeName(e.mode)}
 	switch e.kind {
 	case kRequest:
 		ev.Ph, ev.Name, ev.Cat = 'i', "request", "request"
@@ -186,7 +186,7 @@ func appendRec(evs []Event, pid, tid int, e *rec, name string) []Event {
 		ev.Ph, ev.Name, ev.Cat = 'X', name, "barrier"
 	case kFIFORequest, kFIFOGrant, kFIFORelease, kFIFOCancel:
 		ev.Ph, ev.Name, ev.Cat = 'i', fifoNames[e.kind], "fifo"
-		ev.Args = Args{Task: int(e.a), Mode: e.mode.String()}
+		ev.Args = Args{Task: int(e.a), Mode: modeName(e.mode)}
 		if e.kind == kFIFORequest {
 			ev.Args.Pos = int(e.b)
 		}

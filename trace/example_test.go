@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/trace"
 )
 
@@ -24,26 +25,26 @@ func Example() {
 	barrier.End()
 
 	// Task 1 (process 1) requests a read of block@0 and waits for it.
-	reader.Request(block, trace.Read, 1)
-	wait := reader.BeginWait(block, trace.Read, 1)
+	reader.Request(block, fifo.Read, 1)
+	wait := reader.BeginWait(block, fifo.Read, 1)
 
 	// Task 0 (process 0) writes block@0 and releases it.
-	writer.Request(block, trace.Write, 0)
-	writer.Grant(block, trace.Write, 0)
-	sec := writer.BeginSection(block, trace.Write)
+	writer.Request(block, fifo.Write, 0)
+	writer.Grant(block, fifo.Write, 0)
+	sec := writer.BeginSection(block, fifo.Write)
 	sec.End()
-	flow := writer.Release(block, trace.Write) // sent with the grant message
+	flow := writer.Release(block, fifo.Write) // sent with the grant message
 
 	// Process 0 pushes the data; process 1 receives it and grants task 1.
 	out := writer.BeginTransfer(block, trace.Out, 1, 8<<10)
 	out.End()
 	in := reader.BeginTransfer(block, trace.In, 0, 8<<10)
 	in.End()
-	reader.Grant(block, trace.Read, flow)
+	reader.Grant(block, fifo.Read, flow)
 	wait.End()
-	sec = reader.BeginSection(block, trace.Read)
+	sec = reader.BeginSection(block, fifo.Read)
 	sec.End()
-	reader.Release(block, trace.Read)
+	reader.Release(block, fifo.Read)
 
 	// At the end: every process sends rank 0 its part; rank 0 merges.
 	merged, err := trace.Merge([][]byte{p0.Part(), p1.Part()})

@@ -54,8 +54,9 @@
 //
 // # What it must not do
 //
-// This package must not import any other package of this module: the ORWL
-// runtime depends on it, never the reverse. It does no I/O of its own except
+// This package imports no other package of this module but fifo, whose Mode
+// (read or write) is the one access mode of the whole module: the ORWL runtime
+// depends on it, never the reverse. It does no I/O of its own except
 // into the writers it is given, starts no goroutines, and never blocks a task
 // beyond the per-track lock of the event it records.
 package trace
@@ -65,26 +66,17 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/orwl-go/orwl/fifo"
 )
 
-// Mode is the access mode of a request: Read or Write.
-type Mode uint8
-
-// Access modes.
-const (
-	Read  Mode = 1 // shared access; adjacent reads are granted together
-	Write Mode = 2 // exclusive access
-)
-
-// String returns "read", "write", or "" for an unknown mode.
-func (m Mode) String() string {
-	switch m {
-	case Read:
-		return "read"
-	case Write:
-		return "write"
+// modeName is the name of an event's mode in the JSON: "read", "write", or "" for an event
+// without one (a transfer).
+func modeName(m fifo.Mode) string {
+	if m == 0 {
+		return ""
 	}
-	return ""
+	return m.String()
 }
 
 // Dir is the direction of a data transfer, seen from the process that records
@@ -166,7 +158,7 @@ type rec struct {
 	name    uint32 // interned location name, or name of a generic span/instant
 	a, b, c int32  // owner task or requesting task; position; peer
 	kind    uint8
-	mode    Mode
+	mode    fifo.Mode
 	dir     Dir
 }
 
@@ -454,14 +446,14 @@ func (t *Track) Now() int64 {
 
 // Request records, as an instant, that the task placed a request on l in
 // mode m at FIFO position pos.
-func (t *Track) Request(l Loc, m Mode, pos int) {
+func (t *Track) Request(l Loc, m fifo.Mode, pos int) {
 	if t == nil {
 		return
 	}
 	t.requestSlow(l, m, pos)
 }
 
-func (t *Track) requestSlow(l Loc, m Mode, pos int) {
+func (t *Track) requestSlow(l Loc, m fifo.Mode, pos int) {
 	t.add(rec{ts: t.now(), a: int32(l.Task), b: int32(pos), kind: kRequest, mode: m}, l.Name)
 }
 
@@ -469,28 +461,28 @@ func (t *Track) requestSlow(l Loc, m Mode, pos int) {
 // granted, and ends the flow arrow from the release that caused it when from
 // is not 0 (the id that [Track.Release] returned, carried by the runtime,
 // across the wire for a remote grant). It may be called from any goroutine.
-func (t *Track) Grant(l Loc, m Mode, from FlowID) {
+func (t *Track) Grant(l Loc, m fifo.Mode, from FlowID) {
 	if t == nil {
 		return
 	}
 	t.grantSlow(l, m, from)
 }
 
-func (t *Track) grantSlow(l Loc, m Mode, from FlowID) {
+func (t *Track) grantSlow(l Loc, m fifo.Mode, from FlowID) {
 	t.grantAtSlow(t.now(), l, m, from)
 }
 
 // GrantAt is [Track.Grant] at time ts of the recorder's clock (from
 // [Recorder.Now] or [Track.Now]), for a runtime that stamps the grant where
 // it happens and records it later, for example when the task acquires.
-func (t *Track) GrantAt(ts int64, l Loc, m Mode, from FlowID) {
+func (t *Track) GrantAt(ts int64, l Loc, m fifo.Mode, from FlowID) {
 	if t == nil {
 		return
 	}
 	t.grantAtSlow(ts, l, m, from)
 }
 
-func (t *Track) grantAtSlow(ts int64, l Loc, m Mode, from FlowID) {
+func (t *Track) grantAtSlow(ts int64, l Loc, m fifo.Mode, from FlowID) {
 	t.add(rec{ts: ts, flow: from, a: int32(l.Task), kind: kGrant, mode: m}, l.Name)
 }
 
@@ -499,14 +491,14 @@ func (t *Track) grantAtSlow(ts int64, l Loc, m Mode, from FlowID) {
 // carry to the grant(s) this release causes (every member of a read group it
 // grants gets its own arrow). Call it before the FIFO grants the next entry,
 // so that no arrow points back in time. It returns 0 on a nil Track.
-func (t *Track) Release(l Loc, m Mode) FlowID {
+func (t *Track) Release(l Loc, m fifo.Mode) FlowID {
 	if t == nil {
 		return 0
 	}
 	return t.releaseSlow(l, m)
 }
 
-func (t *Track) releaseSlow(l Loc, m Mode) FlowID {
+func (t *Track) releaseSlow(l Loc, m fifo.Mode) FlowID {
 	id := t.r.NewFlowID()
 	t.add(rec{ts: t.now(), flow: id, a: int32(l.Task), kind: kRelease, mode: m}, l.Name)
 	return id
@@ -532,14 +524,14 @@ func (t *Track) FlowIn(id FlowID) {
 
 // BeginWait starts an acquire wait on l in mode m for the request at FIFO
 // position pos; End the returned span when acquire returns.
-func (t *Track) BeginWait(l Loc, m Mode, pos int) Span {
+func (t *Track) BeginWait(l Loc, m fifo.Mode, pos int) Span {
 	if t == nil {
 		return Span{}
 	}
 	return t.beginWaitSlow(l, m, pos)
 }
 
-func (t *Track) beginWaitSlow(l Loc, m Mode, pos int) Span {
+func (t *Track) beginWaitSlow(l Loc, m fifo.Mode, pos int) Span {
 	return Span{t: t, start: t.now(), kind: kWait, name: l.Name, a: int32(l.Task), b: int32(pos), mode: m}
 }
 
@@ -547,14 +539,14 @@ func (t *Track) beginWaitSlow(l Loc, m Mode, pos int) Span {
 // holds l and computes); End the returned span before releasing. The
 // section's name in the trace is the location name, so viewers colour it by
 // location.
-func (t *Track) BeginSection(l Loc, m Mode) Span {
+func (t *Track) BeginSection(l Loc, m fifo.Mode) Span {
 	if t == nil {
 		return Span{}
 	}
 	return t.beginSectionSlow(l, m)
 }
 
-func (t *Track) beginSectionSlow(l Loc, m Mode) Span {
+func (t *Track) beginSectionSlow(l Loc, m fifo.Mode) Span {
 	return Span{t: t, start: t.now(), kind: kSection, name: l.Name, a: int32(l.Task), mode: m}
 }
 
@@ -622,7 +614,7 @@ type Span struct {
 	name    string
 	a, b, c int32
 	kind    uint8
-	mode    Mode
+	mode    fifo.Mode
 	dir     Dir
 }
 
@@ -648,19 +640,19 @@ func (s *Span) end() {
 type FIFO struct{ t *Track }
 
 // Request records that task placed a request in mode m at position pos.
-func (f *FIFO) Request(task int, m Mode, pos int) { f.event(kFIFORequest, task, m, pos) }
+func (f *FIFO) Request(task int, m fifo.Mode, pos int) { f.event(kFIFORequest, task, m, pos) }
 
 // Grant records that task's entry (mode m) reached the head and was granted.
-func (f *FIFO) Grant(task int, m Mode) { f.event(kFIFOGrant, task, m, 0) }
+func (f *FIFO) Grant(task int, m fifo.Mode) { f.event(kFIFOGrant, task, m, 0) }
 
 // Release records that task released its access (mode m).
-func (f *FIFO) Release(task int, m Mode) { f.event(kFIFORelease, task, m, 0) }
+func (f *FIFO) Release(task int, m fifo.Mode) { f.event(kFIFORelease, task, m, 0) }
 
 // Cancel records that task's pending request (mode m) was cancelled.
-func (f *FIFO) Cancel(task int, m Mode) { f.event(kFIFOCancel, task, m, 0) }
+func (f *FIFO) Cancel(task int, m fifo.Mode) { f.event(kFIFOCancel, task, m, 0) }
 
 // event records one FIFO event as an instant; a nil FIFO records nothing.
-func (f *FIFO) event(kind uint8, task int, m Mode, pos int) {
+func (f *FIFO) event(kind uint8, task int, m fifo.Mode, pos int) {
 	if f == nil {
 		return
 	}

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/orwl-go/orwl/fifo"
 )
 
 // synthJob describes a synthetic ORWL-like job: tasks spread evenly over
@@ -82,15 +84,15 @@ func (j synthJob) run(t testing.TB) []*Recorder {
 			rng := rand.New(rand.NewSource(int64(task)))
 			// write takes l (FIFO f) at position pos, works for n and releases.
 			write := func(f *FIFO, l Loc, pos, n int) FlowID {
-				f.Request(task, Write, pos)
-				tr.Request(l, Write, pos)
-				f.Grant(task, Write)
-				tr.Grant(l, Write, 0)
-				s := tr.BeginSection(l, Write)
+				f.Request(task, fifo.Write, pos)
+				tr.Request(l, fifo.Write, pos)
+				f.Grant(task, fifo.Write)
+				tr.Grant(l, fifo.Write, 0)
+				s := tr.BeginSection(l, fifo.Write)
 				spin(n)
 				s.End()
-				f.Release(task, Write)
-				return tr.Release(l, Write)
+				f.Release(task, fifo.Write)
+				return tr.Release(l, fifo.Write)
 			}
 			init := tr.BeginSpan("init")
 			spin(j.work / 4)
@@ -106,20 +108,20 @@ func (j synthJob) run(t testing.TB) []*Recorder {
 			<-scheduled
 			for it := 0; it < j.iters; it++ {
 				// Read the left neighbour's bound.
-				tr.Request(boundL, Read, 0)
-				w := tr.BeginWait(boundL, Read, 0)
+				tr.Request(boundL, fifo.Read, 0)
+				w := tr.BeginWait(boundL, fifo.Read, 0)
 				tok := <-chans[left]
 				if rankOf(left) != rankOf(task) {
 					x := tr.BeginTransfer(boundL, In, rankOf(left), 4096)
 					spin(j.work / 8)
 					x.End()
 				}
-				tr.Grant(boundL, Read, tok.flow)
+				tr.Grant(boundL, fifo.Read, tok.flow)
 				w.End()
-				s := tr.BeginSection(boundL, Read)
+				s := tr.BeginSection(boundL, fifo.Read)
 				spin(j.work / 8)
 				s.End()
-				tr.Release(boundL, Read)
+				tr.Release(boundL, fifo.Read)
 
 				// Write my block.
 				write(fifoBlock, block, 1, j.work+rng.Intn(j.work+1))

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/orwl-go/orwl/fifo"
 )
 
 var sampleOut = flag.String("trace.sample", "", "write the synthetic merged trace JSON to this file (for looking at it)")
@@ -169,18 +171,18 @@ func TestNilRecorderIsNoOp(t *testing.T) {
 		t.Fatal("nil recorder returned a track")
 	}
 	l := Loc{Task: 1, Name: "block"}
-	tr.Request(l, Read, 0)
-	w := tr.BeginWait(l, Read, 0)
-	tr.Grant(l, Read, 0)
+	tr.Request(l, fifo.Read, 0)
+	w := tr.BeginWait(l, fifo.Read, 0)
+	tr.Grant(l, fifo.Read, 0)
 	w.End()
-	s := tr.BeginSection(l, Read)
+	s := tr.BeginSection(l, fifo.Read)
 	s.End()
-	if id := tr.Release(l, Read); id != 0 {
+	if id := tr.Release(l, fifo.Read); id != 0 {
 		t.Errorf("Release on nil track = %v", id)
 	}
 	tr.BeginTransfer(l, In, 1, 10).End()
 	tr.FlowIn(r.NewFlowID())
-	r.FIFO(l).Request(1, Write, 0)
+	r.FIFO(l).Request(1, fifo.Write, 0)
 	r.BeginBarrier("schedule").End()
 	r.SetClockOffset(time.Second)
 	if len(r.Trace().Events) != 0 {
@@ -211,10 +213,10 @@ func TestReadGroupGetsOneArrowPerGrant(t *testing.T) {
 	r := New(0)
 	w, r1, r2 := r.TaskTrack(0), r.TaskTrack(1), r.TaskTrack(2)
 	l := Loc{Task: 0, Name: "block"}
-	id := w.Release(l, Write)
-	r1.Grant(l, Read, id)
-	r2.Grant(l, Read, id)
-	w.Release(l, Write) // nobody granted: no dangling arrow
+	id := w.Release(l, fifo.Write)
+	r1.Grant(l, fifo.Read, id)
+	r2.Grant(l, fifo.Read, id)
+	w.Release(l, fifo.Write) // nobody granted: no dangling arrow
 	var buf bytes.Buffer
 	if err := r.Trace().WriteJSON(&buf); err != nil {
 		t.Fatal(err)
@@ -266,7 +268,7 @@ func TestJSONStringEscaping(t *testing.T) {
 	r := New(0)
 	r.SetProcessName("rank 0 \"quoted\" \\ \n\x01 \xff")
 	tr := r.TaskTrack(0)
-	sp := tr.BeginSection(Loc{Task: 0, Name: "a<b>&\"c\""}, Write)
+	sp := tr.BeginSection(Loc{Task: 0, Name: "a<b>&\"c\""}, fifo.Write)
 	sp.End()
 	var buf bytes.Buffer
 	if err := r.Trace().WriteJSON(&buf); err != nil {
@@ -296,9 +298,9 @@ func TestSummary(t *testing.T) {
 	l := Loc{Task: 1, Name: "bound"}
 	// Hand-made events with exact times: a 100ns section containing a 30ns
 	// wait, a 50ns wait, and a 40ns transfer.
-	tr.add(rec{kind: kSection, ts: 0, dur: 100, mode: Write}, "block")
-	tr.add(rec{kind: kWait, ts: 20, dur: 30, a: 1, mode: Read}, "bound")
-	tr.add(rec{kind: kWait, ts: 200, dur: 50, a: 1, mode: Read}, "bound")
+	tr.add(rec{kind: kSection, ts: 0, dur: 100, mode: fifo.Write}, "block")
+	tr.add(rec{kind: kWait, ts: 20, dur: 30, a: 1, mode: fifo.Read}, "bound")
+	tr.add(rec{kind: kWait, ts: 200, dur: 50, a: 1, mode: fifo.Read}, "bound")
 	x := r.transferLane(tr, 0)
 	x.add(rec{kind: kTransfer, ts: 210, dur: 40, a: 1, bytes: 1 << 20, dir: In, c: 1}, "bound")
 	s := ComputeSummary(r.Trace())
@@ -392,7 +394,7 @@ func TestSnapshotWhileRecording(t *testing.T) {
 		go func(task int) {
 			defer wg.Done()
 			tr := r.TaskTrack(task)
-			fifo := r.FIFO(Loc{Task: task, Name: "block"})
+			fq := r.FIFO(Loc{Task: task, Name: "block"})
 			for i := 0; i < 500; i++ {
 				select {
 				case <-done:
@@ -400,11 +402,11 @@ func TestSnapshotWhileRecording(t *testing.T) {
 				default:
 				}
 				l := Loc{Task: (task + 1) % 4, Name: "n" + strconv.Itoa(i%20)} // new names while snapshotting
-				tr.Request(l, Read, i)
-				s := tr.BeginSection(l, Read)
+				tr.Request(l, fifo.Read, i)
+				s := tr.BeginSection(l, fifo.Read)
 				s.End()
-				r.TaskTrack((task+1)%4).Grant(l, Read, tr.Release(l, Read))
-				fifo.Request(task, Write, i)
+				r.TaskTrack((task+1)%4).Grant(l, fifo.Read, tr.Release(l, fifo.Read))
+				fq.Request(task, fifo.Write, i)
 			}
 		}(task)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/trace"
 )
 
@@ -18,16 +19,16 @@ func writeParts(t *testing.T, dir string) []string {
 	p0, p1 := trace.New(0), trace.New(1)
 	l := trace.Loc{Task: 0, Name: "block"}
 	a, b := p0.TaskTrack(0), p1.TaskTrack(1)
-	b.Request(l, trace.Read, 1)
-	w := b.BeginWait(l, trace.Read, 1)
-	s := a.BeginSection(l, trace.Write)
+	b.Request(l, fifo.Read, 1)
+	w := b.BeginWait(l, fifo.Read, 1)
+	s := a.BeginSection(l, fifo.Write)
 	s.End()
-	id := a.Release(l, trace.Write)
+	id := a.Release(l, fifo.Write)
 	x := b.BeginTransfer(l, trace.In, 0, 1024)
 	x.End()
-	b.Grant(l, trace.Read, id)
+	b.Grant(l, fifo.Read, id)
 	w.End()
-	s = b.BeginSection(l, trace.Read)
+	s = b.BeginSection(l, fifo.Read)
 	s.End()
 	var files []string
 	for i, r := range []*trace.Recorder{p0, p1} {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/trace"
 	"github.com/orwl-go/orwl/trace/gantt"
 )
@@ -27,15 +28,15 @@ func recorded(t *testing.T, procs, tasks, iters int) *trace.Trace {
 		tr := r.TaskTrack(task)
 		block, bound := trace.Loc{Task: task, Name: "block"}, trace.Loc{Task: (task + tasks - 1) % tasks, Name: "bound"}
 		for range iters {
-			w := tr.BeginWait(block, trace.Write, 0)
+			w := tr.BeginWait(block, fifo.Write, 0)
 			w.End()
-			tr.Grant(block, trace.Write, 0)
-			tr.BeginSection(block, trace.Write).End()
-			tr.Release(block, trace.Write)
+			tr.Grant(block, fifo.Write, 0)
+			tr.BeginSection(block, fifo.Write).End()
+			tr.Release(block, fifo.Write)
 			tr.BeginTransfer(bound, trace.In, 1-r.Rank(), 8).End()
-			tr.Grant(bound, trace.Read, 0)
-			tr.BeginSection(bound, trace.Read).End()
-			tr.Release(bound, trace.Read)
+			tr.Grant(bound, fifo.Read, 0)
+			tr.BeginSection(bound, fifo.Read).End()
+			tr.Release(bound, fifo.Read)
 		}
 	}
 	parts := make([][]byte, procs)
@@ -115,7 +116,7 @@ func TestRenderEmptyTrace(t *testing.T) {
 func TestRenderEscapes(t *testing.T) {
 	r := trace.New(0)
 	r.SetProcessName("rank 0 \"quoted\" \\ \n\x01 \xff")
-	r.TaskTrack(0).BeginSection(trace.Loc{Task: 0, Name: "a<b>&\"c\""}, trace.Write).End()
+	r.TaskTrack(0).BeginSection(trace.Loc{Task: 0, Name: "a<b>&\"c\""}, fifo.Write).End()
 	merged, err := trace.Merge([][]byte{r.Part()})
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +176,7 @@ func checkXML(t *testing.T, doc []byte) []string {
 func Example() {
 	r := trace.New(0)
 	block := trace.Loc{Task: 0, Name: "block"}
-	r.TaskTrack(0).BeginSection(block, trace.Write).End()
+	r.TaskTrack(0).BeginSection(block, fifo.Write).End()
 	var svg bytes.Buffer
 	err := gantt.Render(&svg, r.Trace(), &gantt.Options{Title: "one section"})
 	fmt.Println(err, bytes.HasPrefix(svg.Bytes(), []byte("<svg")) || bytes.Contains(svg.Bytes(), []byte("<svg")))
