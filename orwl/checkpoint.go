@@ -481,18 +481,7 @@ func (c *checkpointer) arm(k int) {
 
 // coordinate is rank 0's part: a checkpoint every c.every until ctx is done.
 func (c *checkpointer) coordinate(ctx context.Context) {
-	tick := time.NewTicker(c.every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		if !c.take(ctx) {
-			return
-		}
-	}
+	every(ctx, c.every, func() bool { return c.take(ctx) })
 }
 
 // take takes one checkpoint; it returns false when ctx ended first.

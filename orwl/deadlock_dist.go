@@ -49,7 +49,36 @@ type servedRecord struct {
 // watch looks for deadlocks until ctx is done: in this process alone, or by reporting this
 // process to rank 0 while it is stuck.
 func (j *job) watch(ctx context.Context) {
-	tick := time.NewTicker(watchPeriod)
+	every(ctx, watchPeriod, j.look)
+}
+
+// look looks for a deadlock once; it returns false when this process cannot report any
+// more (its mesh is closed).
+func (j *job) look() bool {
+	if j.node == nil {
+		j.checkLocal()
+		return true
+	}
+	epoch, report, stuck := j.stuckReport()
+	if !stuck {
+		return true
+	}
+	payload, err := json.Marshal(report)
+	if err != nil {
+		j.log.Error("orwl: deadlock report", "err", err)
+		return true
+	}
+	m := stuckMsg{epoch: epoch}
+	if j.rank == 0 {
+		j.node.stuck(0, m, payload)
+		return true
+	}
+	return j.mesh.Send(0, transport.Requester, m.header(), payload) == nil
+}
+
+// every calls fn every period until ctx is done or fn returns false.
+func every(ctx context.Context, period time.Duration, fn func() bool) {
+	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for {
 		select {
@@ -57,23 +86,7 @@ func (j *job) watch(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		if j.node == nil {
-			j.checkLocal()
-			continue
-		}
-		epoch, report, stuck := j.stuckReport()
-		if !stuck {
-			continue
-		}
-		payload, err := json.Marshal(report)
-		if err != nil {
-			j.log.Error("orwl: deadlock report", "err", err)
-			continue
-		}
-		m := stuckMsg{epoch: epoch}
-		if j.rank == 0 {
-			j.node.stuck(0, m, payload)
-		} else if err := j.mesh.Send(0, transport.Requester, m.header(), payload); err != nil {
+		if !fn() {
 			return
 		}
 	}
