@@ -44,80 +44,101 @@ type Timeline struct {
 
 // NewTimeline sorts the events of t into rows, one per task.
 func NewTimeline(t *Trace) *Timeline {
-	m := &Timeline{ProcName: map[int]string{}, ProcSort: map[int]int{}, Barriers: map[int][]Interval{}}
-	type key struct{ pid, task int }
-	rows := map[key]*Row{}
-	get := func(pid, task int) *Row {
-		r := rows[key{pid, task}]
-		if r == nil {
-			r = &Row{TaskInfo: TaskInfo{Task: task, Rank: pid}, Name: fmt.Sprintf("task %d", task), Sort: 2 * task}
-			rows[key{pid, task}] = r
-		}
-		return r
+	b := timelineBuilder{
+		m:    &Timeline{ProcName: map[int]string{}, ProcSort: map[int]int{}, Barriers: map[int][]Interval{}},
+		rows: map[[2]int]*Row{},
+		locs: map[string]bool{},
 	}
-	locs := map[string]bool{}
-	first := true
 	for i := range t.Events {
-		e := &t.Events[i]
-		if e.Ph == 'M' {
-			switch e.Name {
-			case "process_name":
-				m.ProcName[e.Pid] = e.Args.Name
-			case "process_sort_index":
-				m.ProcSort[e.Pid] = e.Args.SortIndex
-			case "thread_name":
-				if e.Tid >= 0 && e.Tid < TransferTidBase {
-					get(e.Pid, e.Tid).Name = e.Args.Name
-				}
-			case "thread_sort_index":
-				if e.Tid >= 0 && e.Tid < TransferTidBase {
-					get(e.Pid, e.Tid).Sort = e.Args.SortIndex
-				}
-			}
-			continue
-		}
-		if first || e.Ts < m.T0 {
-			m.T0 = e.Ts
-		}
-		if first || e.End() > m.T1 {
-			m.T1 = e.End()
-		}
-		first = false
-		iv := Interval{Ts: e.Ts, End: e.End(), Loc: e.Args.Location(), Mode: e.Args.Mode, Bytes: e.Args.Bytes}
-		switch {
-		case e.Tid >= 0 && e.Tid < TransferTidBase:
-			r := get(e.Pid, e.Tid)
-			if !r.seen || e.Ts < r.First {
-				r.First = e.Ts
-			}
-			if !r.seen || e.End() > r.Last {
-				r.Last = e.End()
-			}
-			r.seen = true
-			if e.Ph != 'X' {
-				continue
-			}
-			switch e.Cat {
-			case "section":
-				r.Sections = append(r.Sections, iv)
-				locs[iv.Loc.Name] = true
-			case "wait":
-				r.Waits = append(r.Waits, iv)
-			}
-		case e.Tid >= TransferTidBase && e.Tid < FIFOTidBase:
-			if e.Ph == 'X' && e.Cat == "transfer" {
-				r := get(e.Pid, (e.Tid-TransferTidBase)/Lanes)
-				r.Transfers = append(r.Transfers, iv)
-			}
-		case e.Tid >= ProcessTidBase:
-			if e.Ph == 'X' && e.Cat == "barrier" {
-				iv.Loc.Name = e.Name
-				m.Barriers[e.Pid] = append(m.Barriers[e.Pid], iv)
-			}
+		if e := &t.Events[i]; e.Ph == 'M' {
+			b.meta(e)
+		} else {
+			b.add(e)
 		}
 	}
+	return b.finish()
+}
+
+// timelineBuilder gathers a Timeline's rows, by process and task, from the events.
+type timelineBuilder struct {
+	m     *Timeline
+	rows  map[[2]int]*Row // by pid and task
+	locs  map[string]bool // the names of the locations of sections
+	begun bool            // an event has set T0 and T1
+}
+
+// row returns task's row in process pid, making it on first use.
+func (b *timelineBuilder) row(pid, task int) *Row {
+	r := b.rows[[2]int{pid, task}]
+	if r == nil {
+		r = &Row{TaskInfo: TaskInfo{Task: task, Rank: pid}, Name: fmt.Sprintf("task %d", task), Sort: 2 * task}
+		b.rows[[2]int{pid, task}] = r
+	}
+	return r
+}
+
+// meta records a metadata event: a process's or a task's name or place.
+func (b *timelineBuilder) meta(e *Event) {
+	task := e.Tid >= 0 && e.Tid < TransferTidBase
+	switch {
+	case e.Name == "process_name":
+		b.m.ProcName[e.Pid] = e.Args.Name
+	case e.Name == "process_sort_index":
+		b.m.ProcSort[e.Pid] = e.Args.SortIndex
+	case e.Name == "thread_name" && task:
+		b.row(e.Pid, e.Tid).Name = e.Args.Name
+	case e.Name == "thread_sort_index" && task:
+		b.row(e.Pid, e.Tid).Sort = e.Args.SortIndex
+	}
+}
+
+// add records an event on its task's row, transfer lane or process track.
+func (b *timelineBuilder) add(e *Event) {
+	if !b.begun || e.Ts < b.m.T0 {
+		b.m.T0 = e.Ts
+	}
+	if !b.begun || e.End() > b.m.T1 {
+		b.m.T1 = e.End()
+	}
+	b.begun = true
+	iv := Interval{Ts: e.Ts, End: e.End(), Loc: e.Args.Location(), Mode: e.Args.Mode, Bytes: e.Args.Bytes}
+	switch {
+	case e.Tid >= 0 && e.Tid < TransferTidBase:
+		b.addTask(e, iv)
+	case e.Tid >= TransferTidBase && e.Tid < FIFOTidBase && e.Ph == 'X' && e.Cat == "transfer":
+		r := b.row(e.Pid, (e.Tid-TransferTidBase)/Lanes)
+		r.Transfers = append(r.Transfers, iv)
+	case e.Tid >= ProcessTidBase && e.Ph == 'X' && e.Cat == "barrier":
+		iv.Loc.Name = e.Name
+		b.m.Barriers[e.Pid] = append(b.m.Barriers[e.Pid], iv)
+	}
+}
+
+// addTask records an event of a task's own row: its extent, and its sections and waits.
+func (b *timelineBuilder) addTask(e *Event, iv Interval) {
+	r := b.row(e.Pid, e.Tid)
+	if !r.seen || e.Ts < r.First {
+		r.First = e.Ts
+	}
+	if !r.seen || e.End() > r.Last {
+		r.Last = e.End()
+	}
+	r.seen = true
+	switch {
+	case e.Ph != 'X':
+	case e.Cat == "section":
+		r.Sections = append(r.Sections, iv)
+		b.locs[iv.Loc.Name] = true
+	case e.Cat == "wait":
+		r.Waits = append(r.Waits, iv)
+	}
+}
+
+// finish orders the rows (by process, then task) and the location names.
+func (b *timelineBuilder) finish() *Timeline {
+	m := b.m
 	procs := map[int]bool{}
-	for _, r := range rows {
+	for _, r := range b.rows {
 		m.Rows = append(m.Rows, r)
 		procs[r.Rank] = true
 		if _, ok := m.ProcSort[r.Rank]; !ok {
@@ -138,7 +159,7 @@ func NewTimeline(t *Trace) *Timeline {
 		}
 		return a.Task < b.Task
 	})
-	for n := range locs {
+	for n := range b.locs {
 		m.LocNames = append(m.LocNames, n)
 	}
 	sort.Strings(m.LocNames)
