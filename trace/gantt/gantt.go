@@ -345,18 +345,50 @@ func (c *chart) transferTimeline(r *trace.Row) []seg {
 	return tl
 }
 
+// cell is how much of one bin one state covers, and the segment that covers most of it.
+type cell struct {
+	st  int
+	d   float64 // px covered by st
+	seg int     // the segment covering most of it
+	sd  float64
+}
+
+// binValue is what a bin shows: its main state, the segment behind it, and its coverage.
+type binValue struct {
+	st, seg int
+	level   int // coverage in quarters, 1..4
+}
+
 // binned appends the bars of one timeline.
 func (c *chart) binned(out []bar, tl []seg, layer int, binW float64) []bar {
 	if len(tl) == 0 {
 		return out
 	}
-	nb := int(math.Ceil((c.right - c.left) / binW))
-	type cell struct {
-		st  int
-		d   float64 // px covered by st
-		seg int     // the segment covering most of it
-		sd  float64
+	bins := c.fillBins(tl, binW)
+	val := func(k int) binValue { return valueOf(bins[k], binW) }
+	for k := 0; k < len(bins); {
+		v := val(k)
+		if v.st == 0 {
+			k++
+			continue
+		}
+		j, single := k+1, true
+		for ; j < len(bins); j++ {
+			w := val(j)
+			if w.st != v.st || w.level != v.level {
+				break
+			}
+			single = single && w.seg == v.seg
+		}
+		out = append(out, c.binBar(tl, layer, k, j, v, val(j-1).seg, single, binW))
+		k = j
 	}
+	return out
+}
+
+// fillBins spreads the segments of tl over bins of binW pixels.
+func (c *chart) fillBins(tl []seg, binW float64) [][]cell {
+	nb := int(math.Ceil((c.right - c.left) / binW))
 	bins := make([][]cell, nb)
 	for si, s := range tl {
 		x0, x1 := c.x(s.a), c.x(s.b)
@@ -368,76 +400,60 @@ func (c *chart) binned(out []bar, tl []seg, layer int, binW float64) []bar {
 			if d <= 0 && !(x1 == x0 && k == k0) {
 				continue
 			}
-			d = math.Max(d, 1e-6)
-			found := false
-			for j := range bins[k] {
-				if bins[k][j].st == s.st { // a bin has one cell per state
-					bins[k][j].d += d
-					if d > bins[k][j].sd {
-						bins[k][j].seg, bins[k][j].sd = si, d
-					}
-					found = true
-					break
-				}
-			}
-			if !found {
-				bins[k] = append(bins[k], cell{st: s.st, d: d, seg: si, sd: d})
-			}
+			bins[k] = addCover(bins[k], s.st, si, math.Max(d, 1e-6))
 		}
 	}
-	type binv struct {
-		st, seg int
-		level   int // coverage in quarters, 1..4
-	}
-	val := func(k int) binv {
-		var best cell
-		var tot float64
-		for _, x := range bins[k] {
-			tot += x.d
-			if x.d > best.d {
-				best = x
+	return bins
+}
+
+// addCover adds d pixels of state st from segment si to a bin, which has one cell per state.
+func addCover(bin []cell, st, si int, d float64) []cell {
+	for j := range bin {
+		if bin[j].st == st {
+			bin[j].d += d
+			if d > bin[j].sd {
+				bin[j].seg, bin[j].sd = si, d
 			}
+			return bin
 		}
-		if best.st == 0 {
-			return binv{}
-		}
-		level := int(math.Ceil(math.Min(1, tot/binW) * 4))
-		return binv{st: best.st, seg: best.seg, level: max(1, level)}
 	}
-	for k := 0; k < nb; {
-		v := val(k)
-		if v.st == 0 {
-			k++
-			continue
+	return append(bin, cell{st: st, d: d, seg: si, sd: d})
+}
+
+// valueOf is what a bin of binW pixels shows: the state that covers most of it.
+func valueOf(bin []cell, binW float64) binValue {
+	var best cell
+	var tot float64
+	for _, x := range bin {
+		tot += x.d
+		if x.d > best.d {
+			best = x
 		}
-		j, single := k+1, true
-		for ; j < nb; j++ {
-			w := val(j)
-			if w.st != v.st || w.level != v.level {
-				break
-			}
-			if w.seg != v.seg {
-				single = false
-			}
-		}
-		x0, x1 := c.left+float64(k)*binW, c.left+float64(j)*binW
-		// Exact ends where a bin's state comes from a span that starts or
-		// ends inside it.
-		first, last := tl[v.seg], tl[val(j-1).seg]
-		if sx := c.x(first.a); sx > x0 && sx < x1 {
-			x0 = sx
-		}
-		if ex := c.x(last.b); ex < x1 && ex > x0 {
-			x1 = ex
-		}
-		b := bar{x0: x0, x1: x1, layer: layer, fill: c.stateFill(layer, v.st), opacity: float64(v.level) / 4}
-		if single && first.src != nil {
-			b.tip = tip(first, c.t0)
-		}
-		out = append(out, b)
-		k = j
 	}
-	return out
+	if best.st == 0 {
+		return binValue{}
+	}
+	level := int(math.Ceil(math.Min(1, tot/binW) * 4))
+	return binValue{st: best.st, seg: best.seg, level: max(1, level)}
+}
+
+// binBar is the bar of bins k to j-1, which show v; lastSeg is the segment behind bin j-1,
+// and single says that one segment is behind all of them (the bar then gets its tooltip).
+func (c *chart) binBar(tl []seg, layer, k, j int, v binValue, lastSeg int, single bool, binW float64) bar {
+	x0, x1 := c.left+float64(k)*binW, c.left+float64(j)*binW
+	// Exact ends where a bin's state comes from a span that starts or ends inside it.
+	first, last := tl[v.seg], tl[lastSeg]
+	if sx := c.x(first.a); sx > x0 && sx < x1 {
+		x0 = sx
+	}
+	if ex := c.x(last.b); ex < x1 && ex > x0 {
+		x1 = ex
+	}
+	b := bar{x0: x0, x1: x1, layer: layer, fill: c.stateFill(layer, v.st), opacity: float64(v.level) / 4}
+	if single && first.src != nil {
+		b.tip = tip(first, c.t0)
+	}
+	return b
 }
 
 func tip(s seg, t0 int64) string {
