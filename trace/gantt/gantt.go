@@ -480,25 +480,38 @@ func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 func f2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 
 func (c *chart) draw() {
-	m := c.m
 	c.printf(`<?xml version="1.0" encoding="UTF-8"?>` + "\n")
 	c.printf(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="12">`+"\n",
 		int(c.width), int(math.Ceil(c.height)), int(c.width), int(math.Ceil(c.height)))
 	c.printf(`<defs><pattern id="wait" patternUnits="userSpaceOnUse" width="6" height="6" patternTransform="rotate(45)">` +
 		`<rect width="6" height="6" fill="#d4d4d4"/><line x1="0" y1="0" x2="0" y2="6" stroke="#7a7a7a" stroke-width="2.5"/></pattern></defs>` + "\n")
 	c.printf(`<rect width="100%%" height="100%%" fill="#ffffff"/>` + "\n")
+	c.drawTitle()
+	c.drawAxis()
+	c.drawProcesses()
+	c.drawRows()
+	if len(c.m.Rows) == 0 {
+		c.text(c.left, c.top+24, ` fill="#888"`, "no task events in this trace")
+	}
+	c.drawLegend()
+	c.w.WriteString("</svg>\n")
+}
 
-	// Title and subtitle.
+// drawTitle draws the title and the subtitle: the job's size and span, and how spans were
+// merged into bars.
+func (c *chart) drawTitle() {
+	m := c.m
 	c.text(c.left, 28, ` font-size="20" font-weight="bold" fill="#222"`, c.o.Title)
 	sub := fmt.Sprintf("%d tasks in %d processes, %s", len(m.Rows), m.Procs, trace.FormatDuration(time.Duration(c.t1-c.t0)))
 	if c.mergedSpans > c.drawnElements {
 		sub += fmt.Sprintf("; %d spans drawn as %d bars in %s px bins (faded: partly busy)", c.mergedSpans, c.drawnElements, strconv.FormatFloat(c.mergeGapPixels, 'f', -1, 64))
 	}
 	c.text(c.left, 48, ` font-size="13" fill="#555"`, sub)
+}
 
-	c.drawAxis()
-
-	// Process groups: header band and barrier bands.
+// drawProcesses draws each process's group: its header band and its barriers.
+func (c *chart) drawProcesses() {
+	m := c.m
 	ranks := make([]int, 0, len(c.groupY))
 	for r := range c.groupY {
 		ranks = append(ranks, r)
@@ -523,13 +536,15 @@ func (c *chart) draw() {
 		}
 		c.w.WriteString("</g>\n")
 	}
+}
 
-	// Rows.
+// drawRows draws every task's row: its name and its bars.
+func (c *chart) drawRows() {
 	pad := math.Max(1, math.Round(c.rowH*0.1))
 	xferH := math.Max(2, math.Round(c.rowH*0.2))
 	barH := c.rowH - 2*pad - xferH - 1
 	fontSize := math.Min(12, c.rowH-1)
-	for i, r := range m.Rows {
+	for i, r := range c.m.Rows {
 		y := c.rowY[i]
 		c.printf(`<g class="task" data-task="%d" data-rank="%d">`+"\n", r.Task, r.Rank)
 		if i%2 == 1 {
@@ -537,36 +552,34 @@ func (c *chart) draw() {
 		}
 		c.text(c.left-8, y+c.rowH/2+fontSize*0.35, fmt.Sprintf(` text-anchor="end" font-size="%s" fill="#333"`, f1(fontSize)), r.Name)
 		for _, b := range c.bars[i] {
-			var by, bh float64
+			by, bh := y+pad, barH // layer 0: a section
 			switch b.layer {
-			case 0:
-				by, bh = y+pad, barH
-			case 1:
+			case 1: // a nested section
 				inset := math.Max(1, math.Floor(barH*0.2))
 				by, bh = y+pad+inset, barH-2*inset
-			case 2:
+			case 2: // the transfer lane
 				by, bh = y+pad+barH+1, xferH
 			}
-			wdt := math.Max(b.x1-b.x0, 0.6)
-			op := ""
-			if b.opacity < 1 {
-				op = fmt.Sprintf(` fill-opacity="%s"`, f2(b.opacity))
-			}
-			if b.tip != "" && c.titles {
-				c.printf(`<rect x="%s" y="%s" width="%s" height="%s" fill="%s"%s><title>`, f2(b.x0), f1(by), f2(wdt), f1(bh), b.fill, op)
-				xml.EscapeText(c.w, []byte(b.tip))
-				c.w.WriteString("</title></rect>\n")
-			} else {
-				c.printf(`<rect x="%s" y="%s" width="%s" height="%s" fill="%s"%s/>`+"\n", f2(b.x0), f1(by), f2(wdt), f1(bh), b.fill, op)
-			}
+			c.drawBar(b, by, bh)
 		}
 		c.w.WriteString("</g>\n")
 	}
-	if len(m.Rows) == 0 {
-		c.text(c.left, c.top+24, ` fill="#888"`, "no task events in this trace")
+}
+
+// drawBar draws bar b at height by, bh tall, with its tooltip if it has one.
+func (c *chart) drawBar(b bar, by, bh float64) {
+	wdt := math.Max(b.x1-b.x0, 0.6)
+	op := ""
+	if b.opacity < 1 {
+		op = fmt.Sprintf(` fill-opacity="%s"`, f2(b.opacity))
 	}
-	c.drawLegend()
-	c.w.WriteString("</svg>\n")
+	if b.tip == "" || !c.titles {
+		c.printf(`<rect x="%s" y="%s" width="%s" height="%s" fill="%s"%s/>`+"\n", f2(b.x0), f1(by), f2(wdt), f1(bh), b.fill, op)
+		return
+	}
+	c.printf(`<rect x="%s" y="%s" width="%s" height="%s" fill="%s"%s><title>`, f2(b.x0), f1(by), f2(wdt), f1(bh), b.fill, op)
+	xml.EscapeText(c.w, []byte(b.tip))
+	c.w.WriteString("</title></rect>\n")
 }
 
 // niceStep returns a 1, 2 or 5 times a power of ten step near span/target.
