@@ -587,3 +587,23 @@ func TestNoPayloadSentTwice(t *testing.T) {
 		t.Errorf("%d grants with data and %d write-backs, want 1 (the first grant) and 10", in, out)
 	}
 }
+
+// TestKilledProcessWithoutTasksFailsTheOthers: a process that runs no task, killed while the
+// others still run theirs, fails them with ErrPeerLost naming its rank: it has entered the
+// final agreement already, but it is gone before the agreement ends.
+func TestKilledProcessWithoutTasksFailsTheOthers(t *testing.T) {
+	r := ringJob{iters: 40, words: 4, pause: 10, tasks: 2}
+	p := startRing(t, r, 3, nil, "ORWL_PEER_TIMEOUT=1s")
+	p.waitProgress(t)
+	p.signal(syscall.SIGKILL, 2)
+	p.resume()
+	outs, codes := p.wait()
+	for rank := range 2 {
+		if codes[rank] == 0 || !strings.Contains(outs[rank], "process rank 2 lost") {
+			t.Errorf("rank %d: status %d, want a failure naming rank 2 lost:\n%s", rank, codes[rank], outs[rank])
+		}
+	}
+	if n := checkResults(t, r, outs); n != 0 {
+		t.Errorf("%d processes report success", n)
+	}
+}

@@ -336,14 +336,20 @@ func (j *job) ownedByIndex(idx uint32) (*location, error) {
 // one fails, and the other processes that can still be reached are told, unless they
 // learn it by themselves (a failure another process reported, or the init-phase mistakes
 // that the schedule reports to every task).
+//
+// A first failure that only says a peer closed its mesh (a process that left because its
+// job failed, before its report of why arrived here) gives way to the first that says why.
 func (j *job) fail(err error) {
 	j.errMu.Lock()
-	if j.agreed {
+	first := j.err == nil
+	if !first && errors.Is(j.err, transport.ErrPeerClosed) && !errors.Is(err, transport.ErrPeerClosed) {
+		j.err = err // a better reason for the same failure; everything else is done already
+	}
+	if j.agreed && first {
 		j.errMu.Unlock()
 		j.log.Debug("orwl: after the job's end", "err", err)
 		return
 	}
-	first := j.err == nil
 	if first {
 		j.err = err
 		j.failed.Store(true)

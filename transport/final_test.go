@@ -293,3 +293,35 @@ func TestCloseLogLevels(t *testing.T) {
 		t.Errorf("loss logged as %q", lostLine)
 	}
 }
+
+// A peer that crashes after its final marker but before this process's agreement ends is
+// lost: it is reported (PeerLost), and FinalBarrier fails naming it; it never heard that
+// the job succeeded. A peer that closes cleanly meanwhile has agreed, and is not lost.
+func TestFinalBarrierPeerCrashesAfterItsMarker(t *testing.T) {
+	meshes, recs := startMeshes(t, 3, nil)
+	ctx := context.Background()
+	go meshes[2].FinalBarrier(ctx, false)
+	waitFinal(meshes[0], 2)
+	waitFinal(meshes[1], 2)
+	crash(meshes[2])
+	for rank, r := range recs[:2] {
+		select {
+		case err := <-r.lost:
+			var pl *PeerLostError
+			if !errors.As(err, &pl) || pl.Rank != 2 {
+				t.Fatalf("rank %d: PeerLost %v, want rank 2", rank, err)
+			}
+		case <-time.After(10 * time.Second): // a bound on a failure, not a wait
+			t.Fatalf("rank %d: rank 2 crashed after its final marker and is not reported lost", rank)
+		}
+	}
+	errs := make(chan error, 2)
+	for _, m := range meshes[:2] {
+		go func() { errs <- m.FinalBarrier(ctx, false) }()
+	}
+	for range 2 {
+		if err := <-errs; !errors.Is(err, ErrPeerLost) || !strings.Contains(err.Error(), "rank 2") {
+			t.Fatalf("FinalBarrier with rank 2 crashed after its marker: %v", err)
+		}
+	}
+}

@@ -59,8 +59,10 @@ type Handler interface {
 	// PeerLost reports that rank is gone before it finished: heartbeat timeout, connection
 	// loss, a broken message (a *FrameError), or a clean Close on its side before its
 	// FinalBarrier (err wraps ErrPeerClosed then). err is a *PeerLostError. It is called at
-	// most once per peer, not for a peer whose final marker arrived before it went, not for
-	// a loss that makes Start fail, and not at all once Close has begun.
+	// most once per peer, not for a loss that makes Start fail, and not at all once Close
+	// has begun. A peer whose final marker arrived is reported only when it dies or is cut
+	// off before this process's FinalBarrier succeeded (not when it said it failed, nor when
+	// it closes cleanly: it had every marker then).
 	PeerLost(rank int, err error)
 }
 
@@ -215,6 +217,7 @@ type Mesh struct {
 	marks  []uint64      // the last barrier marker of each peer; markMu
 	markCh chan struct{} // closed and renewed on every marker, final or loss
 	final  bool          // this process has sent its final marker; barMu
+	agreed bool          // this process's FinalBarrier succeeded; markMu
 
 	// The readers of connections through shared memory (shm.go).
 	readers readerGroup
@@ -436,7 +439,10 @@ func (m *Mesh) lose(rank int, cause error) {
 		}
 	}
 	m.markMu.Lock()
-	finished := p.final
+	// A peer that finished goes without harm when it failed (its marker said so), closed
+	// cleanly (it had every marker: the job succeeded), or this process has agreed already.
+	// Otherwise it died or was cut off before it could know the outcome: it is lost.
+	finished := p.final && (p.failed || errors.Is(cause, ErrPeerClosed) || m.agreed)
 	m.wakeBarrier()
 	m.markMu.Unlock()
 	switch {
