@@ -53,7 +53,9 @@ type Config struct {
 	PeerTimeout time.Duration
 	// StartTimeout bounds the wait for every process of the job to start and connect (0:
 	// ORWL_START_TIMEOUT, else 60s). A process that dies or is unreachable once the start is
-	// under way fails it within PeerTimeout, naming its rank.
+	// under way fails it within PeerTimeout, naming its rank; so does a process that cannot
+	// reach rank 0 (no answer at all), naming rank 0; a process pointed at a job whose
+	// start is over fails at once, saying so.
 	StartTimeout time.Duration
 }
 

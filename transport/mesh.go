@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -129,11 +130,14 @@ type Config struct {
 	// PeerTimeout). PeerTimeout is the silence after which a peer is lost (default 3s); a
 	// peer that is sending, even one long payload, is not silent, and a process that finds
 	// it was paused itself (stopped, suspended) gives its peers a new PeerTimeout instead of
-	// blaming them. After the address book, a start that cannot go on fails within
-	// PeerTimeout too.
+	// blaming them. During the start too, a process that cannot reach the coordinator
+	// (no answer at all: a partition, a stopped coordinator) or, after the address book, a
+	// peer fails within PeerTimeout, naming it.
 	Heartbeat, PeerTimeout time.Duration
 	// StartTimeout bounds the wait for every process to register with the coordinator
-	// (default 60s), in addition to Start's ctx.
+	// (default 60s), in addition to Start's ctx: a coordinator that refuses connections
+	// (not listening yet) is waited for. Once the start is over, the coordinator answers
+	// every connection that it is, and a process dialing it fails at once saying so.
 	StartTimeout time.Duration
 	// Spin is how long a connection through shared memory (two processes of one host, see
 	// shm.go) polls for the next message before its reader sleeps; it polls only while
@@ -221,6 +225,10 @@ type Mesh struct {
 
 	// The readers of connections through shared memory (shm.go).
 	readers readerGroup
+
+	// late is rank 0's coordinator server after the start: it answers that the start is
+	// over (see bootstrap.close), until Close.
+	late atomic.Pointer[http.Server]
 
 	// Liveness: the last beat, when this process last found it had been paused, and for
 	// how long.
@@ -565,6 +573,9 @@ func (m *Mesh) Close() error {
 	m.closeOnce.Do(func() {
 		m.closing.Store(true)
 		close(m.done)
+		if srv := m.late.Load(); srv != nil {
+			srv.Close()
+		}
 		m.eachConn((*conn).goodbye)
 		for j := range m.peers {
 			if j != m.rank && m.goneQuiet(j) { // no goodbye to wait for
