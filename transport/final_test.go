@@ -325,3 +325,35 @@ func TestFinalBarrierPeerCrashesAfterItsMarker(t *testing.T) {
 		}
 	}
 }
+
+// A process that closes right after its FinalBarrier, while its peer looks quiet to it (a
+// peer busy or slow, whose heartbeats have not come for two periods), still delivers its
+// final marker and its goodbye: the peer's FinalBarrier succeeds. Close stops waiting for
+// the goodbye of a quiet peer, not for its own to be written.
+func TestCloseAfterFinalBarrierWithAQuietPeer(t *testing.T) {
+	for round := range 10 {
+		meshes, recs := startMeshes(t, 2, func(rank int, c *Config) {
+			c.Heartbeat, c.PeerTimeout = time.Minute, time.Hour // no heartbeat during the test
+		})
+		ctx := context.Background()
+		done0 := make(chan error, 1)
+		go func() { done0 <- meshes[0].FinalBarrier(ctx, false) }()
+		waitFinal(meshes[1], 0)
+		for i := range meshes[1].peers[0].conns { // rank 0 has been quiet for an hour
+			meshes[1].peers[0].conns[i].Load().lastRecv.Store(meshes[1].now() - int64(time.Hour))
+		}
+		if err := meshes[1].FinalBarrier(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+		meshes[1].Close()
+		if err := <-done0; err != nil {
+			t.Fatalf("round %d: rank 0's FinalBarrier, rank 1 closed after its own: %v", round, err)
+		}
+		select {
+		case err := <-recs[0].lost:
+			t.Fatalf("round %d: rank 1 reported lost: %v", round, err)
+		default:
+		}
+		closeAll(meshes)
+	}
+}

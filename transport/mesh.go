@@ -578,10 +578,10 @@ func (m *Mesh) Close() error {
 		}
 		m.eachConn((*conn).goodbye)
 		for j := range m.peers {
-			if j != m.rank && m.goneQuiet(j) { // no goodbye to wait for
+			if j != m.rank && m.goneQuiet(j) { // no goodbye to wait for, once ours is out
 				for i := range m.peers[j].conns {
 					if c := m.peers[j].conns[i].Load(); c != nil {
-						c.shutdown()
+						c.endQuiet()
 					}
 				}
 			}
