@@ -587,3 +587,48 @@ func TestNoPayloadSentTwice(t *testing.T) {
 		t.Errorf("%d grants with data and %d write-backs, want 1 (the first grant) and 10", in, out)
 	}
 }
+
+// TestKilledProcessWithoutTasksFailsTheOthers: a process that runs no task, killed while the
+// others still run theirs, fails them with ErrPeerLost naming its rank: it has entered the
+// final agreement already, but it is gone before the agreement ends.
+func TestKilledProcessWithoutTasksFailsTheOthers(t *testing.T) {
+	r := ringJob{iters: 40, words: 4, pause: 10, tasks: 2}
+	p := startRing(t, r, 3, nil, "ORWL_PEER_TIMEOUT=1s")
+	p.waitProgress(t)
+	p.signal(syscall.SIGKILL, 2)
+	p.resume()
+	outs, codes := p.wait()
+	for rank := range 2 {
+		if codes[rank] == 0 || !strings.Contains(outs[rank], "process rank 2 lost") {
+			t.Errorf("rank %d: status %d, want a failure naming rank 2 lost:\n%s", rank, codes[rank], outs[rank])
+		}
+	}
+	if n := checkResults(t, r, outs); n != 0 {
+		t.Errorf("%d processes report success", n)
+	}
+}
+
+// TestStartPartitionNamesTheCoordinator: a process cut off from the coordinator's host when
+// the job starts names the coordinator within the peer timeout, instead of waiting out the
+// start timeout; the others name the rank that did not register.
+func TestStartPartitionNamesTheCoordinator(t *testing.T) {
+	hosts := netemu.ForTest(t, []string{"h1"}, []string{"h2"}, []string{"h3"})
+	if err := hosts.Partition(0, 2); err != nil {
+		t.Fatal(err)
+	}
+	r := ringJob{iters: 5, words: 4, pause: -1}
+	p := startRing(t, r, 3, hosts, "ORWL_PEER_TIMEOUT=1s", "ORWL_START_TIMEOUT=8s")
+	outs, codes := p.wait()
+	for rank, c := range codes {
+		want := "ranks [2] did not register"
+		if rank == 2 {
+			want = "the coordinator, rank 0 at " + hosts.Hosts[0].Addr
+		}
+		if c == 0 || !strings.Contains(outs[rank], want) {
+			t.Errorf("rank %d: status %d, want an error with %q:\n%s", rank, c, want, outs[rank])
+		}
+	}
+	if !strings.Contains(outs[2], "does not answer") || strings.Contains(outs[2], "start timeout") {
+		t.Errorf("rank 2 does not say that the coordinator does not answer, or waited for the start timeout:\n%s", outs[2])
+	}
+}

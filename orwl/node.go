@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 
 	"github.com/orwl-go/orwl/transport"
@@ -90,6 +91,8 @@ func (n *node) Handle(from int, h *transport.Header, payload []byte) {
 		msg := string(payload)
 		if note := n.mesh.PauseNote(); note != "" {
 			msg += " " + note
+		} else if strings.Contains(msg, fmt.Sprintf("process rank %d lost", n.j.rank)) {
+			msg += fmt.Sprintf(" (this process, rank %d, is the one the others lost: it was cut off from them, or too slow to answer within the peer timeout)", n.j.rank)
 		}
 		n.j.fail(&peerFailure{rank: from, msg: msg, deadlock: m.deadlock, peerLost: m.peerLost})
 	case msgStuck:

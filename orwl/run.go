@@ -53,7 +53,9 @@ type Config struct {
 	PeerTimeout time.Duration
 	// StartTimeout bounds the wait for every process of the job to start and connect (0:
 	// ORWL_START_TIMEOUT, else 60s). A process that dies or is unreachable once the start is
-	// under way fails it within PeerTimeout, naming its rank.
+	// under way fails it within PeerTimeout, naming its rank; so does a process that cannot
+	// reach rank 0 (no answer at all), naming rank 0; a process pointed at a job whose
+	// start is over fails at once, saying so.
 	StartTimeout time.Duration
 	// Checkpoint makes the job restartable from checkpoints written while it runs (see
 	// Task.Iterate and Task.Keep). The zero value takes none, unless ORWL_CHECKPOINT_DIR
@@ -380,14 +382,20 @@ func (j *job) ownedByIndex(idx uint32) (*location, error) {
 // one fails, and the other processes that can still be reached are told, unless they
 // learn it by themselves (a failure another process reported, or the init-phase mistakes
 // that the schedule reports to every task).
+//
+// A first failure that only says a peer closed its mesh (a process that left because its
+// job failed, before its report of why arrived here) gives way to the first that says why.
 func (j *job) fail(err error) {
 	j.errMu.Lock()
-	if j.agreed {
+	first := j.err == nil
+	if !first && errors.Is(j.err, transport.ErrPeerClosed) && !errors.Is(err, transport.ErrPeerClosed) {
+		j.err = err // a better reason for the same failure; everything else is done already
+	}
+	if j.agreed && first {
 		j.errMu.Unlock()
 		j.log.Debug("orwl: after the job's end", "err", err)
 		return
 	}
-	first := j.err == nil
 	if first {
 		j.err = err
 		j.failed.Store(true)

@@ -59,8 +59,10 @@ func (m *Mesh) Barrier(ctx context.Context) error {
 // arrived saying its process did not fail: then every process of the job has finished
 // without failure, and every Requester-role message sent before a peer's FinalBarrier has
 // been handed to Handle here. It returns an error naming the rank when a peer reported a
-// failure (wrapping ErrPeerFailed) or was lost before its marker arrived (its
-// *PeerLostError): this process cannot confirm that the job succeeded.
+// failure (wrapping ErrPeerFailed), or was lost (its *PeerLostError) before its marker
+// arrived or, having sent it, before this FinalBarrier succeeded other than by a clean
+// Close (a peer that closes cleanly had every marker): this process cannot confirm that the
+// job succeeded.
 //
 // A peer still waiting in a Barrier that this process will not reach gets an error
 // wrapping ErrPeerFinished from it, so it can go on to its own FinalBarrier. After
@@ -98,13 +100,14 @@ func (m *Mesh) FinalBarrier(ctx context.Context, failed bool) error {
 			case j == m.rank:
 			case p.final && p.failed:
 				return false, fmt.Errorf("transport: final barrier: rank %d: %w", j, ErrPeerFailed)
-			case p.final:
-			case p.err.Load() != nil:
+			case p.err.Load() != nil && (!p.final || !errors.Is(p.err.Load(), ErrPeerClosed)):
 				return false, fmt.Errorf("transport: final barrier: rank %d cannot confirm the end of the job: %w", j, p.err.Load())
+			case p.final:
 			default:
 				done = false
 			}
 		}
+		m.agreed = done
 		return done, nil
 	})
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -82,15 +85,20 @@ func (c *control) send(typ uint8, payload []byte) error {
 // maxControl is the largest payload of a control message.
 func (m *Mesh) maxControl() int { return m.size*(maxAddrLen+2) + maxJobSpec + 2 }
 
-// start runs the start of the mesh; on error the caller closes the mesh.
+// start runs the start of the mesh; on error the caller closes the mesh. A rank other than 0
+// waits a peer timeout longer than StartTimeout, so that when the start times out the
+// coordinator's report of why (the ranks that did not register) reaches it first.
 func (m *Mesh) start(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.StartTimeout)
+	limit := m.cfg.StartTimeout
+	if m.rank != 0 {
+		limit += m.cfg.PeerTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	b, err := m.listen()
 	if err != nil {
 		return err
 	}
-	defer b.close()
 	m.wg.Add(1)
 	go m.heartbeatLoop()
 	if m.rank == 0 {
@@ -98,6 +106,7 @@ func (m *Mesh) start(ctx context.Context) error {
 	} else {
 		err = b.join(ctx)
 	}
+	b.close(err == nil && m.rank == 0)
 	if err != nil {
 		return err
 	}
@@ -131,6 +140,7 @@ func (m *Mesh) listen() (*bootstrap, error) {
 	b.srv = &http.Server{
 		Handler:           http.HandlerFunc(b.serveHTTP),
 		ReadHeaderTimeout: handshakeTimeout,
+		IdleTimeout:       handshakeTimeout,
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelDebug),
 	}
 	m.wg.Add(1)
@@ -141,9 +151,12 @@ func (m *Mesh) listen() (*bootstrap, error) {
 	return b, nil
 }
 
-// close ends the start: no more connections are accepted, the control connections close,
-// and every goroutine of the start is waited for.
-func (b *bootstrap) close() {
+// close ends the start: no more connections join the mesh, the control connections close,
+// and every goroutine of the start is waited for. With answer (rank 0, after a successful
+// start) the coordinator's listener stays open until the mesh closes, answering every
+// connection that the job's start is over, so that a process pointed at this job learns it
+// at once; otherwise the listener closes.
+func (b *bootstrap) close(answer bool) {
 	close(b.done)
 	b.mu.Lock()
 	b.closed = true
@@ -151,7 +164,14 @@ func (b *bootstrap) close() {
 	b.controls = nil
 	b.mu.Unlock()
 	b.lnCancel()
-	b.srv.Close()
+	if answer {
+		b.m.late.Store(b.srv)
+		if b.m.closing.Load() { // Close began meanwhile; it may have missed the server
+			b.srv.Close()
+		}
+	} else {
+		b.srv.Close()
+	}
 	for _, c := range controls {
 		c.w.nc.Close()
 	}
@@ -224,7 +244,7 @@ func (b *bootstrap) coordinate(ctx context.Context) error {
 	regs := make([]*control, m.size)
 	addrs := make([]string, m.size)
 	addrs[0] = m.cfg.Coord
-	registered, ready, up := 0, 0, false
+	registered, ready, up, waitLogged := 0, 0, false, false
 	var connected chan error
 	var failure error
 	fail := func(err error) {
@@ -247,6 +267,7 @@ func (b *bootstrap) coordinate(ctx context.Context) error {
 			case evRegister:
 				if regs[r] != nil {
 					m.log.Warn("refused registration: rank already registered", "peer", r)
+					ev.ctl.send(TypeAbort, []byte(fmt.Sprintf("rank %d has registered already: two processes of the job were given the same rank", r)))
 					ev.ctl.w.nc.Close()
 					continue
 				}
@@ -258,16 +279,9 @@ func (b *bootstrap) coordinate(ctx context.Context) error {
 				case spec != m.cfg.JobSpec:
 					fail(fmt.Errorf("transport: the processes run different jobs: rank %d has %q, rank 0 has %q", r, spec, m.cfg.JobSpec))
 				case registered == m.size-1:
-					book := encodeStrings(addrs)
-					for j, c := range regs {
-						if c == nil || failure != nil {
-							continue
-						}
-						if err := c.send(TypeAddrBook, book); err != nil {
-							fail(fmt.Errorf("transport: sending the address book to rank %d: %w", j, err))
-						}
-					}
-					if failure == nil {
+					if err := sendBook(regs, addrs); err != nil {
+						fail(err)
+					} else {
 						connected = b.connectAsync(addrs)
 					}
 				}
@@ -290,6 +304,10 @@ func (b *bootstrap) coordinate(ctx context.Context) error {
 					c.send(TypeHeartbeat, nil) // a broken one is found by its reader
 				}
 			}
+			if !waitLogged && failure == nil && registered < m.size-1 && time.Since(m.started) > m.cfg.PeerTimeout {
+				waitLogged = true
+				m.log.Info("waiting for ranks to register with the coordinator", "ranks", unregistered(regs), "coordinator", m.cfg.Coord)
+			}
 		case <-ctx.Done():
 			if failure == nil {
 				fail(b.startError(ctx, regs))
@@ -307,6 +325,20 @@ func (b *bootstrap) coordinate(ctx context.Context) error {
 				fail(err)
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// sendBook sends the address book addrs to every registered rank.
+func sendBook(regs []*control, addrs []string) error {
+	book := encodeStrings(addrs)
+	for j, c := range regs {
+		if c == nil {
+			continue
+		}
+		if err := c.send(TypeAddrBook, book); err != nil {
+			return fmt.Errorf("transport: sending the address book to rank %d: %w", j, err)
 		}
 	}
 	return nil
@@ -440,12 +472,7 @@ func (b *bootstrap) connect(book []string) error {
 // missing when the start times out.
 func (b *bootstrap) startError(ctx context.Context, regs []*control) error {
 	m := b.m
-	var unreg []int
-	for j, c := range regs {
-		if j != 0 && c == nil {
-			unreg = append(unreg, j)
-		}
-	}
+	unreg := unregistered(regs)
 	msg := fmt.Sprintf("transport: rank %d: the start failed: %v", m.rank, context.Cause(ctx))
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		msg += fmt.Sprintf(" (start timeout %v)", m.cfg.StartTimeout)
@@ -456,14 +483,49 @@ func (b *bootstrap) startError(ctx context.Context, regs []*control) error {
 	return errors.New(msg)
 }
 
+// unregistered returns the ranks other than 0 that have no control connection in regs.
+func unregistered(regs []*control) []int {
+	var unreg []int
+	for j, c := range regs {
+		if j != 0 && c == nil {
+			unreg = append(unreg, j)
+		}
+	}
+	return unreg
+}
+
 // dial connects to addr, retrying until ctx ends, and authenticates as the client of
-// serverRank.
+// serverRank. A process that is not listening yet (a refused connection, a name not known
+// yet) is waited for; one that does not answer at all for PeerTimeout (a partition, a
+// stopped process) fails the dial, and so does a coordinator that answers that its job's
+// start is over.
 func (m *Mesh) dial(ctx context.Context, addr string, serverRank int, purpose uint8) (*wire, error) {
 	d := websocket.Dialer{HandshakeTimeout: handshakeTimeout}
 	backoff := initialDialBackoff
 	var last error
+	var silentSince time.Time // since when every attempt met silence
 	for {
-		ws, _, err := d.DialContext(ctx, "ws://"+addr+wsPath, nil)
+		tried := time.Now()
+		attempt, cancel := context.WithTimeout(ctx, m.cfg.PeerTimeout)
+		ws, resp, err := d.DialContext(attempt, "ws://"+addr+wsPath, nil)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			if refusal := answered(resp); refusal != "" {
+				return nil, fmt.Errorf("transport: rank %d: rank %d at %s answers: %s", m.rank, serverRank, addr, refusal)
+			}
+			if !silence(err) {
+				silentSince = time.Time{}
+			} else if silentSince.IsZero() {
+				silentSince = tried
+			}
+			if !silentSince.IsZero() && time.Since(silentSince) >= m.cfg.PeerTimeout {
+				what := fmt.Sprintf("rank %d at %s", serverRank, addr)
+				if purpose == purposeRegister {
+					what = "the coordinator, " + what
+				}
+				return nil, fmt.Errorf("transport: rank %d: %s, does not answer: unreachable or stopped for the peer timeout %v (%v)", m.rank, what, m.cfg.PeerTimeout, err)
+			}
+		}
 		if err == nil {
 			// From here on the mesh frames the connection itself (see wire).
 			w := newWire(ws.NetConn(), true)
@@ -492,6 +554,34 @@ func (m *Mesh) dial(ctx context.Context, addr string, serverRank int, purpose ui
 	}
 }
 
+// startOver is what the coordinator answers, with status 410 Gone, to a connection that
+// comes after the start of its job.
+const startOver = "orwl: the job's start is over: every rank of the job has joined it"
+
+// answered returns the reason a server gave for refusing a websocket (410 Gone: its job's
+// start is over), or "" when it gave none.
+func answered(resp *http.Response) string {
+	if resp == nil || resp.StatusCode != http.StatusGone {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if text := strings.TrimSpace(string(b)); text != "" {
+		return text
+	}
+	return resp.Status
+}
+
+// silence reports whether a failed dial met no answer at all: a timeout, or a network that
+// does not reach the address (no route, a blackhole); not a refused connection (nobody
+// listens yet) nor a name that does not resolve yet.
+func silence(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() ||
+		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
+		errors.Is(err, syscall.EHOSTDOWN) || errors.Is(err, syscall.EINVAL)
+}
+
 var upgrader = websocket.Upgrader{
 	HandshakeTimeout: handshakeTimeout,
 	CheckOrigin:      func(*http.Request) bool { return true }, // not a browser endpoint; the secret authenticates
@@ -501,10 +591,11 @@ var upgrader = websocket.Upgrader{
 // (rank 0) or a mesh connection.
 func (b *bootstrap) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	m := b.m
+	rw.Header().Set("Connection", "close") // an error answer ends its connection
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		http.Error(rw, "closed", http.StatusServiceUnavailable)
+		http.Error(rw, startOver, http.StatusGone)
 		return
 	}
 	b.tasks.Add(1)

@@ -70,7 +70,7 @@ func TestJobSpecMismatch(t *testing.T) {
 // address book, then closes its control connection: a process that dies during the start.
 func fakeRank(t *testing.T, coord string, rank, size int) {
 	t.Helper()
-	m := &Mesh{rank: rank, size: size, cfg: Config{Secret: testSecret}, done: make(chan struct{})}
+	m := &Mesh{rank: rank, size: size, cfg: Config{Secret: testSecret, PeerTimeout: 5 * time.Second}, done: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	w, err := m.dial(ctx, coord, 0, purposeRegister)
@@ -194,4 +194,76 @@ func TestUnauthenticatedConnectionsAreCapped(t *testing.T) {
 	if _, _, err := d.Dial("ws://"+addr+wsPath, nil); err == nil {
 		t.Fatal("the coordinator accepts connections after the start")
 	}
+}
+
+// A coordinator that does not answer (a partition, a stopped process: here a socket whose
+// connections are never accepted) is named within the peer timeout, not after the start
+// timeout.
+func TestStartFailsFastWhenTheCoordinatorDoesNotAnswer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // never accepts: the kernel queues, nobody answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	start := time.Now()
+	_, err = Start(context.Background(), Config{Rank: 1, Size: 2, Coord: ln.Addr().String(), Secret: testSecret,
+		Logger: quietLogger(), PeerTimeout: 500 * time.Millisecond, StartTimeout: 30 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), "the coordinator, rank 0 at "+ln.Addr().String()+", does not answer") {
+		t.Fatalf("Start: %v", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %v to fail", d)
+	}
+}
+
+// A process pointed at a job whose start is over is told so at once by the coordinator,
+// which answers every later connection.
+func TestJoiningAJobThatHasStarted(t *testing.T) {
+	meshes, errs, _ := startAll(t, 2, nil)
+	for rank, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", rank, err)
+		}
+	}
+	coord := meshes[1].cfg.Coord
+	start := time.Now()
+	_, err := Start(context.Background(), Config{Rank: 1, Size: 2, Coord: coord, Secret: testSecret,
+		Logger: quietLogger(), PeerTimeout: time.Second, StartTimeout: 30 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), "the job's start is over") {
+		t.Fatalf("Start: %v", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %v to fail", d)
+	}
+}
+
+// A request that is not a websocket upgrade gets its error and its connection closed: it
+// does not stay open, kept alive, until the mesh is up.
+func TestRefusedRequestsCloseTheirConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { // rank 0 of a job whose rank 1 never comes
+		_, err := Start(ctx, Config{Rank: 0, Size: 2, Listener: ln, Secret: testSecret,
+			Logger: quietLogger(), StartTimeout: 30 * time.Second})
+		done <- err
+	}()
+	for _, path := range []string{"/elsewhere", wsPath} { // 404, then 400 (no upgrade)
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second)) // a bound on a failure, not a wait
+		io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: orwl\r\n\r\n")
+		b, err := io.ReadAll(c)
+		c.Close()
+		if err != nil || !strings.HasPrefix(string(b), "HTTP/1.1 4") {
+			t.Errorf("GET %s: the connection stays open after %q: %v", path, b, err)
+		}
+	}
+	cancel()
+	<-done
 }

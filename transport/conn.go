@@ -27,6 +27,11 @@ type conn struct {
 	stopped atomic.Bool
 	bye     atomic.Bool // the peer said goodbye on this connection
 
+	// quietEnd: Close found the peer quiet, so this connection is shut down as soon as its
+	// writer is done (its goodbye written), without waiting for the peer's goodbye.
+	quietEnd   atomic.Bool
+	writerDone atomic.Bool
+
 	lastRecv atomic.Int64 // Mesh.now() when the last bytes arrived, payloads included
 
 	rh      Header // reader's current header
@@ -175,6 +180,7 @@ func (c *conn) shutdown() {
 
 func (c *conn) writeLoop() {
 	defer c.m.wg.Done()
+	defer c.writerEnds()
 	w := c.w
 	for {
 		select {
@@ -204,6 +210,25 @@ func (c *conn) writeLoop() {
 			}
 			return
 		}
+	}
+}
+
+// writerEnds records that the writer is done, and shuts the connection down when Close
+// found its peer quiet (see endQuiet).
+func (c *conn) writerEnds() {
+	c.writerDone.Store(true)
+	if c.quietEnd.Load() {
+		c.shutdown()
+	}
+}
+
+// endQuiet shuts the connection down once its writer is done: the peer is quiet, and its
+// goodbye is not waited for, but what this process queued (its final marker, its goodbye)
+// is written first.
+func (c *conn) endQuiet() {
+	c.quietEnd.Store(true)
+	if c.writerDone.Load() {
+		c.shutdown()
 	}
 }
 

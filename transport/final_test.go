@@ -293,3 +293,67 @@ func TestCloseLogLevels(t *testing.T) {
 		t.Errorf("loss logged as %q", lostLine)
 	}
 }
+
+// A peer that crashes after its final marker but before this process's agreement ends is
+// lost: it is reported (PeerLost), and FinalBarrier fails naming it; it never heard that
+// the job succeeded. A peer that closes cleanly meanwhile has agreed, and is not lost.
+func TestFinalBarrierPeerCrashesAfterItsMarker(t *testing.T) {
+	meshes, recs := startMeshes(t, 3, nil)
+	ctx := context.Background()
+	go meshes[2].FinalBarrier(ctx, false)
+	waitFinal(meshes[0], 2)
+	waitFinal(meshes[1], 2)
+	crash(meshes[2])
+	for rank, r := range recs[:2] {
+		select {
+		case err := <-r.lost:
+			var pl *PeerLostError
+			if !errors.As(err, &pl) || pl.Rank != 2 {
+				t.Fatalf("rank %d: PeerLost %v, want rank 2", rank, err)
+			}
+		case <-time.After(10 * time.Second): // a bound on a failure, not a wait
+			t.Fatalf("rank %d: rank 2 crashed after its final marker and is not reported lost", rank)
+		}
+	}
+	errs := make(chan error, 2)
+	for _, m := range meshes[:2] {
+		go func() { errs <- m.FinalBarrier(ctx, false) }()
+	}
+	for range 2 {
+		if err := <-errs; !errors.Is(err, ErrPeerLost) || !strings.Contains(err.Error(), "rank 2") {
+			t.Fatalf("FinalBarrier with rank 2 crashed after its marker: %v", err)
+		}
+	}
+}
+
+// A process that closes right after its FinalBarrier, while its peer looks quiet to it (a
+// peer busy or slow, whose heartbeats have not come for two periods), still delivers its
+// final marker and its goodbye: the peer's FinalBarrier succeeds. Close stops waiting for
+// the goodbye of a quiet peer, not for its own to be written.
+func TestCloseAfterFinalBarrierWithAQuietPeer(t *testing.T) {
+	for round := range 10 {
+		meshes, recs := startMeshes(t, 2, func(rank int, c *Config) {
+			c.Heartbeat, c.PeerTimeout = time.Minute, time.Hour // no heartbeat during the test
+		})
+		ctx := context.Background()
+		done0 := make(chan error, 1)
+		go func() { done0 <- meshes[0].FinalBarrier(ctx, false) }()
+		waitFinal(meshes[1], 0)
+		for i := range meshes[1].peers[0].conns { // rank 0 has been quiet for an hour
+			meshes[1].peers[0].conns[i].Load().lastRecv.Store(meshes[1].now() - int64(time.Hour))
+		}
+		if err := meshes[1].FinalBarrier(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+		meshes[1].Close()
+		if err := <-done0; err != nil {
+			t.Fatalf("round %d: rank 0's FinalBarrier, rank 1 closed after its own: %v", round, err)
+		}
+		select {
+		case err := <-recs[0].lost:
+			t.Fatalf("round %d: rank 1 reported lost: %v", round, err)
+		default:
+		}
+		closeAll(meshes)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,8 +60,10 @@ type Handler interface {
 	// PeerLost reports that rank is gone before it finished: heartbeat timeout, connection
 	// loss, a broken message (a *FrameError), or a clean Close on its side before its
 	// FinalBarrier (err wraps ErrPeerClosed then). err is a *PeerLostError. It is called at
-	// most once per peer, not for a peer whose final marker arrived before it went, not for
-	// a loss that makes Start fail, and not at all once Close has begun.
+	// most once per peer, not for a loss that makes Start fail, and not at all once Close
+	// has begun. A peer whose final marker arrived is reported only when it dies or is cut
+	// off before this process's FinalBarrier succeeded (not when it said it failed, nor when
+	// it closes cleanly: it had every marker then).
 	PeerLost(rank int, err error)
 }
 
@@ -127,11 +130,14 @@ type Config struct {
 	// PeerTimeout). PeerTimeout is the silence after which a peer is lost (default 3s); a
 	// peer that is sending, even one long payload, is not silent, and a process that finds
 	// it was paused itself (stopped, suspended) gives its peers a new PeerTimeout instead of
-	// blaming them. After the address book, a start that cannot go on fails within
-	// PeerTimeout too.
+	// blaming them. During the start too, a process that cannot reach the coordinator
+	// (no answer at all: a partition, a stopped coordinator) or, after the address book, a
+	// peer fails within PeerTimeout, naming it.
 	Heartbeat, PeerTimeout time.Duration
 	// StartTimeout bounds the wait for every process to register with the coordinator
-	// (default 60s), in addition to Start's ctx.
+	// (default 60s), in addition to Start's ctx: a coordinator that refuses connections
+	// (not listening yet) is waited for. Once the start is over, the coordinator answers
+	// every connection that it is, and a process dialing it fails at once saying so.
 	StartTimeout time.Duration
 	// Spin is how long a connection through shared memory (two processes of one host, see
 	// shm.go) polls for the next message before its reader sleeps; it polls only while
@@ -216,9 +222,14 @@ type Mesh struct {
 	marks  []uint64      // the last barrier marker of each peer; markMu
 	markCh chan struct{} // closed and renewed on every marker, final or loss
 	final  bool          // this process has sent its final marker; barMu
+	agreed bool          // this process's FinalBarrier succeeded; markMu
 
 	// The readers of connections through shared memory (shm.go).
 	readers readerGroup
+
+	// late is rank 0's coordinator server after the start: it answers that the start is
+	// over (see bootstrap.close), until Close.
+	late atomic.Pointer[http.Server]
 
 	// Liveness: the last beat, when this process last found it had been paused, and for
 	// how long.
@@ -437,7 +448,10 @@ func (m *Mesh) lose(rank int, cause error) {
 		}
 	}
 	m.markMu.Lock()
-	finished := p.final
+	// A peer that finished goes without harm when it failed (its marker said so), closed
+	// cleanly (it had every marker: the job succeeded), or this process has agreed already.
+	// Otherwise it died or was cut off before it could know the outcome: it is lost.
+	finished := p.final && (p.failed || errors.Is(cause, ErrPeerClosed) || m.agreed)
 	m.wakeBarrier()
 	m.markMu.Unlock()
 	switch {
@@ -560,12 +574,15 @@ func (m *Mesh) Close() error {
 	m.closeOnce.Do(func() {
 		m.closing.Store(true)
 		close(m.done)
+		if srv := m.late.Load(); srv != nil {
+			srv.Close()
+		}
 		m.eachConn((*conn).goodbye)
 		for j := range m.peers {
-			if j != m.rank && m.goneQuiet(j) { // no goodbye to wait for
+			if j != m.rank && m.goneQuiet(j) { // no goodbye to wait for, once ours is out
 				for i := range m.peers[j].conns {
 					if c := m.peers[j].conns[i].Load(); c != nil {
-						c.shutdown()
+						c.endQuiet()
 					}
 				}
 			}

@@ -176,7 +176,7 @@ type shmConn struct {
 // Read reads what the peer wrote into the in ring: at once when there is some, after
 // polling for a while (yielding to the rest of the process between two looks; see
 // readerGroup.pollOn), or else after sleeping on the socket until the peer's next write
-// wakes it.
+// wakes it. The socket's end is an error only once the ring is drained.
 func (c *shmConn) Read(p []byte) (int, error) {
 	h := c.in.h
 	r := h.read.Load()
@@ -210,7 +210,9 @@ func (c *shmConn) Read(p []byte) (int, error) {
 		_, err := c.sock.Read(c.wakeBuf[:])
 		c.readers.onSocket.Add(-1)
 		h.sleeping.Store(0)
-		if err != nil {
+		if err != nil && h.written.Load() == r {
+			// The ring is drained: the peer wrote everything before its socket ended (a
+			// reset may have dropped its wake-up byte).
 			if errors.Is(err, io.EOF) {
 				return 0, io.EOF
 			}

@@ -3,10 +3,12 @@ package transport
 import (
 	"bytes"
 	"encoding/hex"
+	"io"
 	"net"
 	"os"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -141,5 +143,91 @@ func TestIdleReaderPollsOn(t *testing.T) {
 		}
 		rs.Close()
 		ws.Close()
+	}
+}
+
+// doorbell is a socket under a shmConn whose reads wait for end, then fail with err: a
+// socket that ends (a peer that closes, a reset that drops the wake-up byte) while the ring
+// still holds bytes. Writes are discarded.
+type doorbell struct {
+	net.Conn
+	end chan struct{}
+	err error
+}
+
+func (d *doorbell) Read([]byte) (int, error)    { <-d.end; return 0, d.err }
+func (d *doorbell) Write(p []byte) (int, error) { return len(p), nil }
+
+// A reader through shared memory whose socket ends reads what its ring still holds first:
+// the peer wrote its last messages (its final marker, its goodbye) before it closed, and
+// the socket is only a doorbell.
+func TestSharedMemoryReaderDrainsItsRingAtTheEnd(t *testing.T) {
+	seg, _ := testSegment(t)
+	for _, sockErr := range []error{io.EOF, syscall.ECONNRESET} {
+		up, down := rings(seg)
+		*up.h, *down.h = ringHeader{}, ringHeader{}
+		g := &readerGroup{}
+		bell := &doorbell{end: make(chan struct{}), err: sockErr}
+		reader := &shmConn{sock: bell, seg: seg, in: down, out: up, readers: g}
+		writer := &shmConn{sock: &doorbell{}, seg: seg, in: up, out: down, readers: &readerGroup{}}
+		got := make(chan string)
+		go func() {
+			var all []byte
+			b := make([]byte, 16)
+			for {
+				n, err := reader.Read(b)
+				all = append(all, b[:n]...)
+				if err != nil {
+					break
+				}
+			}
+			got <- string(all)
+		}()
+		for deadline := time.Now().Add(10 * time.Second); g.onSocket.Load() == 0; { // until the reader sleeps
+			if time.Now().After(deadline) {
+				t.Fatal("the reader does not sleep on its socket")
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		if _, err := writer.Write([]byte("last words")); err != nil {
+			t.Fatal(err)
+		}
+		close(bell.end) // the socket ends, and its wake-up byte is lost
+		if s := <-got; s != "last words" {
+			t.Errorf("socket error %v: the reader read %q before the end, want the ring's %q", sockErr, s, "last words")
+		}
+	}
+}
+
+// The counts of a ring go past 2^31, 2^32 and 2^64 bytes (a location of 2 GiB and more, a
+// long job) without a byte lost or misplaced: the counts start just before each.
+func TestSharedMemoryCountsWrap(t *testing.T) {
+	seg, _ := testSegment(t)
+	msg := make([]byte, shmRing+shmRing/3) // more than a ring, so the copies wrap too
+	for i := range msg {
+		msg[i] = byte(i * 7 / 3)
+	}
+	for _, start := range []uint64{1<<31 - 1000, 1<<32 - 1000, 1<<64 - 1000} {
+		up, down := rings(seg)
+		*up.h, *down.h = ringHeader{}, ringHeader{}
+		down.h.written.Store(start)
+		down.h.read.Store(start)
+		reader := &shmConn{sock: &doorbell{end: make(chan struct{})}, seg: seg, in: down, out: up, readers: &readerGroup{spin: time.Hour}}
+		writer := &shmConn{sock: &doorbell{}, seg: seg, in: up, out: down, readers: &readerGroup{}}
+		errs := make(chan error, 1)
+		go func() { _, err := writer.Write(msg); errs <- err }()
+		got := make([]byte, len(msg))
+		if _, err := io.ReadFull(reader, got); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, msg) {
+			t.Errorf("counts from %#x: the bytes read differ from those written", start)
+		}
+		if end := down.h.read.Load(); end != start+uint64(len(msg)) {
+			t.Errorf("counts from %#x: read count %#x, want %#x", start, end, start+uint64(len(msg)))
+		}
 	}
 }

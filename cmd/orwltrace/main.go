@@ -14,7 +14,9 @@
 //	-json FILE     also write the (merged) trace as JSON
 //	-title TEXT    chart title (default: the input's base name)
 //	-width N       chart width in pixels (default 1600)
-//	-validate      check the trace's structure (nesting, flows) and fail on problems
+//	-validate      check every event (its fields, timestamps from 0 to a year, begins
+//	               and ends paired) and the trace's structure (nesting, flows); fail
+//	               on the first problem
 //
 // Open the SVG in any browser; open the JSON in https://ui.perfetto.dev or
 // chrome://tracing for detail.
@@ -89,6 +91,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			return err
+		}
+		if *validate {
+			if err := checkFile(b); err != nil {
+				return fmt.Errorf("%s: %w", f, err)
+			}
 		}
 		parts[i] = b
 	}

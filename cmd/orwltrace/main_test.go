@@ -122,3 +122,42 @@ func TestErrors(t *testing.T) {
 		}
 	}
 }
+
+// -validate refuses a file that is no trace, or whose events lack what they need or say
+// the impossible, with one line naming the event and what is wrong; a valid trace passes.
+func TestValidateRefusesMalformedTraces(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ name, json, want string }{
+		{"null", `null`, "not a trace"},
+		{"empty object", `{}`, `no "traceEvents"`},
+		{"events not a list", `{"traceEvents":{}}`, `"traceEvents"`},
+		{"event null", `{"traceEvents":[null]}`, "event 0: not an object"},
+		{"event without ph", `{"traceEvents":[{"name":"a","pid":0,"tid":0,"ts":1}]}`, `event 0: no "ph"`},
+		{"event without ts", `{"traceEvents":[{"ph":"X","name":"a","pid":0,"tid":0,"dur":1}]}`, `event 0: no "ts"`},
+		{"event without pid", `{"traceEvents":[{"ph":"i","name":"a","tid":0,"ts":1}]}`, `event 0: no "pid"`},
+		{"negative ts", `{"traceEvents":[{"ph":"i","name":"a","pid":0,"tid":0,"ts":-5}]}`, "event 0: timestamp -5"},
+		{"absurd ts", `{"traceEvents":[{"ph":"i","name":"a","pid":0,"tid":0,"ts":1e300}]}`, "event 0: timestamp 1e+300"},
+		{"negative dur", `{"traceEvents":[{"ph":"X","name":"a","pid":0,"tid":0,"ts":1,"dur":-1}]}`, "event 0: duration -1"},
+		{"end without begin", `{"traceEvents":[{"ph":"E","name":"a","pid":0,"tid":0,"ts":1}]}`, "event 0: an end (E) without a begin"},
+		{"begin without end", `{"traceEvents":[{"ph":"i","name":"x","pid":0,"tid":0,"ts":0},{"ph":"B","name":"a","pid":0,"tid":3,"ts":1}]}`, "event 1: a begin (B) of \"a\" without an end"},
+		{"end before begin", `{"traceEvents":[{"ph":"B","name":"a","pid":0,"tid":0,"ts":5},{"ph":"E","name":"a","pid":0,"tid":0,"ts":2}]}`, "event 1: an end (E) at 2 before its begin at 5"},
+	} {
+		f := filepath.Join(dir, "bad.json")
+		if err := os.WriteFile(f, []byte(c.json), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err := run([]string{f, "-validate", "-summary"}, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v, want one line with %q", c.name, err, c.want)
+		}
+	}
+	good := `{"traceEvents":[{"ph":"B","name":"a","pid":0,"tid":0,"ts":1},{"ph":"E","pid":0,"tid":0,"ts":2},{"ph":"M","name":"process_name","pid":0,"args":{"name":"r"}}]}`
+	f := filepath.Join(dir, "good.json")
+	os.WriteFile(f, []byte(good), 0o644)
+	if err := run([]string{f, "-validate", "-summary"}, io.Discard, io.Discard); err != nil {
+		t.Errorf("a valid trace with matched B/E events: %v", err)
+	}
+	if err := run(append(writeParts(t, dir), "-validate", "-summary"), io.Discard, io.Discard); err != nil {
+		t.Errorf("the parts of a job written by package trace: %v", err)
+	}
+}
