@@ -68,20 +68,26 @@ func readRankSize(env envReader, rankVar, sizeVar string) (placement, error) {
 	return placement{job: Job{Rank: rank, Size: size}, localOnly: true}, err
 }
 
-// readLocalSize sets p's LocalSize from the launcher's count of the job's processes on
-// this host, variable v, when it is set.
-func readLocalSize(env envReader, v string, p *placement) error {
-	local, ok, err := env.int(v)
+// readStarter places the process as an MPI starter's variables say: the rank and size
+// (rankVar, sizeVar), the job id (the first of jobIDVars set and not empty) and the number
+// of the job's processes on this host (localVar, when set).
+func readStarter(env envReader, rankVar, sizeVar, localVar string, jobIDVars ...string) (placement, error) {
+	p, err := readRankSize(env, rankVar, sizeVar)
+	if err != nil {
+		return placement{}, err
+	}
+	p.job.JobID = env.first(jobIDVars...)
+	local, ok, err := env.int(localVar)
 	switch {
 	case err != nil:
-		return err
+		return placement{}, err
 	case ok && local < 1:
-		return fmt.Errorf("jobenv: %s=%d: want at least 1", v, local)
+		return placement{}, fmt.Errorf("jobenv: %s=%d: want at least 1", localVar, local)
 	case ok:
 		p.job.LocalSize = min(local, p.job.Size)
 	}
 	p.localOnly = !ok || local >= p.job.Size
-	return nil
+	return p, nil
 }
 
 // explicit is the launcher of the values a program gives (ex.Size > 0): they need no

@@ -7,12 +7,8 @@ var openMPI = launcher{
 	source: SourceOpenMPI,
 	detect: func(env envReader) bool { return env.has("OMPI_COMM_WORLD_RANK") },
 	read: func(env envReader) (placement, error) {
-		p, err := readRankSize(env, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")
-		if err != nil {
-			return placement{}, err
-		}
-		p.job.JobID = env.first("PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid")
-		return p, readLocalSize(env, "OMPI_COMM_WORLD_LOCAL_SIZE", &p)
+		return readStarter(env, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
+			"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid")
 	},
 	coord:  derivedCoord,
 	secret: derivedSecret,

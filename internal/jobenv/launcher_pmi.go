@@ -12,48 +12,22 @@ import (
 // PMI_RANK and PMI_SIZE place the process, MPI_LOCALNRANKS counts the ranks on this host,
 // and the connection it hands down (PMI_FD or PMI_PORT) carries the coordinator and the
 // secret. Under srun, SLURM's node list says more (readSlurmNodes).
-var pmiLauncher = launcher{
-	source: SourcePMI,
-	detect: func(env envReader) bool { return env.has("PMI_RANK") },
-	read: func(env envReader) (placement, error) {
-		p, err := readRankSize(env, "PMI_RANK", "PMI_SIZE")
-		if err != nil {
-			return placement{}, err
-		}
-		p.job.JobID = env.first("PMI_JOBID", "PMIX_NAMESPACE", "PMI_KVSNAME", "PMI_PORT")
-		if err := readLocalSize(env, "MPI_LOCALNRANKS", &p); err != nil {
-			return placement{}, err
-		}
-		return p, readSlurmNodes(env, &p)
-	},
-	pmi:    true,
-	coord:  derivedCoord,
-	secret: derivedSecret,
-}
+var pmiLauncher = srunLauncher(SourcePMI,
+	func(env envReader) bool { return env.has("PMI_RANK") },
+	func(env envReader) (placement, error) {
+		return readStarter(env, "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS", "PMI_JOBID", "PMIX_NAMESPACE", "PMI_KVSNAME", "PMI_PORT")
+	})
 
 // pmixLauncher is a PMIx launcher (srun --mpi=pmix, PRRTE): PMIX_RANK, the size from the
 // first of PMIX_SIZE, PMI_SIZE, OMPI_COMM_WORLD_SIZE and SLURM_STEP_NUM_TASKS that is set,
 // PMIX_LOCAL_SIZE ranks on this host. Under srun, SLURM's node list says more
 // (readSlurmNodes).
-var pmixLauncher = launcher{
-	source: SourcePMIx,
-	detect: func(env envReader) bool { return env.has("PMIX_RANK") },
-	read: func(env envReader) (placement, error) {
+var pmixLauncher = srunLauncher(SourcePMIx,
+	func(env envReader) bool { return env.has("PMIX_RANK") },
+	func(env envReader) (placement, error) {
 		sizeVar := cmp.Or(env.firstSet("PMIX_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"), "PMIX_SIZE")
-		p, err := readRankSize(env, "PMIX_RANK", sizeVar)
-		if err != nil {
-			return placement{}, err
-		}
-		p.job.JobID = env.first("PMIX_NAMESPACE", "SLURM_JOB_ID")
-		if err := readLocalSize(env, "PMIX_LOCAL_SIZE", &p); err != nil {
-			return placement{}, err
-		}
-		return p, readSlurmNodes(env, &p)
-	},
-	pmi:    true,
-	coord:  derivedCoord,
-	secret: derivedSecret,
-}
+		return readStarter(env, "PMIX_RANK", sizeVar, "PMIX_LOCAL_SIZE", "PMIX_NAMESPACE", "SLURM_JOB_ID")
+	})
 
 // pmiEndpoint returns the PMI connection the launcher hands down (PMI_FD or PMI_PORT), in
 // the wire protocol ORWL_PMI asks for (default: 2 inside a SLURM step, 1 elsewhere), or

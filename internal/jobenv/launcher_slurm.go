@@ -11,20 +11,32 @@ import (
 // SLURM_PROCID and the step's size, only inside a step (SLURM_STEP_ID set; a batch script
 // also sees SLURM_PROCID, and is one process). The coordinator is derived from the node
 // list and the job id, unless srun hands down a PMI connection.
-var slurm = launcher{
-	source: SourceSLURM,
-	detect: func(env envReader) bool { return env.has("SLURM_PROCID") && inSlurmStep(env) },
-	read: func(env envReader) (placement, error) {
+var slurm = srunLauncher(SourceSLURM,
+	func(env envReader) bool { return env.has("SLURM_PROCID") && inSlurmStep(env) },
+	func(env envReader) (placement, error) {
 		sizeVar := cmp.Or(env.firstSet("SLURM_STEP_NUM_TASKS"), "SLURM_NTASKS")
-		p, err := readRankSize(env, "SLURM_PROCID", sizeVar)
-		if err != nil {
-			return placement{}, err
-		}
-		return p, readSlurmNodes(env, &p)
-	},
-	pmi:    true,
-	coord:  derivedCoord,
-	secret: derivedSecret,
+		return readRankSize(env, "SLURM_PROCID", sizeVar)
+	})
+
+// srunLauncher is a launcher that srun can be (SLURM, or its PMI-1/2 and PMIx plugins)
+// that read places: SLURM's node list completes what read says (readSlurmNodes), the
+// launcher may hand down a PMI connection, and the coordinator and the secret are derived
+// from the job id when neither is given nor exchanged.
+func srunLauncher(source string, detect func(envReader) bool, read func(envReader) (placement, error)) launcher {
+	return launcher{
+		source: source,
+		detect: detect,
+		read: func(env envReader) (placement, error) {
+			p, err := read(env)
+			if err != nil {
+				return placement{}, err
+			}
+			return p, readSlurmNodes(env, &p)
+		},
+		pmi:    true,
+		coord:  derivedCoord,
+		secret: derivedSecret,
+	}
 }
 
 // inSlurmStep reports whether the process is a task of a SLURM step (started by srun).
