@@ -165,3 +165,26 @@ func TestPrecedenceOfValues(t *testing.T) {
 		})
 	}
 }
+
+// The table Discover goes through is in the order the tests above pin, and every record
+// is complete (a job of several processes needs each of its functions).
+func TestLaunchersTable(t *testing.T) {
+	var got, want []string
+	for _, l := range launchers {
+		got = append(got, l.source)
+		if l.detect == nil || l.read == nil || l.coord == nil || l.secret == nil {
+			t.Errorf("launcher %s: a function is missing", l.source)
+		}
+	}
+	for _, l := range launcherEnvs {
+		want = append(want, l.source)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("launchers in the order %q, want %q", got, want)
+	}
+	for _, l := range []launcher{explicit(Explicit{Size: 1}), single} {
+		if l.read == nil || l.coord == nil || l.secret == nil {
+			t.Errorf("launcher %s: a function is missing", l.source)
+		}
+	}
+}
