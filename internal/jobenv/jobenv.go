@@ -12,6 +12,45 @@
 // only process starters here: MPI is never linked, and nothing here modifies the
 // environment.
 //
+// # Order of precedence
+//
+// Rank and size come from Explicit when it gives a size, else from the first launcher of
+// this table whose variables are set, else the process is rank 0 of 1. The file
+// launcher_<name>.go reads each launcher's environment (launcher_pmi.go PMI-1/2's and
+// PMIx's).
+//
+//	launcher               set when                    rank, size
+//	orwlrun                ORWL_RANK, or ORWL_SIZE     ORWL_RANK, ORWL_SIZE
+//	                       without JOB_COMPLETION_INDEX
+//	Kubernetes             JOB_COMPLETION_INDEX        JOB_COMPLETION_INDEX, ORWL_SIZE
+//	Open MPI               OMPI_COMM_WORLD_RANK        OMPI_COMM_WORLD_RANK, _SIZE
+//	PMI-1/2 (Hydra,        PMI_RANK                    PMI_RANK, PMI_SIZE
+//	  srun --mpi=pmi2)
+//	PMIx                   PMIX_RANK                   PMIX_RANK, the first set of PMIX_SIZE,
+//	                                                   PMI_SIZE, OMPI_COMM_WORLD_SIZE and
+//	                                                   SLURM_STEP_NUM_TASKS
+//	SLURM (a step)         SLURM_PROCID, and           SLURM_PROCID, SLURM_STEP_NUM_TASKS
+//	                       SLURM_STEP_ID or _STEPID    (else SLURM_NTASKS)
+//
+// Each of the other values comes from the first of these that gives it:
+//
+//	coordinator   Explicit.Coord, ORWL_COORD, rank 0 through the PMI connection that
+//	              PMI-1/2, PMIx and SLURM may hand down (PMI_FD or PMI_PORT; not with
+//	              ORWL_PMI=off), the launcher: required (Explicit, orwlrun),
+//	              <job>-0.<service>:KubernetesPort (Kubernetes), else derived from the job
+//	              id (the SLURM node list's first host, or 127.0.0.1 on one host)
+//	secret        Explicit.Secret, ORWL_SECRET, rank 0 through the PMI connection, the
+//	              launcher: required (Explicit, orwlrun, Kubernetes), else derived from the
+//	              job id (weak)
+//	listen host   Explicit.Listen, ORWL_LISTEN, 127.0.0.1 when the job is on one host,
+//	              else 0.0.0.0
+//	inherited     ORWL_COORD_FD on rank 0, unless Explicit.Coord is given
+//	listener
+//
+// A SLURM node list (SLURM_STEP_NODELIST, else SLURM_JOB_NODELIST, else SLURM_NODELIST)
+// completes the job under srun (PMI-1/2, PMIx, SLURM): its hosts, this node, and the job
+// id SLURM's job and step ids make, which wins over the launcher's.
+//
 // Kubernetes: in a pod of an Indexed Job the rank is JOB_COMPLETION_INDEX (set by
 // Kubernetes) and the manifest sets ORWL_SIZE (the Job's completions), ORWL_SERVICE (the
 // headless Service that is the pods' subdomain), ORWL_JOB_NAME (the Job's name, from the
@@ -23,15 +62,11 @@
 package jobenv
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
 	"os"
-	"strconv"
-	"strings"
 
 	"github.com/orwl-go/orwl/internal/pmi"
 )
@@ -155,308 +190,6 @@ type LookupFunc func(string) (string, bool)
 // FromEnv is Discover with the process environment.
 func FromEnv(ex Explicit) (Job, error) { return Discover(ex, os.LookupEnv) }
 
-// Discover determines the job from ex and the variables lookup returns, in
-// this order of precedence for rank and size: ex; ORWL_RANK/ORWL_SIZE; a Kubernetes
-// Indexed Job (JOB_COMPLETION_INDEX and ORWL_SIZE); Open MPI
-// (OMPI_COMM_WORLD_RANK/_SIZE); PMI (PMI_RANK/PMI_SIZE); PMIx
-// (PMIX_RANK, size from PMIX_SIZE, PMI_SIZE, OMPI_COMM_WORLD_SIZE or
-// SLURM_STEP_NUM_TASKS); SLURM (SLURM_PROCID and SLURM_STEP_NUM_TASKS or
-// SLURM_NTASKS, only inside a step, i.e. with SLURM_STEP_ID set); otherwise
-// rank 0 of 1.
-//
-// The coordinator is ex.Coord, else ORWL_COORD; else, under a launcher that hands down a
-// PMI connection (PMI_FD or PMI_PORT: Hydra, srun --mpi=pmi2), the address rank 0
-// publishes through it at Rendezvous (ORWL_PMI=off does without); else <job>-0.<service>
-// in a Kubernetes Indexed Job; else derived: for SLURM the
-// first host of SLURM_STEP_NODELIST (or SLURM_JOB_NODELIST) and a port
-// derived from the job and step ids; for Open MPI, PMI and PMIx when every
-// rank is on this host, 127.0.0.1 and a port derived from the job's
-// namespace or id. A multi-host job without a way to derive it is an error
-// asking for ORWL_COORD. The secret is ex.Secret, else ORWL_SECRET, else one rank 0
-// draws at random and publishes through PMI, else (not in Kubernetes, where it is
-// required) derived from the job id (Job.WeakSecret is then true).
-//
-// Errors name the variable at fault, for example a rank not below the size.
-func Discover(ex Explicit, lookup LookupFunc) (Job, error) {
-	env := envReader{lookup: lookup}
-	j := Job{CoordFD: -1}
-	var err error
-	var localVar string // the starter's count of ranks on this host
-	switch {
-	case ex.Size != 0:
-		j.Source = SourceExplicit
-		j.Rank, j.Size = ex.Rank, ex.Size
-		if err = check(j.Rank, j.Size, "Explicit.Rank", "Explicit.Size"); err != nil {
-			return Job{}, err
-		}
-	case env.has(EnvRank):
-		j.Source = SourceOrwl
-		if j.Rank, j.Size, err = env.rankSize(EnvRank, EnvSize); err != nil {
-			return Job{}, err
-		}
-	case env.has(EnvIndex):
-		j.Source = SourceKubernetes
-		if !env.has(EnvSize) {
-			return Job{}, fmt.Errorf("jobenv: %s is set (a pod of a Kubernetes Indexed Job) but %s is not: set it to the Job's completions in the manifest", EnvIndex, EnvSize)
-		}
-		if j.Rank, j.Size, err = env.rankSize(EnvIndex, EnvSize); err != nil {
-			return Job{}, err
-		}
-		j.LocalSize = 1
-	case env.has(EnvSize):
-		j.Source = SourceOrwl
-		if j.Rank, j.Size, err = env.rankSize(EnvRank, EnvSize); err != nil {
-			return Job{}, err
-		}
-	case env.has("OMPI_COMM_WORLD_RANK"):
-		j.Source = SourceOpenMPI
-		if j.Rank, j.Size, err = env.rankSize("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"); err != nil {
-			return Job{}, err
-		}
-		j.JobID = env.first("PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid")
-		localVar = "OMPI_COMM_WORLD_LOCAL_SIZE"
-	case env.has("PMI_RANK"):
-		j.Source = SourcePMI
-		if j.Rank, j.Size, err = env.rankSize("PMI_RANK", "PMI_SIZE"); err != nil {
-			return Job{}, err
-		}
-		j.JobID = env.first("PMI_JOBID", "PMIX_NAMESPACE", "PMI_KVSNAME", "PMI_PORT")
-		localVar = "MPI_LOCALNRANKS"
-	case env.has("PMIX_RANK"):
-		j.Source = SourcePMIx
-		sizeVar := cmp.Or(env.firstSet("PMIX_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"), "PMIX_SIZE")
-		if j.Rank, j.Size, err = env.rankSize("PMIX_RANK", sizeVar); err != nil {
-			return Job{}, err
-		}
-		j.JobID = env.first("PMIX_NAMESPACE", "SLURM_JOB_ID")
-		localVar = "PMIX_LOCAL_SIZE"
-	case env.has("SLURM_PROCID") && (env.has("SLURM_STEP_ID") || env.has("SLURM_STEPID")):
-		j.Source = SourceSLURM
-		sizeVar := cmp.Or(env.firstSet("SLURM_STEP_NUM_TASKS"), "SLURM_NTASKS")
-		if j.Rank, j.Size, err = env.rankSize("SLURM_PROCID", sizeVar); err != nil {
-			return Job{}, err
-		}
-	default:
-		j.Source = SourceSingle
-		j.Rank, j.Size = 0, 1
-	}
-	localOnly := true // every rank is on this host, as far as the launcher says
-	if localVar != "" {
-		local, ok, err := env.int(localVar)
-		switch {
-		case err != nil:
-			return Job{}, err
-		case ok && local < 1:
-			return Job{}, fmt.Errorf("jobenv: %s=%d: want at least 1", localVar, local)
-		case ok:
-			j.LocalSize = min(local, j.Size)
-		}
-		localOnly = !ok || local >= j.Size
-	}
-
-	// A SLURM node list, whoever started us (srun --mpi=pmix sets PMIX_*, --mpi=pmi2 PMI_*).
-	slurmStep := env.has("SLURM_STEP_ID") || env.has("SLURM_STEPID")
-	nodeVar := env.firstSet("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
-	if nodeVar != "" && (j.Source == SourceSLURM || j.Source == SourcePMIx || j.Source == SourcePMI) {
-		s, _ := lookup(nodeVar)
-		if j.Hosts, err = ExpandHostlist(s); err != nil {
-			return Job{}, fmt.Errorf("jobenv: %s=%q: %w", nodeVar, s, err)
-		}
-		localOnly = len(j.Hosts) <= 1
-		j.Node = env.first("SLURMD_NODENAME")
-		jid := env.first("SLURM_JOB_ID", "SLURM_JOBID")
-		step := env.first("SLURM_STEP_ID", "SLURM_STEPID")
-		if jid != "" {
-			j.JobID = "slurm:" + jid + "." + step
-		}
-		if j.LocalSize == 0 && slurmStep {
-			if j.LocalSize, err = slurmLocalSize(env, j.Hosts, j.Node); err != nil {
-				return Job{}, err
-			}
-		}
-	}
-
-	if s, ok := lookup(EnvCoordFD); ok && ex.Coord == "" && j.Rank == 0 {
-		fd, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || fd < 0 {
-			return Job{}, fmt.Errorf("jobenv: %s=%q: not a file descriptor number", EnvCoordFD, s)
-		}
-		j.CoordFD = fd
-	}
-
-	if j.Size == 1 {
-		j.Listen = cmp.Or(ex.Listen, env.first(EnvListen), "127.0.0.1")
-		j.Coord, j.Secret = ex.Coord, ex.Secret
-		j.LocalSize = 1
-		if j.Coord != "" {
-			j.CoordFrom = CoordGiven
-		}
-		return j, nil
-	}
-
-	// The launcher's PMI connection, when the environment leaves the coordinator or the
-	// secret open.
-	coordGiven := ex.Coord != "" || env.first(EnvCoord) != ""
-	secretGiven := ex.Secret != nil || env.first(EnvSecret) != ""
-	if (!coordGiven || !secretGiven) && (j.Source == SourcePMI || j.Source == SourceSLURM || j.Source == SourcePMIx) {
-		version := 1
-		if slurmStep {
-			version = 2
-		}
-		switch v := env.first(EnvPMI); v {
-		case "":
-		case "1", "2":
-			version, _ = strconv.Atoi(v)
-		case "off":
-			version = 0
-		default:
-			return Job{}, fmt.Errorf("jobenv: %s=%q: want 1, 2 or off", EnvPMI, v)
-		}
-		if version != 0 {
-			e, ok, err := pmi.FromEnv(lookup, version)
-			if err != nil {
-				return Job{}, fmt.Errorf("jobenv: %w", err)
-			}
-			if ok {
-				j.PMI = &e
-			}
-		}
-	}
-
-	// Coordinator.
-	coordVar := ""
-	switch c := env.first(EnvCoord); {
-	case ex.Coord != "":
-		j.Coord, coordVar, j.CoordFrom = ex.Coord, "Explicit.Coord", CoordGiven
-	case c != "":
-		j.Coord, coordVar, j.CoordFrom = c, EnvCoord, CoordGiven
-	case j.Source == SourceOrwl || j.Source == SourceExplicit:
-		return Job{}, fmt.Errorf("jobenv: %s is required for a job of %d processes (rank %d, from %s)", EnvCoord, j.Size, j.Rank, j.Source)
-	case j.PMI != nil:
-		j.CoordFrom = CoordPMI
-	case j.Source == SourceKubernetes:
-		service := env.first(EnvService)
-		if service == "" {
-			return Job{}, fmt.Errorf("jobenv: a Kubernetes Indexed Job (%s is set) needs %s, the headless Service that is the pods' subdomain (or %s=host:port)", EnvIndex, EnvService, EnvCoord)
-		}
-		name := env.first(EnvJobName)
-		if name == "" {
-			host, suffix := env.first("HOSTNAME"), "-"+strconv.Itoa(j.Rank)
-			if !strings.HasSuffix(host, suffix) || len(host) == len(suffix) {
-				return Job{}, fmt.Errorf("jobenv: a Kubernetes Indexed Job (%s is set) needs %s, the Job's name (HOSTNAME=%q does not end in %q)", EnvIndex, EnvJobName, host, suffix)
-			}
-			name = strings.TrimSuffix(host, suffix)
-		}
-		j.Coord = net.JoinHostPort(name+"-0."+service, strconv.Itoa(KubernetesPort))
-		coordVar, j.CoordFrom = EnvJobName+" and "+EnvService, CoordKubernetes
-	case j.JobID == "":
-		return Job{}, fmt.Errorf("jobenv: %s job of %d processes has no job id to derive the coordinator from; export %s=host:port and %s, or start it with a launcher that hands down a PMI connection (mpiexec.hydra, srun --mpi=pmi2)", j.Source, j.Size, EnvCoord, EnvSecret)
-	case len(j.Hosts) > 1:
-		j.Coord, coordVar, j.CoordFrom = net.JoinHostPort(j.Hosts[0], strconv.Itoa(DerivedPort(j.JobID))), "SLURM node list", CoordNodeList
-	case localOnly:
-		j.Coord, coordVar, j.CoordFrom = net.JoinHostPort("127.0.0.1", strconv.Itoa(DerivedPort(j.JobID))), "job id", CoordJobID
-	default:
-		return Job{}, fmt.Errorf("jobenv: %s job of %d processes spans several hosts; export %s=host:port (rank 0's host) and %s", j.Source, j.Size, EnvCoord, EnvSecret)
-	}
-	loopback := false
-	if j.CoordFrom != CoordPMI {
-		host, port, err := net.SplitHostPort(j.Coord)
-		if err != nil {
-			return Job{}, fmt.Errorf("jobenv: coordinator %q (from %s): %w", j.Coord, coordVar, err)
-		}
-		if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
-			return Job{}, fmt.Errorf("jobenv: coordinator %q (from %s): bad port", j.Coord, coordVar)
-		}
-		loopback = isLoopback(host)
-	} else {
-		loopback = localOnly
-	}
-	if j.LocalSize == 0 && loopback {
-		j.LocalSize = j.Size
-	}
-
-	// Listen host.
-	defaultListen := "0.0.0.0"
-	if loopback {
-		defaultListen = "127.0.0.1"
-	}
-	j.Listen = cmp.Or(ex.Listen, env.first(EnvListen), defaultListen)
-
-	// Secret.
-	switch s := env.first(EnvSecret); {
-	case ex.Secret != nil:
-		j.Secret = ex.Secret
-	case s != "":
-		j.Secret = []byte(s)
-	case j.PMI != nil:
-		// rank 0 draws one and publishes it at Rendezvous
-	case j.Source == SourceKubernetes:
-		return Job{}, fmt.Errorf("jobenv: %s is required in a Kubernetes Indexed Job: mount a Kubernetes Secret as the variable (see examples/kubernetes/matmul.yaml)", EnvSecret)
-	case j.JobID != "":
-		sum := sha256.Sum256([]byte("orwl-go derived job secret\x00" + j.Source + "\x00" + j.JobID))
-		j.Secret, j.WeakSecret = sum[:], true
-	default:
-		return Job{}, fmt.Errorf("jobenv: %s is required for a job of %d processes (rank %d, from %s)", EnvSecret, j.Size, j.Rank, j.Source)
-	}
-	return j, nil
-}
-
-// slurmLocalSize returns the number of tasks of this step on this node, from
-// SLURM_STEP_TASKS_PER_NODE ("2(x3),1": two tasks on each of the first three nodes, one on
-// the fourth) and this node's index (SLURM_NODEID, else Node's place in hosts), or 0 when
-// they do not say.
-func slurmLocalSize(env envReader, hosts []string, node string) (int, error) {
-	v := env.firstSet("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE")
-	if v == "" {
-		return 0, nil
-	}
-	s, _ := env.lookup(v)
-	var counts []int
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		n, rep := part, "1"
-		if i := strings.IndexByte(part, '('); i >= 0 && strings.HasPrefix(part[i:], "(x") && strings.HasSuffix(part, ")") {
-			n, rep = part[:i], part[i+2:len(part)-1]
-		}
-		c, err1 := strconv.Atoi(n)
-		r, err2 := strconv.Atoi(rep)
-		if err1 != nil || err2 != nil || c < 0 || r < 1 || len(counts)+r > maxHosts {
-			return 0, fmt.Errorf("jobenv: %s=%q: want counts such as 2(x3),1", v, s)
-		}
-		for range r {
-			counts = append(counts, c)
-		}
-	}
-	idx, ok, err := env.int("SLURM_NODEID")
-	if err != nil {
-		return 0, err
-	}
-	if !ok {
-		idx = -1
-		for i, h := range hosts {
-			if node != "" && h == node {
-				idx = i
-			}
-		}
-	}
-	switch {
-	case idx >= 0 && idx < len(counts):
-		return counts[idx], nil
-	case len(counts) > 0 && !slicesDiffer(counts):
-		return counts[0], nil
-	}
-	return 0, nil
-}
-
-func slicesDiffer(c []int) bool {
-	for _, x := range c {
-		if x != c[0] {
-			return true
-		}
-	}
-	return false
-}
-
 // DerivedPort maps a job id to a port in [PortBase, PortBase+PortRange).
 // Every process of a job derives the same one; two jobs collide with
 // probability 1/PortRange, in which case the second fails to listen (and
@@ -490,179 +223,4 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-func check(rank, size int, rankVar, sizeVar string) error {
-	if size < 1 {
-		return fmt.Errorf("jobenv: %s=%d: the job size must be at least 1", sizeVar, size)
-	}
-	if rank < 0 || rank >= size {
-		return fmt.Errorf("jobenv: %s=%d must be in [0, %s=%d)", rankVar, rank, sizeVar, size)
-	}
-	return nil
-}
-
-type envReader struct{ lookup LookupFunc }
-
-func (e envReader) has(v string) bool {
-	_, ok := e.lookup(v)
-	return ok
-}
-
-// firstSet returns the name of the first of vars that is set, or "".
-func (e envReader) firstSet(vars ...string) string {
-	for _, v := range vars {
-		if e.has(v) {
-			return v
-		}
-	}
-	return ""
-}
-
-// first returns the value of the first of vars that is set and not empty,
-// or "".
-func (e envReader) first(vars ...string) string {
-	for _, v := range vars {
-		if s, ok := e.lookup(v); ok && s != "" {
-			return s
-		}
-	}
-	return ""
-}
-
-// int returns the integer value of v, whether it is set, and an error
-// naming v when it is set but not an integer.
-func (e envReader) int(v string) (int, bool, error) {
-	s, ok := e.lookup(v)
-	if !ok {
-		return 0, false, nil
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(s))
-	if err != nil {
-		return 0, true, fmt.Errorf("jobenv: %s=%q: not an integer", v, s)
-	}
-	return n, true, nil
-}
-
-func (e envReader) rankSize(rankVar, sizeVar string) (int, int, error) {
-	rank, ok, err := e.int(rankVar)
-	if err != nil {
-		return 0, 0, err
-	}
-	if !ok {
-		return 0, 0, fmt.Errorf("jobenv: %s is set but %s is not", sizeVar, rankVar)
-	}
-	size, ok, err := e.int(sizeVar)
-	if err != nil {
-		return 0, 0, err
-	}
-	if !ok {
-		return 0, 0, fmt.Errorf("jobenv: %s is set but %s is not", rankVar, sizeVar)
-	}
-	return rank, size, check(rank, size, rankVar, sizeVar)
-}
-
-// errHostlist is wrapped by every hostlist syntax error.
-var errHostlist = errors.New("malformed host list")
-
-// maxHosts bounds the expansion of a host list.
-const maxHosts = 1 << 20
-
-// ExpandHostlist expands a SLURM compressed host list such as
-// "node[01-04,07],gpu[1-2]" into host names, in order: ranges keep the
-// zero padding of their lower bound, several bracket groups in one name
-// multiply ("r[1-2]n[1-2]" gives r1n1 r1n2 r2n1 r2n2), and surrounding
-// spaces are ignored. An empty list gives no hosts.
-func ExpandHostlist(s string) ([]string, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil, nil
-	}
-	var out []string
-	for _, item := range splitTop(s) {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			return nil, fmt.Errorf("%w: empty host name", errHostlist)
-		}
-		var err error
-		if out, err = expandOne(out, "", item); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// splitTop splits s at commas outside brackets.
-func splitTop(s string) []string {
-	var parts []string
-	depth, start := 0, 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '[':
-			depth++
-		case ']':
-			depth--
-		case ',':
-			if depth == 0 {
-				parts = append(parts, s[start:i])
-				start = i + 1
-			}
-		}
-	}
-	return append(parts, s[start:])
-}
-
-// expandOne appends prefix+expansions of item to out.
-func expandOne(out []string, prefix, item string) ([]string, error) {
-	open := strings.IndexByte(item, '[')
-	if open < 0 {
-		if strings.IndexByte(item, ']') >= 0 {
-			return nil, fmt.Errorf("%w: unbalanced ']' in %q", errHostlist, item)
-		}
-		if len(out) >= maxHosts {
-			return nil, fmt.Errorf("%w: more than %d hosts", errHostlist, maxHosts)
-		}
-		return append(out, prefix+item), nil
-	}
-	end := strings.IndexByte(item[open:], ']')
-	if end < 0 {
-		return nil, fmt.Errorf("%w: unbalanced '[' in %q", errHostlist, item)
-	}
-	end += open
-	head, body, rest := item[:open], item[open+1:end], item[end+1:]
-	if strings.IndexByte(head, ']') >= 0 || strings.IndexByte(body, '[') >= 0 {
-		return nil, fmt.Errorf("%w: misplaced bracket in %q", errHostlist, item)
-	}
-	if body == "" {
-		return nil, fmt.Errorf("%w: empty brackets in %q", errHostlist, item)
-	}
-	for _, r := range strings.Split(body, ",") {
-		r = strings.TrimSpace(r)
-		lo, hi, ok := strings.Cut(r, "-")
-		if !ok {
-			hi = lo
-		}
-		a, err1 := strconv.ParseUint(lo, 10, 32)
-		b, err2 := strconv.ParseUint(hi, 10, 32)
-		if lo == "" || hi == "" || err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("%w: bad range %q in %q", errHostlist, r, item)
-		}
-		if a > b {
-			return nil, fmt.Errorf("%w: range %q in %q goes down", errHostlist, r, item)
-		}
-		if b-a >= maxHosts {
-			return nil, fmt.Errorf("%w: more than %d hosts", errHostlist, maxHosts)
-		}
-		for n := a; n <= b; n++ {
-			num := strconv.FormatUint(n, 10)
-			if pad := len(lo) - len(num); pad > 0 {
-				num = strings.Repeat("0", pad) + num
-			}
-			var err error
-			if out, err = expandOne(out, prefix+head+num, rest); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return out, nil
 }

@@ -184,88 +184,132 @@ func (j *Job) exchange(ctx context.Context) (net.Listener, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, ExchangeTimeout)
 	defer cancel()
-	fail := func(err error) error {
-		why := ""
-		if errors.Is(err, context.DeadlineExceeded) {
-			why = " in time: did a process of the job fail, or start late?"
-		}
-		return fmt.Errorf("jobenv: rank %d: the PMI exchange with the launcher failed%s (export %s=host:port and %s to every process, "+
-			"with %s=off, to do without it): %w", j.Rank, why, EnvCoord, EnvSecret, EnvPMI, err)
-	}
 	c, err := pmi.Dial(ctx, *j.PMI)
 	if err != nil {
-		return nil, fail(err)
+		return nil, j.pmiFailed(err)
 	}
 	defer c.Close()
 	if r, n := c.Rank(), c.Size(); r >= 0 && r != j.Rank || n > 0 && n != j.Size {
-		return nil, fail(fmt.Errorf("the PMI server places this process as rank %d of %d, the environment as rank %d of %d (from %s)", r, n, j.Rank, j.Size, j.Source))
+		return nil, j.pmiFailed(fmt.Errorf("the PMI server places this process as rank %d of %d, the environment as rank %d of %d (from %s)", r, n, j.Rank, j.Size, j.Source))
 	}
+	ln, err := j.exchangeRound(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	x.done, x.coord, x.secret = true, j.Coord, j.Secret
+	if ln != nil {
+		x.listen = ln.Addr().String()
+	}
+	return ln, nil
+}
+
+// exchangeRound is one round of the PMI exchange on c: rank 0 publishes what j lacks,
+// every process waits at the launcher's fence, the others get what rank 0 published. It
+// returns rank 0's coordinator listener when it opened one.
+func (j *Job) exchangeRound(ctx context.Context, c *pmi.Client) (net.Listener, error) {
 	needCoord, needSecret := j.Coord == "", j.Secret == nil
 	var ln net.Listener
-	var listen string
 	if j.Rank == 0 {
-		if needCoord {
-			advertise, err := j.advertisedHost(ctx)
-			if err != nil {
-				return nil, err
-			}
-			host := j.Listen
-			if ip := net.ParseIP(advertise); ip != nil && ip.To4() == nil && host == "0.0.0.0" {
-				host = "::" // every interface, for an IPv6 address
-			}
-			if ln, err = net.Listen("tcp", net.JoinHostPort(host, "0")); err != nil {
-				return nil, fmt.Errorf("jobenv: rank 0 cannot listen on %s for the job (set %s to an address of this host): %w", j.Listen, EnvListen, err)
-			}
-			listen = ln.Addr().String()
-			j.Coord = net.JoinHostPort(advertise, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
-			if err := c.Put(ctx, KeyCoord, j.Coord); err != nil {
-				ln.Close()
-				return nil, fail(err)
-			}
-		}
-		if needSecret {
-			var b [32]byte
-			rand.Read(b[:])
-			j.Secret = []byte(hex.EncodeToString(b[:]))
-			if err := c.Put(ctx, KeySecret, string(j.Secret)); err != nil {
-				if ln != nil {
-					ln.Close()
-				}
-				return nil, fail(err)
-			}
+		var err error
+		if ln, err = j.publish(ctx, c, needCoord, needSecret); err != nil {
+			return nil, err
 		}
 	}
-	closeOnError := func(err error) (net.Listener, error) {
+	err := c.Fence(ctx)
+	if err == nil && j.Rank != 0 {
+		err = j.fetch(ctx, c, needCoord, needSecret)
+	}
+	if err == nil {
+		err = c.Finalize(ctx)
+	}
+	if err != nil {
 		if ln != nil {
 			ln.Close()
 		}
-		return nil, fail(err)
+		return nil, j.pmiFailed(err)
 	}
-	if err := c.Fence(ctx); err != nil {
-		return closeOnError(err)
-	}
-	if j.Rank != 0 {
-		if needCoord {
-			if j.Coord, err = c.Get(ctx, KeyCoord); err != nil {
-				return closeOnError(err)
-			}
-			if _, _, err := net.SplitHostPort(j.Coord); err != nil {
-				return closeOnError(fmt.Errorf("rank 0 published the coordinator %q: %w", j.Coord, err))
-			}
-		}
-		if needSecret {
-			s, err := c.Get(ctx, KeySecret)
-			if err != nil {
-				return closeOnError(err)
-			}
-			j.Secret = []byte(s)
-		}
-	}
-	if err := c.Finalize(ctx); err != nil {
-		return closeOnError(err)
-	}
-	x.done, x.coord, x.listen, x.secret = true, j.Coord, listen, j.Secret
 	return ln, nil
+}
+
+// publish is rank 0's part of the exchange before the fence: when needCoord, it listens on
+// a port the kernel chooses and puts its address; when needSecret, it draws a secret and
+// puts it. It returns the listener (nil without needCoord).
+func (j *Job) publish(ctx context.Context, c *pmi.Client, needCoord, needSecret bool) (net.Listener, error) {
+	var ln net.Listener
+	if needCoord {
+		var err error
+		if ln, err = j.listenPublished(ctx); err != nil {
+			return nil, err
+		}
+		if err := c.Put(ctx, KeyCoord, j.Coord); err != nil {
+			ln.Close()
+			return nil, j.pmiFailed(err)
+		}
+	}
+	if needSecret {
+		var b [32]byte
+		rand.Read(b[:])
+		j.Secret = []byte(hex.EncodeToString(b[:]))
+		if err := c.Put(ctx, KeySecret, string(j.Secret)); err != nil {
+			if ln != nil {
+				ln.Close()
+			}
+			return nil, j.pmiFailed(err)
+		}
+	}
+	return ln, nil
+}
+
+// listenPublished opens rank 0's coordinator listener on j.Listen at a port the kernel
+// chooses and sets j.Coord to the address it advertises.
+func (j *Job) listenPublished(ctx context.Context) (net.Listener, error) {
+	advertise, err := j.advertisedHost(ctx)
+	if err != nil {
+		return nil, err
+	}
+	host := j.Listen
+	if ip := net.ParseIP(advertise); ip != nil && ip.To4() == nil && host == "0.0.0.0" {
+		host = "::" // every interface, for an IPv6 address
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return nil, fmt.Errorf("jobenv: rank 0 cannot listen on %s for the job (set %s to an address of this host): %w", j.Listen, EnvListen, err)
+	}
+	j.Coord = net.JoinHostPort(advertise, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+	return ln, nil
+}
+
+// fetch is the part of the exchange of a rank other than 0 after the fence: it gets what
+// rank 0 published.
+func (j *Job) fetch(ctx context.Context, c *pmi.Client, needCoord, needSecret bool) error {
+	if needCoord {
+		coord, err := c.Get(ctx, KeyCoord)
+		if err != nil {
+			return err
+		}
+		if _, _, err := net.SplitHostPort(coord); err != nil {
+			return fmt.Errorf("rank 0 published the coordinator %q: %w", coord, err)
+		}
+		j.Coord = coord
+	}
+	if needSecret {
+		s, err := c.Get(ctx, KeySecret)
+		if err != nil {
+			return err
+		}
+		j.Secret = []byte(s)
+	}
+	return nil
+}
+
+// pmiFailed wraps an error of the PMI exchange, saying how to do without it.
+func (j *Job) pmiFailed(err error) error {
+	why := ""
+	if errors.Is(err, context.DeadlineExceeded) {
+		why = " in time: did a process of the job fail, or start late?"
+	}
+	return fmt.Errorf("jobenv: rank %d: the PMI exchange with the launcher failed%s (export %s=host:port and %s to every process, "+
+		"with %s=off, to do without it): %w", j.Rank, why, EnvCoord, EnvSecret, EnvPMI, err)
 }
 
 // reuse applies the result of this process's earlier exchange: rank 0 listens again where

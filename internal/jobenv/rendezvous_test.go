@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orwl-go/orwl/internal/pmi"
 	"github.com/orwl-go/orwl/internal/pmi/pmitest"
 )
 
@@ -349,5 +350,48 @@ func TestListenOnInterface(t *testing.T) {
 	j := Job{Rank: 1, Size: 2, Listen: "lo", CoordFD: -1}
 	if _, err := j.Rendezvous(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "ORWL_LISTEN=lo") {
 		t.Errorf("an interface without a global address: %v", err)
+	}
+}
+
+// A coordinator address that rank 0 publishes malformed fails the other ranks, naming it.
+func TestRendezvousPMIBadCoordinator(t *testing.T) {
+	_, envs := pmiJob(t, 2, "MPI_LOCALNRANKS=2")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	j0, err := Discover(Explicit{}, envs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	j1, err := Discover(Explicit{}, envs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var err0 error
+	wg.Go(func() { // rank 0, played by hand
+		c, err := pmi.Dial(ctx, *j0.PMI)
+		if err != nil {
+			err0 = err
+			return
+		}
+		defer c.Close()
+		for _, step := range []func() error{
+			func() error { return c.Put(ctx, KeyCoord, "nohostport") },
+			func() error { return c.Put(ctx, KeySecret, "s") },
+			func() error { return c.Fence(ctx) },
+			func() error { return c.Finalize(ctx) },
+		} {
+			if err0 = step(); err0 != nil {
+				return
+			}
+		}
+	})
+	ln, err := j1.Rendezvous(ctx, nil)
+	wg.Wait()
+	if err0 != nil {
+		t.Fatal(err0)
+	}
+	if ln != nil || err == nil || !strings.Contains(err.Error(), `rank 0 published the coordinator "nohostport"`) || !strings.Contains(err.Error(), "ORWL_PMI=off") {
+		t.Fatalf("rank 1: %v, %v; want an error naming the published coordinator", ln, err)
 	}
 }
