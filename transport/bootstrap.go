@@ -240,91 +240,135 @@ func (b *bootstrap) readControl(c *control) {
 // process has been told (or the start timeout ends): no process waits for a start that
 // will not come.
 func (b *bootstrap) coordinate(ctx context.Context) error {
-	m := b.m
-	regs := make([]*control, m.size)
-	addrs := make([]string, m.size)
-	addrs[0] = m.cfg.Coord
-	registered, ready, up, waitLogged := 0, 0, false, false
-	var connected chan error
-	var failure error
-	fail := func(err error) {
-		if failure == nil {
-			failure = err
-			for _, c := range regs {
-				if c != nil {
-					c.send(TypeAbort, []byte(err.Error()))
-				}
-			}
-		}
-	}
-	tick := time.NewTicker(m.cfg.Heartbeat)
+	s := &coordination{b: b, regs: make([]*control, b.m.size), addrs: make([]string, b.m.size)}
+	s.addrs[0] = b.m.cfg.Coord
+	tick := time.NewTicker(b.m.cfg.Heartbeat)
 	defer tick.Stop()
-	for failure == nil && (!up || ready < m.size-1) || failure != nil && registered < m.size-1 {
+	for s.waiting() {
 		select {
 		case ev := <-b.events:
-			r := ev.ctl.rank
-			switch ev.kind {
-			case evRegister:
-				if regs[r] != nil {
-					m.log.Warn("refused registration: rank already registered", "peer", r)
-					ev.ctl.send(TypeAbort, []byte(fmt.Sprintf("rank %d has registered already: two processes of the job were given the same rank", r)))
-					ev.ctl.w.nc.Close()
-					continue
-				}
-				regs[r], addrs[r] = ev.ctl, ev.strs[0]
-				registered++
-				switch spec := ev.strs[1]; {
-				case failure != nil:
-					ev.ctl.send(TypeAbort, []byte(failure.Error()))
-				case spec != m.cfg.JobSpec:
-					fail(fmt.Errorf("transport: the processes run different jobs: rank %d has %q, rank 0 has %q", r, spec, m.cfg.JobSpec))
-				case registered == m.size-1:
-					if err := sendBook(regs, addrs); err != nil {
-						fail(err)
-					} else {
-						connected = b.connectAsync(addrs)
-					}
-				}
-			case evReady:
-				ready++
-			case evAbort:
-				fail(fmt.Errorf("transport: rank %d could not start: %w", r, ev.err))
-			case evLost:
-				fail(fmt.Errorf("transport: rank %d lost during the start: %w", r, ev.err))
-			}
-		case err := <-connected:
-			connected = nil
+			s.event(ev)
+		case err := <-s.connected:
+			s.connected = nil
 			if err != nil {
-				fail(err)
+				s.fail(err)
 			}
-			up = true
+			s.up = true
 		case <-tick.C:
-			for _, c := range regs {
-				if c != nil {
-					c.send(TypeHeartbeat, nil) // a broken one is found by its reader
-				}
-			}
-			if !waitLogged && failure == nil && registered < m.size-1 && time.Since(m.started) > m.cfg.PeerTimeout {
-				waitLogged = true
-				m.log.Info("waiting for ranks to register with the coordinator", "ranks", unregistered(regs), "coordinator", m.cfg.Coord)
-			}
+			s.heartbeat()
 		case <-ctx.Done():
-			if failure == nil {
-				fail(b.startError(ctx, regs))
+			if s.failure == nil {
+				s.fail(b.startError(ctx, s.regs))
 			}
-			return failure
+			return s.failure
 		}
 	}
-	if failure != nil {
-		return failure
+	if s.failure != nil {
+		return s.failure
 	}
-	for j, c := range regs {
+	return s.start()
+}
+
+// coordination is rank 0's state during the start: who registered (with its address), how
+// many are ready, whether its own connections are up, and the first failure.
+type coordination struct {
+	b                 *bootstrap
+	regs              []*control // by rank
+	addrs             []string   // by rank: the address each accepts its peers on
+	registered, ready int
+	up, waitLogged    bool
+	connected         chan error // rank 0's own connections, once the book is sent
+	failure           error
+}
+
+// waiting reports whether the start goes on: until every rank is ready and rank 0 is up, or,
+// after a failure, until every rank has registered and been told.
+func (s *coordination) waiting() bool {
+	n := s.b.m.size - 1
+	if s.failure != nil {
+		return s.registered < n
+	}
+	return !s.up || s.ready < n
+}
+
+// fail records the start's first failure and tells every registered rank.
+func (s *coordination) fail(err error) {
+	if s.failure != nil {
+		return
+	}
+	s.failure = err
+	for _, c := range s.regs {
 		if c != nil {
-			if err := c.send(TypeStart, nil); err != nil {
-				err = fmt.Errorf("transport: telling rank %d to start: %w", j, err)
-				fail(err)
-				return err
-			}
+			c.send(TypeAbort, []byte(err.Error()))
+		}
+	}
+}
+
+// event handles what a rank's control connection reported.
+func (s *coordination) event(ev bootEvent) {
+	r := ev.ctl.rank
+	switch ev.kind {
+	case evRegister:
+		s.register(ev)
+	case evReady:
+		s.ready++
+	case evAbort:
+		s.fail(fmt.Errorf("transport: rank %d could not start: %w", r, ev.err))
+	case evLost:
+		s.fail(fmt.Errorf("transport: rank %d lost during the start: %w", r, ev.err))
+	}
+}
+
+// register records a rank's registration; the last one sends the address book.
+func (s *coordination) register(ev bootEvent) {
+	m, r := s.b.m, ev.ctl.rank
+	if s.regs[r] != nil {
+		m.log.Warn("refused registration: rank already registered", "peer", r)
+		ev.ctl.send(TypeAbort, []byte(fmt.Sprintf("rank %d has registered already: two processes of the job were given the same rank", r)))
+		ev.ctl.w.nc.Close()
+		return
+	}
+	s.regs[r], s.addrs[r] = ev.ctl, ev.strs[0]
+	s.registered++
+	switch spec := ev.strs[1]; {
+	case s.failure != nil:
+		ev.ctl.send(TypeAbort, []byte(s.failure.Error()))
+	case spec != m.cfg.JobSpec:
+		s.fail(fmt.Errorf("transport: the processes run different jobs: rank %d has %q, rank 0 has %q", r, spec, m.cfg.JobSpec))
+	case s.registered == m.size-1:
+		if err := sendBook(s.regs, s.addrs); err != nil {
+			s.fail(err)
+		} else {
+			s.connected = s.b.connectAsync(s.addrs)
+		}
+	}
+}
+
+// heartbeat keeps the registered ranks' control connections alive, and says once which
+// ranks are awaited when the start takes longer than the peer timeout.
+func (s *coordination) heartbeat() {
+	m := s.b.m
+	for _, c := range s.regs {
+		if c != nil {
+			c.send(TypeHeartbeat, nil) // a broken one is found by its reader
+		}
+	}
+	if !s.waitLogged && s.failure == nil && s.registered < m.size-1 && time.Since(m.started) > m.cfg.PeerTimeout {
+		s.waitLogged = true
+		m.log.Info("waiting for ranks to register with the coordinator", "ranks", unregistered(s.regs), "coordinator", m.cfg.Coord)
+	}
+}
+
+// start tells every rank to start: the mesh is up.
+func (s *coordination) start() error {
+	for j, c := range s.regs {
+		if c == nil {
+			continue
+		}
+		if err := c.send(TypeStart, nil); err != nil {
+			err = fmt.Errorf("transport: telling rank %d to start: %w", j, err)
+			s.fail(err)
+			return err
 		}
 	}
 	return nil

@@ -107,6 +107,7 @@ func TestIdleReaderPollsOn(t *testing.T) {
 			}
 			return idle
 		}}
+		g.crowd.runnable = quietHost
 		rs, ws := net.Pipe()
 		up, down := rings(seg)
 		reader := &shmConn{sock: rs, seg: seg, in: down, out: up, readers: g}
@@ -212,7 +213,7 @@ func TestSharedMemoryCountsWrap(t *testing.T) {
 		*up.h, *down.h = ringHeader{}, ringHeader{}
 		down.h.written.Store(start)
 		down.h.read.Store(start)
-		reader := &shmConn{sock: &doorbell{end: make(chan struct{})}, seg: seg, in: down, out: up, readers: &readerGroup{spin: time.Hour}}
+		reader := &shmConn{sock: &doorbell{end: make(chan struct{})}, seg: seg, in: down, out: up, readers: pollingGroup(time.Hour)}
 		writer := &shmConn{sock: &doorbell{}, seg: seg, in: up, out: down, readers: &readerGroup{}}
 		errs := make(chan error, 1)
 		go func() { _, err := writer.Write(msg); errs <- err }()
