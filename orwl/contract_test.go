@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 
@@ -15,12 +14,7 @@ import (
 // returns each rank's Run error.
 func runProcs(t *testing.T, ctx context.Context, procs int, cfg orwl.Config, fn orwl.TaskFunc) []error {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	coord := ln.Addr().String()
-	ln.Close()
+	coord := freeAddr(t)
 	errs := make([]error, procs)
 	var wg sync.WaitGroup
 	for rank := range procs {

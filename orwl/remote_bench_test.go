@@ -89,10 +89,10 @@ func benchPeerScenario() int {
 }
 
 // freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr(b *testing.B) string {
+func freeAddr(tb testing.TB) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	defer ln.Close()
 	return ln.Addr().String()
