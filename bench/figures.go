@@ -84,6 +84,11 @@ func benchFigures(args []string) error {
 		lockRow("hand-off between two tasks, per round trip", "Handoff/orwl", "Handoff/mutex-cond", "sync.Cond hand-off:")
 		lockRow("1 writer then 8 readers, per cycle (ordered)", "ReadersWriter/orwl", "ReadersWriter/rwmutex", "sync.RWMutex (no order):")
 		lockRow("remote hand-off of 8 bytes between 2 processes", "RemoteHandoff/orwl", "RemoteHandoff/tcp", "raw TCP ping-pong:")
+		if x := locks["RemoteHandoff/orwl"]; x.nsPerOp > 0 {
+			if mpi, ok := mpiPingPong(200000); ok {
+				fmt.Fprintf(&b, "| remote hand-off of 8 bytes between 2 processes | %s | Open MPI shared-memory ping-pong: %s | %.2fx |\n", nanos(x.nsPerOp), nanos(mpi), x.nsPerOp/mpi)
+			}
+		}
 		if p, t := locks["RemotePush/orwl"], locks["RemotePush/tcp"]; p.mbPerS > 0 && t.mbPerS > 0 {
 			fmt.Fprintf(&b, "| remote grant of 8 MiB between 2 processes | %.0f MB/s | raw TCP stream: %.0f MB/s | %.2fx |\n", p.mbPerS, t.mbPerS, p.mbPerS/t.mbPerS)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -45,5 +46,26 @@ func TestScalapackDriverRuns(t *testing.T) {
 	secs, err := timeScalapack(mpi, bin, mmResult{N: 256, NB: 64, Procs: 2, Grid: "2x1", Threads: 1}, 1) // fails unless verified
 	if err != nil || secs <= 0 {
 		t.Fatalf("%v seconds, %v", secs, err)
+	}
+}
+
+// TestMPIPingPongRuns builds the MPI ping-pong and runs a few round trips over shared
+// memory. Skipped without Open MPI's mpicc (libopenmpi-dev).
+func TestMPIPingPongRuns(t *testing.T) {
+	mpi, err := findOpenMPI()
+	if err != nil {
+		t.Skip(err)
+	}
+	bin := buildOrSkip(t, mpi, "pingpong", pingpongC, "-O2")
+	out, err := mpi.launch(2, mpi.shm, nil, bin, "1000", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := field(out, "round-trip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns, err := strconv.ParseFloat(v, 64); err != nil || ns <= 0 {
+		t.Fatalf("round-trip=%s: want a positive number of nanoseconds", v)
 	}
 }
