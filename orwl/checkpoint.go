@@ -142,7 +142,6 @@ func newCheckpointer(j *job, cfg Checkpoint) (*checkpointer, error) {
 		replies: make(chan ckptReply, 4*j.procs)}
 	c.hold.Store(math.MaxInt64)
 	c.minIter.Store(math.MaxInt64)
-	c.entered.Store(-1)
 	dirs, err := checkpoint.Glob(pattern)
 	if err != nil {
 		return nil, fmt.Errorf("orwl: checkpoints: %w", err)
@@ -155,6 +154,7 @@ func newCheckpointer(j *job, cfg Checkpoint) (*checkpointer, error) {
 		return nil, fmt.Errorf("orwl: checkpoints: %w", err)
 	}
 	c.resume = cp
+	c.entered.Store(int64(c.start()) - 1)
 	host, _ := os.Hostname()
 	if c.store, err = checkpoint.Create(checkpoint.Expand(pattern, j.rank, host), fp); err != nil {
 		return nil, fmt.Errorf("orwl: checkpoints: %w", err)
@@ -501,12 +501,8 @@ func (c *checkpointer) take(ctx context.Context) bool {
 	if !ok {
 		return false
 	}
-	bound, minIter := int64(-1), int64(math.MaxInt64)
-	for _, r := range reports {
-		bound, minIter = max(bound, r.bound), min(minIter, r.minIt)
-	}
-	k := bound + 2
-	if k >= minIter || minIter == math.MaxInt64 { // the job ends first, or iterates without Iterate
+	k, ok := nextCheckpoint(reports, c.start())
+	if !ok {
 		c.broadcast(ckptMsg{phase: ckptGo}, nil)
 		return true
 	}
@@ -529,6 +525,20 @@ func (c *checkpointer) take(ctx context.Context) bool {
 	payload, _ := json.Marshal(pieces)
 	c.broadcast(ckptMsg{phase: ckptCommit, k: int(k)}, payload)
 	return true
+}
+
+// nextCheckpoint returns the number of the checkpoint the processes' reports allow: one past
+// the iteration after the highest any task may enter, and never one at or below start, the
+// checkpoint the job resumed from (a Store removes its checkpoints numbered as high or higher
+// at the first write of a number). ok is false when the job ends first, or iterates without
+// Iterate.
+func nextCheckpoint(reports []ckptReply, start int) (k int64, ok bool) {
+	bound, minIter := int64(-1), int64(math.MaxInt64)
+	for _, r := range reports {
+		bound, minIter = max(bound, r.bound), min(minIter, r.minIt)
+	}
+	k = max(bound+2, int64(start)+1)
+	return k, k < minIter && minIter != math.MaxInt64
 }
 
 // exchange sends m to every process and gathers their answers of phase want.
