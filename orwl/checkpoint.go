@@ -598,7 +598,9 @@ func (t *Task) Keep(name string, state []byte) {
 // error. In a job that takes checkpoints (Config.Checkpoint), a restarted job resumes at the
 // iteration of its checkpoint (Resumed), with its locations and kept states as they were
 // then; the task's iterative handles must be acquired once per iteration, in body, as the
-// schedule's discipline has it. Body's iterations are where checkpoints are taken: a task
+// schedule's discipline has it (a handle that is not is an error in a job that takes
+// checkpoints: handles used in turn, one every S iterations, take S iterations per call of
+// body). Body's iterations are where checkpoints are taken: a task
 // may wait at the start of one for a checkpoint being prepared (a few messages), and copies
 // its kept states at the start of a checkpoint's iteration.
 func (t *Task) Iterate(ctx context.Context, n int, body func(iter int) error) error {
@@ -611,14 +613,35 @@ func (t *Task) Iterate(ctx context.Context, n int, body func(iter int) error) er
 			}
 		}
 	}
+	base := make([]int, len(t.iterative)) // their acquires before the first iteration
+	for i, h := range t.iterative {
+		base[i] = h.Acquires()
+	}
 	for iter := c.start(); iter < n; iter++ {
 		if c != nil {
+			if err := t.checkRounds(base, iter-c.start()); err != nil {
+				return err
+			}
 			if err := c.enter(ctx, t, iter); err != nil {
 				return err
 			}
 		}
 		if err := body(iter); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// checkRounds reports an iterative handle of t that was not acquired once in each of the
+// done iterations of Iterate, given its acquires before them (base, in the order of
+// t.iterative): the rounds of its location would no longer be iterations, and no
+// checkpoint would be consistent, nor complete.
+func (t *Task) checkRounds(base []int, done int) error {
+	for i, h := range t.iterative {
+		if got := h.Acquires() - base[i]; got != done {
+			return fmt.Errorf("orwl: task %d: the iterative handle on %s (position %d) was acquired %d times in %d iterations of Iterate: in a job that takes checkpoints, body must acquire each iterative handle once per iteration (group the iterations of handles used in turn into one)",
+				t.id, h.Spec().Location, h.Spec().Pos, got, done)
 		}
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/orwl-go/orwl/checkpoint"
 	"github.com/orwl-go/orwl/orwl"
@@ -139,4 +140,30 @@ func memDir(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
+}
+
+// TestIterateRefusesHandlesUsedInTurn: in a job that takes checkpoints, a task that
+// acquires its iterative handles in turn (slot iter%2) breaks the rounds its checkpoints
+// are cut at: the rounds of a slot's location are every other iteration, so a checkpoint's
+// piece of it would come late or never. Iterate says so, naming the handle, instead of
+// taking checkpoints that never complete.
+func TestIterateRefusesHandlesUsedInTurn(t *testing.T) {
+	cfg := orwl.Config{Tasks: 2, Locations: []string{"s0", "s1"},
+		Checkpoint: orwl.Checkpoint{Dir: filepath.Join(memDir(t), "{rank}"), Every: time.Hour}}
+	err := orwl.Run(context.Background(), cfg, func(ctx context.Context, t *orwl.Task) error {
+		var slots [2]*orwl.Handle
+		for s, name := range cfg.Locations {
+			t.Scale(name, 8)
+			slots[s] = t.WriteInsert(t.Loc(t.ID(), name), 0)
+		}
+		if err := t.Schedule(ctx); err != nil {
+			return err
+		}
+		return t.Iterate(ctx, 10, func(iter int) error {
+			return slots[iter%2].Section(ctx, func([]byte) error { return nil })
+		})
+	})
+	if err == nil || !strings.Contains(err.Error(), `"s1" (position 0) was acquired 0 times in 1 iterations`) {
+		t.Fatalf("Run: %v, want an error naming the handle on s1", err)
+	}
 }

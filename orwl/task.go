@@ -22,8 +22,9 @@ type Task struct {
 	misuse    []error          // mistakes after the schedule, returned when the task ends
 	scheduled bool
 
-	failedGrants []failedGrant // grants of write sections that failed, held until the task ends
-	kept         []keptState   // private state in its checkpoints (Keep)
+	failedGrants []failedGrant    // grants of write sections that failed, held until the task ends
+	kept         []keptState      // private state in its checkpoints (Keep)
+	iterative    []*handle.Handle // its iterative handles, in a job that takes checkpoints (Iterate checks them)
 }
 
 // failedGrant is the grant of a write section that failed: nothing is handed on from it,
