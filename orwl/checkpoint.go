@@ -320,9 +320,7 @@ func (c *checkpointer) writePiece(p pieceJob) {
 		c.warn(p.k, err)
 	}
 	if p.from >= 0 {
-		if err == nil {
-			c.send(p.from, ckptMsg{phase: ckptStored, k: p.k}, nil)
-		}
+		c.send(p.from, ckptMsg{phase: ckptStored, k: p.k, failed: err != nil}, nil)
 		return
 	}
 	c.mu.Lock()
@@ -425,7 +423,10 @@ func (c *checkpointer) handle(from int, m ckptMsg, payload []byte) {
 		c.push(func() { c.writePiece(pieceJob{k: m.k, key: key, data: data, from: from}) })
 	case ckptStored:
 		c.mu.Lock()
-		c.stored++
+		if m.k == c.k { // not a late answer about a checkpoint already given up
+			c.stored++
+			c.failed = c.failed || m.failed
+		}
 		c.mu.Unlock()
 		c.maybeDone()
 	case ckptCommit:

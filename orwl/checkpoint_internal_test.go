@@ -3,6 +3,8 @@ package orwl
 import (
 	"math"
 	"testing"
+
+	"github.com/orwl-go/orwl/checkpoint"
 )
 
 // TestNextCheckpointFollowsTheResumedOne: a checkpoint prepared after a restart from
@@ -28,5 +30,28 @@ func TestNextCheckpointFollowsTheResumedOne(t *testing.T) {
 		if k != c.k || ok != c.ok {
 			t.Errorf("reports %+v after resuming at %d: checkpoint %d %v, want %d %v", c.reports, c.start, k, ok, c.k, c.ok)
 		}
+	}
+}
+
+// TestPartnerAnswers: a partner's answer counts only for the checkpoint being written (a
+// late one, about a checkpoint given up after a failed piece, would make the next one look
+// durable on two disks before it is), and a partner that could not store its copy (a full
+// disk) fails the checkpoint instead of leaving it, and every later one, waiting forever.
+func TestPartnerAnswers(t *testing.T) {
+	c := &checkpointer{j: &job{rank: 0, procs: 1}, replies: make(chan ckptReply, 4),
+		k: 5, expect: 1, written: []checkpoint.PieceInfo{{Key: checkpoint.StateKey(0, "s")}}}
+	c.handle(1, ckptMsg{phase: ckptStored, k: 4}, nil)
+	if c.stored != 0 || len(c.replies) != 0 {
+		t.Fatalf("an answer about checkpoint 4 counted for 5: %d stored, %d reports", c.stored, len(c.replies))
+	}
+	c.handle(1, ckptMsg{phase: ckptStored, k: 5, failed: true}, nil)
+	if len(c.replies) != 1 {
+		t.Fatal("a partner's failure did not end the checkpoint")
+	}
+	if r := <-c.replies; r.phase != ckptDone || !r.failed || r.from != 0 {
+		t.Fatalf("report %+v, want checkpoint 5 done and failed", r)
+	}
+	if m := decodeCkpt(new((&ckptMsg{phase: ckptStored, k: 5, failed: true}).header())); !m.failed || m.k != 5 {
+		t.Fatalf("a failed store does not survive the wire: %+v", m)
 	}
 }
