@@ -96,6 +96,7 @@ type checkpointer struct {
 	full    bool // a full disk was reported
 
 	replies chan ckptReply // rank 0: the processes' answers
+	armedAt time.Time      // rank 0: when the checkpoint being taken was armed
 }
 
 // pieceJob is a piece for the writer: this process's own (from -1), or a partner copy that
@@ -235,6 +236,10 @@ func (c *checkpointer) enter(ctx context.Context, t *Task, iter int) error {
 			break
 		}
 	}
+	var held time.Time // when the task was first held up at this iteration
+	if int64(iter) > c.hold.Load() {
+		held = time.Now()
+	}
 	for int64(iter) > c.hold.Load() {
 		c.mu.Lock()
 		lifted := c.lifted
@@ -249,12 +254,19 @@ func (c *checkpointer) enter(ctx context.Context, t *Task, iter int) error {
 		}
 	}
 	if k := c.armed.Load(); k != 0 && int(k) == iter {
+		if held.IsZero() {
+			held = time.Now()
+		}
+		t.ckptEntered++
 		for i := range t.kept {
 			s := &t.kept[i]
 			s.snap = append(s.snap[:0], s.buf...)
 			p := pieceJob{k: iter, key: checkpoint.StateKey(t.id, s.name), data: s.snap, from: -1}
 			c.push(func() { c.writePiece(p) })
 		}
+	}
+	if !held.IsZero() {
+		t.ckptHeld += time.Since(held)
 	}
 	return nil
 }
@@ -432,12 +444,15 @@ func (c *checkpointer) handle(from int, m ckptMsg, payload []byte) {
 	case ckptCommit:
 		var pieces []checkpoint.PieceInfo
 		err := json.Unmarshal(payload, &pieces)
+		took := time.Since(c.armedAt) // rank 0 runs its own messages at once, in coordinate
 		c.push(func() {
 			if err == nil {
 				err = c.store.Commit(m.k, pieces)
 			}
 			if err != nil {
 				c.warn(m.k, err)
+			} else if c.j.rank == 0 {
+				c.j.log.Info("orwl: checkpoint complete", "iteration", m.k, "seconds", took.Seconds())
 			}
 		})
 	case ckptDiscard:
@@ -507,6 +522,7 @@ func (c *checkpointer) take(ctx context.Context) bool {
 		c.broadcast(ckptMsg{phase: ckptGo}, nil)
 		return true
 	}
+	c.armedAt = time.Now()
 	if _, ok := c.exchange(ctx, ckptMsg{phase: ckptArm, k: int(k)}, ckptArmed); !ok {
 		return false
 	}
@@ -646,6 +662,15 @@ func (t *Task) checkRounds(base []int, done int) error {
 		}
 	}
 	return nil
+}
+
+// CheckpointHold returns how many checkpoints the task entered in Iterate (copying its kept
+// states), and the time checkpoints held it up there: waiting at the start of an iteration
+// for a checkpoint being prepared, and copying its kept states. A location's copy, taken
+// under its lock when its round is granted, is not in it. It is meant for the task itself
+// (it is not safe to call from another goroutine while the task iterates).
+func (t *Task) CheckpointHold() (checkpoints int, held time.Duration) {
+	return t.ckptEntered, t.ckptHeld
 }
 
 // Resumed returns the iteration at which the job restarted from a checkpoint, 0 for a job

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -167,3 +168,77 @@ func TestIterateRefusesHandlesUsedInTurn(t *testing.T) {
 		t.Fatalf("Run: %v, want an error naming the handle on s1", err)
 	}
 }
+
+// TestCheckpointCompleteIsReported: rank 0 logs each complete checkpoint with its iteration
+// once its manifest is committed (a restart would find it), and a task that entered it
+// reports the time it was held up.
+func TestCheckpointCompleteIsReported(t *testing.T) {
+	dir := filepath.Join(memDir(t), "{rank}")
+	complete := make(chan int, 1)
+	logger := slog.New(logHandler(func(r slog.Record) {
+		if r.Message != "orwl: checkpoint complete" {
+			return
+		}
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "iteration" {
+				select {
+				case complete <- int(a.Value.Int64()):
+				default:
+				}
+			}
+			return true
+		})
+	}))
+	errStop := errors.New("stop")
+	var entered int
+	cfg := orwl.Config{Tasks: 2, Locations: []string{"v"}, Logger: logger,
+		Checkpoint: orwl.Checkpoint{Dir: dir, Every: time.Millisecond, Program: "reported"}}
+	var k int
+	err := orwl.Run(context.Background(), cfg, func(ctx context.Context, t *orwl.Task) error {
+		state := make([]byte, 1<<16)
+		t.Keep("state", state)
+		t.Scale("v", 8)
+		own := t.WriteInsert(t.Loc(t.ID(), "v"), 0)
+		in := t.ReadInsert(t.Loc(1-t.ID(), "v"), 1)
+		if err := t.Schedule(ctx); err != nil {
+			return err
+		}
+		return t.Iterate(ctx, math.MaxInt32, func(iter int) error {
+			if t.ID() == 0 { // task 1 then ends in its section, at the job's end
+				select {
+				case k = <-complete:
+					entered, _ = t.CheckpointHold()
+					return errStop
+				default:
+				}
+			}
+			state[iter%len(state)]++
+			if err := own.Section(ctx, func([]byte) error { return nil }); err != nil {
+				return err
+			}
+			return in.Section(ctx, func([]byte) error { return nil })
+		})
+	})
+	if !errors.Is(err, errStop) {
+		t.Fatalf("Run: %v, want the task's stop", err)
+	}
+	dirs, _ := checkpoint.Glob(dir)
+	cp, _, err := checkpoint.Find(dirs, checkpoint.Fingerprint{Program: "reported", Tasks: 2, Locations: []string{"v"}}, nil)
+	if err != nil || cp == nil || cp.Number < k {
+		t.Fatalf("checkpoint %d reported complete; Find: %v %v", k, cp, err)
+	}
+	if entered < 1 {
+		t.Fatalf("task 0 entered %d checkpoints, and checkpoint %d is complete", entered, k)
+	}
+}
+
+// logHandler is a slog.Handler that calls fn with every record.
+type logHandler func(slog.Record)
+
+func (h logHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h logHandler) Handle(_ context.Context, r slog.Record) error {
+	h(r)
+	return nil
+}
+func (h logHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h logHandler) WithGroup(string) slog.Handler      { return h }
