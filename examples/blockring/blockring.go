@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"time"
 
 	"github.com/orwl-go/orwl/orwl"
 )
@@ -146,8 +145,8 @@ func Main(name string, ring func(ctx context.Context, j Job) ([]float64, error),
 	flag.IntVar(&j.Tasks, "tasks", 4, "tasks in the ring")
 	flag.IntVar(&j.Size, "size", 1000, "values per block")
 	flag.IntVar(&j.Iters, "iters", 100, "iterations")
-	flag.StringVar(&j.Checkpoint.Dir, "checkpoint", "", `directory of checkpoints ("{rank}" and "{host}" in it become the process's rank and host): the job restarts from the newest complete one there`)
-	flag.DurationVar(&j.Checkpoint.Every, "checkpoint-every", time.Minute, "time between two checkpoints, with -checkpoint")
+	flag.StringVar(&j.Checkpoint.Dir, "checkpoint", "", `directory of checkpoints ("{rank}" and "{host}" in it become the process's rank and host): the job restarts from the newest complete one there (default $ORWL_CHECKPOINT_DIR)`)
+	flag.DurationVar(&j.Checkpoint.Every, "checkpoint-every", 0, "time between two checkpoints (0: $ORWL_CHECKPOINT_EVERY, else 1m)")
 	flag.Parse()
 	j.Checkpoint.Program = name
 	if j.Tasks < 1 || j.Size < 1 || j.Iters < 0 {

@@ -32,10 +32,12 @@ const (
 // id, in a file named RANK.ATTEMPT, so that a test can kill it.
 const pidsEnv = "STENCIL_TEST_PIDS"
 
-// writePid writes this process's id where pidsEnv says, if it says.
+// writePid writes this process's id where pidsEnv says, if it says; the rank is the one
+// orwlrun, Open MPI's mpirun or srun gives.
 func writePid() {
 	if dir := os.Getenv(pidsEnv); dir != "" {
-		name := filepath.Join(dir, os.Getenv("ORWL_RANK")+"."+os.Getenv("ORWL_ATTEMPT"))
+		rank := os.Getenv("ORWL_RANK") + os.Getenv("OMPI_COMM_WORLD_RANK") + os.Getenv("SLURM_PROCID")
+		name := filepath.Join(dir, rank+"."+os.Getenv("ORWL_ATTEMPT"))
 		os.WriteFile(name, []byte(strconv.Itoa(os.Getpid())), 0o644)
 	}
 }
@@ -94,17 +96,24 @@ func (j *ckJob) args(n int) string {
 		n, ckIters, filepath.Join(j.dir, "{rank}"), ckEvery)
 }
 
-// run runs orwlrun -np procs -restarts restarts on the stencil with args. After the first
-// checkpoint is complete, at a random moment within 50ms, it kills (SIGKILL) the processes
-// of attempt 0 of the ranks in kill. It returns orwlrun's exit status and output.
+// run runs orwlrun -np procs -restarts restarts on the stencil with args (see launch).
 func (j *ckJob) run(procs, restarts int, args string, kill ...int) (int, string) {
 	j.t.Helper()
 	bin, _ := orwlrun()
+	return j.launch([]string{bin, "-np", strconv.Itoa(procs), "-restarts", strconv.Itoa(restarts), "-grace", "1s"}, args, kill...)
+}
+
+// launch runs the stencil with args under the launcher argv (the program follows it).
+// After the first checkpoint is complete, at a random moment within 50ms, it kills
+// (SIGKILL) the processes of attempt 0 of the ranks in kill. It returns the launcher's exit
+// status and output.
+func (j *ckJob) launch(argv []string, args string, kill ...int) (int, string) {
+	j.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-np", strconv.Itoa(procs), "-restarts", strconv.Itoa(restarts), "-grace", "1s",
-		os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+args, pidsEnv+"="+j.pids, "GORACE=atexit_sleep_ms=0")
+	cmd := exec.CommandContext(ctx, argv[0], append(argv[1:], os.Args[0], "-test.run=^$")...)
+	cmd.Env = append(os.Environ(), childEnv+"="+args, pidsEnv+"="+j.pids, "GORACE=atexit_sleep_ms=0",
+		"OMPI_MCA_plm_rsh_agent=", "PRTE_MCA_plm_rsh_agent=")
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {
 		j.t.Fatal(err)
@@ -127,7 +136,7 @@ func (j *ckJob) run(procs, restarts int, args string, kill ...int) (int, string)
 	err = cmd.Wait()
 	status := cmd.ProcessState.ExitCode()
 	if ctx.Err() != nil {
-		j.t.Fatalf("orwlrun did not end within 2 minutes:\n%s", out.String())
+		j.t.Fatalf("%s did not end within 2 minutes:\n%s", argv[0], out.String())
 	}
 	if kill != nil {
 		j.t.Fatalf("no checkpoint was complete (status %d, %v):\n%s", status, err, out.String())
@@ -161,7 +170,7 @@ func (j *ckJob) kill(ranks []int) error {
 // checksum of an uninterrupted run.
 func (j *ckJob) checkResult(status int, out string) {
 	j.t.Helper()
-	m := regexp.MustCompile(`\[0\] result: .* checksum=([0-9a-f]+) resumed-at=(\d+)`).FindStringSubmatch(out)
+	m := regexp.MustCompile(`result: .* checksum=([0-9a-f]+) resumed-at=(\d+)`).FindStringSubmatch(out)
 	switch {
 	case status != 0 || m == nil:
 		j.t.Fatalf("status %d, want 0 and a result line:\n%s", status, out)
@@ -271,4 +280,40 @@ func TestUnwritableCheckpointDirFailsAtStart(t *testing.T) {
 	if status != 1 || !strings.Contains(out, filepath.Join(file, "0")) {
 		t.Fatalf("status %d, want 1 and an error naming %s:\n%s", status, filepath.Join(file, "0"), out)
 	}
+}
+
+// TestRestartScriptUnderMpirun: restart.sh starts mpirun again after a process is killed,
+// and the job resumes from its checkpoint with the checksum of an uninterrupted run.
+func TestRestartScriptUnderMpirun(t *testing.T) {
+	mpirun, err := exec.LookPath("mpirun.openmpi") // not "mpirun": MPICH registers one too
+	if err != nil {
+		t.Skip("mpirun.openmpi not found: install Debian's openmpi-bin to run this test")
+	}
+	j := newCkJob(t)
+	rank := rand.N(3)
+	status, out := j.launch([]string{"sh", "restart.sh", mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "3",
+		"-x", childEnv, "-x", pidsEnv, "-x", "GORACE", "-x", "ORWL_SECRET", "-x", "ORWL_ATTEMPT"}, j.args(ckN), rank)
+	if !strings.Contains(out, "restart.sh: attempt 0 failed") {
+		t.Fatalf("restart.sh did not start the job again after rank %d was killed:\n%s", rank, out)
+	}
+	j.checkResult(status, out)
+}
+
+// TestRestartScriptUnderSrun: the same under srun --mpi=pmi2. It needs a running SLURM
+// cluster (.ci/slurm.sh starts a one-node one) and skips without.
+func TestRestartScriptUnderSrun(t *testing.T) {
+	srun, err := exec.LookPath("srun")
+	if err != nil {
+		t.Skip("srun not found: SLURM is not installed here")
+	}
+	if out, err := exec.Command("sinfo", "-h", "-o", "%T").Output(); err != nil || !strings.ContainsAny(string(out), "idlemx") {
+		t.Skipf("no SLURM cluster answers here (sinfo: %v %q): .ci/slurm.sh starts a one-node one", err, out)
+	}
+	j := newCkJob(t)
+	rank := rand.N(3)
+	status, out := j.launch([]string{"sh", "restart.sh", srun, "--mpi=pmi2", "-n", "3", "-O", "--kill-on-bad-exit=1"}, j.args(ckN), rank)
+	if !strings.Contains(out, "restart.sh: attempt 0 failed") {
+		t.Fatalf("restart.sh did not start the job again after rank %d was killed:\n%s", rank, out)
+	}
+	j.checkResult(status, out)
 }

@@ -52,8 +52,8 @@ func main() {
 	iters := flag.Int("iters", 300, "iterations")
 	verify := flag.Bool("verify", true, "compare with a sequential sweep")
 	var ck orwl.Checkpoint
-	flag.StringVar(&ck.Dir, "checkpoint", "", `directory of checkpoints ("{rank}" and "{host}" in it become the process's rank and host): the job restarts from the newest complete one there`)
-	flag.DurationVar(&ck.Every, "checkpoint-every", time.Minute, "time between two checkpoints, with -checkpoint")
+	flag.StringVar(&ck.Dir, "checkpoint", "", `directory of checkpoints ("{rank}" and "{host}" in it become the process's rank and host): the job restarts from the newest complete one there (default $ORWL_CHECKPOINT_DIR)`)
+	flag.DurationVar(&ck.Every, "checkpoint-every", 0, "time between two checkpoints (0: $ORWL_CHECKPOINT_EVERY, else 1m)")
 	flag.Parse()
 	p, err := params(*n, *tasks, *iters)
 	if err == nil && flag.NArg() > 0 {
@@ -80,7 +80,7 @@ func main() {
 		ok = slices.Equal(res.Cells, sequential(p))
 		line += fmt.Sprintf(" identical-to-sequential=%v", ok)
 	}
-	if ck.Dir != "" {
+	if ck.Dir != "" || os.Getenv("ORWL_CHECKPOINT_DIR") != "" {
 		line += fmt.Sprintf(" resumed-at=%d", res.Resumed)
 	}
 	fmt.Println(line)
