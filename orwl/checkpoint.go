@@ -30,8 +30,10 @@ import (
 // round k is granted anywhere before every location is armed for it:
 //
 //  1. prepare: every process stops its tasks from entering an iteration past the highest
-//     one they have entered plus one, and reports that bound B; k is then max(B)+2, so no
-//     task has made (nor can make, until step 3) a request of round k.
+//     one they have entered plus a slack, and reports that bound B; k is then max(B)+2, so
+//     no task has made (nor can make, until step 3) a request of round k. The slack starts
+//     at 1 and doubles after a checkpoint at which a task of the process had to wait, so
+//     that the exchanges soon take less time than the iterations the tasks may run.
 //  2. arm k: every process arms its locations and its tasks' kept states for k.
 //  3. go: the tasks run on.
 //
@@ -83,6 +85,8 @@ type checkpointer struct {
 	minIter atomic.Int64 // the smallest n of this process's Iterate calls
 	hold    atomic.Int64 // tasks enter no iteration above it
 	armed   atomic.Int64 // the checkpoint whose kept states tasks copy as they enter it; 0: none
+	slack   atomic.Int64 // how far past the highest entered iteration a hold lets tasks go
+	waited  atomic.Bool  // a task waited at the hold of the checkpoint being prepared
 
 	mu      sync.Mutex
 	lifted  chan struct{} // closed when the hold is lifted
@@ -143,6 +147,7 @@ func newCheckpointer(j *job, cfg Checkpoint) (*checkpointer, error) {
 		replies: make(chan ckptReply, 4*j.procs)}
 	c.hold.Store(math.MaxInt64)
 	c.minIter.Store(math.MaxInt64)
+	c.slack.Store(1)
 	dirs, err := checkpoint.Glob(pattern)
 	if err != nil {
 		return nil, fmt.Errorf("orwl: checkpoints: %w", err)
@@ -227,6 +232,10 @@ func (c *checkpointer) restore() error {
 	return nil
 }
 
+// maxSlack bounds checkpointer.slack: a checkpoint is taken at most this many iterations
+// (plus 2) after it is started.
+const maxSlack = 1 << 10
+
 // enter is called by a task as it enters iteration iter: it waits while iter is past the
 // hold of a checkpoint being prepared, and copies the task's kept states for an armed one.
 func (c *checkpointer) enter(ctx context.Context, t *Task, iter int) error {
@@ -239,6 +248,7 @@ func (c *checkpointer) enter(ctx context.Context, t *Task, iter int) error {
 	var held time.Time // when the task was first held up at this iteration
 	if int64(iter) > c.hold.Load() {
 		held = time.Now()
+		c.waited.Store(true)
 	}
 	for int64(iter) > c.hold.Load() {
 		c.mu.Lock()
@@ -409,7 +419,7 @@ func (c *checkpointer) send(to int, m ckptMsg, payload []byte) {
 func (c *checkpointer) handle(from int, m ckptMsg, payload []byte) {
 	switch m.phase {
 	case ckptPrepare:
-		bound := c.entered.Load() + 1
+		bound := c.entered.Load() + c.slack.Load()
 		c.hold.Store(bound)
 		bound = max(bound, c.entered.Load()) // a task that entered meanwhile saw no hold
 		c.send(0, ckptMsg{phase: ckptReport, bound: bound, minIter: c.minIter.Load()}, nil)
@@ -417,6 +427,9 @@ func (c *checkpointer) handle(from int, m ckptMsg, payload []byte) {
 		c.arm(m.k)
 		c.send(0, ckptMsg{phase: ckptArmed, k: m.k}, nil)
 	case ckptGo:
+		if c.waited.Swap(false) { // let the tasks run further during the next exchanges
+			c.slack.Store(min(2*c.slack.Load(), maxSlack))
+		}
 		c.hold.Store(math.MaxInt64)
 		c.mu.Lock()
 		close(c.lifted)
