@@ -11,6 +11,7 @@
 //	go run ./bench grant [flags]     remote grants of a 256 MiB location against raw TCP; memory while streaming (grant.go)
 //	go run ./bench faults [flags]    time for a job to fail after a process is killed, stopped or cut off (faults.go)
 //	go run ./bench external [flags]  external programs on memfd files against tmpfs and disk files (external.go, Linux)
+//	go run ./bench checkpoint [flags] stencil checkpoints: overhead, hold, kill trials under orwlrun -restarts, disk (checkpoint.go)
 //	go run ./bench figures [flags]   rewrites the README's Figures section from the others (figures.go)
 //
 // Run "go run ./bench <command> -h" for a command's flags. The command only

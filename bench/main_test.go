@@ -24,6 +24,8 @@ func TestBadFlagsAreUsageErrors(t *testing.T) {
 		{"sweep", "-reps", "0"},
 		{"faults", "-kinds", "reboot"},
 		{"faults", "-trials", "0"},
+		{"checkpoint", "-every", "0"},
+		{"checkpoint", "-trials", "-1"},
 		{"grant", "-size", "8"},
 		{"hosts", "-hosts", "1"},
 		{"hosts", "-rates", "fast"},

@@ -30,8 +30,10 @@ import (
 // round k is granted anywhere before every location is armed for it:
 //
 //  1. prepare: every process stops its tasks from entering an iteration past the highest
-//     one they have entered plus one, and reports that bound B; k is then max(B)+2, so no
-//     task has made (nor can make, until step 3) a request of round k.
+//     one they have entered plus a slack, and reports that bound B; k is then max(B)+2, so
+//     no task has made (nor can make, until step 3) a request of round k. The slack starts
+//     at 1 and doubles after a checkpoint at which a task of the process had to wait, so
+//     that the exchanges soon take less time than the iterations the tasks may run.
 //  2. arm k: every process arms its locations and its tasks' kept states for k.
 //  3. go: the tasks run on.
 //
@@ -83,6 +85,8 @@ type checkpointer struct {
 	minIter atomic.Int64 // the smallest n of this process's Iterate calls
 	hold    atomic.Int64 // tasks enter no iteration above it
 	armed   atomic.Int64 // the checkpoint whose kept states tasks copy as they enter it; 0: none
+	slack   atomic.Int64 // how far past the highest entered iteration a hold lets tasks go
+	waited  atomic.Bool  // a task waited at the hold of the checkpoint being prepared
 
 	mu      sync.Mutex
 	lifted  chan struct{} // closed when the hold is lifted
@@ -96,6 +100,7 @@ type checkpointer struct {
 	full    bool // a full disk was reported
 
 	replies chan ckptReply // rank 0: the processes' answers
+	armedAt time.Time      // rank 0: when the checkpoint being taken was armed
 }
 
 // pieceJob is a piece for the writer: this process's own (from -1), or a partner copy that
@@ -142,7 +147,7 @@ func newCheckpointer(j *job, cfg Checkpoint) (*checkpointer, error) {
 		replies: make(chan ckptReply, 4*j.procs)}
 	c.hold.Store(math.MaxInt64)
 	c.minIter.Store(math.MaxInt64)
-	c.entered.Store(-1)
+	c.slack.Store(1)
 	dirs, err := checkpoint.Glob(pattern)
 	if err != nil {
 		return nil, fmt.Errorf("orwl: checkpoints: %w", err)
@@ -155,6 +160,7 @@ func newCheckpointer(j *job, cfg Checkpoint) (*checkpointer, error) {
 		return nil, fmt.Errorf("orwl: checkpoints: %w", err)
 	}
 	c.resume = cp
+	c.entered.Store(int64(c.start()) - 1)
 	host, _ := os.Hostname()
 	if c.store, err = checkpoint.Create(checkpoint.Expand(pattern, j.rank, host), fp); err != nil {
 		return nil, fmt.Errorf("orwl: checkpoints: %w", err)
@@ -226,6 +232,10 @@ func (c *checkpointer) restore() error {
 	return nil
 }
 
+// maxSlack bounds checkpointer.slack: a checkpoint is taken at most this many iterations
+// (plus 2) after it is started.
+const maxSlack = 1 << 10
+
 // enter is called by a task as it enters iteration iter: it waits while iter is past the
 // hold of a checkpoint being prepared, and copies the task's kept states for an armed one.
 func (c *checkpointer) enter(ctx context.Context, t *Task, iter int) error {
@@ -234,6 +244,11 @@ func (c *checkpointer) enter(ctx context.Context, t *Task, iter int) error {
 		if int64(iter) <= e || c.entered.CompareAndSwap(e, int64(iter)) {
 			break
 		}
+	}
+	var held time.Time // when the task was first held up at this iteration
+	if int64(iter) > c.hold.Load() {
+		held = time.Now()
+		c.waited.Store(true)
 	}
 	for int64(iter) > c.hold.Load() {
 		c.mu.Lock()
@@ -249,12 +264,19 @@ func (c *checkpointer) enter(ctx context.Context, t *Task, iter int) error {
 		}
 	}
 	if k := c.armed.Load(); k != 0 && int(k) == iter {
+		if held.IsZero() {
+			held = time.Now()
+		}
+		t.ckptEntered++
 		for i := range t.kept {
 			s := &t.kept[i]
 			s.snap = append(s.snap[:0], s.buf...)
 			p := pieceJob{k: iter, key: checkpoint.StateKey(t.id, s.name), data: s.snap, from: -1}
 			c.push(func() { c.writePiece(p) })
 		}
+	}
+	if !held.IsZero() {
+		t.ckptHeld += time.Since(held)
 	}
 	return nil
 }
@@ -320,9 +342,7 @@ func (c *checkpointer) writePiece(p pieceJob) {
 		c.warn(p.k, err)
 	}
 	if p.from >= 0 {
-		if err == nil {
-			c.send(p.from, ckptMsg{phase: ckptStored, k: p.k}, nil)
-		}
+		c.send(p.from, ckptMsg{phase: ckptStored, k: p.k, failed: err != nil}, nil)
 		return
 	}
 	c.mu.Lock()
@@ -399,7 +419,7 @@ func (c *checkpointer) send(to int, m ckptMsg, payload []byte) {
 func (c *checkpointer) handle(from int, m ckptMsg, payload []byte) {
 	switch m.phase {
 	case ckptPrepare:
-		bound := c.entered.Load() + 1
+		bound := c.entered.Load() + c.slack.Load()
 		c.hold.Store(bound)
 		bound = max(bound, c.entered.Load()) // a task that entered meanwhile saw no hold
 		c.send(0, ckptMsg{phase: ckptReport, bound: bound, minIter: c.minIter.Load()}, nil)
@@ -407,6 +427,9 @@ func (c *checkpointer) handle(from int, m ckptMsg, payload []byte) {
 		c.arm(m.k)
 		c.send(0, ckptMsg{phase: ckptArmed, k: m.k}, nil)
 	case ckptGo:
+		if c.waited.Swap(false) { // let the tasks run further during the next exchanges
+			c.slack.Store(min(2*c.slack.Load(), maxSlack))
+		}
 		c.hold.Store(math.MaxInt64)
 		c.mu.Lock()
 		close(c.lifted)
@@ -425,18 +448,24 @@ func (c *checkpointer) handle(from int, m ckptMsg, payload []byte) {
 		c.push(func() { c.writePiece(pieceJob{k: m.k, key: key, data: data, from: from}) })
 	case ckptStored:
 		c.mu.Lock()
-		c.stored++
+		if m.k == c.k { // not a late answer about a checkpoint already given up
+			c.stored++
+			c.failed = c.failed || m.failed
+		}
 		c.mu.Unlock()
 		c.maybeDone()
 	case ckptCommit:
 		var pieces []checkpoint.PieceInfo
 		err := json.Unmarshal(payload, &pieces)
+		took := time.Since(c.armedAt) // rank 0 runs its own messages at once, in coordinate
 		c.push(func() {
 			if err == nil {
 				err = c.store.Commit(m.k, pieces)
 			}
 			if err != nil {
 				c.warn(m.k, err)
+			} else if c.j.rank == 0 {
+				c.j.log.Info("orwl: checkpoint complete", "iteration", m.k, "seconds", took.Seconds())
 			}
 		})
 	case ckptDiscard:
@@ -490,15 +519,12 @@ func (c *checkpointer) take(ctx context.Context) bool {
 	if !ok {
 		return false
 	}
-	bound, minIter := int64(-1), int64(math.MaxInt64)
-	for _, r := range reports {
-		bound, minIter = max(bound, r.bound), min(minIter, r.minIt)
-	}
-	k := bound + 2
-	if k >= minIter || minIter == math.MaxInt64 { // the job ends first, or iterates without Iterate
+	k, ok := nextCheckpoint(reports, c.start())
+	if !ok {
 		c.broadcast(ckptMsg{phase: ckptGo}, nil)
 		return true
 	}
+	c.armedAt = time.Now()
 	if _, ok := c.exchange(ctx, ckptMsg{phase: ckptArm, k: int(k)}, ckptArmed); !ok {
 		return false
 	}
@@ -518,6 +544,20 @@ func (c *checkpointer) take(ctx context.Context) bool {
 	payload, _ := json.Marshal(pieces)
 	c.broadcast(ckptMsg{phase: ckptCommit, k: int(k)}, payload)
 	return true
+}
+
+// nextCheckpoint returns the number of the checkpoint the processes' reports allow: one past
+// the iteration after the highest any task may enter, and never one at or below start, the
+// checkpoint the job resumed from (a Store removes its checkpoints numbered as high or higher
+// at the first write of a number). ok is false when the job ends first, or iterates without
+// Iterate.
+func nextCheckpoint(reports []ckptReply, start int) (k int64, ok bool) {
+	bound, minIter := int64(-1), int64(math.MaxInt64)
+	for _, r := range reports {
+		bound, minIter = max(bound, r.bound), min(minIter, r.minIt)
+	}
+	k = max(bound+2, int64(start)+1)
+	return k, k < minIter && minIter != math.MaxInt64
 }
 
 // exchange sends m to every process and gathers their answers of phase want.
@@ -577,7 +617,9 @@ func (t *Task) Keep(name string, state []byte) {
 // error. In a job that takes checkpoints (Config.Checkpoint), a restarted job resumes at the
 // iteration of its checkpoint (Resumed), with its locations and kept states as they were
 // then; the task's iterative handles must be acquired once per iteration, in body, as the
-// schedule's discipline has it. Body's iterations are where checkpoints are taken: a task
+// schedule's discipline has it (a handle that is not is an error in a job that takes
+// checkpoints: handles used in turn, one every S iterations, take S iterations per call of
+// body). Body's iterations are where checkpoints are taken: a task
 // may wait at the start of one for a checkpoint being prepared (a few messages), and copies
 // its kept states at the start of a checkpoint's iteration.
 func (t *Task) Iterate(ctx context.Context, n int, body func(iter int) error) error {
@@ -590,8 +632,15 @@ func (t *Task) Iterate(ctx context.Context, n int, body func(iter int) error) er
 			}
 		}
 	}
+	base := make([]int, len(t.iterative)) // their acquires before the first iteration
+	for i, h := range t.iterative {
+		base[i] = h.Acquires()
+	}
 	for iter := c.start(); iter < n; iter++ {
 		if c != nil {
+			if err := t.checkRounds(base, iter-c.start()); err != nil {
+				return err
+			}
 			if err := c.enter(ctx, t, iter); err != nil {
 				return err
 			}
@@ -601,6 +650,29 @@ func (t *Task) Iterate(ctx context.Context, n int, body func(iter int) error) er
 		}
 	}
 	return nil
+}
+
+// checkRounds reports an iterative handle of t that was not acquired once in each of the
+// done iterations of Iterate, given its acquires before them (base, in the order of
+// t.iterative): the rounds of its location would no longer be iterations, and no
+// checkpoint would be consistent, nor complete.
+func (t *Task) checkRounds(base []int, done int) error {
+	for i, h := range t.iterative {
+		if got := h.Acquires() - base[i]; got != done {
+			return fmt.Errorf("orwl: task %d: the iterative handle on %s (position %d) was acquired %d times in %d iterations of Iterate: in a job that takes checkpoints, body must acquire each iterative handle once per iteration (group the iterations of handles used in turn into one)",
+				t.id, h.Spec().Location, h.Spec().Pos, got, done)
+		}
+	}
+	return nil
+}
+
+// CheckpointHold returns how many checkpoints the task entered in Iterate (copying its kept
+// states), and the time checkpoints held it up there: waiting at the start of an iteration
+// for a checkpoint being prepared, and copying its kept states. A location's copy, taken
+// under its lock when its round is granted, is not in it. It is meant for the task itself
+// (it is not safe to call from another goroutine while the task iterates).
+func (t *Task) CheckpointHold() (checkpoints int, held time.Duration) {
+	return t.ckptEntered, t.ckptHeld
 }
 
 // Resumed returns the iteration at which the job restarted from a checkpoint, 0 for a job

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/orwl-go/orwl/checkpoint"
 	"github.com/orwl-go/orwl/orwl"
@@ -140,3 +142,103 @@ func memDir(t *testing.T) string {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
 }
+
+// TestIterateRefusesHandlesUsedInTurn: in a job that takes checkpoints, a task that
+// acquires its iterative handles in turn (slot iter%2) breaks the rounds its checkpoints
+// are cut at: the rounds of a slot's location are every other iteration, so a checkpoint's
+// piece of it would come late or never. Iterate says so, naming the handle, instead of
+// taking checkpoints that never complete.
+func TestIterateRefusesHandlesUsedInTurn(t *testing.T) {
+	cfg := orwl.Config{Tasks: 2, Locations: []string{"s0", "s1"},
+		Checkpoint: orwl.Checkpoint{Dir: filepath.Join(memDir(t), "{rank}"), Every: time.Hour}}
+	err := orwl.Run(context.Background(), cfg, func(ctx context.Context, t *orwl.Task) error {
+		var slots [2]*orwl.Handle
+		for s, name := range cfg.Locations {
+			t.Scale(name, 8)
+			slots[s] = t.WriteInsert(t.Loc(t.ID(), name), 0)
+		}
+		if err := t.Schedule(ctx); err != nil {
+			return err
+		}
+		return t.Iterate(ctx, 10, func(iter int) error {
+			return slots[iter%2].Section(ctx, func([]byte) error { return nil })
+		})
+	})
+	if err == nil || !strings.Contains(err.Error(), `"s1" (position 0) was acquired 0 times in 1 iterations`) {
+		t.Fatalf("Run: %v, want an error naming the handle on s1", err)
+	}
+}
+
+// TestCheckpointCompleteIsReported: rank 0 logs each complete checkpoint with its iteration
+// once its manifest is committed (a restart would find it), and a task that entered it
+// reports the time it was held up.
+func TestCheckpointCompleteIsReported(t *testing.T) {
+	dir := filepath.Join(memDir(t), "{rank}")
+	complete := make(chan int, 1)
+	logger := slog.New(logHandler(func(r slog.Record) {
+		if r.Message != "orwl: checkpoint complete" {
+			return
+		}
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "iteration" {
+				select {
+				case complete <- int(a.Value.Int64()):
+				default:
+				}
+			}
+			return true
+		})
+	}))
+	errStop := errors.New("stop")
+	var entered int
+	cfg := orwl.Config{Tasks: 2, Locations: []string{"v"}, Logger: logger,
+		Checkpoint: orwl.Checkpoint{Dir: dir, Every: time.Millisecond, Program: "reported"}}
+	var k int
+	err := orwl.Run(context.Background(), cfg, func(ctx context.Context, t *orwl.Task) error {
+		state := make([]byte, 1<<16)
+		t.Keep("state", state)
+		t.Scale("v", 8)
+		own := t.WriteInsert(t.Loc(t.ID(), "v"), 0)
+		in := t.ReadInsert(t.Loc(1-t.ID(), "v"), 1)
+		if err := t.Schedule(ctx); err != nil {
+			return err
+		}
+		return t.Iterate(ctx, math.MaxInt32, func(iter int) error {
+			if t.ID() == 0 { // task 1 then ends in its section, at the job's end
+				select {
+				case k = <-complete:
+					entered, _ = t.CheckpointHold()
+					return errStop
+				default:
+				}
+			}
+			state[iter%len(state)]++
+			if err := own.Section(ctx, func([]byte) error { return nil }); err != nil {
+				return err
+			}
+			return in.Section(ctx, func([]byte) error { return nil })
+		})
+	})
+	if !errors.Is(err, errStop) {
+		t.Fatalf("Run: %v, want the task's stop", err)
+	}
+	dirs, _ := checkpoint.Glob(dir)
+	cp, _, err := checkpoint.Find(dirs, checkpoint.Fingerprint{Program: "reported", Tasks: 2, Locations: []string{"v"}}, nil)
+	if err != nil || cp == nil || cp.Number < k {
+		t.Fatalf("checkpoint %d reported complete; Find: %v %v", k, cp, err)
+	}
+	if entered < 1 {
+		t.Fatalf("task 0 entered %d checkpoints, and checkpoint %d is complete", entered, k)
+	}
+}
+
+// logHandler is a slog.Handler that calls fn with every record.
+type logHandler func(slog.Record)
+
+func (h logHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h logHandler) Handle(_ context.Context, r slog.Record) error {
+	h(r)
+	return nil
+}
+func (h logHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h logHandler) WithGroup(string) slog.Handler      { return h }

@@ -183,7 +183,7 @@ const (
 	ckptArmed                    //
 	ckptGo                       // lift the hold
 	ckptPiece                    // to the partner: a piece of checkpoint k to keep; answered by ckptStored
-	ckptStored                   // the partner stored a piece of k
+	ckptStored                   // the partner stored a piece of k, or failed to
 	ckptDone                     // to rank 0: the payload lists the pieces the sender wrote (JSON), or failed
 	ckptCommit                   // commit k with the job's pieces (payload, JSON)
 	ckptDiscard                  // give k up
@@ -208,7 +208,7 @@ func (m *ckptMsg) header() transport.Header {
 	switch m.phase {
 	case ckptReport:
 		h.Arg, h.ID = m.bound, uint64(m.minIter)
-	case ckptDone:
+	case ckptDone, ckptStored:
 		if m.failed {
 			h.Arg = 1
 		}
@@ -221,7 +221,7 @@ func decodeCkpt(h *transport.Header) ckptMsg {
 	switch m.phase {
 	case ckptReport:
 		m.bound, m.minIter = h.Arg, int64(h.ID)
-	case ckptDone:
+	case ckptDone, ckptStored:
 		m.failed = h.Arg == 1
 	}
 	return m

@@ -534,6 +534,9 @@ func (j *job) schedule(ctx context.Context) error {
 			if err := h.Request(); err != nil {
 				return err
 			}
+			if j.ckpt != nil && h.Spec().Iterative {
+				t.iterative = append(t.iterative, h)
+			}
 		}
 		t.inserts = nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
@@ -22,8 +23,11 @@ type Task struct {
 	misuse    []error          // mistakes after the schedule, returned when the task ends
 	scheduled bool
 
-	failedGrants []failedGrant // grants of write sections that failed, held until the task ends
-	kept         []keptState   // private state in its checkpoints (Keep)
+	failedGrants []failedGrant    // grants of write sections that failed, held until the task ends
+	kept         []keptState      // private state in its checkpoints (Keep)
+	iterative    []*handle.Handle // its iterative handles, in a job that takes checkpoints (Iterate checks them)
+	ckptEntered  int              // checkpoints the task entered (CheckpointHold)
+	ckptHeld     time.Duration    // the time they held it up
 }
 
 // failedGrant is the grant of a write section that failed: nothing is handed on from it,

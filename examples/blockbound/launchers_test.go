@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orwl-go/orwl/examples/blockring"
 	"github.com/orwl-go/orwl/internal/netemu"
 	"github.com/orwl-go/orwl/internal/pmi/pmitest"
 )
@@ -22,7 +23,7 @@ const jobArgs = "-tasks 5 -size 64 -iters 30"
 
 func oneProcessLine(t *testing.T) string {
 	t.Helper()
-	bounds, err := ring(context.Background(), 5, 64, 30)
+	bounds, err := ring(context.Background(), blockring.Job{Tasks: 5, Size: 64, Iters: 30})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,11 +30,12 @@ func main() { blockring.Main("blockbound", ring, reference) }
 var reference = blockring.Sequential
 
 // ring runs the example with ORWL and returns every task's final bound, or nil in a process
-// that does not run task 0.
-func ring(ctx context.Context, tasks, size, iters int) ([]float64, error) {
-	return blockring.Run(ctx, tasks, size, func(ctx context.Context, t *orwl.Task, r *blockring.Ring) (float64, error) {
+// that does not run task 0. Its state is in its locations (block, bound), so Task.Iterate
+// is all it takes for the job to checkpoint (-checkpoint) and resume.
+func ring(ctx context.Context, j blockring.Job) ([]float64, error) {
+	return blockring.Run(ctx, j, func(ctx context.Context, t *orwl.Task, r *blockring.Ring) (float64, error) {
 		last := 0.0
-		for range iters {
+		err := t.Iterate(ctx, j.Iters, func(int) error { // resumes from a checkpoint, if any
 			// Position 0: write my block while reading the left neighbour's bound.
 			if err := r.BlockW.Section(ctx, func(block []byte) error {
 				return r.LeftR.Section(ctx, func(bound []byte) error {
@@ -42,20 +43,18 @@ func ring(ctx context.Context, tasks, size, iters int) ([]float64, error) {
 					return nil
 				})
 			}); err != nil {
-				return 0, err
+				return err
 			}
 			// Position 1: read my block and write my bound.
-			if err := r.BlockR.Section(ctx, func(block []byte) error {
+			return r.BlockR.Section(ctx, func(block []byte) error {
 				return r.BoundW.Section(ctx, func(bound []byte) error {
 					b := orwl.Float64s(block)
 					orwl.Float64s(bound)[0] = b[len(b)-1]
 					last = b[len(b)-1]
 					return nil
 				})
-			}); err != nil {
-				return 0, err
-			}
-		}
-		return last, nil
+			})
+		})
+		return last, err
 	})
 }

@@ -16,7 +16,7 @@ import (
 
 func TestRingIsSequential(t *testing.T) {
 	for _, tasks := range []int{1, 2, 3, 8} {
-		got, err := ring(context.Background(), tasks, 50, 40)
+		got, err := ring(context.Background(), blockring.Job{Tasks: tasks, Size: 50, Iters: 40})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -27,7 +27,7 @@ func TestRingIsSequential(t *testing.T) {
 }
 
 func Example_ring() {
-	bounds, err := ring(context.Background(), 4, 3, 2)
+	bounds, err := ring(context.Background(), blockring.Job{Tasks: 4, Size: 3, Iters: 2})
 	fmt.Println(bounds, err)
 	// Output: [5.5 5.5 7.5 9.5] <nil>
 }

@@ -80,15 +80,26 @@ func declare(t *orwl.Task, size int) *Ring {
 	return r
 }
 
-// Run runs the ring as a job of tasks with blocks of size values: every task declares its
-// handles (see Ring), waits for the schedule, calls iterate, which runs the iterations and
-// returns the task's last bound, and publishes that bound. Run returns every task's last
-// bound in the process that runs task 0, nil in the others.
-func Run(ctx context.Context, tasks, size int, iterate func(ctx context.Context, t *orwl.Task, r *Ring) (float64, error)) ([]float64, error) {
+// Job is one run of the ring: its tasks, values per block and iterations, and its
+// checkpoints (none in the zero value).
+type Job struct {
+	Tasks, Size, Iters int
+	// Checkpoint is the job's orwl.Config.Checkpoint; Run sets its Params to the job's
+	// size and iterations. The iterations must then go through Task.Iterate.
+	Checkpoint orwl.Checkpoint
+}
+
+// Run runs the ring of j: every task declares its handles (see Ring), waits for the
+// schedule, calls iterate, which runs the iterations and returns the task's last bound, and
+// publishes that bound. Run returns every task's last bound in the process that runs task
+// 0, nil in the others.
+func Run(ctx context.Context, j Job, iterate func(ctx context.Context, t *orwl.Task, r *Ring) (float64, error)) ([]float64, error) {
 	var bounds []float64
-	err := orwl.Run(ctx, orwl.Config{Tasks: tasks, Locations: []string{"block", "bound", "final"}},
+	ck := j.Checkpoint
+	ck.Params = map[string]string{"size": fmt.Sprint(j.Size), "iters": fmt.Sprint(j.Iters)}
+	err := orwl.Run(ctx, orwl.Config{Tasks: j.Tasks, Locations: []string{"block", "bound", "final"}, Checkpoint: ck},
 		func(ctx context.Context, t *orwl.Task) error {
-			r := declare(t, size)
+			r := declare(t, j.Size)
 			if err := t.Schedule(ctx); err != nil {
 				return err
 			}
@@ -124,20 +135,25 @@ func (r *Ring) gather(ctx context.Context, last float64) ([]float64, error) {
 }
 
 // Main is the main function of both programs, called name in messages. It parses the
-// command line (-tasks, -size, -iters, and any flag the program defined before calling
-// it), runs ring, and in the process that gets the bounds (the one that runs task 0)
-// prints the result line. It exits with status 2 for bad flags, and 1 when ring fails or
-// its bounds differ from reference's (Sequential's, but for tests of the check).
-func Main(name string, ring func(ctx context.Context, tasks, size, iters int) ([]float64, error), reference func(tasks, size, iters int) []float64) {
-	tasks := flag.Int("tasks", 4, "tasks in the ring")
-	size := flag.Int("size", 1000, "values per block")
-	iters := flag.Int("iters", 100, "iterations")
+// command line (-tasks, -size, -iters, -checkpoint, -checkpoint-every, and any flag the
+// program defined before calling it), runs ring, and in the process that gets the bounds
+// (the one that runs task 0) prints the result line. It exits with status 2 for bad flags,
+// and 1 when ring fails or its bounds differ from reference's (Sequential's, but for tests
+// of the check).
+func Main(name string, ring func(ctx context.Context, j Job) ([]float64, error), reference func(tasks, size, iters int) []float64) {
+	var j Job
+	flag.IntVar(&j.Tasks, "tasks", 4, "tasks in the ring")
+	flag.IntVar(&j.Size, "size", 1000, "values per block")
+	flag.IntVar(&j.Iters, "iters", 100, "iterations")
+	flag.StringVar(&j.Checkpoint.Dir, "checkpoint", "", `directory of checkpoints ("{rank}" and "{host}" in it become the process's rank and host): the job restarts from the newest complete one there (default $ORWL_CHECKPOINT_DIR)`)
+	flag.DurationVar(&j.Checkpoint.Every, "checkpoint-every", 0, "time between two checkpoints (0: $ORWL_CHECKPOINT_EVERY, else 1m)")
 	flag.Parse()
-	if *tasks < 1 || *size < 1 || *iters < 0 {
+	j.Checkpoint.Program = name
+	if j.Tasks < 1 || j.Size < 1 || j.Iters < 0 {
 		fmt.Fprintln(os.Stderr, name+": -tasks and -size must be at least 1, -iters at least 0")
 		os.Exit(2)
 	}
-	got, err := ring(context.Background(), *tasks, *size, *iters)
+	got, err := ring(context.Background(), j)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, name+":", err)
 		os.Exit(1)
@@ -145,7 +161,7 @@ func Main(name string, ring func(ctx context.Context, tasks, size, iters int) ([
 	if got == nil {
 		return // another process runs task 0 and reports
 	}
-	line, same := ResultLine(*tasks, *size, *iters, got, reference(*tasks, *size, *iters))
+	line, same := ResultLine(j.Tasks, j.Size, j.Iters, got, reference(j.Tasks, j.Size, j.Iters))
 	fmt.Println(line)
 	if !same {
 		os.Exit(1)

@@ -40,7 +40,7 @@ func main() { blockring.Main("external", ring, blockring.Sequential) }
 
 // ring runs the example with ORWL and returns every task's final bound, or nil in a process
 // that does not run task 0.
-func ring(ctx context.Context, tasks, size, iters int) ([]float64, error) {
+func ring(ctx context.Context, j blockring.Job) ([]float64, error) {
 	py, err := interpreter(ctx, *python)
 	if err != nil {
 		return nil, err
@@ -50,7 +50,7 @@ func ring(ctx context.Context, tasks, size, iters int) ([]float64, error) {
 	script := func(args ...string) *external.Cmd {
 		return external.Command(py, append([]string{"-I", "-S", "-c", stepScript}, args...)...)
 	}
-	return blockring.Run(ctx, tasks, size, func(ctx context.Context, t *orwl.Task, r *blockring.Ring) (float64, error) {
+	return blockring.Run(ctx, j, func(ctx context.Context, t *orwl.Task, r *blockring.Ring) (float64, error) {
 		// Position 0: the new block from my block and the left neighbour's bound.
 		step := script("block", strconv.Itoa(t.ID()), "{block}", "{left}", "{new}")
 		step.Input("block", r.BlockW)
@@ -60,13 +60,13 @@ func ring(ctx context.Context, tasks, size, iters int) ([]float64, error) {
 		bound := script("bound", "{block}", "{bound}")
 		bound.Input("block", r.BlockR)
 		bound.Output("bound", r.BoundW)
-		for range iters {
+		if err := t.Iterate(ctx, j.Iters, func(int) error {
 			if err := step.Run(ctx); err != nil {
-				return 0, err
+				return err
 			}
-			if err := bound.Run(ctx); err != nil {
-				return 0, err
-			}
+			return bound.Run(ctx)
+		}); err != nil {
+			return 0, err
 		}
 		// BlockW's next turn comes first in the next iteration and is already granted: it
 		// reads the block's last value, which is the task's last bound.

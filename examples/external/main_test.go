@@ -24,7 +24,7 @@ func needPython(t *testing.T) {
 func TestRingIsSequential(t *testing.T) {
 	needPython(t)
 	for _, tasks := range []int{1, 2, 3} {
-		got, err := ring(context.Background(), tasks, 50, 4)
+		got, err := ring(context.Background(), blockring.Job{Tasks: tasks, Size: 50, Iters: 4})
 		if err != nil {
 			t.Fatal(err)
 		}

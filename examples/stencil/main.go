@@ -14,6 +14,16 @@
 // whether the result equals the sequential sweep's. The exit status is 1 when it does not,
 // 2 for bad flags.
 //
+// With -checkpoint DIR the job takes a checkpoint every -checkpoint-every (each task's
+// block, at the start of a step of 4 iterations) into DIR, where "{rank}" becomes each
+// process's rank (a directory per process, each piece copied to the next process's too),
+// and a job started again with the same flags, on any number of processes, resumes from
+// the newest complete checkpoint (saying so on standard error) and prints the same
+// checksum as an uninterrupted run; the result line then ends with resumed-at=ITERATION.
+// Under orwlrun -restarts N, a job that loses a process restarts by itself:
+//
+//	go run ./cmd/orwlrun -np 3 -restarts 3 /tmp/stencil -n 3000000 -iters 2000 -checkpoint /tmp/ck/{rank} -checkpoint-every 2s
+//
 //	go run ./examples/stencil -n 1000000 -tasks 4 -iters 200
 //	go run ./examples/stencil -n 2000x2000 -tasks 2x2 -iters 100
 package main
@@ -30,6 +40,7 @@ import (
 	"time"
 
 	"github.com/orwl-go/orwl/examples/stencil/jacobi"
+	"github.com/orwl-go/orwl/orwl"
 )
 
 // sequential computes the reference of the check; tests replace it to see a failed check.
@@ -40,6 +51,9 @@ func main() {
 	tasks := flag.String("tasks", strconv.Itoa(runtime.NumCPU()), "tasks: P (a plane is split over the most square grid of P), or PXxPY on a plane")
 	iters := flag.Int("iters", 300, "iterations")
 	verify := flag.Bool("verify", true, "compare with a sequential sweep")
+	var ck orwl.Checkpoint
+	flag.StringVar(&ck.Dir, "checkpoint", "", `directory of checkpoints ("{rank}" and "{host}" in it become the process's rank and host): the job restarts from the newest complete one there (default $ORWL_CHECKPOINT_DIR)`)
+	flag.DurationVar(&ck.Every, "checkpoint-every", 0, "time between two checkpoints (0: $ORWL_CHECKPOINT_EVERY, else 1m)")
 	flag.Parse()
 	p, err := params(*n, *tasks, *iters)
 	if err == nil && flag.NArg() > 0 {
@@ -50,7 +64,7 @@ func main() {
 		os.Exit(2)
 	}
 	start := time.Now()
-	res, err := jacobi.Run(context.Background(), p)
+	res, err := jacobi.RunCheckpointed(context.Background(), p, ck)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "stencil:", err)
 		os.Exit(1)
@@ -65,6 +79,9 @@ func main() {
 	if *verify {
 		ok = slices.Equal(res.Cells, sequential(p))
 		line += fmt.Sprintf(" identical-to-sequential=%v", ok)
+	}
+	if ck.Dir != "" || os.Getenv("ORWL_CHECKPOINT_DIR") != "" {
+		line += fmt.Sprintf(" resumed-at=%d", res.Resumed)
 	}
 	fmt.Println(line)
 	if !ok {

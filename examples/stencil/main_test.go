@@ -30,11 +30,16 @@ func TestMain(m *testing.M) {
 				return cells
 			}
 		}
+		writePid()
 		os.Args = append([]string{"stencil"}, strings.Fields(args)...)
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	status := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(status)
 }
 
 // launch runs main with args as procs processes of this test binary and returns the exit

@@ -66,6 +66,12 @@ type Result struct {
 	// task, measured by each task around its own loop.
 	Seconds float64
 	Timed   int
+	// Resumed is the iteration the job restarted at from a checkpoint, 0 for a fresh start.
+	Resumed int
+	// Checkpoints is the number of checkpoints the tasks entered, summed over tasks, and
+	// HeldSeconds the time these checkpoints held them up (Task.CheckpointHold), summed.
+	Checkpoints int
+	HeldSeconds float64
 }
 
 // PerIteration returns the time of one timed iteration, or 0 when none was timed.
@@ -136,7 +142,7 @@ func (p Params) neighbour(id int, d dir) int {
 }
 
 // locations returns the names of the locations every task owns: the edges (slots per side)
-// and "out", where a task leaves its final cells and its time for task 0.
+// and "out", where a task leaves its final cells and its times for task 0.
 func (p Params) locations() []string {
 	names := []string{"out"}
 	for _, d := range (&block{dim: p.Dim}).dirs() {
@@ -151,88 +157,142 @@ func (p Params) locations() []string {
 // nothing started this one as part of a job). It returns the result in the process of task
 // 0 and nil in the others.
 func Run(ctx context.Context, p Params) (*Result, error) {
+	return RunCheckpointed(ctx, p, orwl.Checkpoint{})
+}
+
+// RunCheckpointed is Run in a job that takes checkpoints as ck says (none when ck is the
+// zero value and ORWL_CHECKPOINT_DIR is not set), and restarts from the newest complete one
+// it finds. Each checkpoint holds every task's block (its state, kept with Task.Keep) as it
+// enters a step of Steps iterations; its fingerprint names the program "stencil" (unless
+// ck.Program says otherwise) and p's dimension, cells, tasks and iterations, so a job of
+// another problem refuses it.
+func RunCheckpointed(ctx context.Context, p Params, ck orwl.Checkpoint) (*Result, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	if ck.Program == "" {
+		ck.Program = "stencil"
+	}
+	ck.Params = map[string]string{"dim": fmt.Sprint(p.Dim), "n": fmt.Sprintf("%dx%d", p.NX, p.NY),
+		"tasks": fmt.Sprintf("%dx%d", p.PX, p.PY), "iters": fmt.Sprint(p.Iters)}
 	var result *Result
-	err := orwl.Run(ctx, orwl.Config{Tasks: p.Tasks(), Locations: p.locations()},
+	err := orwl.Run(ctx, orwl.Config{Tasks: p.Tasks(), Locations: p.locations(), Checkpoint: ck},
 		func(ctx context.Context, t *orwl.Task) error {
-			me := t.ID()
-			b := p.block(me)
-			t.Scale("out", 8*(b.cells()+1)) // the cells, then the task's time
-			publish := t.WriteInsertOnce(t.Loc(me, "out"), 0)
-			var gather []*orwl.Handle // task 0 reads every part once it is written
-			if me == 0 {
-				for k := range p.Tasks() {
-					gather = append(gather, t.ReadInsertOnce(t.Loc(k, "out"), 1))
-				}
+			res, err := runTask(ctx, t, p)
+			if res != nil {
+				result = res
 			}
-			h := newHalo(t, p, &b)
-			if err := t.Schedule(ctx); err != nil {
-				return err
-			}
-			u, v := b.alloc(func(d dir) bool { return h.nb[d] >= 0 })
-			warm := Warmup(p.Iters)
-			start := time.Now()
-			for k := range p.Iters {
-				if k == warm {
-					start = time.Now()
-				}
-				if err := h.publish(ctx, k%slots, u); err != nil {
-					return err
-				}
-				if h.remote {
-					// Let the runtime's goroutines send the edges now: with one P per
-					// process (GOMAXPROCS = cores / processes) they would otherwise wait
-					// for the interior.
-					runtime.Gosched()
-				}
-				b.interior(u, v)
-				if err := h.fetch(ctx, k%slots, u); err != nil {
-					return err
-				}
-				b.border(u, v)
-				u, v = v, u
-			}
-			seconds := time.Since(start).Seconds()
-			if err := publish.Section(ctx, func(data []byte) error {
-				out := orwl.Float64s(data)
-				for r := range b.rows {
-					copy(out[r*b.cols:(r+1)*b.cols], u[b.at(r, 0):])
-				}
-				out[b.cells()] = seconds
-				return nil
-			}); err != nil {
-				return err
-			}
-			if me != 0 {
-				return nil
-			}
-			res := &Result{Cells: make([]float64, p.NX*p.NY), Timed: p.Iters - warm}
-			for k, g := range gather {
-				kb := p.block(k)
-				if err := g.Section(ctx, func(data []byte) error {
-					part := orwl.Float64s(data)
-					for r := range kb.rows {
-						copy(res.Cells[(kb.y0+r)*p.NX+kb.x0:], part[r*kb.cols:(r+1)*kb.cols])
-					}
-					res.Seconds = math.Max(res.Seconds, part[kb.cells()])
-					return nil
-				}); err != nil {
-					return err
-				}
-			}
-			result = res
-			return nil
+			return err
 		})
 	return result, err
+}
+
+// Steps is the number of iterations in one step of Task.Iterate: every slot's handles are
+// acquired once per step, and the block is back in its first buffer at the start of every
+// step (an even number of iterations), which is what a checkpoint keeps.
+const Steps = slots
+
+// outExtra is the number of values after the cells in a task's "out": its time, the time
+// checkpoints held it up and the number it entered.
+const outExtra = 3
+
+// runTask is the program of task t: the iterations, then its part of the result, which
+// task 0 gathers and returns.
+func runTask(ctx context.Context, t *orwl.Task, p Params) (*Result, error) {
+	me := t.ID()
+	b := p.block(me)
+	t.Scale("out", 0) // sized at the end, so that checkpoints do not carry it
+	publish := t.WriteInsertOnce(t.Loc(me, "out"), 0)
+	var gather []*orwl.Handle // task 0 reads every part once it is written
+	if me == 0 {
+		for k := range p.Tasks() {
+			gather = append(gather, t.ReadInsertOnce(t.Loc(k, "out"), 1))
+		}
+	}
+	h := newHalo(t, p, &b)
+	u, v := b.alloc(func(d dir) bool { return h.nb[d] >= 0 })
+	t.Keep("block", orwl.Bytes(u))
+	if err := t.Schedule(ctx); err != nil {
+		return nil, err
+	}
+	warm := Warmup(p.Iters)
+	start := time.Now()
+	if err := t.Iterate(ctx, (p.Iters+Steps-1)/Steps, func(step int) error {
+		for k := step * Steps; k < min(p.Iters, (step+1)*Steps); k++ {
+			if k == warm {
+				start = time.Now()
+			}
+			if err := h.iteration(ctx, k, &b, u, v); err != nil {
+				return err
+			}
+			u, v = v, u
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	held, heldFor := t.CheckpointHold()
+	extra := [outExtra]float64{time.Since(start).Seconds(), heldFor.Seconds(), float64(held)}
+	if err := publish.Section(ctx, func([]byte) error {
+		data, err := publish.Resize(8 * (b.cells() + outExtra))
+		out := orwl.Float64s(data)
+		for r := range b.rows {
+			copy(out[r*b.cols:(r+1)*b.cols], u[b.at(r, 0):])
+		}
+		copy(out[b.cells():], extra[:])
+		return err
+	}); err != nil || me != 0 {
+		return nil, err
+	}
+	res := &Result{Cells: make([]float64, p.NX*p.NY), Timed: p.Iters - max(warm, Steps*t.Resumed()), Resumed: Steps * t.Resumed()}
+	for k, g := range gather {
+		kb := p.block(k)
+		if err := g.Section(ctx, func(data []byte) error {
+			part := orwl.Float64s(data)
+			if len(part) != kb.cells()+outExtra {
+				return fmt.Errorf("jacobi: task %d's result has %d values, want %d", k, len(part), kb.cells()+outExtra)
+			}
+			for r := range kb.rows {
+				copy(res.Cells[(kb.y0+r)*p.NX+kb.x0:], part[r*kb.cols:(r+1)*kb.cols])
+			}
+			extra := part[kb.cells():]
+			res.Seconds = math.Max(res.Seconds, extra[0])
+			res.HeldSeconds += extra[1]
+			res.Checkpoints += int(extra[2])
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// iteration is iteration k of the task's block b, from u into v: it publishes the edges of
+// u, computes the interior while they travel, fetches the neighbours' edges into u's ghost
+// cells and computes the border.
+func (h *halo) iteration(ctx context.Context, k int, b *block, u, v []float64) error {
+	if err := h.publish(ctx, k%slots, u); err != nil {
+		return err
+	}
+	if h.remote {
+		// Let the runtime's goroutines send the edges now: with one P per process
+		// (GOMAXPROCS = cores / processes) they would otherwise wait for the interior.
+		runtime.Gosched()
+	}
+	b.interior(u, v)
+	if err := h.fetch(ctx, k%slots, u); err != nil {
+		return err
+	}
+	b.border(u, v)
+	return nil
 }
 
 // slots is the number of locations in which a task publishes each edge, in turn: iteration
 // k uses slot k % slots. With 2, publishing the edge of iteration k waits for the neighbour
 // to have released its read of iteration k-2, and the release message sometimes comes
-// later than that; with 3 it never holds a task up.
-const slots = 3
+// later than that; with 3 it never holds a task up. 4, an even number, makes a step of
+// Steps iterations leave the block in the buffer it started in.
+const slots = 4
 
 // halo is the exchange of one task's edges with its neighbours: in iterations that use
 // slot s, pub[d][s] writes the task's edge on side d and get[d][s] reads the neighbour's

@@ -1,0 +1,57 @@
+package orwl
+
+import (
+	"math"
+	"testing"
+
+	"github.com/orwl-go/orwl/checkpoint"
+)
+
+// TestNextCheckpointFollowsTheResumedOne: a checkpoint prepared after a restart from
+// checkpoint 40, before any task entered an iteration (a process reports the bound 0), must
+// be numbered past 40: writing a piece of a lower number would make the Store remove
+// checkpoints 40 and 38, the job's only complete ones, and the checkpoint's kept states,
+// copied when a task enters its iteration, would never come.
+func TestNextCheckpointFollowsTheResumedOne(t *testing.T) {
+	for _, c := range []struct {
+		reports []ckptReply
+		start   int
+		k       int64
+		ok      bool
+	}{
+		{[]ckptReply{{bound: 0, minIt: 100}, {bound: 0, minIt: 100}}, 40, 41, true},
+		{[]ckptReply{{bound: 45, minIt: 100}, {bound: 43, minIt: 100}}, 40, 47, true},
+		{[]ckptReply{{bound: 5, minIt: 100}}, 0, 7, true},
+		{[]ckptReply{{bound: 98, minIt: 100}}, 0, 100, false},                      // the job ends first
+		{[]ckptReply{{bound: 0, minIt: math.MaxInt64}}, 0, 2, false},               // no Iterate
+		{[]ckptReply{{bound: 0, minIt: 41}, {bound: 0, minIt: 50}}, 40, 41, false}, // past the end
+	} {
+		k, ok := nextCheckpoint(c.reports, c.start)
+		if k != c.k || ok != c.ok {
+			t.Errorf("reports %+v after resuming at %d: checkpoint %d %v, want %d %v", c.reports, c.start, k, ok, c.k, c.ok)
+		}
+	}
+}
+
+// TestPartnerAnswers: a partner's answer counts only for the checkpoint being written (a
+// late one, about a checkpoint given up after a failed piece, would make the next one look
+// durable on two disks before it is), and a partner that could not store its copy (a full
+// disk) fails the checkpoint instead of leaving it, and every later one, waiting forever.
+func TestPartnerAnswers(t *testing.T) {
+	c := &checkpointer{j: &job{rank: 0, procs: 1}, replies: make(chan ckptReply, 4),
+		k: 5, expect: 1, written: []checkpoint.PieceInfo{{Key: checkpoint.StateKey(0, "s")}}}
+	c.handle(1, ckptMsg{phase: ckptStored, k: 4}, nil)
+	if c.stored != 0 || len(c.replies) != 0 {
+		t.Fatalf("an answer about checkpoint 4 counted for 5: %d stored, %d reports", c.stored, len(c.replies))
+	}
+	c.handle(1, ckptMsg{phase: ckptStored, k: 5, failed: true}, nil)
+	if len(c.replies) != 1 {
+		t.Fatal("a partner's failure did not end the checkpoint")
+	}
+	if r := <-c.replies; r.phase != ckptDone || !r.failed || r.from != 0 {
+		t.Fatalf("report %+v, want checkpoint 5 done and failed", r)
+	}
+	if m := decodeCkpt(new((&ckptMsg{phase: ckptStored, k: 5, failed: true}).header())); !m.failed || m.k != 5 {
+		t.Fatalf("a failed store does not survive the wire: %+v", m)
+	}
+}
