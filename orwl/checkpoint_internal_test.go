@@ -55,3 +55,39 @@ func TestPartnerAnswers(t *testing.T) {
 		t.Fatalf("a failed store does not survive the wire: %+v", m)
 	}
 }
+
+// TestHoldSlackDoubles: a process holds its tasks one iteration past the highest entered,
+// and twice as far at each checkpoint after one at which a task had to wait (up to
+// maxSlack), so that the exchanges come to take less time than the iterations it allows.
+func TestHoldSlackDoubles(t *testing.T) {
+	c := &checkpointer{j: &job{rank: 0, procs: 1}, replies: make(chan ckptReply, 4), lifted: make(chan struct{})}
+	c.hold.Store(math.MaxInt64)
+	c.slack.Store(1)
+	c.entered.Store(10)
+	prepare := func() int64 {
+		c.handle(0, ckptMsg{phase: ckptPrepare}, nil)
+		return (<-c.replies).bound
+	}
+	if b := prepare(); b != 11 || c.hold.Load() != 11 {
+		t.Fatalf("bound %d, hold %d, want 11 and 11", b, c.hold.Load())
+	}
+	c.waited.Store(true) // a task waited at 12
+	c.handle(0, ckptMsg{phase: ckptGo}, nil)
+	if c.hold.Load() != math.MaxInt64 {
+		t.Fatal("go did not lift the hold")
+	}
+	if b := prepare(); b != 12 {
+		t.Fatalf("after a wait, bound %d, want 10+2", b)
+	}
+	c.handle(0, ckptMsg{phase: ckptGo}, nil) // nobody waited: the slack stays
+	if b := prepare(); b != 12 {
+		t.Fatalf("after no wait, bound %d, want 10+2 still", b)
+	}
+	for range 20 {
+		c.waited.Store(true)
+		c.handle(0, ckptMsg{phase: ckptGo}, nil)
+	}
+	if s := c.slack.Load(); s != maxSlack {
+		t.Fatalf("slack %d after many waits, want the bound %d", s, maxSlack)
+	}
+}
