@@ -293,8 +293,12 @@ var invalidCholesky = []cholCall{
 	{"syrkLdaN", func(k kernels.Cholesky, a, c []float64) { k.Dsyrk(blas.Lower, blas.NoTrans, 2, 3, 1, a, 2, 0, c, 2) }},
 	{"syrkLdaT", func(k kernels.Cholesky, a, c []float64) { k.Dsyrk(blas.Upper, blas.Trans, 3, 2, 1, a, 2, 0, c, 3) }},
 	{"syrkLdc", func(k kernels.Cholesky, a, c []float64) { k.Dsyrk(blas.Lower, blas.NoTrans, 3, 2, 1, a, 2, 0, c, 2) }},
-	{"syrkShortA", func(k kernels.Cholesky, a, c []float64) { k.Dsyrk(blas.Lower, blas.NoTrans, 3, 3, 1, a[:8], 3, 0, c, 3) }},
-	{"syrkShortC", func(k kernels.Cholesky, a, c []float64) { k.Dsyrk(blas.Lower, blas.NoTrans, 3, 2, 1, a, 2, 0, c[:8], 3) }},
+	{"syrkShortA", func(k kernels.Cholesky, a, c []float64) {
+		k.Dsyrk(blas.Lower, blas.NoTrans, 3, 3, 1, a[:8], 3, 0, c, 3)
+	}},
+	{"syrkShortC", func(k kernels.Cholesky, a, c []float64) {
+		k.Dsyrk(blas.Lower, blas.NoTrans, 3, 2, 1, a, 2, 0, c[:8], 3)
+	}},
 	{"syrkKZeroScale", func(k kernels.Cholesky, _, c []float64) { k.Dsyrk(blas.Upper, blas.NoTrans, 3, 0, 1, nil, 1, 2, c, 3) }},
 	{"syrkAlphaZero", func(k kernels.Cholesky, a, c []float64) { k.Dsyrk(blas.Lower, blas.Trans, 3, 2, 0, a, 3, 0.5, c, 3) }},
 }
