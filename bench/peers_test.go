@@ -49,6 +49,82 @@ func TestScalapackDriverRuns(t *testing.T) {
 	}
 }
 
+// buildCOrSkip builds a C peer with gcc; a build that fails for want of a package (a
+// header, a library) skips the test, any other failure fails it.
+func buildCOrSkip(t *testing.T, name string, src []byte, flags ...string) string {
+	t.Helper()
+	bin, err := buildC(t.TempDir(), name, src, flags...)
+	switch {
+	case err == nil:
+		return bin
+	case strings.Contains(err.Error(), "No such file"), strings.Contains(err.Error(), "cannot find -l"), strings.Contains(err.Error(), "gcc not found"):
+		t.Skip(err)
+	default:
+		t.Fatal(err)
+	}
+	return ""
+}
+
+// TestCholeskyReferencesRun builds the dpotrf and double-precision StarPU references and
+// factors a small matrix with each, in both precisions for dpotrf: each checks its factor
+// (a run that does not verify is an error). Skipped without gcc, LAPACKE, OpenBLAS's
+// headers or StarPU (liblapacke-dev, libopenblas-dev, libstarpu-dev).
+func TestCholeskyReferencesRun(t *testing.T) {
+	b := &cholBench{procs: 2, nb: 64, reps: 2}
+	potrf := buildCOrSkip(t, "potrf", potrfSource, "-llapacke", "-lopenblas", "-lm")
+	for _, prec := range []string{"d", "s"} {
+		if r, err := b.timePotrf(potrf, 256, prec); err != nil || r.Seconds <= 0 || !(r.Residual < 30) {
+			t.Fatalf("potrf %s: %+v, %v", prec, r, err)
+		}
+	}
+	starpu := buildCOrSkip(t, "starpu_dpotrf", starpuPotrfSource, starpuFlags("-llapacke", "-lopenblas", "-lm")...)
+	if r, err := b.timeStarpu(starpu, 256); err != nil || r.Seconds <= 0 || !(r.Residual < 30) {
+		t.Fatalf("starpu: %+v, %v", r, err)
+	}
+	if _, err := b.timeStarpu(starpu, 250); err == nil {
+		t.Fatal("starpu accepted an N that NB does not divide")
+	}
+}
+
+// TestPdpotrfDriverRuns builds the PDPOTRF driver and runs it on 2 processes, every grid
+// and block size the bench tries. Skipped without Open MPI's mpicc or ScaLAPACK.
+func TestPdpotrfDriverRuns(t *testing.T) {
+	mpi, err := findOpenMPI()
+	if err != nil {
+		t.Skip(err)
+	}
+	bin := buildOrSkip(t, mpi, "pdpotrf", pdpotrfSource, "-O2", "-lscalapack-openmpi", "-lm")
+	r, err := (&cholBench{procs: 2, reps: 1}).timeScalapack(mpi, bin, 300) // fails unless verified
+	if err != nil || r.Seconds <= 0 || r.First < r.Seconds || (r.Grid != "2x1" && r.Grid != "1x2") {
+		t.Fatalf("%+v, %v", r, err)
+	}
+}
+
+// TestStarpuImplicitRuns runs Debian's single-precision StarPU Cholesky example, checked.
+func TestStarpuImplicitRuns(t *testing.T) {
+	bin, err := findStarpuExample("cholesky_implicit")
+	if err != nil {
+		t.Skip(err)
+	}
+	if r, err := (&cholBench{procs: 2, nb: 64}).timeStarpuImplicit(bin, 256); err != nil || r.Seconds <= 0 {
+		t.Fatalf("%+v, %v", r, err)
+	}
+}
+
+// TestParseRefLine: a reference's line gives its times; one that did not verify, or has
+// no time, is an error.
+func TestParseRefLine(t *testing.T) {
+	r, err := parseRefLine("first=0.5 seconds=0.25 residual=0.001 verified=true\n")
+	if err != nil || r.First != 0.5 || r.Seconds != 0.25 || r.Residual != 0.001 {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	for _, bad := range []string{"first=0.5 seconds=0.25 residual=40 verified=false", "seconds=0.25 verified=true", "first=0 seconds=0 residual=0 verified=true"} {
+		if _, err := parseRefLine(bad); err == nil {
+			t.Errorf("parseRefLine(%q) accepted", bad)
+		}
+	}
+}
+
 // TestMPIPingPongRuns builds the MPI ping-pong and runs a few round trips over shared
 // memory. Skipped without Open MPI's mpicc (libopenmpi-dev).
 func TestMPIPingPongRuns(t *testing.T) {

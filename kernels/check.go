@@ -69,3 +69,115 @@ func transposed(t blas.Transpose) (trans, ok bool) {
 	}
 	return false, false
 }
+
+// Panic values of gonum for the argument errors of Dpotrf (lapack/gonum), Dtrsm and Dsyrk
+// (blas/gonum) that Dgemm does not share.
+const (
+	panicBadUplo     = "blas: illegal triangle"
+	panicBadSide     = "blas: illegal side"
+	panicBadDiag     = "blas: illegal diagonal"
+	panicLapackUplo  = "lapack: bad Uplo"
+	panicLapackNLT0  = "lapack: n < 0"
+	panicLapackLdA   = "lapack: bad leading dimension of A"
+	panicLapackShort = "lapack: insufficient length of a"
+)
+
+// CheckDpotrf validates Dpotrf arguments exactly as
+// gonum.org/v1/gonum/lapack/gonum.Implementation.Dpotrf does (same checks, same order,
+// same panic values). It returns false when n is 0 (nothing to do: the factorisation
+// succeeds), true otherwise.
+func CheckDpotrf(ul blas.Uplo, n int, a []float64, lda int) bool {
+	switch {
+	case ul != blas.Upper && ul != blas.Lower:
+		panic(panicLapackUplo)
+	case n < 0:
+		panic(panicLapackNLT0)
+	case lda < max(1, n):
+		panic(panicLapackLdA)
+	}
+	if n == 0 {
+		return false
+	}
+	if len(a) < (n-1)*lda+n {
+		panic(panicLapackShort)
+	}
+	return true
+}
+
+// CheckDtrsm validates Dtrsm arguments exactly as
+// gonum.org/v1/gonum/blas/gonum.Implementation.Dtrsm does. It returns false when m or n is
+// 0 (B is not touched), true otherwise.
+func CheckDtrsm(s blas.Side, ul blas.Uplo, tA blas.Transpose, d blas.Diag, m, n int, a []float64, lda int, b []float64, ldb int) bool {
+	_, okT := transposed(tA)
+	switch {
+	case s != blas.Left && s != blas.Right:
+		panic(panicBadSide)
+	case ul != blas.Lower && ul != blas.Upper:
+		panic(panicBadUplo)
+	case !okT:
+		panic(panicBadTranspose)
+	case d != blas.NonUnit && d != blas.Unit:
+		panic(panicBadDiag)
+	case m < 0:
+		panic(panicMLT0)
+	case n < 0:
+		panic(panicNLT0)
+	}
+	k := n
+	if s == blas.Left {
+		k = m
+	}
+	switch {
+	case lda < max(1, k):
+		panic(panicBadLdA)
+	case ldb < max(1, n):
+		panic(panicBadLdB)
+	}
+	if m == 0 || n == 0 {
+		return false
+	}
+	switch {
+	case len(a) < lda*(k-1)+k:
+		panic(panicShortA)
+	case len(b) < ldb*(m-1)+n:
+		panic(panicShortB)
+	}
+	return true
+}
+
+// CheckDsyrk validates Dsyrk arguments exactly as
+// gonum.org/v1/gonum/blas/gonum.Implementation.Dsyrk does. It returns false when n is 0
+// (C is not touched), true otherwise.
+func CheckDsyrk(ul blas.Uplo, t blas.Transpose, n, k int, a []float64, lda int, c []float64, ldc int) bool {
+	trans, okT := transposed(t)
+	switch {
+	case ul != blas.Lower && ul != blas.Upper:
+		panic(panicBadUplo)
+	case !okT:
+		panic(panicBadTranspose)
+	case n < 0:
+		panic(panicNLT0)
+	case k < 0:
+		panic(panicKLT0)
+	}
+	row, col := n, k
+	if trans {
+		row, col = k, n
+	}
+	switch {
+	case lda < max(1, col):
+		panic(panicBadLdA)
+	case ldc < max(1, n):
+		panic(panicBadLdC)
+	}
+	if n == 0 {
+		return false
+	}
+	switch {
+	case len(a) < lda*(row-1)+col:
+		panic(panicShortA)
+	case len(c) < ldc*(n-1)+n:
+		panic(panicShortC)
+	}
+	return true
+}

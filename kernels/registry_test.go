@@ -32,6 +32,11 @@ func init() {
 		Check: func() error { return nil },
 		New:   func() (kernels.Gemm, error) { return fake{name: "test-fast"}, nil },
 	})
+	kernels.Register(kernels.Plugin{
+		Name: "test-gemm-only", Device: kernels.CPU, Priority: -1,
+		Check: func() error { return nil },
+		New:   func() (kernels.Gemm, error) { return gemmOnly{gonum.Kernel{}}, nil },
+	})
 }
 
 func TestGetDefault(t *testing.T) {
@@ -141,3 +146,28 @@ func TestCheckDgemm(t *testing.T) {
 		}
 	}
 }
+
+// TestGetCholesky: gonum has the Cholesky operations; a kernel with Gemm only is refused
+// with ErrUnsupported, and an unknown name with Get's error.
+func TestGetCholesky(t *testing.T) {
+	if g, err := kernels.GetCholesky("gonum"); err != nil || g.Name() != "gonum" {
+		t.Fatalf("GetCholesky(gonum) = %v, %v", g, err)
+	}
+	if _, err := kernels.GetCholesky("test-gemm-only"); !errors.Is(err, kernels.ErrUnsupported) {
+		t.Fatalf("GetCholesky(test-gemm-only) = %v, want ErrUnsupported", err)
+	}
+	if _, err := kernels.GetCholesky("nosuch"); !errors.Is(err, kernels.ErrUnknown) {
+		t.Fatalf("GetCholesky(nosuch) = %v, want ErrUnknown", err)
+	}
+}
+
+// gemmOnly is a kernel with Dgemm and nothing else.
+type gemmOnly struct{ g kernels.Gemm }
+
+func (k gemmOnly) Dgemm(tA, tB blas.Transpose, m, n, kk int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
+	k.g.Dgemm(tA, tB, m, n, kk, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+func (gemmOnly) Name() string             { return "test-gemm-only" }
+func (gemmOnly) Device() kernels.Device   { return kernels.CPU }
+func (gemmOnly) Threads() int             { return 1 }
+func (k gemmOnly) SetThreads(n int) error { return nil }

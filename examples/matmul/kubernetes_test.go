@@ -16,7 +16,6 @@ import (
 
 	"github.com/orwl-go/orwl/internal/jobenv"
 	"github.com/orwl-go/orwl/internal/netemu"
-	"github.com/orwl-go/orwl/orwl"
 )
 
 // manifest is what TestKubernetesManifest reads from examples/kubernetes/matmul.yaml.
@@ -175,28 +174,9 @@ func TestKubernetesManifest(t *testing.T) {
 	}
 }
 
-// TestThreadsPerHost: the default kernel threads divide this host's cores among the tasks
-// on this host, not among the whole job's.
+// TestThreadsPerHost: in a pod of a Kubernetes Indexed Job of three (one process per pod),
+// the process uses every core (exampleutil.TasksOnHost has the other cases).
 func TestThreadsPerHost(t *testing.T) {
-	for _, tc := range []struct {
-		tasks, procs, local int
-		inJob               bool
-		want                int
-	}{
-		{tasks: 3, procs: 3, local: 3, inJob: false, want: 3}, // this program starts them all here
-		{tasks: 3, procs: 3, local: 1, inJob: true, want: 1},  // one process per node
-		{tasks: 6, procs: 3, local: 1, inJob: true, want: 2},  // two tasks per process, one process here
-		{tasks: 4, procs: 4, local: 2, inJob: true, want: 2},  // two processes on this node
-		{tasks: 5, procs: 2, local: 1, inJob: true, want: 3},  // uneven share: the larger
-		{tasks: 4, procs: 4, local: 0, inJob: true, want: 4},  // the launcher does not say: all here
-	} {
-		c := &config{tasks: tc.tasks, procs: tc.procs, inJob: tc.inJob}
-		if got := tasksOnHost(c, orwl.Job{LocalSize: tc.local}); got != tc.want {
-			t.Errorf("%d tasks, %d processes, %d here, in a job %v: %d tasks on this host, want %d", tc.tasks, tc.procs, tc.local, tc.inJob, got, tc.want)
-		}
-	}
-	// In a pod of a Kubernetes Indexed Job of three (one process per pod), the process uses
-	// every core.
 	for _, kv := range []string{"JOB_COMPLETION_INDEX=1", "ORWL_SIZE=3", "ORWL_SERVICE=svc", "ORWL_JOB_NAME=mm", "ORWL_SECRET=s"} {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)

@@ -56,16 +56,14 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	"os/signal"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/orwl-go/orwl/examples/matmul/summa"
+	"github.com/orwl-go/orwl/internal/exampleutil"
 	"github.com/orwl-go/orwl/kernels"
 	_ "github.com/orwl-go/orwl/kernels/all"
 	"github.com/orwl-go/orwl/orwl"
@@ -101,12 +99,8 @@ type config struct {
 	args         []string
 }
 
-// usageError is a mistake on the command line.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+// usagef reports a mistake on the command line.
+var usagef = exampleutil.Usagef
 
 // verifyFlag is -verify: a bool-like flag that also takes a check's name.
 type verifyFlag struct{ s string }
@@ -194,7 +188,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	default:
 		c.tasks = cores
 	}
-	if c.kernels, c.kernelSpec, err = parseKernels(*kernel, c.tasks); err != nil {
+	if c.kernels, c.kernelSpec, err = exampleutil.ParseKernels(*kernel, c.tasks); err != nil {
 		return nil, err
 	}
 	c.balance = *balance
@@ -260,94 +254,14 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		c.verify = summa.Freivalds
 	}
 	if c.threads == 0 {
-		c.threads = max(1, cores/tasksOnHost(c, info))
+		c.threads = max(1, cores/exampleutil.TasksOnHost(c.inJob, c.tasks, c.procs, info))
 	}
-	need := summa.BytesPerTask(c.n, c.nb, c.grid, balanced) * float64(tasksOnHost(c, info))
-	if avail := availableMemory(); avail > 0 && need > avail {
+	need := summa.BytesPerTask(c.n, c.nb, c.grid, balanced) * float64(exampleutil.TasksOnHost(c.inJob, c.tasks, c.procs, info))
+	if avail := exampleutil.AvailableMemory(); avail > 0 && need > avail {
 		return nil, usagef("-n %d over %d tasks needs about %.3g GiB of memory on this host, and %.3g GiB is available: use a smaller -n, or more hosts",
 			c.n, c.tasks, need/(1<<30), avail/(1<<30))
 	}
 	return c, nil
-}
-
-// availableMemory returns the memory this host can give without swapping (Linux's
-// MemAvailable), in bytes, or 0 when it cannot tell.
-func availableMemory() float64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			if err == nil {
-				return kb * 1024
-			}
-		}
-	}
-	return 0
-}
-
-// tasksOnHost is the number of the job's tasks on this host, which share its cores: all of
-// them when this program starts the processes itself; under a launcher, this process's share
-// of the tasks times the job's processes on this host (info.LocalSize; every process when
-// the launcher does not say), so that one process per node uses the whole node.
-func tasksOnHost(c *config, info orwl.Job) int {
-	if !c.inJob {
-		return c.tasks
-	}
-	local := info.LocalSize
-	if local <= 0 || local > c.procs {
-		local = c.procs
-	}
-	return max(1, (c.tasks*local+c.procs-1)/c.procs)
-}
-
-// parseKernels turns -kernel into one kernel name per task, checking that each is known and
-// available here, and returns the spec as the result line prints it.
-func parseKernels(spec string, tasks int) ([]string, string, error) {
-	mix, err := kernels.ParseMix(spec, tasks)
-	if err != nil {
-		return nil, "", usagef("-kernel: %v", err)
-	}
-	for i := range mix {
-		if mix[i].Name, err = resolveKernel(mix[i].Name); err != nil {
-			return nil, "", err
-		}
-	}
-	return kernels.TaskKernels(mix), kernels.FormatMix(mix), nil
-}
-
-// resolveKernel checks one kernel name ("cpu" and "auto" are resolved to a plugin name).
-func resolveKernel(name string) (string, error) {
-	switch name {
-	case "cpu":
-		if cpu := kernels.AvailableOn(kernels.CPU); len(cpu) > 0 {
-			return cpu[0], nil
-		}
-		return "", usagef("-kernel cpu: no CPU kernel is available")
-	case kernels.Auto:
-		avail := kernels.Available()
-		if len(avail) == 0 {
-			return "", usagef("-kernel auto: no kernel is available")
-		}
-		return avail[0], nil
-	}
-	g, err := kernels.Get(name)
-	switch {
-	case errors.Is(err, kernels.ErrUnknown):
-		var known []string
-		for _, p := range kernels.Registered() {
-			known = append(known, p.Name)
-		}
-		return "", usagef("-kernel: unknown kernel %q (known: cpu, auto, %s)", name, strings.Join(known, ", "))
-	case err != nil:
-		return "", usagef("-kernel: %s is not available here: %s", name, strings.TrimPrefix(err.Error(), kernels.ErrUnavailable.Error()+": "))
-	}
-	if c, ok := g.(io.Closer); ok {
-		c.Close()
-	}
-	return name, nil
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -356,36 +270,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "matmul:", oneLine(err.Error()))
+		fmt.Fprintln(stderr, "matmul:", exampleutil.OneLine(err.Error()))
 		return exitUsage
 	}
 	if !c.inJob && c.procs > 1 {
-		return startProcesses(c, stdout, stderr)
+		return exampleutil.StartProcesses("matmul", c.procs, c.args, stdout, stderr)
 	}
 	return compute(c, stdout, stderr)
-}
-
-// oneLine keeps an error message on one line.
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
-// startProcesses runs this program as c.procs local processes of one job.
-func startProcesses(c *config, stdout, stderr io.Writer) int {
-	exe, err := os.Executable()
-	if err != nil {
-		fmt.Fprintln(stderr, "matmul:", err)
-		return exitFailed
-	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	return orwl.Launch{
-		Procs:       c.procs,
-		Argv:        append([]string{exe}, c.args...),
-		Stdout:      stdout,
-		PlainStdout: true, // only the process of task 0 prints there
-		Stderr:      stderr,
-		Signals:     sigs,
-	}.Run()
 }
 
 // jsonResult is the -json output: the result line's fields and a few more.
@@ -415,13 +306,12 @@ func compute(c *config, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "matmul:", err)
 		return exitFailed
 	}
-	var prog progress
-	prog.w = stderr
-	stopProgress := prog.start()
+	prog := &exampleutil.Progress{W: stderr}
+	stopProgress := prog.Start()
 	t0 := time.Now()
 	res, err := summa.Run(context.Background(), summa.Params{
 		N: c.n, NB: c.nb, Grid: c.grid, Kernels: c.kernels, Reps: c.reps, Seed: c.seed,
-		Verify: c.verify, Progress: prog.update, Trace: c.trace, Balance: c.balance, Split: c.split,
+		Verify: c.verify, Progress: prog.Update, Trace: c.trace, Balance: c.balance, Split: c.split,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	stopProgress()
@@ -482,42 +372,4 @@ func compute(c *config, stdout, stderr io.Writer) int {
 		return exitMismatch
 	}
 	return 0
-}
-
-// progress prints task 0's progress once a second on long runs.
-type progress struct {
-	w           io.Writer
-	mu          sync.Mutex
-	done, total int
-}
-
-func (p *progress) update(done, total int) {
-	p.mu.Lock()
-	p.done, p.total = done, total
-	p.mu.Unlock()
-}
-
-// start prints a line every second while steps remain; the returned function stops it.
-func (p *progress) start() func() {
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	begin := time.Now()
-	wg.Go(func() {
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				p.mu.Lock()
-				done, total := p.done, p.total
-				p.mu.Unlock()
-				if total > 0 && done < total {
-					fmt.Fprintf(p.w, "progress: step %d/%d (%.0f%%) after %.1fs\n", done, total, 100*float64(done)/float64(total), time.Since(begin).Seconds())
-				}
-			}
-		}
-	})
-	return func() { close(stop); wg.Wait() }
 }

@@ -162,23 +162,6 @@ func TestBadFlags(t *testing.T) {
 	}
 }
 
-// TestKernelSpecs: parseKernels resolves "cpu" and "auto" in the names and in the spec
-// the result line prints (the mix itself is kernels.ParseMix's).
-func TestKernelSpecs(t *testing.T) {
-	cpu, all := cpuKernels(t)[0], kernels.Available()[0]
-	for _, c := range []struct {
-		spec, want, names string
-	}{
-		{"cpu:1,gonum", cpu + ":1,gonum", cpu + " gonum gonum"},
-		{"gonum:2,auto", "gonum:2," + all, "gonum gonum " + all},
-	} {
-		names, spec, err := parseKernels(c.spec, 3)
-		if err != nil || spec != c.want || strings.Join(names, " ") != c.names {
-			t.Errorf("parseKernels(%q, 3) = %v, %q, %v; want %s, %q", c.spec, names, spec, err, c.names, c.want)
-		}
-	}
-}
-
 func TestTraceFile(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "trace.json")
 	var out, errs bytes.Buffer

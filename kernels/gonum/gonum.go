@@ -1,8 +1,9 @@
-// Package gonum registers the "gonum" kernel: gonum's pure-Go BLAS
-// (gonum.org/v1/gonum/blas/gonum) behind the kernels.Gemm contract. It is
-// always available and is kernels.Default.
+// Package gonum registers the "gonum" kernel: gonum's pure-Go BLAS and LAPACK
+// (gonum.org/v1/gonum/blas/gonum, gonum.org/v1/gonum/lapack/gonum) behind the
+// kernels.Gemm and kernels.Cholesky contracts. It is always available and is
+// kernels.Default.
 //
-// The wrapper must add nothing measurable: Dgemm forwards its arguments
+// The wrapper must add nothing measurable: every method forwards its arguments
 // unchanged, so argument checks and panics are gonum's own.
 package gonum
 
@@ -12,6 +13,7 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
+	lapack "gonum.org/v1/gonum/lapack/gonum"
 
 	"github.com/orwl-go/orwl/kernels"
 )
@@ -38,11 +40,33 @@ func init() {
 // it for the whole process).
 type Kernel struct{}
 
-var _ kernels.Gemm = Kernel{}
+var _ kernels.Cholesky = Kernel{}
 
 // Dgemm calls gonum's Dgemm with the same arguments (see kernels.Gemm).
 func (Kernel) Dgemm(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
 	gonum.Implementation{}.Dgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// Dpotrf calls gonum's Dpotrf with the same arguments (see kernels.Potrf).
+func (Kernel) Dpotrf(ul blas.Uplo, n int, a []float64, lda int) bool {
+	return lapack.Implementation{}.Dpotrf(ul, n, a, lda)
+}
+
+// Dtrsm calls gonum's Dtrsm with the same arguments (see kernels.Trsm).
+func (Kernel) Dtrsm(s blas.Side, ul blas.Uplo, tA blas.Transpose, d blas.Diag, m, n int, alpha float64, a []float64, lda int, b []float64, ldb int) {
+	gonum.Implementation{}.Dtrsm(s, ul, tA, d, m, n, alpha, a, lda, b, ldb)
+}
+
+// Dsyrk calls gonum's Dsyrk with the same arguments (see kernels.Syrk). One case is
+// mended: with blas.Lower, a transposed A and beta == 0, gonum 0.17 scales C by 0 instead
+// of setting it, so a NaN in C would survive; the triangle is cleared first there.
+func (Kernel) Dsyrk(ul blas.Uplo, t blas.Transpose, n, k int, alpha float64, a []float64, lda int, beta float64, c []float64, ldc int) {
+	if beta == 0 && ul == blas.Lower && t != blas.NoTrans && kernels.CheckDsyrk(ul, t, n, k, a, lda, c, ldc) {
+		for i := range n {
+			clear(c[i*ldc : i*ldc+i+1])
+		}
+	}
+	gonum.Implementation{}.Dsyrk(ul, t, n, k, alpha, a, lda, beta, c, ldc)
 }
 
 // Name returns "gonum".

@@ -30,3 +30,5 @@ func TestThreads(t *testing.T) {
 		t.Fatalf("SetThreads(%d) = %v, want ErrThreads", p+1, err)
 	}
 }
+
+func TestCholesky(t *testing.T) { kernelstest.Cholesky(t, gonum.Kernel{}) }

@@ -109,11 +109,12 @@ func one(t *testing.T, g kernels.Gemm, name string, tA, tB blas.Transpose, m, n,
 	}
 }
 
-// unchanged fails the test when operand x differs from its copy x0.
+// unchanged fails the test when operand x differs from its copy x0, bit for bit (NaNs
+// included).
 func unchanged(t *testing.T, name, operand string, x, x0 []float64) {
 	t.Helper()
 	for i := range x {
-		if x[i] != x0[i] {
+		if math.Float64bits(x[i]) != math.Float64bits(x0[i]) {
 			t.Fatalf("%s: %s modified at %d", name, operand, i)
 		}
 	}

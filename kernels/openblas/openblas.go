@@ -1,6 +1,6 @@
-// Package openblas registers the "openblas" kernel: OpenBLAS's cblas_dgemm
-// from libopenblas.so.0 (Debian package libopenblas0), opened at run time
-// with github.com/ebitengine/purego. It needs no cgo and no OpenBLAS at build
+// Package openblas registers the "openblas" kernel: OpenBLAS's cblas_dgemm,
+// cblas_dtrsm, cblas_dsyrk and LAPACK's dpotrf_ from libopenblas.so.0 (Debian
+// package libopenblas0), opened at run time with github.com/ebitengine/purego. It needs no cgo and no OpenBLAS at build
 // time, so a CGO_ENABLED=0 binary can use it wherever the library is
 // installed.
 //
@@ -11,8 +11,13 @@
 // none loads, the plugin is unavailable and kernels.Get reports every path
 // tried and the loader's errors.
 //
-// Arguments are checked with kernels.CheckDgemm before any C call, so
-// invalid arguments panic exactly as gonum does and never reach OpenBLAS.
+// Arguments are checked with kernels.CheckDgemm (CheckDtrsm, CheckDsyrk,
+// CheckDpotrf) before any C call, so invalid arguments panic exactly as gonum
+// does and never reach OpenBLAS. Dpotrf calls the column-major dpotrf_ on the
+// other triangle (a row-major lower triangle is a column-major upper one), as
+// Debian's OpenBLAS does not export LAPACKE. An OpenBLAS built without LAPACK
+// (no dpotrf_) still registers, as a kernel with Dgemm only: kernels.GetCholesky
+// then says why; the *Kernel of New panics in Dpotrf.
 // One extra limit: OpenBLAS (LP64 build) takes 32-bit sizes, so a size or
 // leading dimension above math.MaxInt32 panics with "openblas: ... exceeds
 // int32"; gonum would accept it.
@@ -59,12 +64,22 @@ const (
 	cblasRowMajor = 101
 	cblasNoTrans  = 111
 	cblasTrans    = 112
+	cblasUpper    = 121
+	cblasLower    = 122
+	cblasNonUnit  = 131
+	cblasUnit     = 132
+	cblasLeft     = 141
+	cblasRight    = 142
 )
 
 // lib holds the symbols resolved from OpenBLAS.
 type lib struct {
 	path       string
 	dgemm      func(order, tA, tB, m, n, k int32, alpha float64, a *float64, lda int32, b *float64, ldb int32, beta float64, c *float64, ldc int32)
+	dtrsm      func(order, side, uplo, tA, diag, m, n int32, alpha float64, a *float64, lda int32, b *float64, ldb int32)
+	dsyrk      func(order, uplo, t, n, k int32, alpha float64, a *float64, lda int32, beta float64, c *float64, ldc int32)
+	dpotrf     func(uplo *byte, n *int32, a *float64, lda *int32, info *int32, uploLen uintptr) // nil without LAPACK
+	lapackErr  error                                                                            // why dpotrf is nil
 	setThreads func(n int32)
 	getThreads func() int32
 	config     func() string
@@ -110,6 +125,8 @@ func (l *lib) resolve(h uintptr) error {
 		fn   any
 	}{
 		{"cblas_dgemm", &l.dgemm},
+		{"cblas_dtrsm", &l.dtrsm},
+		{"cblas_dsyrk", &l.dsyrk},
 		{"openblas_set_num_threads", &l.setThreads},
 		{"openblas_get_num_threads", &l.getThreads},
 		{"openblas_get_config", &l.config},
@@ -120,6 +137,11 @@ func (l *lib) resolve(h uintptr) error {
 		}
 		purego.RegisterFunc(s.fn, sym)
 	}
+	if sym, err := purego.Dlsym(h, "dpotrf_"); err != nil {
+		l.lapackErr = fmt.Errorf("%s has no LAPACK (dpotrf_): %w", l.path, err)
+	} else {
+		purego.RegisterFunc(&l.dpotrf, sym)
+	}
 	return nil
 }
 
@@ -129,7 +151,13 @@ func init() {
 		Device:   kernels.CPU,
 		Priority: 10,
 		Check:    func() error { _, err := load(); return err },
-		New:      func() (kernels.Gemm, error) { return New() },
+		New: func() (kernels.Gemm, error) {
+			g, err := New()
+			if err == nil && g.l.lapackErr != nil {
+				return gemmOnly{g}, nil
+			}
+			return g, err
+		},
 	})
 }
 
@@ -139,7 +167,19 @@ type Kernel struct {
 	l *lib
 }
 
-var _ kernels.Gemm = (*Kernel)(nil)
+var _ kernels.Cholesky = (*Kernel)(nil)
+
+// gemmOnly is the kernel of an OpenBLAS without LAPACK: it hides Dpotrf, Dtrsm and Dsyrk,
+// so that kernels.GetCholesky refuses it.
+type gemmOnly struct{ k *Kernel }
+
+func (g gemmOnly) Dgemm(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
+	g.k.Dgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+func (g gemmOnly) Name() string           { return Name }
+func (g gemmOnly) Device() kernels.Device { return kernels.CPU }
+func (g gemmOnly) Threads() int           { return g.k.Threads() }
+func (g gemmOnly) SetThreads(n int) error { return g.k.SetThreads(n) }
 
 // New loads OpenBLAS (once per process) and returns a kernel, or an error
 // listing the paths tried when the library cannot be loaded.
@@ -157,11 +197,7 @@ func (g *Kernel) Dgemm(tA, tB blas.Transpose, m, n, k int, alpha float64, a []fl
 	if !kernels.CheckDgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) {
 		return
 	}
-	for _, v := range [...]int{m, n, k, lda, ldb, ldc} {
-		if v > math.MaxInt32 {
-			panic(fmt.Sprintf("openblas: size or leading dimension %d exceeds int32", v))
-		}
-	}
+	checkInt32(m, n, k, lda, ldb, ldc)
 	// With k == 0, a and b may be empty: C still gets scaled by beta, but
 	// there is no element to point at.
 	var pa, pb *float64
@@ -173,6 +209,84 @@ func (g *Kernel) Dgemm(tA, tB blas.Transpose, m, n, k int, alpha float64, a []fl
 	}
 	g.l.dgemm(cblasRowMajor, cblasOp(tA), cblasOp(tB), int32(m), int32(n), int32(k),
 		alpha, pa, int32(lda), pb, int32(ldb), beta, &c[0], int32(ldc))
+}
+
+// checkInt32 panics when a size or leading dimension does not fit OpenBLAS's 32-bit
+// integers.
+func checkInt32(v ...int) {
+	for _, x := range v {
+		if x > math.MaxInt32 {
+			panic(fmt.Sprintf("openblas: size or leading dimension %d exceeds int32", x))
+		}
+	}
+}
+
+// Dtrsm solves op(A)·X = alpha·B or X·op(A) = alpha·B with cblas_dtrsm in row-major order,
+// after kernels.CheckDtrsm (see kernels.Trsm).
+func (g *Kernel) Dtrsm(s blas.Side, ul blas.Uplo, tA blas.Transpose, d blas.Diag, m, n int, alpha float64, a []float64, lda int, b []float64, ldb int) {
+	if !kernels.CheckDtrsm(s, ul, tA, d, m, n, a, lda, b, ldb) {
+		return
+	}
+	checkInt32(m, n, lda, ldb)
+	side, diag := int32(cblasLeft), int32(cblasNonUnit)
+	if s == blas.Right {
+		side = cblasRight
+	}
+	if d == blas.Unit {
+		diag = cblasUnit
+	}
+	g.l.dtrsm(cblasRowMajor, side, cblasUplo(ul), cblasOp(tA), diag, int32(m), int32(n), alpha, &a[0], int32(lda), &b[0], int32(ldb))
+}
+
+// Dsyrk computes C = alpha·op(A)·op(A)ᵀ + beta·C on one triangle with cblas_dsyrk in
+// row-major order, after kernels.CheckDsyrk (see kernels.Syrk).
+func (g *Kernel) Dsyrk(ul blas.Uplo, t blas.Transpose, n, k int, alpha float64, a []float64, lda int, beta float64, c []float64, ldc int) {
+	if !kernels.CheckDsyrk(ul, t, n, k, a, lda, c, ldc) {
+		return
+	}
+	checkInt32(n, k, lda, ldc)
+	var pa *float64
+	if len(a) > 0 { // k == 0: C is only scaled
+		pa = &a[0]
+	}
+	g.l.dsyrk(cblasRowMajor, cblasUplo(ul), cblasOp(t), int32(n), int32(k), alpha, pa, int32(lda), beta, &c[0], int32(ldc))
+}
+
+// Dpotrf factors the n×n matrix a in place with LAPACK's dpotrf_, after
+// kernels.CheckDpotrf (see kernels.Potrf). A row-major triangle is the other triangle of
+// the column-major matrix LAPACK sees, so the call names the other one. It panics when the
+// library has no LAPACK (see the package comment).
+func (g *Kernel) Dpotrf(ul blas.Uplo, n int, a []float64, lda int) bool {
+	if !kernels.CheckDpotrf(ul, n, a, lda) {
+		return true
+	}
+	if g.l.dpotrf == nil {
+		panic("openblas: " + g.l.lapackErr.Error())
+	}
+	checkInt32(n, lda)
+	args := &potrfArgs{uplo: 'L', n: int32(n), lda: int32(lda)}
+	if ul == blas.Lower {
+		args.uplo = 'U'
+	}
+	g.l.dpotrf(&args.uplo, &args.n, &a[0], &args.lda, &args.info, 1)
+	if args.info < 0 {
+		panic(fmt.Sprintf("openblas: dpotrf_ rejected argument %d", -args.info)) // CheckDpotrf let a mistake through
+	}
+	return args.info == 0
+}
+
+// potrfArgs are dpotrf_'s arguments passed by reference, on the heap where C may read them.
+type potrfArgs struct {
+	uplo         byte
+	n, lda, info int32
+}
+
+// cblasUplo maps a (checked) blas.Uplo to its CBLAS value.
+func cblasUplo(ul blas.Uplo) int32 {
+	if ul == blas.Upper {
+		return cblasUpper
+	}
+	return cblasLower
 }
 
 // cblasOp maps a (checked) blas.Transpose to its CBLAS value.

@@ -42,6 +42,25 @@ func TestDgemmOneThread(t *testing.T) {
 
 func TestInvalid(t *testing.T) { kernelstest.Invalid(t, kernel(t)) }
 
+func TestCholesky(t *testing.T) { kernelstest.Cholesky(t, kernel(t)) }
+
+func TestCholeskyOneThread(t *testing.T) {
+	g := kernel(t)
+	defer g.SetThreads(0)
+	if err := g.SetThreads(1); err != nil {
+		t.Fatal(err)
+	}
+	kernelstest.Cholesky(t, g)
+}
+
+// TestGetCholesky: the registry's openblas kernel has the Cholesky operations.
+func TestGetCholesky(t *testing.T) {
+	kernel(t)
+	if _, err := kernels.GetCholesky(openblas.Name); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestThreads(t *testing.T) {
 	g := kernel(t)
 	def := g.Threads()

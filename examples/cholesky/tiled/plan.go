@@ -1,0 +1,228 @@
+package tiled
+
+import (
+	"cmp"
+	"container/heap"
+	"slices"
+
+	"github.com/orwl-go/orwl/examples/matmul/summa"
+)
+
+// kind is the kernel an operation calls.
+type kind uint8
+
+const (
+	potrf kind = iota // factor diagonal tile (k, k)
+	trsm              // solve tile (i, k) against L(k, k)
+	syrk              // update diagonal tile (j, j) with L(j, k)
+	gemm              // update tile (i, j) with L(i, k) and L(j, k)
+)
+
+// op is one operation of the factorisation: it writes tile (i, j) at step k, reading the
+// final tiles of column k that reads lists.
+type op struct {
+	kind    kind
+	i, j, k int
+}
+
+// tile is a tile's (row, column) in tiles, row >= column.
+type tile struct{ i, j int }
+
+// written is the tile op writes.
+func (o op) written() tile { return tile{o.i, o.j} }
+
+// reads are the tiles op reads besides the one it writes.
+func (o op) reads() []tile {
+	switch o.kind {
+	case trsm:
+		return []tile{{o.k, o.k}}
+	case syrk:
+		return []tile{{o.j, o.k}}
+	case gemm:
+		return []tile{{o.i, o.k}, {o.j, o.k}}
+	}
+	return nil
+}
+
+// layout is the tiling of an N x N matrix over a grid of tasks.
+type layout struct {
+	n, nb, tiles int
+	grid         summa.Grid
+}
+
+func newLayout(n, nb int, g summa.Grid) layout {
+	return layout{n: n, nb: nb, tiles: (n + nb - 1) / nb, grid: g}
+}
+
+// width is the number of rows (or columns) of tile row i.
+func (l layout) width(i int) int { return min(l.nb, l.n-i*l.nb) }
+
+// owner is the task that owns tile t: 2-D block-cyclic, as ScaLAPACK deals blocks.
+func (l layout) owner(t tile) int { return l.grid.ID(t.i%l.grid.P, t.j%l.grid.Q) }
+
+// flops is the floating-point operations of o, counted as LAPACK's operation counts do
+// (the leading terms).
+func (l layout) flops(o op) float64 {
+	wi, wj, wk := float64(l.width(o.i)), float64(l.width(o.j)), float64(l.width(o.k))
+	switch o.kind {
+	case potrf:
+		return wk * wk * wk / 3
+	case trsm:
+		return wi * wk * wk
+	case syrk:
+		return wj * wj * wk
+	}
+	return 2 * wi * wj * wk
+}
+
+// relativeRate is how fast each kind runs compared with gemm on a tile, the cost model of
+// the schedule (OpenBLAS on one core with 512 x 512 tiles; the order it gives is what
+// matters, and it is not sensitive to these values).
+var relativeRate = [...]float64{potrf: 0.5, trsm: 0.85, syrk: 0.8, gemm: 1}
+
+// operations lists the operations of one factorisation in the order of the right-looking
+// algorithm (a topological order of their dependences).
+func (l layout) operations() []op {
+	var ops []op
+	for k := range l.tiles {
+		ops = append(ops, op{potrf, k, k, k})
+		for i := k + 1; i < l.tiles; i++ {
+			ops = append(ops, op{trsm, i, k, k})
+		}
+		for j := k + 1; j < l.tiles; j++ {
+			ops = append(ops, op{syrk, j, j, k})
+			for i := j + 1; i < l.tiles; i++ {
+				ops = append(ops, op{gemm, i, j, k})
+			}
+		}
+	}
+	return ops
+}
+
+// schedule returns the operations of one factorisation in the order of their start in a
+// simulated run (list scheduling): every task runs its own operations one at a time and,
+// when free, starts the ready one with the longest path to the end of the factorisation
+// (the critical path first: the panel and the updates the next panels need come before
+// trailing updates that can wait). Start times respect every dependence, so the order is a
+// topological one: as FIFO positions it is deadlock-free, and each task's operations in it
+// are the order the task runs them. It depends only on the layout, so every task computes
+// the same.
+func (l layout) schedule() []op {
+	ops := l.operations()
+	succ, preds := l.dependences(ops)
+	cost := make([]float64, len(ops))
+	level := make([]float64, len(ops)) // longest path to the end, own cost included
+	for x := len(ops) - 1; x >= 0; x-- {
+		cost[x] = l.flops(ops[x]) / relativeRate[ops[x].kind]
+		level[x] = cost[x]
+		for _, s := range succ[x] {
+			level[x] = max(level[x], cost[x]+level[s])
+		}
+	}
+	start := simulate(ops, succ, preds, cost, level, l)
+	order := make([]int, len(ops))
+	for x := range order {
+		order[x] = x
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Or(cmp.Compare(start[a], start[b]), cmp.Compare(a, b)) })
+	sorted := make([]op, len(ops))
+	for p, x := range order {
+		sorted[p] = ops[x]
+	}
+	return sorted
+}
+
+// dependences returns, for every operation, those that must wait for it, and how many it
+// waits for: the previous writer of the tile it writes, and the last writer of each tile
+// it reads.
+func (l layout) dependences(ops []op) (succ [][]int, preds []int) {
+	last := map[tile]int{}
+	succ, preds = make([][]int, len(ops)), make([]int, len(ops))
+	for x, o := range ops {
+		for _, t := range append(o.reads(), o.written()) {
+			if w, ok := last[t]; ok {
+				succ[w] = append(succ[w], x)
+				preds[x]++
+			}
+		}
+		last[o.written()] = x
+	}
+	return succ, preds
+}
+
+// simulate runs the list schedule and returns every operation's start time.
+func simulate(ops []op, succ [][]int, preds []int, cost, level []float64, l layout) []float64 {
+	tasks := l.grid.Tasks()
+	ready := make([]readyQueue, tasks)
+	for t := range ready {
+		ready[t].level = level
+	}
+	waiting := slices.Clone(preds)
+	for x := range ops {
+		if waiting[x] == 0 {
+			heap.Push(&ready[l.owner(ops[x].written())], x)
+		}
+	}
+	start, busy := make([]float64, len(ops)), make([]bool, tasks)
+	var events eventQueue
+	now := 0.0
+	for done := 0; done < len(ops); {
+		for t := range tasks {
+			if !busy[t] && ready[t].Len() > 0 {
+				x := heap.Pop(&ready[t]).(int)
+				start[x], busy[t] = now, true
+				heap.Push(&events, event{now + cost[x], x})
+			}
+		}
+		e := heap.Pop(&events).(event)
+		now, done = e.at, done+1
+		busy[l.owner(ops[e.op].written())] = false
+		for _, s := range succ[e.op] {
+			if waiting[s]--; waiting[s] == 0 {
+				heap.Push(&ready[l.owner(ops[s].written())], s)
+			}
+		}
+	}
+	return start
+}
+
+// readyQueue holds the ready operations of a task, the longest path first (then the first
+// in the algorithm's order).
+type readyQueue struct {
+	ops   []int
+	level []float64
+}
+
+func (q readyQueue) Len() int { return len(q.ops) }
+func (q readyQueue) Less(a, b int) bool {
+	x, y := q.ops[a], q.ops[b]
+	return q.level[x] > q.level[y] || q.level[x] == q.level[y] && x < y
+}
+func (q readyQueue) Swap(a, b int) { q.ops[a], q.ops[b] = q.ops[b], q.ops[a] }
+func (q *readyQueue) Push(x any)   { q.ops = append(q.ops, x.(int)) }
+func (q *readyQueue) Pop() any {
+	x := q.ops[len(q.ops)-1]
+	q.ops = q.ops[:len(q.ops)-1]
+	return x
+}
+
+// event is the end of an operation in the simulation.
+type event struct {
+	at float64
+	op int
+}
+
+// eventQueue orders events by time, then by operation.
+type eventQueue []event
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(a, b int) bool {
+	return q[a].at < q[b].at || q[a].at == q[b].at && q[a].op < q[b].op
+}
+func (q eventQueue) Swap(a, b int) { q[a], q[b] = q[b], q[a] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(event)) }
+func (q *eventQueue) Pop() any {
+	x := (*q)[len(*q)-1]
+	*q = (*q)[:len(*q)-1]
+	return x
+}

@@ -1,0 +1,136 @@
+package tiled
+
+import (
+	"context"
+	"math"
+	"slices"
+	"testing"
+
+	"gonum.org/v1/gonum/blas"
+	lapack "gonum.org/v1/gonum/lapack/gonum"
+
+	"github.com/orwl-go/orwl/examples/matmul/summa"
+	"github.com/orwl-go/orwl/kernels"
+	_ "github.com/orwl-go/orwl/kernels/all"
+)
+
+// run factors in this process and fails the test on an error.
+func run(t *testing.T, p Params) *Result {
+	t.Helper()
+	if p.Kernels == nil {
+		p.Kernels = slices.Repeat([]string{"gonum"}, p.Grid.Tasks())
+	}
+	if p.Reps == 0 {
+		p.Reps = 1
+	}
+	res, err := Run(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestVerifies: factorisations of several sizes (a narrower last tile included) and grids
+// verify, with a residual far below the bound, and the first of two is not the faster.
+func TestVerifies(t *testing.T) {
+	for _, c := range []struct {
+		n, nb int
+		grid  summa.Grid
+	}{{1, 1, summa.Grid{P: 1, Q: 1}}, {10, 3, summa.Grid{P: 2, Q: 1}}, {37, 8, summa.Grid{P: 2, Q: 2}}, {40, 8, summa.Grid{P: 1, Q: 3}}} {
+		res := run(t, Params{N: c.n, NB: c.nb, Grid: c.grid, Seed: 5, Reps: 2})
+		if !res.Verified || !(res.Residual < 1) || res.Seconds <= 0 || res.FirstSeconds < res.Seconds {
+			t.Fatalf("n=%d nb=%d grid %s: %+v", c.n, c.nb, c.grid, res)
+		}
+	}
+}
+
+// TestFactorEqualsLapack compares the factor itself with gonum's Dpotrf on the whole
+// matrix: the tiles are factored by the tasks' kernel calls (worker.compute), in the
+// order of the schedule, on one goroutine.
+func TestFactorEqualsLapack(t *testing.T) {
+	const n, nb = 29, 6
+	l := newLayout(n, nb, summa.Grid{P: 1, Q: 1})
+	tiles := map[tile][]float64{}
+	for j := range l.tiles {
+		for i := j; i < l.tiles; i++ {
+			a := make([]float64, l.width(i)*l.width(j))
+			for r := range l.width(i) {
+				for c := range l.width(j) {
+					a[r*l.width(j)+c] = MatrixA(3, n, i*nb+r, j*nb+c)
+				}
+			}
+			tiles[tile{i, j}] = a
+		}
+	}
+	k, err := kernels.GetCholesky("gonum")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &worker{l: l, k: k}
+	for _, o := range l.schedule() {
+		var in [2][]float64
+		for x, rt := range o.reads() {
+			in[x] = tiles[rt]
+		}
+		if err := w.compute(o, tiles[o.written()], in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full := make([]float64, n*n)
+	for i := range n {
+		for j := range n {
+			full[i*n+j] = MatrixA(3, n, i, j)
+		}
+	}
+	if !(lapack.Implementation{}).Dpotrf(blas.Lower, n, full, n) {
+		t.Fatal("gonum: not positive definite")
+	}
+	for i := range n {
+		for j := range i + 1 {
+			ti, tj := i/nb, j/nb
+			got := tiles[tile{ti, tj}][(i-ti*nb)*l.width(tj)+j-tj*nb]
+			if d := math.Abs(got - full[i*n+j]); d > 1e-12*math.Sqrt(n) {
+				t.Fatalf("L[%d][%d] = %v, LAPACK %v", i, j, got, full[i*n+j])
+			}
+		}
+	}
+}
+
+// TestVerificationCatchesErrors: a factor with one update left out fails the check.
+func TestVerificationCatchesErrors(t *testing.T) {
+	skipOp = op{gemm, 3, 1, 0}
+	defer func() { skipOp = op{kind: potrf} }()
+	res := run(t, Params{N: 32, NB: 4, Grid: summa.Grid{P: 2, Q: 1}, Seed: 1})
+	if res.Verified || !(res.Residual > 1e3) {
+		t.Fatalf("one update left out: residual %g, verified %v", res.Residual, res.Verified)
+	}
+}
+
+// TestScheduleIsTopological: the schedule holds every operation once, each after the
+// operations it depends on: a tile is read only once final, and written in step order.
+func TestScheduleIsTopological(t *testing.T) {
+	for _, g := range []summa.Grid{{P: 1, Q: 1}, {P: 2, Q: 1}, {P: 2, Q: 3}} {
+		l := newLayout(100, 7, g)
+		order := l.schedule()
+		if len(order) != len(l.operations()) {
+			t.Fatalf("%d operations scheduled of %d", len(order), len(l.operations()))
+		}
+		seen := map[op]bool{}
+		lastWrite := map[tile]op{}
+		for _, o := range order {
+			if seen[o] {
+				t.Fatalf("grid %s: %v twice", g, o)
+			}
+			seen[o] = true
+			for _, rt := range o.reads() {
+				if w, ok := lastWrite[rt]; !ok || w.k != rt.j || (w.kind != potrf && w.kind != trsm) {
+					t.Fatalf("grid %s: %v reads %v before it is final", g, o, rt)
+				}
+			}
+			if w, ok := lastWrite[o.written()]; ok && w.k != o.k-1 || !ok && o.k != 0 {
+				t.Fatalf("grid %s: %v comes after %v on its tile", g, o, w)
+			}
+			lastWrite[o.written()] = o
+		}
+	}
+}

@@ -1,0 +1,351 @@
+package kernelstest
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
+	lapack "gonum.org/v1/gonum/lapack/gonum"
+
+	"github.com/orwl-go/orwl/kernels"
+)
+
+// Cholesky runs the suite of the Cholesky operations on k: Dpotrf, Dtrsm and Dsyrk
+// against gonum's results on random inputs (every triangle, side, transpose and diagonal,
+// odd and degenerate sizes, tight and padded leading dimensions, several scalars), with
+// the parts that must not change checked bit for bit, and InvalidCholesky.
+func Cholesky(t *testing.T, k kernels.Cholesky) {
+	t.Run("Dpotrf", func(t *testing.T) { Dpotrf(t, k) })
+	t.Run("Dtrsm", func(t *testing.T) { Dtrsm(t, k) })
+	t.Run("Dsyrk", func(t *testing.T) { Dsyrk(t, k) })
+	t.Run("Invalid", func(t *testing.T) { InvalidCholesky(t, k) })
+}
+
+// cholSizes are the orders tested, degenerate and odd ones included; 129 is larger than
+// the blocks of gonum's and OpenBLAS's blocked algorithms.
+var cholSizes = []int{0, 1, 2, 7, 33, 129}
+
+var uplos = []blas.Uplo{blas.Lower, blas.Upper}
+
+// Dpotrf checks k.Dpotrf on random symmetric positive definite matrices against gonum:
+// the factor agrees within a bound relative to the matrix's largest entry, the other
+// triangle and the padding are untouched, and a matrix that is not positive definite
+// returns false.
+func Dpotrf(t *testing.T, k kernels.Potrf) {
+	rnd := rand.New(rand.NewPCG(3, 4))
+	for _, n := range cholSizes {
+		for _, ul := range uplos {
+			for _, pad := range []int{0, padding} {
+				name := fmt.Sprintf("n%d_%c_pad%d", n, ul, pad)
+				a, lda := spd(rnd, n, pad)
+				want := append([]float64(nil), a...)
+				wantOK := lapack.Implementation{}.Dpotrf(ul, n, want, lda)
+				got := append([]float64(nil), a...)
+				if ok := k.Dpotrf(ul, n, got, lda); ok != wantOK || !ok {
+					t.Fatalf("%s: ok = %v, gonum %v", name, ok, wantOK)
+				}
+				near(t, name, got, want, a, n, n, lda, 1e-12*float64(n+1))
+				otherTriangleKept(t, name, ul, got, a, n, lda)
+			}
+		}
+	}
+	t.Run("notPositiveDefinite", func(t *testing.T) {
+		for _, ul := range uplos {
+			n := 40
+			a, lda := spd(rnd, n, 0)
+			a[30*lda+30] = -1 // a negative pivot from row 30 on
+			if k.Dpotrf(ul, n, a, lda) {
+				t.Fatalf("%c: ok for a matrix that is not positive definite", ul)
+			}
+		}
+	})
+}
+
+// Dtrsm checks k.Dtrsm against gonum for every side, triangle, transpose and diagonal, on
+// well-conditioned triangular matrices, with B's padding and A left untouched.
+func Dtrsm(t *testing.T, k kernels.Trsm) {
+	rnd := rand.New(rand.NewPCG(5, 6))
+	for _, mn := range [][2]int{{0, 3}, {3, 0}, {1, 1}, {7, 33}, {33, 7}, {65, 129}} {
+		m, n := mn[0], mn[1]
+		for _, s := range []blas.Side{blas.Left, blas.Right} {
+			na := n
+			if s == blas.Left {
+				na = m
+			}
+			for _, ul := range uplos {
+				for _, tA := range []blas.Transpose{blas.NoTrans, blas.Trans, blas.ConjTrans} {
+					for _, d := range []blas.Diag{blas.NonUnit, blas.Unit} {
+						for _, alpha := range []float64{1, -0.5, 0} {
+							pad := rnd.IntN(2) * padding
+							name := fmt.Sprintf("m%d_n%d_%c%c%c%c_a%g_pad%d", m, n, s, ul, tA, d, alpha, pad)
+							a, lda := triangular(rnd, na, ul, d, pad)
+							b, ldb := store(random(rnd, m, n), m, n, false, pad)
+							a0 := append([]float64(nil), a...)
+							want := append([]float64(nil), b...)
+							gonum.Implementation{}.Dtrsm(s, ul, tA, d, m, n, alpha, a, lda, want, ldb)
+							got := append([]float64(nil), b...)
+							k.Dtrsm(s, ul, tA, d, m, n, alpha, a, lda, got, ldb)
+							unchanged(t, name, "A", a, a0)
+							near(t, name, got, want, b, m, n, ldb, 1e-12)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// Dsyrk checks k.Dsyrk against a naive product for both triangles and transposes, several
+// (alpha, beta) pairs and degenerate sizes: the other triangle and the padding of C are
+// untouched, A is not modified, and beta == 0 ignores NaNs in C.
+func Dsyrk(t *testing.T, k kernels.Syrk) {
+	rnd := rand.New(rand.NewPCG(7, 8))
+	for _, nk := range [][2]int{{0, 3}, {1, 1}, {7, 0}, {7, 33}, {33, 7}, {129, 65}} {
+		n, kk := nk[0], nk[1]
+		for _, ul := range uplos {
+			for _, tr := range []blas.Transpose{blas.NoTrans, blas.Trans, blas.ConjTrans} {
+				opA := random(rnd, n, kk)
+				c0 := random(rnd, n, n)
+				prod, abs := naive(opA, transpose(opA, n, kk), n, n, kk)
+				for _, ab := range scalars {
+					pad := rnd.IntN(2) * padding
+					name := fmt.Sprintf("n%d_k%d_%c%c_a%g_b%g_pad%d", n, kk, ul, tr, ab[0], ab[1], pad)
+					a, lda := store(opA, n, kk, tr != blas.NoTrans, pad)
+					c, ldc := store(c0, n, n, false, pad)
+					want := append([]float64(nil), c...)
+					for i := range n {
+						for j := range n {
+							if ul == blas.Lower && j <= i || ul == blas.Upper && j >= i {
+								want[i*ldc+j] = ab[0]*prod[i][j] + ab[1]*c0[i][j]
+								if ab[1] == 0 {
+									want[i*ldc+j] = ab[0] * prod[i][j]
+									c[i*ldc+j] = math.NaN()
+								}
+							}
+						}
+					}
+					a0 := append([]float64(nil), a...)
+					k.Dsyrk(ul, tr, n, kk, ab[0], a, lda, ab[1], c, ldc)
+					unchanged(t, name, "A", a, a0)
+					for i := range n {
+						for j := range n {
+							bound := math.Abs(ab[0])*abs[i][j] + math.Abs(ab[1]*c0[i][j])
+							if d := math.Abs(c[i*ldc+j] - want[i*ldc+j]); !(d <= Tol*bound) {
+								t.Fatalf("%s: C[%d][%d] = %v, want %v", name, i, j, c[i*ldc+j], want[i*ldc+j])
+							}
+						}
+					}
+					paddingKept(t, name, c, n, n, ldc)
+				}
+			}
+		}
+	}
+}
+
+// otherTriangleKept fails the test when the triangle of the n×n matrix got opposite to ul
+// differs from orig's.
+func otherTriangleKept(t *testing.T, name string, ul blas.Uplo, got, orig []float64, n, ld int) {
+	t.Helper()
+	for i := range n {
+		for j := range n {
+			if (ul == blas.Lower && j > i || ul == blas.Upper && j < i) && got[i*ld+j] != orig[i*ld+j] {
+				t.Fatalf("%s: [%d][%d] outside the triangle modified", name, i, j)
+			}
+		}
+	}
+}
+
+// near fails the test unless got and want agree within tol·max(1, max|want|) on the m×n
+// matrix of leading dimension ld, and got's padding equals orig's.
+func near(t *testing.T, name string, got, want, orig []float64, m, n, ld int, tol float64) {
+	t.Helper()
+	scale := 1.0
+	for _, v := range want {
+		scale = max(scale, math.Abs(v))
+	}
+	for i := range m {
+		for j := range n {
+			g, w := got[i*ld+j], want[i*ld+j]
+			if d := math.Abs(g - w); !(d <= tol*scale) && !(g == w) {
+				t.Fatalf("%s: [%d][%d] = %v, gonum %v (error %.3g > %.3g)", name, i, j, g, w, d, tol*scale)
+			}
+		}
+	}
+	for i := range got {
+		if i%ld >= n && got[i] != orig[i] {
+			t.Fatalf("%s: padding [%d][%d] modified", name, i/ld, i%ld)
+		}
+	}
+}
+
+// paddingKept fails the test when the padding columns of the m×n matrix c were written.
+func paddingKept(t *testing.T, name string, c []float64, m, n, ld int) {
+	t.Helper()
+	for i := range c {
+		if i%ld >= n && c[i] != sentinel {
+			t.Fatalf("%s: padding [%d][%d] = %g, want untouched", name, i/ld, i%ld, c[i])
+		}
+	}
+}
+
+// spd returns a random n×n symmetric positive definite matrix (entries in [-1, 1), n+1
+// added to the diagonal) with pad sentinel columns, and its leading dimension.
+func spd(rnd *rand.Rand, n, pad int) ([]float64, int) {
+	x := random(rnd, n, n)
+	for i := range n {
+		for j := range i {
+			x[j][i] = x[i][j]
+		}
+		x[i][i] += float64(n + 1)
+	}
+	return store(x, n, n, false, pad)
+}
+
+// triangular returns a random n×n matrix whose triangle ul is well conditioned (diagonal
+// in [n+1, n+2), or NaN under blas.Unit, which must not be read) and whose other triangle
+// holds NaNs that must not be read either.
+func triangular(rnd *rand.Rand, n int, ul blas.Uplo, d blas.Diag, pad int) ([]float64, int) {
+	x := random(rnd, n, n)
+	for i := range n {
+		for j := range n {
+			if (ul == blas.Lower && j > i) || (ul == blas.Upper && j < i) {
+				x[i][j] = math.NaN()
+			}
+		}
+		x[i][i] += float64(n + 1)
+		if d == blas.Unit {
+			x[i][i] = math.NaN()
+		}
+	}
+	return store(x, n, n, false, pad)
+}
+
+// transpose returns the c×r transpose of the r×c matrix x.
+func transpose(x [][]float64, r, c int) [][]float64 {
+	y := make([][]float64, c)
+	for j := range y {
+		y[j] = make([]float64, r)
+		for i := range r {
+			y[j][i] = x[i][j]
+		}
+	}
+	return y
+}
+
+// cholCall is one call of InvalidCholesky: its name and the call on one implementation
+// (a Cholesky kernel), on fresh slices.
+type cholCall struct {
+	name string
+	call func(k kernels.Cholesky, a, b []float64)
+}
+
+// invalidCholesky lists argument errors of Dpotrf, Dtrsm and Dsyrk, and quick returns that
+// must not panic, in the spirit of gonum's own tests.
+var invalidCholesky = []cholCall{
+	{"potrfUplo", func(k kernels.Cholesky, a, _ []float64) { k.Dpotrf('x', 2, a, 2) }},
+	{"potrfNNeg", func(k kernels.Cholesky, a, _ []float64) { k.Dpotrf(blas.Lower, -1, a, 2) }},
+	{"potrfLda", func(k kernels.Cholesky, a, _ []float64) { k.Dpotrf(blas.Lower, 3, a, 2) }},
+	{"potrfShort", func(k kernels.Cholesky, a, _ []float64) { k.Dpotrf(blas.Upper, 3, a[:8], 3) }},
+	{"potrfZero", func(k kernels.Cholesky, _, _ []float64) { k.Dpotrf(blas.Upper, 0, nil, 1) }},
+	{"trsmSide", func(k kernels.Cholesky, a, b []float64) {
+		k.Dtrsm('x', blas.Lower, blas.NoTrans, blas.NonUnit, 2, 2, 1, a, 2, b, 2)
+	}},
+	{"trsmUplo", func(k kernels.Cholesky, a, b []float64) {
+		k.Dtrsm(blas.Left, 'x', blas.NoTrans, blas.NonUnit, 2, 2, 1, a, 2, b, 2)
+	}},
+	{"trsmTrans", func(k kernels.Cholesky, a, b []float64) {
+		k.Dtrsm(blas.Left, blas.Lower, 'x', blas.NonUnit, 2, 2, 1, a, 2, b, 2)
+	}},
+	{"trsmDiag", func(k kernels.Cholesky, a, b []float64) {
+		k.Dtrsm(blas.Left, blas.Lower, blas.NoTrans, 'x', 2, 2, 1, a, 2, b, 2)
+	}},
+	{"trsmMNeg", func(k kernels.Cholesky, a, b []float64) {
+		k.Dtrsm(blas.Left, blas.Lower, blas.NoTrans, blas.Unit, -1, 2, 1, a, 2, b, 2)
+	}},
+	{"trsmNNeg", func(k kernels.Cholesky, a, b []float64) {
+		k.Dtrsm(blas.Right, blas.Lower, blas.NoTrans, blas.Unit, 2, -1, 1, a, 2, b, 2)
+	}},
+	{"trsmLdaLeft", func(k kernels.Cholesky, a, b []float64) {
+		k.Dtrsm(blas.Left, blas.Lower, blas.NoTrans, blas.NonUnit, 3, 2, 1, a, 2, b, 2)
+	}},
+	{"trsmLdaRight", func(k kernels.Cholesky, a, b []float64) {
+		k.Dtrsm(blas.Right, blas.Upper, blas.Trans, blas.NonUnit, 2, 3, 1, a, 2, b, 3)
+	}},
+	{"trsmLdb", func(k kernels.Cholesky, a, b []float64) {
+		k.Dtrsm(blas.Left, blas.Lower, blas.NoTrans, blas.NonUnit, 2, 3, 1, a, 2, b, 2)
+	}},
+	{"trsmShortA", func(k kernels.Cholesky, a, b []float64) {
+		k.Dtrsm(blas.Left, blas.Lower, blas.NoTrans, blas.NonUnit, 3, 2, 1, a[:8], 3, b, 2)
+	}},
+	{"trsmShortB", func(k kernels.Cholesky, a, b []float64) {
+		k.Dtrsm(blas.Left, blas.Lower, blas.NoTrans, blas.NonUnit, 2, 3, 1, a, 2, b[:5], 3)
+	}},
+	{"trsmMZeroShort", func(k kernels.Cholesky, a, b []float64) {
+		k.Dtrsm(blas.Right, blas.Lower, blas.NoTrans, blas.NonUnit, 0, 2, 1, a[:1], 2, b[:0], 2)
+	}},
+	{"syrkUplo", func(k kernels.Cholesky, a, c []float64) { k.Dsyrk('x', blas.NoTrans, 2, 2, 1, a, 2, 0, c, 2) }},
+	{"syrkTrans", func(k kernels.Cholesky, a, c []float64) { k.Dsyrk(blas.Lower, 'x', 2, 2, 1, a, 2, 0, c, 2) }},
+	{"syrkNNeg", func(k kernels.Cholesky, a, c []float64) { k.Dsyrk(blas.Lower, blas.NoTrans, -1, 2, 1, a, 2, 0, c, 2) }},
+	{"syrkKNeg", func(k kernels.Cholesky, a, c []float64) { k.Dsyrk(blas.Lower, blas.NoTrans, 2, -1, 1, a, 2, 0, c, 2) }},
+	{"syrkLdaN", func(k kernels.Cholesky, a, c []float64) { k.Dsyrk(blas.Lower, blas.NoTrans, 2, 3, 1, a, 2, 0, c, 2) }},
+	{"syrkLdaT", func(k kernels.Cholesky, a, c []float64) { k.Dsyrk(blas.Upper, blas.Trans, 3, 2, 1, a, 2, 0, c, 3) }},
+	{"syrkLdc", func(k kernels.Cholesky, a, c []float64) { k.Dsyrk(blas.Lower, blas.NoTrans, 3, 2, 1, a, 2, 0, c, 2) }},
+	{"syrkShortA", func(k kernels.Cholesky, a, c []float64) {
+		k.Dsyrk(blas.Lower, blas.NoTrans, 3, 3, 1, a[:8], 3, 0, c, 3)
+	}},
+	{"syrkShortC", func(k kernels.Cholesky, a, c []float64) {
+		k.Dsyrk(blas.Lower, blas.NoTrans, 3, 2, 1, a, 2, 0, c[:8], 3)
+	}},
+	{"syrkKZeroScale", func(k kernels.Cholesky, _, c []float64) { k.Dsyrk(blas.Upper, blas.NoTrans, 3, 0, 1, nil, 1, 2, c, 3) }},
+	{"syrkAlphaZero", func(k kernels.Cholesky, a, c []float64) { k.Dsyrk(blas.Lower, blas.Trans, 3, 2, 0, a, 3, 0.5, c, 3) }},
+}
+
+// InvalidCholesky checks that k's Dpotrf, Dtrsm and Dsyrk panic exactly as gonum's do (same
+// panic value, or no panic) for bad triangles, sides, transposes and diagonals, negative
+// sizes, too small leading dimensions and short slices, and that the calls gonum accepts
+// leave the operands as gonum leaves them.
+func InvalidCholesky(t *testing.T, k kernels.Cholesky) {
+	for _, c := range invalidCholesky {
+		t.Run(c.name, func(t *testing.T) {
+			wantA, wantB, want := runCholesky(gonumCholesky{}, c)
+			gotA, gotB, got := runCholesky(k, c)
+			if got != want {
+				t.Fatalf("panic %v, gonum panics %v", got, want)
+			}
+			for i := range wantA {
+				if gotA[i] != wantA[i] || gotB[i] != wantB[i] {
+					t.Fatalf("operands %v %v, gonum gives %v %v", gotA, gotB, wantA, wantB)
+				}
+			}
+		})
+	}
+}
+
+// runCholesky makes c's call on k with fresh operands (a diagonally dominant 3×3 a and a
+// sequence b, both with room to spare) and returns them and the recovered panic value.
+func runCholesky(k kernels.Cholesky, c cholCall) (a, b []float64, p any) {
+	a, b = make([]float64, 9), make([]float64, 9)
+	for i := range a {
+		a[i], b[i] = float64(i%4)/8, float64(i+1)
+	}
+	for i := range 3 {
+		a[4*i] = 4
+	}
+	defer func() { p = recover() }()
+	c.call(k, a, b)
+	return a, b, nil
+}
+
+// gonumCholesky is the reference: gonum's own BLAS and LAPACK.
+type gonumCholesky struct{ gonum.Implementation }
+
+func (gonumCholesky) Dpotrf(ul blas.Uplo, n int, a []float64, lda int) bool {
+	return lapack.Implementation{}.Dpotrf(ul, n, a, lda)
+}
+func (gonumCholesky) Name() string           { return "gonum-reference" }
+func (gonumCholesky) Device() kernels.Device { return kernels.CPU }
+func (gonumCholesky) Threads() int           { return 1 }
+func (gonumCholesky) SetThreads(int) error   { return nil }
