@@ -56,15 +56,14 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	"os/signal"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/orwl-go/orwl/examples/internal/selfjob"
 	"github.com/orwl-go/orwl/examples/matmul/summa"
 	"github.com/orwl-go/orwl/kernels"
 	_ "github.com/orwl-go/orwl/kernels/all"
@@ -356,7 +355,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "matmul:", oneLine(err.Error()))
+		fmt.Fprintln(stderr, "matmul:", selfjob.OneLine(err.Error()))
 		return exitUsage
 	}
 	if !c.inJob && c.procs > 1 {
@@ -365,27 +364,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return compute(c, stdout, stderr)
 }
 
-// oneLine keeps an error message on one line.
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
 // startProcesses runs this program as c.procs local processes of one job.
 func startProcesses(c *config, stdout, stderr io.Writer) int {
-	exe, err := os.Executable()
+	status, err := selfjob.Start(c.procs, c.args, stdout, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "matmul:", err)
 		return exitFailed
 	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	return orwl.Launch{
-		Procs:       c.procs,
-		Argv:        append([]string{exe}, c.args...),
-		Stdout:      stdout,
-		PlainStdout: true, // only the process of task 0 prints there
-		Stderr:      stderr,
-		Signals:     sigs,
-	}.Run()
+	return status
 }
 
 // jsonResult is the -json output: the result line's fields and a few more.

@@ -79,13 +79,13 @@ type Result struct {
 	Seconds float64
 }
 
-// GCUPS is the speed of a job of cells cells that took seconds, in giga cell updates per
-// second.
-func GCUPS(cells int, seconds float64) float64 {
+// GCUPS is the speed of a job on strings of la and lb characters that took seconds, in
+// giga cell updates per second: la·lb / seconds / 1e9 (0 when seconds is not positive).
+func GCUPS(la, lb int, seconds float64) float64 {
 	if seconds <= 0 {
 		return 0
 	}
-	return float64(cells) / seconds / 1e9
+	return float64(la) * float64(lb) / seconds / 1e9
 }
 
 // Band returns the columns [lo, hi) of n that task k of tasks owns.
@@ -132,7 +132,6 @@ type task struct {
 	b       []byte              // the band of B
 	c1      int                 // the column right of the band
 	in, out [Slots]*orwl.Handle // the left neighbour's edges (nil in task 0), mine (nil in the last task)
-	remote  bool                // the right neighbour runs in another process
 	publish *orwl.Handle        // the last task writes the result
 	gather  *orwl.Handle        // task 0 reads it
 	rows    int                 // rows per block, at most len(A)
@@ -152,7 +151,6 @@ func declare(t *orwl.Task, p Params) *task {
 			w.out[s] = t.WriteInsert(t.Loc(k, edgeName(s)), 2*s)
 		}
 	}
-	w.remote = k < w.last && t.ProcOf(k+1) != t.ProcOf(k)
 	t.Scale("result", 16) // the distance, then the seconds
 	if k == w.last {
 		w.publish = t.WriteInsertOnce(t.Loc(k, "result"), 0)
@@ -229,11 +227,10 @@ func (w *task) blocks(ctx context.Context) (int, error) {
 		}); err != nil {
 			return 0, err
 		}
-		if w.remote {
-			// Let the runtime's goroutines send the edge now: with one P per process
-			// (GOMAXPROCS = cores / processes) they would otherwise wait for the next tile.
-			runtime.Gosched()
-		}
+		// Let the other goroutines of this process run now: the runtime's, which send the
+		// edge to another process, and the task's right neighbour when it shares the
+		// process's Ps (GOMAXPROCS = cores / processes), which can start the block only now.
+		runtime.Gosched()
 	}
 	return int(bottom), nil
 }
