@@ -220,7 +220,7 @@ func measureWavefront(group string, cs []wavefrontContender, n, rounds int) ([]w
 		r := c.row
 		r.Group, r.LA, r.LB = group, n, n
 		r.Seconds, r.Median = ts[0], ts[len(ts)/2]
-		r.GCUPS = wavefront.GCUPS(n*n, r.Seconds)
+		r.GCUPS = wavefront.GCUPS(n, n, r.Seconds)
 		r.Checked = len(all) == 1
 		for d := range dists[i] {
 			r.Distance = d
