@@ -31,22 +31,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
 
-	"github.com/orwl-go/orwl/examples/internal/selfjob"
+	"github.com/orwl-go/orwl/examples/internal/cli"
 	"github.com/orwl-go/orwl/examples/levenshtein/wavefront"
 	"github.com/orwl-go/orwl/orwl"
 )
 
 // Exit statuses.
 const (
-	exitFailed   = 1 // the job failed
-	exitUsage    = 2 // bad flags
+	exitFailed   = cli.ExitFailed
+	exitUsage    = cli.ExitUsage
 	exitMismatch = 3 // the distance differs from the sequential loop's
 )
 
@@ -59,24 +58,15 @@ func main() {
 
 // config is the parsed and checked command line.
 type config struct {
-	p      wavefront.Params
-	procs  int
-	inJob  bool // started by a launcher: run, do not start processes
-	verify bool
-	json   bool
-	args   []string
+	cli.Where // processes, and whether a launcher started this one
+	p         wavefront.Params
+	verify    bool
+	json      bool
+	args      []string
 }
-
-// usageError is a mistake on the command line.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
 
 func parse(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("levenshtein", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	fileA := fs.String("a", "", "file holding string A (one trailing newline is left out)")
 	fileB := fs.String("b", "", "file holding string B")
 	gen := fs.Int("gen", -1, "generate A and B of this many characters instead of reading files")
@@ -86,51 +76,43 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	np := fs.Int("np", 1, "processes started on this machine; ignored under a launcher")
 	verify := fs.Bool("verify", false, "also compute the distance with one sequential loop and compare")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the result line")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stderr)
-			fmt.Fprintln(stderr, "usage: levenshtein (-a FILE -b FILE | -gen N) [flags]")
-			fs.PrintDefaults()
-			return nil, err
-		}
-		return nil, usagef("%v", err)
+	if err := cli.Parse(fs, args, "usage: levenshtein (-a FILE -b FILE | -gen N) [flags]", stderr); err != nil {
+		return nil, err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	c := &config{verify: *verify, json: *asJSON, args: args}
 	info, err := orwl.Environment()
 	if err != nil {
-		return nil, usagef("%v", err)
+		return nil, fmt.Errorf("%v", err)
 	}
-	c.inJob = info.Launched()
+	c.InJob = info.Launched()
 	switch {
-	case fs.NArg() > 0:
-		return nil, usagef("unexpected argument %q", fs.Arg(0))
 	case *np < 1:
-		return nil, usagef("-np is %d; need at least 1", *np)
+		return nil, fmt.Errorf("-np is %d; need at least 1", *np)
 	case set["tasks"] && (*tasks < 1 || *tasks > wavefront.MaxTasks):
-		return nil, usagef("-tasks is %d; need 1 to %d", *tasks, wavefront.MaxTasks)
+		return nil, fmt.Errorf("-tasks is %d; need 1 to %d", *tasks, wavefront.MaxTasks)
 	case *block < 1:
-		return nil, usagef("-block is %d; need at least 1", *block)
+		return nil, fmt.Errorf("-block is %d; need at least 1", *block)
 	case set["gen"] && *gen < 0:
-		return nil, usagef("-gen is %d; need at least 0", *gen)
+		return nil, fmt.Errorf("-gen is %d; need at least 0", *gen)
 	}
-	c.procs = *np
-	if c.inJob {
-		c.procs = info.Size
+	c.Procs = *np
+	if c.InJob {
+		c.Procs = info.Size
 	}
 	switch {
 	case set["tasks"]:
 		c.p.Tasks = *tasks
 	case set["np"]:
 		c.p.Tasks = *np
-	case c.inJob:
+	case c.InJob:
 		c.p.Tasks = info.Size
 	default:
 		c.p.Tasks = runtime.NumCPU()
 	}
-	if c.procs > c.p.Tasks {
-		return nil, usagef("%d processes for %d tasks; need at most one process per task", c.procs, c.p.Tasks)
+	if c.Procs > c.p.Tasks {
+		return nil, fmt.Errorf("%d processes for %d tasks; need at most one process per task", c.Procs, c.p.Tasks)
 	}
 	c.p.Block = *block
 	if c.p.A, c.p.B, err = input(*fileA, *fileB, *gen, *seed); err != nil {
@@ -143,13 +125,13 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 func input(a, b string, gen int, seed uint64) ([]byte, []byte, error) {
 	switch {
 	case gen >= 0 && (a != "" || b != ""):
-		return nil, nil, usagef("-gen and -a/-b exclude each other")
+		return nil, nil, fmt.Errorf("-gen and -a/-b exclude each other")
 	case gen > wavefront.MaxLen:
-		return nil, nil, usagef("-gen is %d; at most %d", gen, wavefront.MaxLen)
+		return nil, nil, fmt.Errorf("-gen is %d; at most %d", gen, wavefront.MaxLen)
 	case gen >= 0:
 		return wavefront.Generate(gen, seed), wavefront.Generate(gen, seed+1), nil
 	case a == "" || b == "":
-		return nil, nil, usagef("give both strings: -a FILE -b FILE, or -gen N")
+		return nil, nil, fmt.Errorf("give both strings: -a FILE -b FILE, or -gen N")
 	}
 	sa, err := readString(a)
 	if err != nil {
@@ -162,31 +144,12 @@ func input(a, b string, gen int, seed uint64) ([]byte, []byte, error) {
 // readString returns the content of the file, one trailing newline left out.
 func readString(file string) ([]byte, error) {
 	s, err := os.ReadFile(file)
-	if err != nil {
-		return nil, usagef("%v", err)
-	}
 	s, _ = bytes.CutSuffix(s, []byte("\n"))
-	return s, nil
+	return s, err
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	c, err := parse(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "levenshtein:", selfjob.OneLine(err.Error()))
-		return exitUsage
-	}
-	if !c.inJob && c.procs > 1 {
-		status, err := selfjob.Start(c.procs, c.args, stdout, stderr)
-		if err != nil {
-			fmt.Fprintln(stderr, "levenshtein:", err)
-			return exitFailed
-		}
-		return status
-	}
-	return compute(c, stdout, stderr)
+	return cli.Run("levenshtein", args, stdout, stderr, parse, compute)
 }
 
 // jsonResult is the -json output: the result line's fields.
@@ -214,7 +177,7 @@ func compute(c *config, stdout, stderr io.Writer) int {
 	}
 	la, lb := len(c.p.A), len(c.p.B)
 	r := jsonResult{LA: la, LB: lb, Tasks: c.p.Tasks, Distance: res.Distance, Seconds: res.Seconds,
-		GCUPS: wavefront.GCUPS(la, lb, res.Seconds), Procs: c.procs, Block: c.p.Block}
+		GCUPS: wavefront.GCUPS(la, lb, res.Seconds), Procs: c.Procs, Block: c.p.Block}
 	if c.verify {
 		ok := sequential(c.p.A, c.p.B) == res.Distance
 		r.Verified = &ok

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orwl-go/orwl/examples/internal/cli"
 	"github.com/orwl-go/orwl/internal/jobenv"
 	"github.com/orwl-go/orwl/internal/netemu"
 	"github.com/orwl-go/orwl/orwl"
@@ -190,7 +191,7 @@ func TestThreadsPerHost(t *testing.T) {
 		{tasks: 5, procs: 2, local: 1, inJob: true, want: 3},  // uneven share: the larger
 		{tasks: 4, procs: 4, local: 0, inJob: true, want: 4},  // the launcher does not say: all here
 	} {
-		c := &config{tasks: tc.tasks, procs: tc.procs, inJob: tc.inJob}
+		c := &config{tasks: tc.tasks, Where: cli.Where{Procs: tc.procs, InJob: tc.inJob}}
 		if got := tasksOnHost(c, orwl.Job{LocalSize: tc.local}); got != tc.want {
 			t.Errorf("%d tasks, %d processes, %d here, in a job %v: %d tasks on this host, want %d", tc.tasks, tc.procs, tc.local, tc.inJob, got, tc.want)
 		}
@@ -205,7 +206,7 @@ func TestThreadsPerHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.inJob || c.procs != 3 || c.threads != runtime.NumCPU() {
-		t.Fatalf("in a pod: in a job %v, %d processes, %d threads; want 3 processes and %d threads", c.inJob, c.procs, c.threads, runtime.NumCPU())
+	if !c.InJob || c.Procs != 3 || c.threads != runtime.NumCPU() {
+		t.Fatalf("in a pod: in a job %v, %d processes, %d threads; want 3 processes and %d threads", c.InJob, c.Procs, c.threads, runtime.NumCPU())
 	}
 }

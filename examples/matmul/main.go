@@ -63,7 +63,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/orwl-go/orwl/examples/internal/selfjob"
+	"github.com/orwl-go/orwl/examples/internal/cli"
 	"github.com/orwl-go/orwl/examples/matmul/summa"
 	"github.com/orwl-go/orwl/kernels"
 	_ "github.com/orwl-go/orwl/kernels/all"
@@ -76,28 +76,28 @@ func main() {
 
 // Exit statuses.
 const (
-	exitFailed   = 1 // the job failed
-	exitUsage    = 2 // bad flags
+	exitFailed   = cli.ExitFailed
+	exitUsage    = cli.ExitUsage
 	exitMismatch = 3 // the result did not verify
 )
 
 // config is the parsed and checked command line.
 type config struct {
-	n, nb        int
-	grid         summa.Grid
-	tasks, procs int
-	kernelSpec   string   // as printed in the result line
-	kernels      []string // per task
-	threads      int
-	reps         int
-	seed         uint64
-	verify       summa.Verify
-	json         bool
-	balance      bool
-	split        []float64
-	trace        string // trace file, or ""
-	inJob        bool   // started by a launcher: run, do not start processes
-	args         []string
+	cli.Where  // processes, and whether a launcher started this one
+	n, nb      int
+	grid       summa.Grid
+	tasks      int
+	kernelSpec string   // as printed in the result line
+	kernels    []string // per task
+	threads    int
+	reps       int
+	seed       uint64
+	verify     summa.Verify
+	json       bool
+	balance    bool
+	split      []float64
+	trace      string // trace file, or ""
+	args       []string
 }
 
 // usageError is a mistake on the command line.
@@ -123,7 +123,6 @@ func (v *verifyFlag) IsBoolFlag() bool { return true }
 
 func parse(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("matmul", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	n := fs.Int("n", 0, "matrix size N (default: 6144 with a BLAS kernel, 1536 with gonum)")
 	nb := fs.Int("nb", 0, "block size NB (default: 512, less when the grid would leave a task without a block)")
 	grid := fs.String("grid", "", "task grid PxQ (default: the most square grid of -tasks)")
@@ -139,24 +138,15 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	split := fs.String("split", "", "shares of C's columns, one weight per task (e.g. 4,1): static, or the start of balancing; implies a 1xT grid")
 	traceFile := fs.String("trace", "", "write the job's trace (Chrome trace event JSON) to this file")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the summary and result lines")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stderr)
-			fmt.Fprintln(stderr, "usage: matmul [flags]")
-			fs.PrintDefaults()
-			return nil, err
-		}
-		return nil, usagef("%v", err)
-	}
-	if fs.NArg() > 0 {
-		return nil, usagef("unexpected argument %q", fs.Arg(0))
+	if err := cli.Parse(fs, args, "usage: matmul [flags]", stderr); err != nil {
+		return nil, err
 	}
 	c := &config{nb: *nb, threads: *threads, reps: *reps, seed: *seed, json: *asJSON, trace: *traceFile, args: args}
 	info, err := orwl.Environment()
 	if err != nil {
 		return nil, usagef("%v", err)
 	}
-	c.inJob = info.Launched()
+	c.InJob = info.Launched()
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	switch {
@@ -188,7 +178,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		c.tasks = c.grid.Tasks()
 	case set["np"]:
 		c.tasks = *np
-	case c.inJob:
+	case c.InJob:
 		c.tasks = info.Size
 	default:
 		c.tasks = cores
@@ -227,15 +217,15 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		c.reps = 6 // the shares move between multiplications
 	}
 	switch {
-	case c.inJob:
-		c.procs = info.Size
+	case c.InJob:
+		c.Procs = info.Size
 	case set["np"]:
-		c.procs = *np
+		c.Procs = *np
 	default:
-		c.procs = min(c.tasks, cores)
+		c.Procs = min(c.tasks, cores)
 	}
-	if c.procs > c.tasks {
-		return nil, usagef("%d processes for %d tasks; need at most one process per task", c.procs, c.tasks)
+	if c.Procs > c.tasks {
+		return nil, usagef("%d processes for %d tasks; need at most one process per task", c.Procs, c.tasks)
 	}
 	c.n = *n
 	if !set["n"] {
@@ -292,14 +282,14 @@ func availableMemory() float64 {
 // of the tasks times the job's processes on this host (info.LocalSize; every process when
 // the launcher does not say), so that one process per node uses the whole node.
 func tasksOnHost(c *config, info orwl.Job) int {
-	if !c.inJob {
+	if !c.InJob {
 		return c.tasks
 	}
 	local := info.LocalSize
-	if local <= 0 || local > c.procs {
-		local = c.procs
+	if local <= 0 || local > c.Procs {
+		local = c.Procs
 	}
-	return max(1, (c.tasks*local+c.procs-1)/c.procs)
+	return max(1, (c.tasks*local+c.Procs-1)/c.Procs)
 }
 
 // parseKernels turns -kernel into one kernel name per task, checking that each is known and
@@ -350,28 +340,7 @@ func resolveKernel(name string) (string, error) {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	c, err := parse(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "matmul:", selfjob.OneLine(err.Error()))
-		return exitUsage
-	}
-	if !c.inJob && c.procs > 1 {
-		return startProcesses(c, stdout, stderr)
-	}
-	return compute(c, stdout, stderr)
-}
-
-// startProcesses runs this program as c.procs local processes of one job.
-func startProcesses(c *config, stdout, stderr io.Writer) int {
-	status, err := selfjob.Start(c.procs, c.args, stdout, stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "matmul:", err)
-		return exitFailed
-	}
-	return status
+	return cli.Run("matmul", args, stdout, stderr, parse, compute)
 }
 
 // jsonResult is the -json output: the result line's fields and a few more.
