@@ -128,7 +128,6 @@ func Run(ctx context.Context, p Params) (*Result, error) {
 // task is one task's part of the job, declared before the schedule.
 type task struct {
 	p       Params
-	k, last int                 // this task's id and the last task's
 	b       []byte              // the band of B
 	c1      int                 // the column right of the band
 	in, out [Slots]*orwl.Handle // the left neighbour's edges (nil in task 0), mine (nil in the last task)
@@ -139,24 +138,24 @@ type task struct {
 
 // declare sizes t's locations and declares its handles.
 func declare(t *orwl.Task, p Params) *task {
-	k := t.ID()
+	k, last := t.ID(), p.Tasks-1
 	c0, c1 := Band(len(p.B), p.Tasks, k)
-	w := &task{p: p, k: k, last: p.Tasks - 1, b: p.B[c0:c1], c1: c1, rows: max(1, min(p.Block, len(p.A)))}
+	w := &task{p: p, b: p.B[c0:c1], c1: c1, rows: max(1, min(p.Block, len(p.A)))}
 	for s := range Slots {
-		t.Scale(edgeName(s), 8*(w.rows+1))
 		if k > 0 {
 			w.in[s] = t.ReadInsert(t.Loc(k-1, edgeName(s)), 2*s+1)
 		}
-		if k < w.last {
+		if k < last { // the last task's edges would have no reader
+			t.Scale(edgeName(s), 8*(w.rows+1))
 			w.out[s] = t.WriteInsert(t.Loc(k, edgeName(s)), 2*s)
 		}
 	}
 	t.Scale("result", 16) // the distance, then the seconds
-	if k == w.last {
+	if k == last {
 		w.publish = t.WriteInsertOnce(t.Loc(k, "result"), 0)
 	}
 	if k == 0 {
-		w.gather = t.ReadInsertOnce(t.Loc(w.last, "result"), 1)
+		w.gather = t.ReadInsertOnce(t.Loc(last, "result"), 1)
 	}
 	return w
 }
