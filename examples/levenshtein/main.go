@@ -18,7 +18,7 @@
 // that job and starts nothing itself; every process reads the files (or generates the
 // strings) itself. The process that runs task 0 prints, last, the result line:
 //
-//	result: la=100000 lb=100000 tasks=2 distance=53677 seconds=4.321 gcups=2.314 procs=1 block=1024
+//	result: la=100000 lb=100000 tasks=2 distance=51738 seconds=4.115 gcups=2.430 procs=1 block=1024
 //
 // where seconds runs from the schedule to the end of the last task and GCUPS is la·lb /
 // seconds / 1e9 (-json prints one JSON object with the same fields instead). -verify also
