@@ -18,8 +18,8 @@ import (
 // figures: regenerates the Figures section of the README (between the markers
 // <!-- figures:begin --> and <!-- figures:end -->) from fresh measurements: the lock
 // benchmarks of package orwl (go test -bench, best of three runs, each beside its
-// reference from the same run) and this harness's kernels, matmul, hybrid, stencil, hosts,
-// grant and faults commands (their -json output). Figures in the README are only ever written by this command.
+// reference from the same run) and this harness's kernels, matmul, hybrid, stencil,
+// wavefront, hosts, grant and faults commands (their -json output). Figures in the README are only ever written by this command.
 
 func init() {
 	register("figures", "measure and rewrite the README's Figures section", benchFigures)
@@ -34,15 +34,16 @@ func benchFigures(args []string) error {
 	fs := flag.NewFlagSet("figures", flag.ContinueOnError)
 	readme := fs.String("readme", "README.md", "the README to rewrite")
 	n := fs.Int("n", 4096, "matrix size of the matmul figures")
-	sections := fs.String("sections", "locks,kernels,matmul,hybrid,stencil,hosts,grant,faults", "the measurements to make; the Figures section is rewritten with these only (try fewer on a copy of the README)")
+	sections := fs.String("sections", "locks,kernels,matmul,hybrid,stencil,wavefront,hosts,grant,faults", "the measurements to make; the Figures section is rewritten with these only (try fewer on a copy of the README)")
 	stencilArgs := fs.String("stencil-args", "", "more flags of the stencil command (for example -sizes 1000 -rounds 1)")
+	wavefrontArgs := fs.String("wavefront-args", "", "more flags of the wavefront command (for example -n 20000 -rounds 1)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	want := map[string]bool{}
 	for _, name := range splitList(*sections) {
 		switch name {
-		case "locks", "kernels", "matmul", "hybrid", "stencil", "hosts", "grant", "faults":
+		case "locks", "kernels", "matmul", "hybrid", "stencil", "wavefront", "hosts", "grant", "faults":
 			want[name] = true
 		default:
 			return badFlags("-sections: unknown section %q", name)
@@ -152,6 +153,11 @@ func benchFigures(args []string) error {
 			return err
 		}
 	}
+	if want["wavefront"] {
+		if err := appendRows(&b, wavefrontFigures, append([]string{"wavefront"}, strings.Fields(*wavefrontArgs)...)...); err != nil {
+			return err
+		}
+	}
 	if want["grant"] {
 		if err := appendRows(&b, grantFigures, "grant"); err != nil {
 			return err
@@ -169,7 +175,7 @@ func benchFigures(args []string) error {
 	}
 	b.WriteString("\nCharts: [kernels](results/kernels.svg), [matmul against N](results/matmul_n.svg), " +
 		"[matmul against processes](results/matmul_procs.svg); tables: [matmul](results/matmul.txt), [hybrid](results/hybrid.txt), " +
-		"[stencil](results/stencil.txt), [hosts](results/hosts.txt), [grant](results/grant.txt), [faults](results/faults.txt).\n")
+		"[stencil](results/stencil.txt), [wavefront](results/wavefront.txt), [hosts](results/hosts.txt), [grant](results/grant.txt), [faults](results/faults.txt).\n")
 
 	out := append([]byte{}, text[:begin]...)
 	out = append(out, b.String()...)
@@ -324,6 +330,50 @@ func stencilFigures(rows []stencilRow) string {
 		}
 		fmt.Fprintf(&b, "| %s%s | %d | %s | %s | %s |\n", shape[r.Layout], check(r), r.CellsPerTask,
 			time(r, "go"), time(r, "c"), ratio(r, "go/c"))
+	}
+	return b.String()
+}
+
+// wavefrontFigures is the Levenshtein part of the Figures section: the sequential and
+// parallel groups, each row against its group's reference, then the block sweep.
+func wavefrontFigures(rows []wavefrontRow) string {
+	var b strings.Builder
+	what := map[string]string{
+		"c-seq1": "C loop, one row at a time", "c-seq2": "C loop, two rows per pass", "go-seq": "Go loop alone (the tasks' kernel)",
+		"orwl": "ORWL", "c-omp": "C OpenMP blocked wavefront",
+	}
+	ratio := func(r wavefrontRow, none string) string {
+		s := none
+		if r.Ref != "" {
+			s = fmt.Sprintf("%.2fx %s", r.Ratio, what[r.Ref])
+		}
+		if !r.Checked {
+			s += " (distances differ)"
+		}
+		return s
+	}
+	if len(rows) > 0 {
+		fmt.Fprintf(&b, "\n| Levenshtein wavefront, %d x %d characters | tasks or threads | processes | block | seconds | GCUPS | ratio of GCUPS |\n|---|---|---|---|---|---|---|\n", rows[0].LA, rows[0].LB)
+	}
+	for _, r := range rows {
+		if r.Group != "block sweep" {
+			fmt.Fprintf(&b, "| %s | %d | %d | %s | %.3f | %.3f | %s |\n", what[r.Name], r.Tasks, r.Procs, blockText(r.Block), r.Seconds, r.GCUPS, ratio(r, "reference"))
+		}
+	}
+	sweep := false
+	for i, r := range rows {
+		if r.Group != "block sweep" || r.Name != "orwl" {
+			continue
+		}
+		if !sweep {
+			fmt.Fprintf(&b, "\n| block size, %d tasks in as many processes | ORWL GCUPS | C OpenMP GCUPS, as many threads | ratio of GCUPS |\n|---|---|---|---|\n", r.Tasks)
+			sweep = true
+		}
+		omp := "-"
+		if i > 0 && rows[i-1].Group == "block sweep" && rows[i-1].Name == "c-omp" {
+			omp = fmt.Sprintf("%.3f", rows[i-1].GCUPS)
+		}
+		fmt.Fprintf(&b, "| %d | %.3f | %s | %s |\n", r.Block, r.GCUPS, omp, ratio(r, "-"))
 	}
 	return b.String()
 }

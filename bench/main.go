@@ -6,6 +6,7 @@
 //	go run ./bench matmul [flags]    ORWL matmul against roofline, shared memory, StarPU, ScaLAPACK (matmul.go)
 //	go run ./bench cholesky [flags]  ORWL tiled Cholesky against OpenBLAS dpotrf, StarPU and ScaLAPACK PDPOTRF (cholesky.go)
 //	go run ./bench stencil [flags]   ORWL Jacobi stencil against a C MPI halo exchange, TCP and shared memory (stencil.go)
+//	go run ./bench wavefront [flags] ORWL Levenshtein wavefront against C's sequential loop and an OpenMP wavefront, by block size (wavefront.go)
 //	go run ./bench sweep [flags]     matmul's defaults against the best block size, grid and tasks per process (sweep.go)
 //	go run ./bench hosts [flags]     matmul across emulated hosts on shaped links against max(compute, bytes / rate) (hosts.go, root)
 //	go run ./bench hybrid [flags]    mixed-kernel matmul, dynamic balancing against static splits (hybrid.go)

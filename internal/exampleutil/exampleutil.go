@@ -1,7 +1,7 @@
-// Package exampleutil holds what the dense linear-algebra example commands (matmul,
-// cholesky) share around their engines: usage errors, the -kernel flag, the memory and
-// core accounting of a host, starting the job's processes on this machine, and the
-// progress line.
+// Package exampleutil holds what the example commands (matmul, cholesky, levenshtein) share
+// around their engines: the main function's body (Run: flags parsed with one-line errors,
+// the job's processes started on this machine, exit statuses), usage errors, the -kernel
+// flag, the memory and core accounting of a host, and the progress line.
 //
 // It parses and prints for commands; it must not compute, and library packages must not
 // import it.
