@@ -12,8 +12,9 @@ import (
 
 // Deadlock detection. Every watchPeriod each process looks at what its tasks are blocked on
 // (detector.look). A job of one process checks itself (checkLocal). In a job of several, a
-// process whose tasks are all blocked on requests that are not granted (or have returned)
-// is stuck, and sends rank 0 what its tasks wait for and what the requests of other
+// process whose tasks are all blocked on requests that are not granted (or have returned),
+// and which receives no message's payload (a large write-back arriving over a slow link
+// would move somebody when it is complete), is stuck, and sends rank 0 what its tasks wait for and what the requests of other
 // processes in its FIFOs wait for, with its epoch (the count of looks that saw it move).
 // Rank 0 declares a deadlock when the reports of every process show a cycle of waits, twice
 // in a row with the same epochs: nobody moved in between, and a message in flight would
@@ -97,7 +98,7 @@ func every(ctx context.Context, period time.Duration, fn func() bool) {
 // other processes are stuck too.
 func (j *job) stuckReport() (epoch uint64, r stuckReport, stuck bool) {
 	waits, stuck, _ := j.det.look(j.local)
-	if !stuck {
+	if !stuck || j.mesh.Receiving() { // data on its way here will move somebody
 		return 0, r, false
 	}
 	r.Waits = waits

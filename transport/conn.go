@@ -32,7 +32,8 @@ type conn struct {
 	quietEnd   atomic.Bool
 	writerDone atomic.Bool
 
-	lastRecv atomic.Int64 // Mesh.now() when the last bytes arrived, payloads included
+	lastRecv  atomic.Int64 // Mesh.now() when the last bytes arrived, payloads included
+	receiving atomic.Bool  // the reader is reading a user message's payload (Mesh.Receiving)
 
 	rh      Header // reader's current header
 	scratch []byte // reader's payload buffer when Sink gives none
@@ -268,8 +269,10 @@ func (c *conn) readMessage() error {
 		// Everything this process wrote to the peer before the peer sent this message
 		// happens before its delivery (see Send).
 		c.m.peers[c.peer].sent.Load()
+		c.receiving.Store(h.Type >= TypeUser)
 		return c.sink(h)
 	})
+	c.receiving.Store(false)
 	if err != nil {
 		return c.frameError(err)
 	}

@@ -480,6 +480,21 @@ func (m *Mesh) lostError(rank int, cause error) *PeerLostError {
 	return &PeerLostError{Rank: rank, Err: cause}
 }
 
+// Receiving reports whether a message's payload is arriving from a peer now (the header
+// has come, and the message is not complete yet): data is moving towards this process, a
+// large transfer over a slow link perhaps, even though nothing has been delivered for a
+// while.
+func (m *Mesh) Receiving() bool {
+	for i := range m.peers {
+		for r := range m.peers[i].conns {
+			if c := m.peers[i].conns[r].Load(); c != nil && c.receiving.Load() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // PauseNote says, in parentheses, that this process was itself paused a short while ago for
 // longer than the peer timeout, so that its peers took it for lost; it is empty otherwise.
 // An error that ends the job after such a pause should carry it.

@@ -608,3 +608,46 @@ func TestFinalBarrierThenClose(t *testing.T) {
 		wg.Wait()
 	}
 }
+
+// receivingHandler records whether its mesh said it was receiving when a payload's
+// destination was asked for, and after the message was delivered.
+type receivingHandler struct {
+	sinkHandler
+	mesh               *Mesh
+	during, afterwards chan bool
+}
+
+func (r *receivingHandler) Sink(from int, h *Header) ([]byte, error) {
+	r.during <- r.mesh.Receiving()
+	return r.sinkHandler.Sink(from, h)
+}
+
+func (r *receivingHandler) Handle(from int, h *Header, p []byte) {
+	r.afterwards <- r.mesh.Receiving()
+}
+
+// Receiving reports a message whose payload is still arriving (a write-back of a large
+// location over a slow link), so that a process whose tasks all wait is not taken for
+// stuck while data moves towards it; and not once the message is delivered.
+func TestReceivingWhilePayloadArrives(t *testing.T) {
+	rh := &receivingHandler{sinkHandler: sinkHandler{recorder: *newRecorder(), mirror: make([]byte, 2*fragmentSize)},
+		during: make(chan bool, 1), afterwards: make(chan bool, 1)}
+	meshes, _ := startMeshes(t, 2, func(rank int, c *Config) {
+		if rank == 1 {
+			c.Handler = rh
+		}
+	})
+	rh.mesh = meshes[1]
+	if meshes[1].Receiving() {
+		t.Fatal("Receiving before any message")
+	}
+	if err := meshes[0].Send(1, Owner, Header{Type: TypeUser}, make([]byte, 2*fragmentSize)); err != nil {
+		t.Fatal(err)
+	}
+	if !<-rh.during {
+		t.Error("Receiving is false while the payload of a message arrives")
+	}
+	if <-rh.afterwards {
+		t.Error("Receiving is still true when the message is delivered")
+	}
+}
