@@ -278,7 +278,7 @@ func (h *Handle) Acquire(ctx context.Context) error {
 		return h.fail("acquire", ErrNotRequested)
 	}
 	t := h.next
-	if l := t.Latch(); !l.Granted() && ctx.Err() == nil {
+	if l := t.Latch(); !l.Granted() { // Wait looks at ctx before it parks
 		if h.obs != nil {
 			h.obs.WaitStart(h, t)
 		}
