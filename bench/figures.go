@@ -19,7 +19,7 @@ import (
 // <!-- figures:begin --> and <!-- figures:end -->) from fresh measurements: the lock
 // benchmarks of package orwl (go test -bench, best of three runs, each beside its
 // reference from the same run) and this harness's kernels, matmul, hybrid, stencil,
-// wavefront, hosts, grant and faults commands (their -json output). Figures in the README are only ever written by this command.
+// wavefront, cholesky, checkpoint, hosts, grant and faults commands (their -json output). Figures in the README are only ever written by this command.
 
 func init() {
 	register("figures", "measure and rewrite the README's Figures section", benchFigures)
@@ -34,7 +34,7 @@ func benchFigures(args []string) error {
 	fs := flag.NewFlagSet("figures", flag.ContinueOnError)
 	readme := fs.String("readme", "README.md", "the README to rewrite")
 	n := fs.Int("n", 4096, "matrix size of the matmul figures")
-	sections := fs.String("sections", "locks,kernels,matmul,hybrid,stencil,wavefront,hosts,grant,faults", "the measurements to make; the Figures section is rewritten with these only (try fewer on a copy of the README)")
+	sections := fs.String("sections", "locks,kernels,matmul,hybrid,stencil,wavefront,cholesky,checkpoint,hosts,grant,faults", "the measurements to make; the Figures section is rewritten with these only (try fewer on a copy of the README)")
 	stencilArgs := fs.String("stencil-args", "", "more flags of the stencil command (for example -sizes 1000 -rounds 1)")
 	wavefrontArgs := fs.String("wavefront-args", "", "more flags of the wavefront command (for example -n 20000 -rounds 1)")
 	if err := parseFlags(fs, args); err != nil {
@@ -43,7 +43,7 @@ func benchFigures(args []string) error {
 	want := map[string]bool{}
 	for _, name := range splitList(*sections) {
 		switch name {
-		case "locks", "kernels", "matmul", "hybrid", "stencil", "wavefront", "hosts", "grant", "faults":
+		case "locks", "kernels", "matmul", "hybrid", "stencil", "wavefront", "cholesky", "checkpoint", "hosts", "grant", "faults":
 			want[name] = true
 		default:
 			return badFlags("-sections: unknown section %q", name)
@@ -158,6 +158,16 @@ func benchFigures(args []string) error {
 			return err
 		}
 	}
+	if want["cholesky"] {
+		if err := appendRows(&b, choleskyFigures, "cholesky", "-n", "4096,8192", "-single=false"); err != nil {
+			return err
+		}
+	}
+	if want["checkpoint"] {
+		if err := appendRows(&b, checkpointFigures, "checkpoint"); err != nil {
+			return err
+		}
+	}
 	if want["grant"] {
 		if err := appendRows(&b, grantFigures, "grant"); err != nil {
 			return err
@@ -175,7 +185,7 @@ func benchFigures(args []string) error {
 	}
 	b.WriteString("\nCharts: [kernels](results/kernels.svg), [matmul against N](results/matmul_n.svg), " +
 		"[matmul against processes](results/matmul_procs.svg); tables: [matmul](results/matmul.txt), [hybrid](results/hybrid.txt), " +
-		"[stencil](results/stencil.txt), [wavefront](results/wavefront.txt), [hosts](results/hosts.txt), [grant](results/grant.txt), [faults](results/faults.txt).\n")
+		"[stencil](results/stencil.txt), [wavefront](results/wavefront.txt), [cholesky](results/cholesky.txt), [checkpoint](results/checkpoint.txt), [hosts](results/hosts.txt), [grant](results/grant.txt), [faults](results/faults.txt).\n")
 
 	out := append([]byte{}, text[:begin]...)
 	out = append(out, b.String()...)
@@ -425,6 +435,35 @@ func hostsFigures(rows []hostsRow) string {
 		}
 		fmt.Fprintf(&b, "| %d hosts, a process each | %s | %d | %s | %.3f | %.3f / %.3f | %.2fx |\n",
 			r.Hosts, r.Rate, r.N, r.Grid, r.Seconds, r.ComputeBound, r.LinkBound, r.VsBound)
+	}
+	return b.String()
+}
+
+// choleskyFigures is the tiled Cholesky part of the Figures section: every row against
+// OpenBLAS's dpotrf of the same run.
+func choleskyFigures(rows []cholRow) string {
+	var b strings.Builder
+	b.WriteString("\n| tiled Cholesky | N | processes x threads | NB | GFLOP/s | first GFLOP/s | vs dpotrf | first vs dpotrf's first |\n|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s | %d | %d x %d | %d | %.1f | %.1f | %.2fx | %.2fx |\n",
+			r.Impl, r.N, r.Procs, r.Threads, r.NB, r.GFlops, r.FirstGFlops, r.Ratio, r.FirstRatio)
+	}
+	return b.String()
+}
+
+// checkpointFigures is the checkpoints part of the Figures section.
+func checkpointFigures(rows []ckptRow) string {
+	var b strings.Builder
+	b.WriteString("\n| checkpoints of the stencil | value | reference | ratio | note |\n|---|---|---|---|---|\n")
+	for _, r := range rows {
+		ref, ratio := "", ""
+		if r.Ref != 0 {
+			ref = fmt.Sprintf("%.4g %s", r.Ref, r.Unit)
+		}
+		if r.Ratio != 0 {
+			ratio = fmt.Sprintf("%.2fx", r.Ratio)
+		}
+		fmt.Fprintf(&b, "| %s | %.4g %s | %s | %s | %s |\n", r.Measure, r.Value, r.Unit, ref, ratio, r.Note)
 	}
 	return b.String()
 }
