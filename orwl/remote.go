@@ -320,9 +320,11 @@ func (n *node) send(onTask bool, to int, role transport.Role, h transport.Header
 	return n.mesh.Send(to, role, h, payload)
 }
 
-// resizeKeep sets *b to n bytes, reallocating (8-byte aligned) only when it must grow.
+// resizeKeep sets *b to n bytes, reallocating (8-byte aligned, freeing the old buffer) only
+// when it must grow.
 func resizeKeep(b *[]byte, n int) []byte {
 	if n > cap(*b) {
+		freeBytes(*b)
 		*b = alignedBytes(n)
 	}
 	*b = (*b)[:n]

@@ -146,6 +146,21 @@ func TestMultiplies(t *testing.T) {
 	}
 }
 
+// TestFirstMultiplication: the first multiplication is reported apart, no faster than the
+// best, with the page faults of touching C for the first time (C is allocated after A and
+// B, in the timed interval, fresh: at least one fault).
+func TestFirstMultiplication(t *testing.T) {
+	const n = 600 // C is 2.9 MB: over hugemem's threshold, so mapped fresh on Linux
+	res, err := Run(context.Background(), Params{N: n, NB: 128, Grid: Grid{1, 1}, Kernels: cpuKernels(t)[:1],
+		Reps: 2, Seed: 7, Verify: Freivalds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Verified || !(res.Seconds > 0) || res.FirstSeconds < res.Seconds || res.FirstFaults < 1 {
+		t.Fatalf("first %.4fs with %d page faults, best %.4fs, verified %v", res.FirstSeconds, res.FirstFaults, res.Seconds, res.Verified)
+	}
+}
+
 // TestDetectsWrongResult makes sure the checks can fail: tasks that skip a panel, in the
 // 2-D algorithm and in a balanced run.
 func TestDetectsWrongResult(t *testing.T) {
