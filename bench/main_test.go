@@ -27,6 +27,9 @@ func TestBadFlagsAreUsageErrors(t *testing.T) {
 		{"grant", "-size", "8"},
 		{"hosts", "-hosts", "1"},
 		{"hosts", "-rates", "fast"},
+		{"first", "-n", "x"},
+		{"first", "-rounds", "0"},
+		{"first", "-hugepages", "maybe"},
 	} {
 		err := commands[c[0]].run(c[1:])
 		if !errors.As(err, new(usageError)) {

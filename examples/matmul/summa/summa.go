@@ -23,8 +23,10 @@
 // same holds for B with P = 1.)
 //
 // Every task owns panelBuffers (three) A-panel locations (a0, a1, a2) and as many B-panel
-// locations (b0, b1, b2). An owner cycles through its buffers over the steps it owns, so a
-// buffer is reused at the earliest three steps later. Each location has one iterative
+// locations (b0, b1, b2). An owner cycles over the steps it owns through as few of them as
+// keep a buffer's consecutive uses three steps apart: all three when it publishes every
+// step (a single grid column for A, row for B), two when two owners take turns, one when
+// three or more do; the others stay empty. Each location in use has one iterative
 // write handle (its owner, FIFO position 0) and iterative read handles of every task of the
 // row or column (position 1), so its FIFO cycles: write, group of reads, write, group of
 // reads, one cycle per step that uses the buffer. Data of a location in another process is
@@ -335,8 +337,12 @@ func (w *worker) run(ctx context.Context, aUses, bUses []bufferUses) (*Result, e
 	}
 	maxW := min(p.NB, p.N)
 	for b := range panelBuffers {
-		t.Scale(panelLocation("a", b), 8*mloc*maxW)
-		t.Scale(panelLocation("b", b), 8*maxW*nloc)
+		if aUses[w.gq][b] > 0 && g.Q > 1 && !p.balanced() {
+			t.Scale(panelLocation("a", b), 8*mloc*maxW)
+		}
+		if bUses[w.gp][b] > 0 && g.P > 1 {
+			t.Scale(panelLocation("b", b), 8*maxW*nloc)
+		}
 	}
 	t.Scale("out", 8*outLen(p, mloc, nloc))
 	t.Scale("rate", 16)
