@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestFirstSummary: per N and implementation, in the order they came, the median seconds,
 // page faults and ratio of the rounds, with the extreme ratios.
@@ -28,6 +31,9 @@ func TestFirstSummary(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("row %d: got %+v, want %+v", i, got[i], want[i])
 		}
+	}
+	if fig := firstFigures(append(rows, got...)); !strings.Contains(fig, "| 64 | 1.500 | 3 | 1.100 | 20 | 0.70x (0.50-1.20) |") || !strings.Contains(fig, "median of 3 alternated rounds") {
+		t.Errorf("figures:\n%s", fig)
 	}
 }
 

@@ -20,6 +20,8 @@ func TestBadFlagsAreUsageErrors(t *testing.T) {
 		{"matmul", "-procs", "a"},
 		{"kernels", "-n", "a"},
 		{"figures", "-sections", "foo"},
+		{"figures", "-matmul-n", "x"},
+		{"figures", "-first-rounds", "0"},
 		{"sweep", "-nbs", "x"},
 		{"sweep", "-reps", "0"},
 		{"faults", "-kinds", "reboot"},
