@@ -147,7 +147,7 @@ func benchFigures(args []string) error {
 		}
 	}
 	if want["first"] {
-		if err := appendRows(&b, firstFigures, "first", "-n", *firstSizes, "-rounds", strconv.Itoa(*firstRounds)); err != nil {
+		if err := appendRows(&b, firstFigures, "first", "-n", *firstSizes, "-rounds", strconv.Itoa(*firstRounds), "-hugepages", "default,on"); err != nil {
 			return err
 		}
 	}

@@ -21,7 +21,8 @@ import (
 // schedule and the first multiplication (no kernel warm-up). Each comes with the page
 // faults of its processes in that interval (getrusage, added over the job's processes).
 // The two alternate, -rounds times per N, so that a neighbour's load falls on both; with
-// -hugepages on,off ORWL runs twice per round, with huge pages and with ORWL_HUGEPAGES=off.
+// -hugepages default,on,off ORWL runs three times per round: with the system's huge-page
+// policy, with ORWL_HUGEPAGES=on (transparent huge pages asked for) and with off.
 // It prints every measurement, then per N and variant the median, smallest and largest
 // ratio C seconds / ORWL seconds of the rounds (above 1: ORWL is faster), and writes
 // first.txt and first.json into -out.
@@ -34,7 +35,7 @@ func init() {
 type firstRow struct {
 	N      int     `json:"n"`
 	Round  int     `json:"round"` // 1..rounds; 0 for a summary row
-	Impl   string  `json:"impl"`  // "c-cold", "orwl", or "orwl ORWL_HUGEPAGES=off"
+	Impl   string  `json:"impl"`  // "c-cold", "orwl", "orwl ORWL_HUGEPAGES=on" or "=off"
 	Procs  int     `json:"procs"`
 	Grid   string  `json:"grid,omitempty"`
 	NB     int     `json:"nb,omitempty"`
@@ -53,7 +54,7 @@ func benchFirst(args []string) error {
 	fs := flag.NewFlagSet("first", flag.ContinueOnError)
 	sizes := fs.String("n", "4096,6144", "comma-separated matrix sizes N")
 	rounds := fs.Int("rounds", 5, "alternations of C and ORWL per N")
-	huge := fs.String("hugepages", "on", "ORWL variants per round: on (the default allocation), off (ORWL_HUGEPAGES=off), or on,off")
+	huge := fs.String("hugepages", "default", "ORWL variants per round: default (ORWL_HUGEPAGES as inherited), on, off (ORWL_HUGEPAGES=on, =off), or a list")
 	crefPath := fs.String("cref", "", "prebuilt C reference program (default: build it with gcc)")
 	out, asJSON := outputFlags(fs, "first.txt and first.json")
 	if err := parseFlags(fs, args); err != nil {
@@ -65,8 +66,8 @@ func benchFirst(args []string) error {
 	}
 	variants := splitList(*huge)
 	for _, v := range variants {
-		if v != "on" && v != "off" {
-			return badFlags("-hugepages: %q is neither on nor off", v)
+		if v != "default" && v != "on" && v != "off" {
+			return badFlags("-hugepages: %q is not default, on or off", v)
 		}
 	}
 	if *rounds < 1 || len(variants) == 0 {
@@ -133,16 +134,17 @@ func benchFirst(args []string) error {
 }
 
 // coldORWL runs one ORWL job of examples/matmul's defaults, one multiplication without
-// warm-up, and returns its first multiplication; huge is "on" or "off" (ORWL_HUGEPAGES).
+// warm-up, and returns its first multiplication; huge is "default" (ORWL_HUGEPAGES as
+// inherited), "on" or "off".
 func coldORWL(n, nb int, grid summa.Grid, kernel string, threads int, huge string) (firstRow, error) {
 	procs := grid.Tasks()
 	job := orwlJob{N: n, NB: nb, Grid: grid.String(), Kernels: slices.Repeat([]string{kernel}, procs), Threads: threads, Reps: 1, Cold: true}
 	spec, _ := json.Marshal(job)
 	env := []string{matmulChildEnv + "=" + string(spec)}
 	impl := "orwl"
-	if huge == "off" {
-		env = append(env, "ORWL_HUGEPAGES=off")
-		impl = "orwl ORWL_HUGEPAGES=off"
+	if huge != "default" {
+		env = append(env, "ORWL_HUGEPAGES="+huge)
+		impl += " ORWL_HUGEPAGES=" + huge
 	}
 	lines, err := launchSelfLines(procs, []string{"matmul"}, env)
 	if err != nil {

@@ -24,10 +24,12 @@
 // The first multiplication is timed from the moment A and B exist in every task (their
 // generation is left out): the allocation of C, of the panel locations and of the mirrors
 // of remote panels, the schedule, and the page faults of touching all that memory the first
-// time count in it; the summary gives its page faults. The best is the fastest of the -reps
-// multiplications. (-json prints one JSON object with the same fields instead of the
-// summary and result lines.) Flags that make no sense are reported in one line on standard error with exit
-// status 2; a failed run exits with status 1; a failed verification with status 3.
+// time count in it; the summary gives its page faults (ORWL_HUGEPAGES=on asks for
+// transparent huge pages for C, the panels and the mirrors: see package orwl). The best is
+// the fastest of the -reps multiplications. (-json prints one JSON object with the same
+// fields instead of the summary and result lines.) Flags that make no sense are reported in
+// one line on standard error with exit status 2; a failed run exits with status 1; a failed
+// verification with status 3.
 //
 // -kernel takes a kernel name (gonum, openblas, cublas), "cpu" (the fastest available CPU
 // kernel, the default), "auto" (the fastest available kernel), or a mix for hybrid runs

@@ -1,10 +1,18 @@
 // Package hugemem allocates the large buffers of a job (location data, mirrors of remote
-// locations, matrices) outside the Go heap, mapped in 2 MiB-aligned pieces that Linux backs
-// with transparent huge pages (MADV_HUGEPAGE): the first write to such a buffer then costs
-// one page fault per 2 MiB instead of one per 4 KiB, and the garbage collector neither paces
-// on these buffers nor scans them. Small buffers, and every buffer on systems without mmap,
-// come from the Go heap, as every buffer does when the environment variable
-// ORWL_HUGEPAGES is "off" (to compare, or where huge pages are unwelcome).
+// locations, matrices) outside the Go heap, mapped in pieces aligned to a huge page (2 MiB),
+// so that Linux may back them with transparent huge pages; the garbage collector neither
+// paces on these buffers nor scans them, and they are freed when their owner says so.
+// Small buffers, and every buffer outside Linux, come from the Go heap.
+//
+// Whether mapped buffers get huge pages is the environment variable ORWL_HUGEPAGES's
+// choice: "on" asks for them (MADV_HUGEPAGE), "off" refuses them (MADV_NOHUGEPAGE), and
+// unset (or anything else) leaves it to the system's policy
+// (/sys/kernel/mm/transparent_hugepage/enabled, "madvise" on most distributions: no huge
+// pages). Huge pages cut the page faults of touching fresh memory 512-fold, and make it
+// faster where memory is there to be had; but a huge page needs 2 MiB of physical memory
+// at once, which a virtual machine whose host lends memory lazily may only find in memory
+// the host has not backed yet, slower to touch than the small pages the guest recycles
+// (measured: bench first). Hence the default.
 //
 // A mapped buffer is not garbage collected: whoever allocates it must Free it once nothing
 // uses it, and must not use it afterwards (a use after Free faults). This package only
@@ -29,19 +37,19 @@ var (
 	mapped = map[unsafe.Pointer]uintptr{} // first byte: length of the mapping
 )
 
-// enabled reports whether large buffers are mapped (ORWL_HUGEPAGES is not "off").
-var enabled = sync.OnceValue(func() bool { return os.Getenv("ORWL_HUGEPAGES") != "off" })
+// advice is ORWL_HUGEPAGES, read once: "on", "off", or anything else for the system's policy.
+var advice = sync.OnceValue(func() string { return os.Getenv("ORWL_HUGEPAGES") })
 
 // Alloc returns n zeroed bytes whose first byte is 8-byte aligned (page aligned when
 // mapped); never nil, and empty for n <= 0. Buffers of at least Threshold bytes are mapped
-// where the system allows it and ORWL_HUGEPAGES is not "off"; give them back with Free.
+// where the system allows it, with ORWL_HUGEPAGES's advice; give them back with Free.
 // Smaller ones, and mapped ones that the system refuses, are Go memory, which Free ignores.
 func Alloc(n int) []byte {
 	if n <= 0 {
 		return []byte{}
 	}
-	if n >= Threshold && enabled() {
-		if p, length := mapHuge(uintptr(n)); p != nil {
+	if n >= Threshold {
+		if p, length := mapHuge(uintptr(n), advice()); p != nil {
 			mu.Lock()
 			mapped[p] = length
 			mu.Unlock()

@@ -10,10 +10,10 @@ import (
 const hugePage = 2 << 20
 
 // mapHuge maps n bytes, rounded up to whole huge pages, at an address aligned to a huge
-// page, and asks for huge pages (MADV_HUGEPAGE: under the default THP setting "madvise"
-// only such regions get them). It returns the address and the mapped length, or nil when
-// the system refuses the mapping.
-func mapHuge(n uintptr) (unsafe.Pointer, uintptr) {
+// page, and gives the kernel the advice ("on": MADV_HUGEPAGE, under the usual THP setting
+// "madvise" the only regions that get huge pages; "off": MADV_NOHUGEPAGE; else none). It
+// returns the address and the mapped length, or nil when the system refuses the mapping.
+func mapHuge(n uintptr, advice string) (unsafe.Pointer, uintptr) {
 	length := (n + hugePage - 1) &^ (hugePage - 1)
 	// Map one huge page more, then cut the unaligned head and the tail off.
 	p, err := unix.MmapPtr(-1, 0, nil, length+hugePage, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
@@ -30,7 +30,12 @@ func mapHuge(n uintptr) (unsafe.Pointer, uintptr) {
 	}
 	// A kernel without transparent huge pages refuses the advice: the buffer then simply
 	// has small pages.
-	unix.Madvise(unsafe.Slice((*byte)(aligned), length), unix.MADV_HUGEPAGE)
+	switch advice {
+	case "on":
+		unix.Madvise(unsafe.Slice((*byte)(aligned), length), unix.MADV_HUGEPAGE)
+	case "off":
+		unix.Madvise(unsafe.Slice((*byte)(aligned), length), unix.MADV_NOHUGEPAGE)
+	}
 	return aligned, length
 }
 
