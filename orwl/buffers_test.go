@@ -15,10 +15,11 @@ import (
 // old one freed) and shrinking (the same buffer).
 var bigSizes = []int{hugemem.Threshold, 3 * hugemem.Threshold, hugemem.Threshold + 8, 5 * hugemem.Threshold}
 
-// bigBuffers runs a job of two tasks: task 1 owns x; task 0 resizes and fills it, then both
-// read it, every round, with the sizes of bigSizes. It checks what every reader sees, that
-// a replaced buffer is freed at once and that every buffer is freed when Run returns, and
-// returns the buffers the tasks saw.
+// bigBuffers runs a job of two tasks: task 1 owns x, resizes and fills it, then both read
+// it (task 0 through a mirror when it runs in another process), every round, with the
+// sizes of bigSizes. It checks what every reader sees, that a buffer replaced by a larger
+// one (the location's data, a mirror) is freed at once, and that every buffer is freed
+// when Run returns.
 func bigBuffers(ctx context.Context) error {
 	mapped := runtime.GOOS == "linux"
 	seen := make([][]byte, 2) // the last buffer each task mapped
@@ -28,7 +29,7 @@ func bigBuffers(ctx context.Context) error {
 				t.Scale("x", bigSizes[0])
 			}
 			var w *orwl.Handle
-			if t.ID() == 0 {
+			if t.ID() == 1 {
 				w = t.WriteInsert(t.Loc(1, "x"), 0)
 			}
 			r := t.ReadInsert(t.Loc(1, "x"), 1)
@@ -57,6 +58,9 @@ func bigBuffers(ctx context.Context) error {
 					}
 					if hugemem.Mapped(b) != mapped {
 						return fmt.Errorf("task %d, round %d: a buffer of %d bytes is mapped: %v, want %v", t.ID(), round, size, !mapped, mapped)
+					}
+					if prev := seen[t.ID()]; prev != nil && size > cap(prev) && hugemem.Mapped(prev) {
+						return fmt.Errorf("task %d, round %d: the buffer it read in the round before, replaced by a larger one, is still mapped", t.ID(), round)
 					}
 					seen[t.ID()] = b
 					return nil
