@@ -17,8 +17,9 @@ import (
 // / processes, the fastest CPU kernel) against C OpenBLAS's first cblas_dgemm call, as a
 // program that multiplies once sees them. Both run in fresh processes and are timed from
 // the moment A and B exist: for C, the allocation of C, the call, OpenBLAS's thread start
-// and buffers; for ORWL, the allocation of C, of the panel locations and mirrors, the
-// schedule and the first multiplication (no kernel warm-up). Each comes with the page
+// and buffers; for ORWL, from the end of the schedule (A and B exist in every process),
+// the allocation of C and of the mirrors, the first touch of C, of the panel locations and
+// of the mirrors, and the first multiplication (no kernel warm-up). Each comes with the page
 // faults of its processes in that interval (getrusage, added over the job's processes).
 // The two alternate, -rounds times per N, so that a neighbour's load falls on both; with
 // -hugepages default,on,off ORWL runs three times per round: with the system's huge-page

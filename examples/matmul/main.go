@@ -21,10 +21,10 @@
 //
 //	result: n=6144 nb=512 grid=2x1 tasks=2 procs=2 kernel=openblas reps=3 first-seconds=4.712 first-gflops=98.4 best-seconds=4.398 best-gflops=105.5 verified=true
 //
-// The first multiplication is timed from the moment A and B exist in every task (their
-// generation is left out): the allocation of C, of the panel locations and of the mirrors
-// of remote panels, the schedule, and the page faults of touching all that memory the first
-// time count in it; the summary gives its page faults (ORWL_HUGEPAGES=on asks for
+// The first multiplication is timed from the moment A and B exist in every task (the end
+// of the schedule; their generation is left out): the allocation of C and of the mirrors of
+// remote panels, and the page faults of touching C, the panel locations and the mirrors the
+// first time, count in it; the summary gives its page faults (ORWL_HUGEPAGES=on asks for
 // transparent huge pages for C, the panels and the mirrors: see package orwl). The best is
 // the fastest of the -reps multiplications. (-json prints one JSON object with the same
 // fields instead of the summary and result lines.) Flags that make no sense are reported in
@@ -484,7 +484,7 @@ func compute(c *config, stdout, stderr io.Writer) int {
 			}
 			fmt.Fprintf(stdout, "summary: shares of C's columns in the last multiplication (%s): %s%s\n", how, strings.Join(shares, ", "), hint)
 		}
-		fmt.Fprintf(stdout, "summary: first multiplication %.3fs from A and B generated (C, panels, mirrors and the schedule included), %d page faults in %d process(es)\n",
+		fmt.Fprintf(stdout, "summary: first multiplication %.3fs from A and B generated (C, panels and mirrors included), %d page faults in %d process(es)\n",
 			res.FirstSeconds, res.FirstFaults, res.Procs)
 		fmt.Fprintf(stdout, "summary: checks=%s freivalds-ratio=%.3g exact-max-error=%.3g checksum=%016x\n",
 			res.Checks, res.FreivaldsRatio, res.ExactErr, res.Checksum)

@@ -158,11 +158,11 @@ type Result struct {
 	// need not run in step (in the 2-D algorithm one may be a step ahead), so the time
 	// between two multiplications' last ends would not be any multiplication's time.
 	Seconds float64
-	// FirstSeconds is the time of the first multiplication, from the moment its task's A
-	// and B exist (their generation is not counted; the allocation of C and of the panel
-	// locations, the schedule, the mirrors of remote panels and the first touch of all
-	// this memory are) to the end of its part of the first multiplication; the slowest
-	// task's.
+	// FirstSeconds is the time of the first multiplication, from the moment A and B exist
+	// in every task (when Schedule returns: their generation is not counted; the
+	// allocation of C, the mirrors of remote panels and the first touch of all the memory
+	// the multiplication uses are) to the end of a task's part of the first
+	// multiplication; the slowest task's.
 	FirstSeconds float64
 	// FirstFaults are the page faults of the processes of the job during the first
 	// multiplication: in each process, from its first task's start to the end of the
@@ -326,15 +326,7 @@ func (w *worker) run(ctx context.Context, aUses, bUses []bufferUses) (*Result, e
 	if err := w.generate(); err != nil {
 		return nil, err
 	}
-	// A and B exist: the first multiplication is timed from here, with the allocation of
-	// C, the panel locations, the schedule and the mirrors of remote panels in it.
-	w.start, w.faults[0] = time.Now(), pageFaults()
 	mloc, nloc := len(w.rows), len(w.cols)
-	if !p.balanced() {
-		if w.c, err = w.alloc(mloc * nloc); err != nil {
-			return nil, err
-		}
-	}
 	maxW := min(p.NB, p.N)
 	for b := range panelBuffers {
 		if aUses[w.gq][b] > 0 && g.Q > 1 && !p.balanced() {
@@ -391,6 +383,15 @@ func (w *worker) run(ctx context.Context, aUses, bUses []bufferUses) (*Result, e
 	}
 	if err := t.Schedule(ctx); err != nil {
 		return nil, err
+	}
+	// A and B exist in every task: the first multiplication is timed from here, with the
+	// allocation of C and the first touch of C, of the panel locations (sized above, not
+	// yet touched) and of the mirrors of remote panels (allocated at their first grant).
+	w.start, w.faults[0] = time.Now(), pageFaults()
+	if !p.balanced() {
+		if w.c, err = w.alloc(mloc * nloc); err != nil {
+			return nil, err
+		}
 	}
 
 	if p.balanced() {
