@@ -39,6 +39,7 @@ func benchFigures(args []string) error {
 	n := fs.Int("n", 4096, "matrix size of the matmul table")
 	mmSizes := fs.String("matmul-n", "2048,4096,6144,8192", "matrix sizes of the matmul sweep (its charts); -n is added")
 	mmProcs := fs.String("matmul-procs", "1,2,4", "process counts of the matmul sweep; one per core is added")
+	mmRounds := fs.Int("matmul-rounds", 2, "rounds of every measurement of the matmul sweep")
 	firstSizes := fs.String("first-n", "4096,6144", "matrix sizes of the first-multiplication comparison")
 	firstRounds := fs.Int("first-rounds", 5, "alternations of the first-multiplication comparison")
 	sections := fs.String("sections", "locks,kernels,matmul,first,hybrid,stencil,hosts,grant,faults", "the measurements to make; the Figures section is rewritten with these only (try fewer on a copy of the README)")
@@ -54,8 +55,8 @@ func benchFigures(args []string) error {
 	if err != nil {
 		return badFlags("-matmul-procs: %w", err)
 	}
-	if _, err := intList(*firstSizes); err != nil || *firstRounds < 1 {
-		return badFlags("-first-n must list sizes and -first-rounds be at least 1")
+	if _, err := intList(*firstSizes); err != nil || *firstRounds < 1 || *mmRounds < 1 {
+		return badFlags("-first-n must list sizes, -first-rounds and -matmul-rounds be at least 1")
 	}
 	want := map[string]bool{}
 	for _, name := range splitList(*sections) {
@@ -126,7 +127,7 @@ func benchFigures(args []string) error {
 	if want["matmul"] {
 		fmt.Fprintln(os.Stderr, "figures: matmul")
 		cores := runtime.NumCPU()
-		mm, err := selfJSON("matmul", "-json", "-n", sizes, "-procs", procs, "-rounds", "2")
+		mm, err := selfJSON("matmul", "-json", "-n", sizes, "-procs", procs, "-rounds", strconv.Itoa(*mmRounds))
 		if err != nil {
 			return err
 		}
