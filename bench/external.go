@@ -136,7 +136,7 @@ func benchExternal(args []string) error {
 		c.add(r.Method, float64(r.Size), r.Seconds*1e3)
 	}
 	title := fmt.Sprintf("%s: time per call vs location size (memfd: package external)", *command)
-	if err := c.save(filepath.Join(*out, "external.svg"), title, "location size (bytes)", "ms per call", true, true); err != nil {
+	if err := c.save(filepath.Join(*out, "external.svg"), chartStyle{title: title, xlabel: "location size (bytes)", ylabel: "ms per call", logX: true, logY: true}); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "wrote external.svg, external.txt and external.json in %s\n", *out)

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,8 +19,11 @@ import (
 // figures: regenerates the Figures section of the README (between the markers
 // <!-- figures:begin --> and <!-- figures:end -->) from fresh measurements: the lock
 // benchmarks of package orwl (go test -bench, best of three runs, each beside its
-// reference from the same run) and this harness's kernels, matmul, hybrid, stencil,
-// wavefront, cholesky, checkpoint, hosts, grant and faults commands (their -json output). Figures in the README are only ever written by this command.
+// reference from the same run) and this harness's kernels, matmul, first, hybrid, stencil,
+// wavefront, cholesky, checkpoint, hosts, grant and faults commands (their -json output).
+// The matmul command sweeps sizes and process counts for its charts (results/matmul_n.svg,
+// matmul_procs.svg); the table gives one size at one process per core. Figures in the
+// README are only ever written by this command.
 
 func init() {
 	register("figures", "measure and rewrite the README's Figures section", benchFigures)
@@ -33,17 +37,33 @@ const (
 func benchFigures(args []string) error {
 	fs := flag.NewFlagSet("figures", flag.ContinueOnError)
 	readme := fs.String("readme", "README.md", "the README to rewrite")
-	n := fs.Int("n", 4096, "matrix size of the matmul figures")
-	sections := fs.String("sections", "locks,kernels,matmul,hybrid,stencil,wavefront,cholesky,checkpoint,hosts,grant,faults", "the measurements to make; the Figures section is rewritten with these only (try fewer on a copy of the README)")
+	n := fs.Int("n", 4096, "matrix size of the matmul table")
+	mmSizes := fs.String("matmul-n", "2048,4096,6144,8192", "matrix sizes of the matmul sweep (its charts); -n is added")
+	mmProcs := fs.String("matmul-procs", "1,2,4", "process counts of the matmul sweep; one per core is added")
+	mmRounds := fs.Int("matmul-rounds", 2, "rounds of every measurement of the matmul sweep")
+	firstSizes := fs.String("first-n", "4096,6144", "matrix sizes of the first-multiplication comparison")
+	firstRounds := fs.Int("first-rounds", 5, "alternations of the first-multiplication comparison")
+	sections := fs.String("sections", "locks,kernels,matmul,first,hybrid,stencil,wavefront,cholesky,checkpoint,hosts,grant,faults", "the measurements to make; the Figures section is rewritten with these only (try fewer on a copy of the README)")
 	stencilArgs := fs.String("stencil-args", "", "more flags of the stencil command (for example -sizes 1000 -rounds 1)")
 	wavefrontArgs := fs.String("wavefront-args", "", "more flags of the wavefront command (for example -n 20000 -rounds 1)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	sizes, err := withValue(*mmSizes, *n)
+	if err != nil {
+		return badFlags("-matmul-n: %w", err)
+	}
+	procs, err := withValue(*mmProcs, runtime.NumCPU())
+	if err != nil {
+		return badFlags("-matmul-procs: %w", err)
+	}
+	if _, err := intList(*firstSizes); err != nil || *firstRounds < 1 || *mmRounds < 1 {
+		return badFlags("-first-n must list sizes, -first-rounds and -matmul-rounds be at least 1")
+	}
 	want := map[string]bool{}
 	for _, name := range splitList(*sections) {
 		switch name {
-		case "locks", "kernels", "matmul", "hybrid", "stencil", "wavefront", "cholesky", "checkpoint", "hosts", "grant", "faults":
+		case "locks", "kernels", "matmul", "first", "hybrid", "stencil", "wavefront", "cholesky", "checkpoint", "hosts", "grant", "faults":
 			want[name] = true
 		default:
 			return badFlags("-sections: unknown section %q", name)
@@ -113,13 +133,17 @@ func benchFigures(args []string) error {
 	}
 	if want["matmul"] {
 		fmt.Fprintln(os.Stderr, "figures: matmul")
-		mm, err := selfJSON("matmul", "-json", "-n", strconv.Itoa(*n), "-procs", "2", "-rounds", "3")
+		cores := runtime.NumCPU()
+		mm, err := selfJSON("matmul", "-json", "-n", sizes, "-procs", procs, "-rounds", strconv.Itoa(*mmRounds))
 		if err != nil {
 			return err
 		}
 		b.WriteString("\n| matmul N=" + strconv.Itoa(*n) + " | processes | grid | kernel threads | GFLOP/s | vs roofline |\n|---|---|---|---|---|---|\n")
 		impl := map[any]float64{}
 		for _, r := range mm {
+			if num(r["n"]) != float64(*n) || (r["impl"] != "roofline" && num(r["procs"]) != float64(cores)) {
+				continue // the charts show the other sizes and process counts
+			}
 			fmt.Fprintf(&b, "| %v (%v) | %v | %v | %v | %.1f | %.2fx |\n", r["impl"], r["kernel"], r["procs"], r["grid"], r["threads"], num(r["gflops"]), num(r["vs_roofline"]))
 			impl[r["impl"]] = num(r["gflops"])
 		}
@@ -128,6 +152,11 @@ func benchFigures(args []string) error {
 		}
 		if impl["orwl"] > 0 && impl["scalapack"] > 0 {
 			fmt.Fprintf(&b, "\nORWL / ScaLAPACK PDGEMM at N=%d, same grid and NB: %.2fx.\n", *n, impl["orwl"]/impl["scalapack"])
+		}
+	}
+	if want["first"] {
+		if err := appendRows(&b, firstFigures, "first", "-n", *firstSizes, "-rounds", strconv.Itoa(*firstRounds), "-hugepages", "default,on"); err != nil {
+			return err
 		}
 	}
 	if want["hybrid"] {
@@ -184,7 +213,7 @@ func benchFigures(args []string) error {
 		}
 	}
 	b.WriteString("\nCharts: [kernels](results/kernels.svg), [matmul against N](results/matmul_n.svg), " +
-		"[matmul against processes](results/matmul_procs.svg); tables: [matmul](results/matmul.txt), [hybrid](results/hybrid.txt), " +
+		"[matmul against processes](results/matmul_procs.svg); tables: [matmul](results/matmul.txt), [first multiplication](results/first.txt), [hybrid](results/hybrid.txt), " +
 		"[stencil](results/stencil.txt), [wavefront](results/wavefront.txt), [cholesky](results/cholesky.txt), [checkpoint](results/checkpoint.txt), [hosts](results/hosts.txt), [grant](results/grant.txt), [faults](results/faults.txt).\n")
 
 	out := append([]byte{}, text[:begin]...)
@@ -405,6 +434,47 @@ func grantFigures(rows []grantRow) string {
 			continue
 		}
 		fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f MB/s | %.2fx | %s / %s |\n", what, formatMiB(int64(r.Size)), r.MBPerS, tcp, r.VsTCP, formatMiB(r.ReaderExtra), formatMiB(r.OwnerExtra))
+	}
+	return b.String()
+}
+
+// withValue returns the comma-separated list of positive integers list with v added,
+// sorted, without duplicates.
+func withValue(list string, v int) (string, error) {
+	vs, err := intList(list)
+	if err != nil {
+		return "", err
+	}
+	vs = append(vs, v)
+	slices.Sort(vs)
+	var out []string
+	for _, x := range slices.Compact(vs) {
+		out = append(out, strconv.Itoa(x))
+	}
+	return strings.Join(out, ","), nil
+}
+
+// firstFigures is the first-multiplication part of the Figures section: per N, the medians
+// of the rounds, and the spread of the ratio.
+func firstFigures(rows []firstRow) string {
+	var b strings.Builder
+	c := map[int]firstRow{}
+	for _, r := range rows {
+		if r.Round == 0 && r.Impl == "c-cold" {
+			c[r.N] = r
+		}
+	}
+	rounds := 0
+	for _, r := range rows {
+		rounds = max(rounds, r.Round)
+	}
+	fmt.Fprintf(&b, "\n| first multiplication, from A and B generated (median of %d alternated rounds) | N | seconds | page faults | C OpenBLAS cold call: seconds | page faults | C / ORWL: median (min-max) |\n|---|---|---|---|---|---|---|\n", rounds)
+	for _, r := range rows {
+		if r.Round != 0 || r.Impl == "c-cold" {
+			continue
+		}
+		fmt.Fprintf(&b, "| %s, %d processes, NB %d | %d | %.3f | %d | %.3f | %d | %.2fx (%.2f-%.2f) |\n",
+			r.Impl, r.Procs, r.NB, r.N, r.Secs, r.Faults, c[r.N].Secs, c[r.N].Faults, r.Ratio, r.Min, r.Max)
 	}
 	return b.String()
 }

@@ -27,6 +27,8 @@ func TestBadFlagsAreUsageErrors(t *testing.T) {
 		{"cholesky", "extra"},
 		{"kernels", "-n", "a"},
 		{"figures", "-sections", "foo"},
+		{"figures", "-matmul-n", "x"},
+		{"figures", "-first-rounds", "0"},
 		{"sweep", "-nbs", "x"},
 		{"sweep", "-reps", "0"},
 		{"faults", "-kinds", "reboot"},
@@ -36,6 +38,9 @@ func TestBadFlagsAreUsageErrors(t *testing.T) {
 		{"grant", "-size", "8"},
 		{"hosts", "-hosts", "1"},
 		{"hosts", "-rates", "fast"},
+		{"first", "-n", "x"},
+		{"first", "-rounds", "0"},
+		{"first", "-hugepages", "maybe"},
 	} {
 		err := commands[c[0]].run(c[1:])
 		if !errors.As(err, new(usageError)) {

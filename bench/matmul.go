@@ -332,14 +332,19 @@ type orwlJob struct {
 	Reps    int       `json:"reps"`
 	Split   []float64 `json:"split,omitempty"`
 	Balance bool      `json:"balance,omitempty"`
+	// Cold leaves the kernel's warm-up out: the first multiplication is then the first
+	// kernel call of every process, as in a program that multiplies once.
+	Cold bool `json:"cold,omitempty"`
 }
 
 // orwlResult is what the process of task 0 prints, as one JSON line.
 type orwlResult struct {
-	Seconds     float64   `json:"seconds"` // the fastest multiplication (summa.Result.Seconds)
-	MeanSeconds float64   `json:"mean_seconds"`
-	Verified    bool      `json:"verified"` // Freivalds, outside the timing
-	Split       []float64 `json:"split,omitempty"`
+	Seconds      float64   `json:"seconds"`       // the fastest multiplication (summa.Result.Seconds)
+	FirstSeconds float64   `json:"first_seconds"` // summa.Result.FirstSeconds
+	FirstFaults  int64     `json:"first_faults"`  // summa.Result.FirstFaults
+	MeanSeconds  float64   `json:"mean_seconds"`
+	Verified     bool      `json:"verified"` // Freivalds, outside the timing
+	Split        []float64 `json:"split,omitempty"`
 }
 
 // runORWL runs job as procs local processes of this program and returns its result.
@@ -357,7 +362,7 @@ func timeORWL(r mmResult, reps int) (float64, bool, error) {
 }
 
 // matmulChild is one process of an ORWL job (spec: an orwlJob in JSON): it sets the threads
-// of every distinct CPU kernel of the job and warms it up, runs its part and, in the
+// of every distinct CPU kernel of the job and, unless the job is cold, warms it up, runs its part and, in the
 // process of task 0 (the only one summa.Run gives a result), prints the result as JSON.
 func matmulChild(spec string) error {
 	var job orwlJob
@@ -376,7 +381,9 @@ func matmulChild(spec string) error {
 		if err != nil {
 			return err
 		}
-		warmUp(g)
+		if !job.Cold {
+			warmUp(g)
+		}
 		if c, ok := g.(io.Closer); ok {
 			c.Close()
 		}
@@ -386,7 +393,8 @@ func matmulChild(spec string) error {
 	if err != nil || res == nil {
 		return err
 	}
-	b, _ := json.Marshal(orwlResult{Seconds: res.Seconds, MeanSeconds: res.MeanSeconds, Verified: res.Verified, Split: res.Split})
+	b, _ := json.Marshal(orwlResult{Seconds: res.Seconds, FirstSeconds: res.FirstSeconds, FirstFaults: res.FirstFaults,
+		MeanSeconds: res.MeanSeconds, Verified: res.Verified, Split: res.Split})
 	fmt.Println(string(b))
 	return nil
 }

@@ -206,6 +206,7 @@ func (c *checkpointer) restore() error {
 		if !ok {
 			return fmt.Errorf("orwl: checkpoint %d has no piece for %s", c.resume.Number, l.id)
 		}
+		freeBytes(l.data)
 		l.data = alignedBytes(int(p.Size))
 		if err := c.resume.Load(key, l.data); err != nil {
 			return fmt.Errorf("orwl: restoring %s from checkpoint %d: %w", l.id, c.resume.Number, err)

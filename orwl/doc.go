@@ -116,5 +116,13 @@
 // surviving directories, on any number of processes, and ends with the bytes an
 // uninterrupted run would have produced. Package checkpoint describes the storage.
 //
+// Location data and mirrors of remote locations of 2 MiB or more live outside the Go heap,
+// mapped (package internal/hugemem): they are freed when Run returns, and when a Resize
+// replaces them, so a slice from Map must not outlive its section. The environment
+// variable ORWL_HUGEPAGES=on asks for transparent huge pages for them (512 times fewer page
+// faults when they are first touched; faster where the system has the memory at hand, but
+// slower on a virtual machine whose host lends memory lazily), off refuses them; unset, the
+// system's policy decides.
+//
 // orwl does no computation of its own: kernels and data layout belong to the program.
 package orwl

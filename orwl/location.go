@@ -10,6 +10,7 @@ import (
 
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
+	"github.com/orwl-go/orwl/internal/hugemem"
 	"github.com/orwl-go/orwl/trace"
 )
 
@@ -344,7 +345,7 @@ func (l *location) schedule() error {
 }
 
 // resized returns b resized to n bytes, keeping the common prefix and zero-filling the rest;
-// it reallocates (8-byte aligned) only when b's capacity is short.
+// it reallocates (8-byte aligned) only when b's capacity is short, and then frees b.
 func resized(b []byte, n int) []byte {
 	if n <= cap(b) {
 		old := len(b)
@@ -356,17 +357,18 @@ func resized(b []byte, n int) []byte {
 	}
 	nb := alignedBytes(n)
 	copy(nb, b)
+	freeBytes(b)
 	return nb
 }
 
-// alignedBytes returns n zeroed bytes whose first byte is 8-byte aligned; never nil.
-func alignedBytes(n int) []byte {
-	if n == 0 {
-		return []byte{}
-	}
-	words := make([]uint64, (n+7)/8)
-	return unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), n)
-}
+// alignedBytes returns n zeroed bytes whose first byte is 8-byte aligned; never nil. Large
+// buffers (location data, mirrors) are mapped outside the Go heap with huge pages, so that
+// filling them the first time takes few page faults: they are freed (hugemem.Free) when
+// they are replaced, and at the end of Run (job.freeBuffers).
+func alignedBytes(n int) []byte { return hugemem.Alloc(n) }
+
+// freeBytes frees a buffer alignedBytes returned; it must not be used afterwards.
+func freeBytes(b []byte) { hugemem.Free(b) }
 
 // Float64s views a mapped buffer as float64 values (little-endian, the machine's order);
 // trailing bytes that do not fill a value are left out. Location data is 8-byte aligned,

@@ -210,9 +210,11 @@ func (n *node) grantSink(from int, h *transport.Header) ([]byte, error) {
 	return resizeKeep(&t.q.mirror, int(h.Len)), nil
 }
 
-// resizeKeep sets *b to n bytes, reallocating (8-byte aligned) only when it must grow.
+// resizeKeep sets *b to n bytes, reallocating (8-byte aligned, freeing the old buffer) only
+// when it must grow.
 func resizeKeep(b *[]byte, n int) []byte {
 	if n > cap(*b) {
+		freeBytes(*b)
 		*b = alignedBytes(n)
 	}
 	*b = (*b)[:n]

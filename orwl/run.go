@@ -143,7 +143,26 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 			j.fail(err)
 		}
 	}
+	j.freeBuffers()
 	return j.failure()
+}
+
+// freeBuffers frees the data of this process's locations and the mirrors of the others'
+// (large ones are mapped outside the Go heap), once nothing can use them: every task of
+// this process has returned and the mesh, whose readers fill mirrors, is closed.
+func (j *job) freeBuffers() {
+	for _, l := range j.owned {
+		if l != nil {
+			freeBytes(l.data)
+			l.data = nil
+		}
+	}
+	for _, q := range j.queues {
+		if r, ok := q.(*remoteQueue); ok {
+			freeBytes(r.mirror)
+			r.mirror = nil
+		}
+	}
 }
 
 // maxLocations bounds the locations of a job (tasks times their locations): a larger job

@@ -74,6 +74,7 @@ func (t *Task) Scale(name string, bytes int) {
 		t.complain(fmt.Errorf("task %d: Scale(%q, %d): %w", t.id, name, bytes, err))
 		return
 	}
+	freeBytes(l.data)
 	l.data = alignedBytes(bytes)
 }
 

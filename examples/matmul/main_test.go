@@ -38,7 +38,7 @@ func cpuKernels(t *testing.T) []string {
 }
 
 var (
-	resultRE   = regexp.MustCompile(`(?m)^\[0\] result: n=(\d+) nb=(\d+) grid=(\S+) tasks=(\d+) procs=(\d+) kernel=(\S+) seconds=[0-9.]+ gflops=[0-9.]+ verified=true\n\z`)
+	resultRE   = regexp.MustCompile(`(?m)^\[0\] result: n=(\d+) nb=(\d+) grid=(\S+) tasks=(\d+) procs=(\d+) kernel=(\S+) reps=(\d+) first-seconds=[0-9.]+ first-gflops=[0-9.]+ best-seconds=[0-9.]+ best-gflops=[0-9.]+ verified=true\n\z`)
 	checksumRE = regexp.MustCompile(`(?m)^\[0\] summary: checks=freivalds\+exact .* checksum=([0-9a-f]{16})$`)
 )
 
@@ -56,7 +56,7 @@ func TestProcessesGiveIdenticalResults(t *testing.T) {
 					Env: []string{childEnv + "=" + args}, Stdout: &out, Stderr: &errs}.Run()
 				m := resultRE.FindStringSubmatch(out.String())
 				c := checksumRE.FindStringSubmatch(out.String())
-				if status != 0 || m == nil || c == nil || m[5] != fmt.Sprint(procs) || m[6] != kernel {
+				if status != 0 || m == nil || c == nil || m[5] != fmt.Sprint(procs) || m[6] != kernel || m[7] != "2" {
 					t.Fatalf("%s %s, %d processes: status %d\n%s%s", kernel, grid, procs, status, out.String(), errs.String())
 				}
 				sums[c[1]] = append(sums[c[1]], procs)

@@ -161,14 +161,13 @@ func (w *worker) setRange(cuts []int) {
 // product per multiplication, with an exchange of measurements in between that, with
 // Balance, moves the ranges.
 func (w *worker) runBalanced(ctx context.Context) error {
-	w.start = time.Now()
 	if err := w.gatherA(ctx); err != nil {
 		return err
 	}
 	bal := newBalancer(w.p.N)
 	for r := range w.p.Reps {
 		flops, secs := w.multiplyRange()
-		w.repEnds = append(w.repEnds, time.Now())
+		w.endRep()
 		if w.me == 0 && w.p.Progress != nil {
 			w.p.Progress(r+1, w.p.Reps)
 		}

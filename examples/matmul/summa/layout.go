@@ -61,15 +61,31 @@ func ParseGrid(s string) (Grid, error) {
 const MaxTasks = 1 << 16
 
 // BytesPerTask estimates the memory one task of a multiplication holds, in bytes: its part
-// of A, B and C (all of them in a balanced run), its panel buffers, and their copies from
-// other processes.
+// of A, B and C (all of them in a balanced run), its panel buffers, and at most as many
+// copies of every other owner's in its grid row and column.
 func BytesPerTask(n, nb int, g Grid, balanced bool) float64 {
 	fn, fnb := float64(n), float64(min(nb, n))
 	if balanced {
 		return 8 * (3*fn*fn + 4*fn*fnb)
 	}
 	t := float64(g.Tasks())
-	return 8 * (3*fn*fn/t + 2*panelBuffers*fnb*(fn/float64(g.P)+fn/float64(g.Q)))
+	_, aUses, bUses := schedule(g, (n+nb-1)/nb, 2)
+	aPanels := float64(buffersUsed(aUses)*g.Q) * fnb * fn / float64(g.P)
+	bPanels := float64(buffersUsed(bUses)*g.P) * fnb * fn / float64(g.Q)
+	return 8 * (3*fn*fn/t + aPanels + bPanels)
+}
+
+// buffersUsed returns the most buffers one owner uses.
+func buffersUsed(uses []bufferUses) int {
+	most := 0
+	for _, u := range uses {
+		n := 0
+		for _, c := range u {
+			n += min(c, 1)
+		}
+		most = max(most, n)
+	}
+	return most
 }
 
 // numroc returns how many of n indices, dealt in blocks of nb round-robin over procs
@@ -119,22 +135,41 @@ type step struct {
 // bufferUses counts a grid row's or column's publications, per buffer.
 type bufferUses [panelBuffers]int
 
-// schedule lists the steps of reps multiplications of nk panels each. A panel owner cycles
-// through its buffers over the steps it owns, so consecutive uses of one buffer are at
-// least panelBuffers steps apart. It also returns how often each grid column and row
+// schedule lists the steps of reps multiplications of nk panels each. For every step, the
+// owner of a panel publishes it in the first of its buffers not used in the last lookahead
+// steps, so that consecutive uses of one buffer are at least lookahead+1 steps apart, as
+// the lookahead and the proof of deadlock freedom need; one is always free, as an owner
+// publishes at most lookahead times in lookahead steps. An owner that publishes every step
+// cycles through its three buffers; owners that take turns use fewer (two for two owners,
+// one for three or more, but at the turn of a multiplication when nk is not a multiple of
+// their number): every buffer less is memory a task need not hold, nor touch for the first
+// time in its first multiplication. It also returns how often each grid column and row
 // publishes, per buffer.
 func schedule(g Grid, nk, reps int) (steps []step, aUses, bUses []bufferUses) {
 	aUses, bUses = make([]bufferUses, g.Q), make([]bufferUses, g.P)
-	aSeen, bSeen := make([]int, g.Q), make([]int, g.P)
+	aLast, bLast := make([]lastUse, g.Q), make([]lastUse, g.P)
 	for s := range nk * reps {
 		k := s % nk
 		st := step{k: k, aCol: k % g.Q, bRow: k % g.P}
-		st.aBuf, st.bBuf = aSeen[st.aCol]%panelBuffers, bSeen[st.bRow]%panelBuffers
-		aSeen[st.aCol]++
-		bSeen[st.bRow]++
+		st.aBuf, st.bBuf = aLast[st.aCol].take(s), bLast[st.bRow].take(s)
 		aUses[st.aCol][st.aBuf]++
 		bUses[st.bRow][st.bBuf]++
 		steps = append(steps, st)
 	}
 	return steps, aUses, bUses
+}
+
+// lastUse is, for one owner, the step after the last use of each buffer (0: never used).
+type lastUse [panelBuffers]int
+
+// take returns the first buffer not used in the lookahead steps before step s, and marks
+// it used at s.
+func (u *lastUse) take(s int) int {
+	for b, next := range u {
+		if next == 0 || s+1-next >= lookahead+1 {
+			u[b] = s + 1
+			return b
+		}
+	}
+	panic("summa: no free panel buffer") // impossible: see schedule
 }

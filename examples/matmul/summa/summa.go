@@ -23,8 +23,10 @@
 // same holds for B with P = 1.)
 //
 // Every task owns panelBuffers (three) A-panel locations (a0, a1, a2) and as many B-panel
-// locations (b0, b1, b2). An owner cycles through its buffers over the steps it owns, so a
-// buffer is reused at the earliest three steps later. Each location has one iterative
+// locations (b0, b1, b2). An owner cycles over the steps it owns through as few of them as
+// keep a buffer's consecutive uses three steps apart: all three when it publishes every
+// step (a single grid column for A, row for B), two when two owners take turns, one when
+// three or more do; the others stay empty. Each location in use has one iterative
 // write handle (its owner, FIFO position 0) and iterative read handles of every task of the
 // row or column (position 1), so its FIFO cycles: write, group of reads, write, group of
 // reads, one cycle per step that uses the buffer. Data of a location in another process is
@@ -88,6 +90,7 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 
+	"github.com/orwl-go/orwl/internal/hugemem"
 	"github.com/orwl-go/orwl/kernels"
 	"github.com/orwl-go/orwl/kernels/cublas"
 	"github.com/orwl-go/orwl/orwl"
@@ -151,10 +154,20 @@ type Result struct {
 	// Seconds is the time of the fastest of the Reps multiplications (the first one pays
 	// for warming up: page faults, thread pools, device buffers). A multiplication's time
 	// is its slowest task's: from the end of that task's part of the previous one (for
-	// the first, from its start after Schedule) to the end of its part of this one. Tasks
+	// the first, from its start, see FirstSeconds) to the end of its part of this one. Tasks
 	// need not run in step (in the 2-D algorithm one may be a step ahead), so the time
 	// between two multiplications' last ends would not be any multiplication's time.
 	Seconds float64
+	// FirstSeconds is the time of the first multiplication, from the moment A and B exist
+	// in every task (when Schedule returns: their generation is not counted; the
+	// allocation of C, the mirrors of remote panels and the first touch of all the memory
+	// the multiplication uses are) to the end of a task's part of the first
+	// multiplication; the slowest task's.
+	FirstSeconds float64
+	// FirstFaults are the page faults of the processes of the job during the first
+	// multiplication: in each process, from its first task's start to the end of the
+	// last one's first multiplication (as FirstSeconds), added over the processes.
+	FirstFaults int64
 	// MeanSeconds is the mean over the Reps multiplications: from the first task's start
 	// to the last task's end, divided by Reps.
 	MeanSeconds float64
@@ -212,6 +225,8 @@ const (
 	hFlops
 	hC0 // balanced runs: my range of columns in the last multiplication
 	hC1
+	hFaults0 // page faults of my process when I started, and at the end of my first multiplication
+	hFaults1
 	hLen
 )
 
@@ -225,7 +240,6 @@ func Run(ctx context.Context, p Params) (*Result, error) {
 	steps, aUses, bUses := schedule(p.Grid, nk, p.Reps)
 	var res *Result
 	pins := &pinSet{}
-	defer pins.release()
 	cfg := orwl.Config{
 		Tasks:     p.Grid.Tasks(),
 		Locations: locationNames(&p, nk),
@@ -235,6 +249,8 @@ func Run(ctx context.Context, p Params) (*Result, error) {
 		Trace:     p.Trace,
 	}
 	err := orwl.Run(ctx, cfg, func(ctx context.Context, t *orwl.Task) error {
+		pins.enter()
+		defer pins.leave()
 		w := &worker{p: &p, t: t, steps: steps, pins: pins}
 		r, err := w.run(ctx, aUses, bUses)
 		if r != nil {
@@ -274,6 +290,8 @@ type worker struct {
 	pinPanels   bool    // my kernel reads panels faster from pinned memory
 
 	repEnds []time.Time // when I finished my part of each multiplication
+	faults  [2]int64    // this process's page faults at start and at the first repEnd
+	frees   []func()    // frees what alloc allocated
 
 	// Balanced runs.
 	cuts                []int     // column ranges of all tasks
@@ -304,16 +322,19 @@ func (w *worker) run(ctx context.Context, aUses, bUses []bufferUses) (*Result, e
 		defer c.Close()
 	}
 	w.stats.Kernel = gemm.Name()
-	free, err := w.generate()
-	if err != nil {
+	defer w.free()
+	if err := w.generate(); err != nil {
 		return nil, err
 	}
-	defer free()
 	mloc, nloc := len(w.rows), len(w.cols)
 	maxW := min(p.NB, p.N)
 	for b := range panelBuffers {
-		t.Scale(panelLocation("a", b), 8*mloc*maxW)
-		t.Scale(panelLocation("b", b), 8*maxW*nloc)
+		if aUses[w.gq][b] > 0 && g.Q > 1 && !p.balanced() {
+			t.Scale(panelLocation("a", b), 8*mloc*maxW)
+		}
+		if bUses[w.gp][b] > 0 && g.P > 1 {
+			t.Scale(panelLocation("b", b), 8*maxW*nloc)
+		}
 	}
 	t.Scale("out", 8*outLen(p, mloc, nloc))
 	t.Scale("rate", 16)
@@ -363,6 +384,15 @@ func (w *worker) run(ctx context.Context, aUses, bUses []bufferUses) (*Result, e
 	if err := t.Schedule(ctx); err != nil {
 		return nil, err
 	}
+	// A and B exist in every task: the first multiplication is timed from here, with the
+	// allocation of C and the first touch of C, of the panel locations (sized above, not
+	// yet touched) and of the mirrors of remote panels (allocated at their first grant).
+	w.start, w.faults[0] = time.Now(), pageFaults()
+	if !p.balanced() {
+		if w.c, err = w.alloc(mloc * nloc); err != nil {
+			return nil, err
+		}
+	}
 
 	if p.balanced() {
 		if err := w.publishOnce(ctx); err != nil {
@@ -390,7 +420,6 @@ func (w *worker) run(ctx context.Context, aUses, bUses []bufferUses) (*Result, e
 // runSteps is the 2-D algorithm's part of a task, after Schedule: publish the panels of
 // the step lookahead steps ahead, multiply those of this one.
 func (w *worker) runSteps(ctx context.Context) error {
-	w.start = time.Now()
 	for s := range min(lookahead, len(w.steps)) {
 		if err := w.publishPanels(ctx, s); err != nil {
 			return err
@@ -406,7 +435,7 @@ func (w *worker) runSteps(ctx context.Context) error {
 			return err
 		}
 		if (s+1)%(len(w.steps)/w.p.Reps) == 0 {
-			w.repEnds = append(w.repEnds, time.Now())
+			w.endRep()
 		}
 		if w.me == 0 && w.p.Progress != nil {
 			w.p.Progress(s+1, len(w.steps))
@@ -416,29 +445,56 @@ func (w *worker) runSteps(ctx context.Context) error {
 	return nil
 }
 
-// generate builds my blocks of A and B and allocates C: in memory of the kernel's
-// allocator when it has one (a GPU kernel's pinned memory), else on the Go heap. The
-// returned function frees what the allocator gave.
-func (w *worker) generate() (free func(), err error) {
+// endRep records the end of my part of a multiplication, and the page faults of this
+// process at the end of the first.
+func (w *worker) endRep() {
+	if len(w.repEnds) == 0 {
+		w.faults[1] = pageFaults()
+	}
+	w.repEnds = append(w.repEnds, time.Now())
+}
+
+// alloc returns n float64s from the kernel's allocator when it has one (a GPU kernel's
+// pinned memory), else mapped with huge pages (package hugemem), and remembers to free
+// them at the end (free).
+func (w *worker) alloc(n int) ([]float64, error) {
+	if al, ok := w.gemm.(kernels.Allocator); ok && n > 0 {
+		f, err := al.Alloc(n)
+		if err != nil {
+			return nil, fmt.Errorf("task %d: %w", w.me, err)
+		}
+		w.frees = append(w.frees, func() { al.Free(f) })
+		return f, nil
+	}
+	f := hugemem.Float64s(n)
+	w.frees = append(w.frees, func() { hugemem.FreeFloat64s(f) })
+	return f, nil
+}
+
+// free frees what alloc allocated.
+func (w *worker) free() {
+	for _, f := range w.frees {
+		f()
+	}
+	w.frees = nil
+}
+
+// generate builds my blocks of A and B (in balanced runs, also allocates the whole of A,
+// and C), in memory from alloc.
+func (w *worker) generate() error {
 	p, g := w.p, w.p.Grid
 	w.rows = globals(p.N, p.NB, w.gp, g.P)
 	w.cols = globals(p.N, p.NB, w.gq, g.Q)
 	w.aCols = w.cols
 	mloc, nloc := len(w.rows), len(w.cols)
 	kA, kB := len(w.cols), len(w.rows) // my A has nloc columns, my B has mloc rows
-	size := mloc*kA + kB*nloc + mloc*nloc
+	size := mloc*kA + kB*nloc
 	if p.balanced() { // A as usual and whole; the whole of B; C full width
 		size = mloc*kA + 3*p.N*p.N
 	}
-	all := make([]float64, 0)
-	free = func() {}
-	if al, ok := w.gemm.(kernels.Allocator); ok && size > 0 {
-		if all, err = al.Alloc(size); err != nil {
-			return nil, fmt.Errorf("task %d: %w", w.me, err)
-		}
-		free = func() { al.Free(all) }
-	} else {
-		all = make([]float64, size)
+	all, err := w.alloc(size)
+	if err != nil {
+		return err
 	}
 	take := func(n int) []float64 {
 		s := all[:n:n]
@@ -470,7 +526,7 @@ func (w *worker) generate() (free func(), err error) {
 			}
 		}
 		w.setRange(cutPoints(p.N, weights))
-		return free, nil
+		return nil
 	}
 	for I := w.gp; I*p.NB < p.N; I += g.P {
 		wd := blockWidth(p.N, p.NB, I)
@@ -482,8 +538,7 @@ func (w *worker) generate() (free func(), err error) {
 		}
 		w.bPanels = append(w.bPanels, panel)
 	}
-	w.c = take(mloc * nloc)
-	return free, nil
+	return nil
 }
 
 // publishPanels writes my pieces of the panels of step s, if I own any.
@@ -615,6 +670,7 @@ func (w *worker) fillOut(out []float64) {
 	out[hChecksum] = math.Float64frombits(h.Sum64())
 	out[hFlops] = w.stats.Flops
 	out[hC0], out[hC1] = float64(w.c0), float64(w.c1)
+	out[hFaults0], out[hFaults1] = float64(w.faults[0]), float64(w.faults[1])
 	for r, t := range w.repEnds {
 		out[hLen+r] = math.Float64frombits(uint64(t.UnixNano()))
 	}
@@ -686,6 +742,7 @@ func (w *worker) collect(ctx context.Context) (*Result, error) {
 	}
 	var first, last int64 = math.MaxInt64, math.MinInt64
 	repTime := make([]float64, p.Reps) // the slowest task's time for each multiplication
+	faults := map[int][2]float64{}     // by process: the first start's count, the last end's
 	sums := fnv.New64a()
 	for k, h := range w.gather {
 		pk, qk := g.Coords(k)
@@ -701,6 +758,11 @@ func (w *worker) collect(ctx context.Context) (*Result, error) {
 				res.Split = append(res.Split, float64(c1-c0)/float64(p.N))
 			}
 			first = min(first, int64(math.Float64bits(out[hStart])))
+			f, seen := faults[w.t.ProcOf(k)]
+			if !seen {
+				f = [2]float64{math.Inf(1), math.Inf(-1)}
+			}
+			faults[w.t.ProcOf(k)] = [2]float64{min(f[0], out[hFaults0]), max(f[1], out[hFaults1])}
 			last = max(last, int64(math.Float64bits(out[hEnd])))
 			res.Tasks = append(res.Tasks, TaskStats{
 				Kernel:  p.Kernels[k],
@@ -745,6 +807,10 @@ func (w *worker) collect(ctx context.Context) (*Result, error) {
 	res.Tasks[0].Kernel = w.stats.Kernel
 	res.MeanSeconds = float64(last-first) / 1e9 / float64(p.Reps)
 	res.Seconds = slices.Min(repTime)
+	res.FirstSeconds = repTime[0]
+	for _, f := range faults {
+		res.FirstFaults += int64(f[1] - f[0])
+	}
 	res.GFlops = Flops(p.N) / res.Seconds / 1e9
 	res.Checksum = sums.Sum64()
 	res.Checks = "none"

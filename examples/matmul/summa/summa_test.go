@@ -47,10 +47,12 @@ func TestNumrocAndGlobals(t *testing.T) {
 }
 
 // TestScheduleReusesBuffersLate checks what the deadlock-freedom argument needs: a buffer
-// is used again at least panelBuffers steps after its previous use.
+// is used again at least lookahead+1 steps after its previous use; and that an owner uses
+// no more buffers than that needs (three alone, two when two owners take turns, one for
+// three or more).
 func TestScheduleReusesBuffersLate(t *testing.T) {
-	for _, g := range []Grid{{1, 1}, {2, 1}, {1, 3}, {2, 2}, {3, 2}} {
-		for _, nk := range []int{1, 2, 3, 5, 8} {
+	for _, g := range []Grid{{1, 1}, {2, 1}, {1, 3}, {2, 2}, {3, 2}, {4, 1}} {
+		for _, nk := range []int{1, 2, 3, 4, 5, 6, 8, 12} {
 			steps, aUses, bUses := schedule(g, nk, 3)
 			lastA, lastB := map[[2]int]int{}, map[[2]int]int{}
 			countA, countB := make([]bufferUses, g.Q), make([]bufferUses, g.P)
@@ -59,15 +61,22 @@ func TestScheduleReusesBuffersLate(t *testing.T) {
 					t.Fatalf("grid %s nk %d step %d: %+v", g, nk, s, st)
 				}
 				ka, kb := [2]int{st.aCol, st.aBuf}, [2]int{st.bRow, st.bBuf}
-				if prev, ok := lastA[ka]; ok && s-prev < panelBuffers {
+				if prev, ok := lastA[ka]; ok && s-prev < lookahead+1 {
 					t.Fatalf("grid %s nk %d: A buffer %v used at steps %d and %d", g, nk, ka, prev, s)
 				}
-				if prev, ok := lastB[kb]; ok && s-prev < panelBuffers {
+				if prev, ok := lastB[kb]; ok && s-prev < lookahead+1 {
 					t.Fatalf("grid %s nk %d: B buffer %v used at steps %d and %d", g, nk, kb, prev, s)
 				}
 				lastA[ka], lastB[kb] = s, s
 				countA[st.aCol][st.aBuf]++
 				countB[st.bRow][st.bBuf]++
+			}
+			// Owners that take turns evenly use fewer buffers.
+			if want := []int{3, 3, 2, 1}[min(g.Q, 3)]; nk%g.Q == 0 && buffersUsed(aUses) > want {
+				t.Fatalf("grid %s nk %d: a grid column uses %d A buffers, want at most %d", g, nk, buffersUsed(aUses), want)
+			}
+			if want := []int{3, 3, 2, 1}[min(g.P, 3)]; nk%g.P == 0 && buffersUsed(bUses) > want {
+				t.Fatalf("grid %s nk %d: a grid row uses %d B buffers, want at most %d", g, nk, buffersUsed(bUses), want)
 			}
 			for q := range g.Q {
 				if countA[q] != aUses[q] {
@@ -143,6 +152,21 @@ func TestMultiplies(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestFirstMultiplication: the first multiplication is reported apart, no faster than the
+// best, with the page faults of touching C for the first time (C is allocated after A and
+// B, in the timed interval, fresh: at least one fault).
+func TestFirstMultiplication(t *testing.T) {
+	const n = 600 // C is 2.9 MB: over hugemem's threshold, so mapped fresh on Linux
+	res, err := Run(context.Background(), Params{N: n, NB: 128, Grid: Grid{1, 1}, Kernels: cpuKernels(t)[:1],
+		Reps: 2, Seed: 7, Verify: Freivalds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Verified || !(res.Seconds > 0) || res.FirstSeconds < res.Seconds || res.FirstFaults < 1 {
+		t.Fatalf("first %.4fs with %d page faults, best %.4fs, verified %v", res.FirstSeconds, res.FirstFaults, res.Seconds, res.Verified)
 	}
 }
 

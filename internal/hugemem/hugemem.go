@@ -1,0 +1,101 @@
+// Package hugemem allocates the large buffers of a job (location data, mirrors of remote
+// locations, matrices) outside the Go heap, mapped in pieces aligned to a huge page (2 MiB),
+// so that Linux may back them with transparent huge pages; the garbage collector neither
+// paces on these buffers nor scans them, and they are freed when their owner says so.
+// Small buffers, and every buffer outside Linux, come from the Go heap.
+//
+// Whether mapped buffers get huge pages is the environment variable ORWL_HUGEPAGES's
+// choice: "on" asks for them (MADV_HUGEPAGE), "off" refuses them (MADV_NOHUGEPAGE), and
+// unset (or anything else) leaves it to the system's policy
+// (/sys/kernel/mm/transparent_hugepage/enabled, "madvise" on most distributions: no huge
+// pages). Huge pages cut the page faults of touching fresh memory 512-fold, and make it
+// faster where memory is there to be had; but a huge page needs 2 MiB of physical memory
+// at once, which a virtual machine whose host lends memory lazily may only find in memory
+// the host has not backed yet, slower to touch than the small pages the guest recycles
+// (measured: bench first). Hence the default.
+//
+// A mapped buffer is not garbage collected: whoever allocates it must Free it once nothing
+// uses it, and must not use it afterwards (a use after Free faults). This package only
+// allocates and frees; it must not touch the memory it hands out (a buffer's pages are
+// faulted in by its first user, inside whatever that user times).
+package hugemem
+
+import (
+	"os"
+	"sync"
+	"unsafe"
+)
+
+// Threshold is the size from which Alloc maps a buffer instead of taking it from the Go
+// heap: one huge page.
+const Threshold = 2 << 20
+
+// mapped records the regions Alloc mapped, by the address of their first byte, so that
+// Free knows what to unmap, and ignores what it did not map.
+var (
+	mu     sync.Mutex
+	mapped = map[unsafe.Pointer]uintptr{} // first byte: length of the mapping
+)
+
+// advice is ORWL_HUGEPAGES, read once: "on", "off", or anything else for the system's policy.
+var advice = sync.OnceValue(func() string { return os.Getenv("ORWL_HUGEPAGES") })
+
+// Alloc returns n zeroed bytes whose first byte is 8-byte aligned (page aligned when
+// mapped); never nil, and empty for n <= 0. Buffers of at least Threshold bytes are mapped
+// where the system allows it, with ORWL_HUGEPAGES's advice; give them back with Free.
+// Smaller ones, and mapped ones that the system refuses, are Go memory, which Free ignores.
+func Alloc(n int) []byte {
+	if n <= 0 {
+		return []byte{}
+	}
+	if n >= Threshold {
+		if p, length := mapHuge(uintptr(n), advice()); p != nil {
+			mu.Lock()
+			mapped[p] = length
+			mu.Unlock()
+			return unsafe.Slice((*byte)(p), n)
+		}
+	}
+	words := make([]uint64, (n+7)/8)
+	return unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), n)
+}
+
+// Free unmaps b when Alloc mapped it: b must then be the slice Alloc returned, or a slice
+// of it that starts at the same byte (its length and capacity do not matter). It does
+// nothing for any other slice, nor for one already freed. b and every slice of the buffer
+// must not be used after Free.
+func Free(b []byte) {
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	if p == nil {
+		return
+	}
+	mu.Lock()
+	length, ok := mapped[p]
+	delete(mapped, p)
+	mu.Unlock()
+	if ok {
+		unmap(p, length)
+	}
+}
+
+// Mapped reports whether b starts a buffer that Alloc mapped and Free has not freed.
+func Mapped(b []byte) bool {
+	mu.Lock()
+	defer mu.Unlock()
+	_, ok := mapped[unsafe.Pointer(unsafe.SliceData(b))]
+	return ok
+}
+
+// Float64s returns n zeroed float64 values, allocated as Alloc allocates 8n bytes; give
+// them back with FreeFloat64s.
+func Float64s(n int) []float64 {
+	if n <= 0 {
+		return []float64{}
+	}
+	return unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(Alloc(8*n)))), n)
+}
+
+// FreeFloat64s frees f, as Free frees the bytes of a buffer Float64s returned.
+func FreeFloat64s(f []float64) {
+	Free(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(f))), 0))
+}

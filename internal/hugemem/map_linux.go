@@ -1,0 +1,43 @@
+package hugemem
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// hugePage is the size of a transparent huge page on the architectures Go supports.
+const hugePage = 2 << 20
+
+// mapHuge maps n bytes, rounded up to whole huge pages, at an address aligned to a huge
+// page, and gives the kernel the advice ("on": MADV_HUGEPAGE, under the usual THP setting
+// "madvise" the only regions that get huge pages; "off": MADV_NOHUGEPAGE; else none). It
+// returns the address and the mapped length, or nil when the system refuses the mapping.
+func mapHuge(n uintptr, advice string) (unsafe.Pointer, uintptr) {
+	length := (n + hugePage - 1) &^ (hugePage - 1)
+	// Map one huge page more, then cut the unaligned head and the tail off.
+	p, err := unix.MmapPtr(-1, 0, nil, length+hugePage, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, 0
+	}
+	head := (hugePage - uintptr(p)%hugePage) % hugePage
+	if head > 0 {
+		unix.MunmapPtr(p, head)
+	}
+	aligned := unsafe.Add(p, head)
+	if tail := hugePage - head; tail > 0 {
+		unix.MunmapPtr(unsafe.Add(aligned, length), tail)
+	}
+	// A kernel without transparent huge pages refuses the advice: the buffer then simply
+	// has small pages.
+	switch advice {
+	case "on":
+		unix.Madvise(unsafe.Slice((*byte)(aligned), length), unix.MADV_HUGEPAGE)
+	case "off":
+		unix.Madvise(unsafe.Slice((*byte)(aligned), length), unix.MADV_NOHUGEPAGE)
+	}
+	return aligned, length
+}
+
+// unmap gives a region mapHuge mapped back to the system.
+func unmap(p unsafe.Pointer, length uintptr) { unix.MunmapPtr(p, length) }

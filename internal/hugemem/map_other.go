@@ -1,0 +1,12 @@
+//go:build !linux
+
+package hugemem
+
+import "unsafe"
+
+// mapHuge maps nothing here: transparent huge pages are Linux's, so every buffer comes
+// from the Go heap.
+func mapHuge(uintptr, string) (unsafe.Pointer, uintptr) { return nil, 0 }
+
+// unmap is never called where mapHuge maps nothing.
+func unmap(unsafe.Pointer, uintptr) {}
