@@ -426,7 +426,7 @@ type cholResult struct {
 
 // timeORWL runs the ORWL row: one process per core, one task and one kernel thread each.
 func (b *cholBench) timeORWL(n int) (cholRow, error) {
-	grid := summa.DefaultGrid(b.procs)
+	grid := tiled.DefaultGrid(b.procs)
 	job := cholJob{N: n, NB: b.tileSize(n), Reps: b.reps, Grid: grid.String(), Kernel: b.kernel}
 	var res cholResult
 	if err := launchSelf(b.procs, []string{"cholesky"}, choleskyChildEnv, job, &res); err != nil {

@@ -88,7 +88,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.SetOutput(io.Discard)
 	n := fs.Int("n", 0, "matrix order N (default: 8192 with a BLAS kernel, 1536 with gonum)")
 	nb := fs.Int("nb", 0, "tile size NB (default: 512, at most N/4)")
-	grid := fs.String("grid", "", "task grid PxQ (default: the most square grid of -tasks)")
+	grid := fs.String("grid", "", "task grid PxQ (default: the most square grid of -tasks, with P <= Q)")
 	tasks := fs.Int("tasks", 0, "tasks (default: P*Q of -grid, else -np, else the launcher's process count, else one per core)")
 	np := fs.Int("np", 0, "processes started on this machine (default: min(tasks, cores)); ignored under a launcher")
 	kernel := fs.String("kernel", "cpu", "kernel: cpu, gonum, openblas, or a mix such as openblas:1,gonum")
@@ -181,7 +181,7 @@ func (c *config) layout(set map[string]bool, grid string, tasks, np int, info or
 	}
 	switch {
 	case !set["grid"]:
-		c.grid = summa.DefaultGrid(c.tasks)
+		c.grid = tiled.DefaultGrid(c.tasks)
 	case c.grid.Tasks() != c.tasks:
 		return usagef("-grid %s has %d tasks but -tasks is %d", c.grid, c.grid.Tasks(), c.tasks)
 	}

@@ -115,6 +115,15 @@ func Flops(n int) float64 { return float64(n) * float64(n) * float64(n) / 3 }
 // MaxTasks bounds the tasks of a job, as summa.MaxTasks.
 const MaxTasks = summa.MaxTasks
 
+// DefaultGrid is the grid of tasks tasks used unless told otherwise: the most square, with
+// at least as many columns as rows. Dealt by column, the work of the lower triangle is
+// balanced (by row, the tasks of the last rows have more of it): at N=4096 on 2 tasks, 1x2
+// ran 5-10% faster than 2x1.
+func DefaultGrid(tasks int) summa.Grid {
+	g := summa.DefaultGrid(tasks)
+	return summa.Grid{P: g.Q, Q: g.P}
+}
+
 // DefaultNB is the tile size used unless told otherwise: 512, but no more than N/4, so
 // that a factorisation has at least four tiles a side to overlap (bench cholesky -nb
 // compares others).
