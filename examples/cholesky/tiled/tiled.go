@@ -27,12 +27,15 @@
 // critical path first: the panel factorisation and the updates the next panels need come
 // before the trailing updates that can wait, a lookahead as deep as the simulated run
 // finds useful). The rank of an operation's start in that run is the FIFO position of all
-// its handles, and every task runs its operations in that order. Since start times
-// respect every dependence, each location's FIFO holds its accesses in the order of the
-// algorithm, every access waits only for accesses of smaller positions, and each task
-// takes its handles in order of position, nesting only handles of one position: the
-// factorisation cannot deadlock, and the order of the conflicting accesses, so L, is the
-// same bit for bit whatever the timing or the number of processes.
+// its handles. Since start times respect every dependence, each location's FIFO holds its
+// accesses in the order of the algorithm, and every access waits only for accesses of
+// smaller positions. A task waits only for its first operation not done, in order of
+// position, taking its handles in that order and nesting only handles of one position; but
+// when one of its next operations has all its tiles granted already (Handle.Test), it runs
+// that one first, which takes only grants that are there and gives them back: the real
+// machine's timing fills the gaps of the simulated one. The factorisation cannot deadlock,
+// and the order of the conflicting accesses, so L, is the same bit for bit whatever the
+// timing or the number of processes.
 //
 // # Repetitions and verification
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"gonum.org/v1/gonum/blas"
@@ -148,16 +149,50 @@ func (w *worker) factorise(ctx context.Context, r int) error {
 		return err
 	}
 	start := time.Now()
+	pending := make([]*taskOp, 0, rh.opsEnd-rh.first)
 	for x := rh.first; x < rh.opsEnd; x++ {
-		if err := w.execute(ctx, &w.ops[x]); err != nil {
+		pending = append(pending, &w.ops[x])
+	}
+	for done := rh.first; len(pending) > 0; done++ {
+		x := ready(pending)
+		if err := w.execute(ctx, pending[x]); err != nil {
 			return err
 		}
+		pending = slices.Delete(pending, x, x+1)
 		if w.me == 0 && w.p.Progress != nil {
-			w.p.Progress(x+1, len(w.ops))
+			w.p.Progress(done+1, len(w.ops))
 		}
 	}
 	w.ends = append(w.ends, time.Since(start))
 	return nil
+}
+
+// lookahead is how many of its next operations a task looks at for one it can run at once.
+const lookahead = 16
+
+// ready returns the index in pending (the task's operations not done yet, in the order of
+// their positions) of the one to run next: the first among the next lookahead whose tiles
+// are all granted already (Handle.Test), else the first, which the task then waits for. An
+// operation run early only takes grants that are there and gives them back, so the task
+// still waits only where the schedule has it wait, and the schedule stays deadlock-free;
+// the order of the accesses to every tile is its FIFO's, so L is the same bytes.
+func ready(pending []*taskOp) int {
+	for x, o := range pending[:min(len(pending), lookahead)] {
+		if o.write.Test() && allGranted(o.reads) {
+			return x
+		}
+	}
+	return 0
+}
+
+// allGranted reports whether every handle of hs is granted.
+func allGranted(hs []*orwl.Handle) bool {
+	for _, h := range hs {
+		if !h.Test() {
+			return false
+		}
+	}
+	return true
 }
 
 // barrier returns when every task has written its tiles for the coming factorisation: each
