@@ -10,9 +10,12 @@ import (
 )
 
 // crowdProbe tells polling readers whether the host is oversubscribed: more runnable threads
-// than cores, counting every program's, not only this job's. A reader that polls then only
-// takes a core from a thread with work to do, so readers sleep at once instead, and poll
-// again once a sample finds the cores free. A polling reader takes a sample at most every
+// than cores can run, counting every program's, not only this job's. A reader that polls
+// then only takes a core from a thread with work to do, so readers sleep at once instead,
+// and poll again once a sample finds the cores free. The count of a job alone on its cores
+// (a polling or computing thread per core) often has a thread or two more, runtime and
+// kernel threads waking up: the threshold leaves them a margin (crowdMargin), which two
+// jobs polling on the same cores exceed. A polling reader takes a sample at most every
 // crowdSample; the zero value samples the kernel's count (/proc/loadavg), which a host
 // without it never exceeds.
 type crowdProbe struct {
@@ -34,9 +37,16 @@ func (p *crowdProbe) Crowded() bool {
 		if runnable == nil {
 			runnable = hostRunnable
 		}
-		p.crowded.Store(runnable() > runtime.NumCPU())
+		p.crowded.Store(runnable() > crowdThreshold())
 	}
 	return p.crowded.Load()
+}
+
+// crowdThreshold is the most runnable threads a host holds before it counts as crowded: its
+// cores plus a margin of a quarter of them, one at least.
+func crowdThreshold() int {
+	n := runtime.NumCPU()
+	return n + max(1, n/4)
 }
 
 // hostRunnable returns the number of runnable threads of the host, the reader's included:

@@ -42,14 +42,14 @@ func TestReaderGroupPollOn(t *testing.T) {
 // No reader polls while the host has more runnable threads than cores, whoever they are;
 // polling resumes at the next sample that finds the cores free.
 func TestReaderGroupBacksOffOnACrowdedHost(t *testing.T) {
-	runnable := runtime.NumCPU() + 1
+	runnable := crowdThreshold() + 1
 	g := readerGroup{spin: time.Hour, idle: func() bool { return true }}
 	g.crowd.runnable = func() int { return runnable }
 	if g.pollOn(0) {
 		t.Fatalf("a reader polls with %d runnable threads on %d cores", runnable, runtime.NumCPU())
 	}
-	runnable = runtime.NumCPU()
-	g.crowd.next.Store(0) // the next sample is due
+	runnable = runtime.NumCPU() + 1 // a job alone, and a thread of the runtime waking up
+	g.crowd.next.Store(0)           // the next sample is due
 	if !g.pollOn(0) {
 		t.Fatalf("a reader does not poll with %d runnable threads on %d cores", runnable, runtime.NumCPU())
 	}
