@@ -186,7 +186,10 @@ func (n *node) sendRelease(t *remoteTicket, m releaseMsg, payload []byte, onTask
 func (t *remoteTicket) where() uint32 { return t.q.loc }
 
 func (t *remoteTicket) describeWait(w *waitRecord) bool {
+	n := t.q.n
+	n.req.mu.Lock() // the id changes when the ticket is retired
 	w.Loc, w.Ticket = int(t.q.loc), t.id
+	n.req.mu.Unlock()
 	return !t.latch.Granted()
 }
 
