@@ -106,7 +106,7 @@ func TestStarpuImplicitRuns(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	if r, err := (&cholBench{procs: 2, nb: 64}).timeStarpuImplicit(bin, 256); err != nil || r.Seconds <= 0 {
+	if r, err := (&cholBench{procs: 2, nb: 128}).timeStarpuImplicit(bin, 1024); err != nil || r.Seconds <= 0 { // large enough to take a millisecond: the example prints whole ms
 		t.Fatalf("%+v, %v", r, err)
 	}
 }
