@@ -83,8 +83,8 @@ func main() {
 
 // Exit statuses.
 const (
-	exitFailed   = 1 // the job failed
-	exitUsage    = 2 // bad flags
+	exitFailed   = exampleutil.ExitFailed
+	exitUsage    = exampleutil.ExitUsage
 	exitMismatch = 3 // the result did not verify
 )
 
