@@ -291,11 +291,9 @@ func killTrials(trials int, work string, add func(ckptRow)) error {
 
 // buildTools builds orwlrun and the stencil into work and returns the directory.
 func buildTools(work string) (string, error) {
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gobin); err != nil {
-		if gobin, err = exec.LookPath("go"); err != nil {
-			return "", fmt.Errorf("no go command to build orwlrun and the stencil")
-		}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("no go command to build orwlrun and the stencil")
 	}
 	for _, pkg := range []string{"cmd/orwlrun", "examples/stencil"} {
 		out, err := exec.Command(gobin, "build", "-o", filepath.Join(work, filepath.Base(pkg)), "github.com/orwl-go/orwl/"+pkg).CombinedOutput()

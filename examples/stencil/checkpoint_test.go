@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,11 +44,9 @@ func writePid() {
 // orwlrun builds cmd/orwlrun once for the tests of this package (they skip without the go
 // command) and returns its path.
 var orwlrun = sync.OnceValues(func() (string, error) {
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gobin); err != nil {
-		if gobin, err = exec.LookPath("go"); err != nil {
-			return "", fmt.Errorf("no go command to build orwlrun: %w", err)
-		}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("no go command to build orwlrun: %w", err)
 	}
 	dir, err := os.MkdirTemp("", "stencil-test-orwlrun-")
 	if err != nil {
