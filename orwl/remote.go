@@ -90,10 +90,18 @@ func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Tic
 	t.latch.Start()
 	n.req.mu.Unlock()
 	spec := h.Spec()
-	m := requestMsg{loc: q.loc, ticket: t.id, mode: spec.Mode, initial: !n.j.requestsLive.Load(), pos: spec.Pos, task: spec.Task, round: n.j.round(h)}
-	// Queued, not written at once: it is not awaited yet, and the release that follows
-	// takes it along in one write (see transport.Mesh.SendNow).
-	if err := n.mesh.Send(q.owner, transport.Requester, m.header(), nil); err != nil {
+	live := n.j.requestsLive.Load()
+	m := requestMsg{loc: q.loc, ticket: t.id, mode: spec.Mode, initial: !live, pos: spec.Pos, task: spec.Task, round: n.j.round(h)}
+	// Not written at once: it is not awaited yet. An iterative handle's request after the
+	// schedule is its next iteration's, made in Acquire while it holds the grant, so its
+	// release (or, if it fails, the cancellation of this request) follows on the same
+	// connection and takes it along in one write, with no wake-up of the connection's writer
+	// (SendAhead); any other request goes to the writer.
+	send := n.mesh.Send
+	if live && spec.Iterative {
+		send = n.mesh.SendAhead
+	}
+	if err := send(q.owner, transport.Requester, m.header(), nil); err != nil {
 		n.req.mu.Lock()
 		t.active = false
 		n.req.mu.Unlock()

@@ -120,7 +120,7 @@ func (m *Mesh) broadcastMarker(h Header) error {
 		if j == m.rank {
 			continue
 		}
-		if err := m.send(j, Requester, outMsg{h: h}, false); err != nil && !errors.Is(err, ErrPeerLost) {
+		if err := m.send(j, Requester, outMsg{h: h}, queued); err != nil && !errors.Is(err, ErrPeerLost) {
 			return err
 		}
 	}

@@ -67,10 +67,21 @@ func (s *stampReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// enqueue queues o for the writer goroutine. With direct, when nobody is writing and the
-// queue and o are small, the caller writes the queue and o itself, at once and in one
-// system call (see SendNow).
-func (c *conn) enqueue(o outMsg, direct bool) error {
+// sendMode is how a message leaves: handed to the writer goroutine (queued), written by the
+// caller when it can (direct, see SendNow), or left in the queue for the caller's next
+// message on the connection (ahead, see SendAhead).
+type sendMode uint8
+
+const (
+	queued sendMode = iota
+	direct
+	ahead
+)
+
+// enqueue queues o. With direct, when nobody is writing and the queue and o are small, the
+// caller writes the queue and o itself, at once and in one system call (see SendNow); ahead
+// leaves o in the queue without waking the writer (see SendAhead).
+func (c *conn) enqueue(o outMsg, mode sendMode) error {
 	c.mu.Lock()
 	if c.closing || c.stopped.Load() {
 		c.mu.Unlock()
@@ -78,13 +89,15 @@ func (c *conn) enqueue(o outMsg, direct bool) error {
 	}
 	c.q = append(c.q, o)
 	c.qBytes += len(o.p)
-	if direct && !c.writing && c.qBytes <= directMax {
+	if mode == direct && !c.writing && c.qBytes <= directMax {
 		batch := c.take()
 		c.mu.Unlock()
 		return c.writeNow(batch)
 	}
 	c.mu.Unlock()
-	c.notify()
+	if mode != ahead {
+		c.notify()
+	}
 	return nil
 }
 

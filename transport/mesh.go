@@ -372,7 +372,7 @@ func (m *Mesh) Size() int { return m.size }
 // closing its mesh (its connection was closed or broken by its side), and with ErrClosed
 // only after this process's own Close.
 func (m *Mesh) Send(to int, role Role, h Header, payload []byte) error {
-	return m.sendUser(to, role, h, payload, false)
+	return m.sendUser(to, role, h, payload, queued)
 }
 
 // SendNow is Send, except that when the connection is idle (nothing queued, nothing being
@@ -382,18 +382,27 @@ func (m *Mesh) Send(to int, role Role, h Header, payload []byte) error {
 // caller may then block until the socket has room. It must not be called from Handler
 // methods: a reader blocked on a write could keep the peer's reader blocked in turn.
 func (m *Mesh) SendNow(to int, role Role, h Header, payload []byte) error {
-	return m.sendUser(to, role, h, payload, true)
+	return m.sendUser(to, role, h, payload, direct)
 }
 
-func (m *Mesh) sendUser(to int, role Role, h Header, payload []byte, direct bool) error {
+// SendAhead is Send for a message that need not leave before the caller's next message to
+// the same rank on the same connection, which the caller promises to send (with Send or
+// SendNow): it is queued without waking the connection's writer goroutine, and leaves with
+// that next message, in order, or with any message sent on the connection before it. It
+// spares a goroutine wake-up when a request and the release that follows it go out together.
+func (m *Mesh) SendAhead(to int, role Role, h Header, payload []byte) error {
+	return m.sendUser(to, role, h, payload, ahead)
+}
+
+func (m *Mesh) sendUser(to int, role Role, h Header, payload []byte, mode sendMode) error {
 	if h.Type < TypeUser {
 		return fmt.Errorf("transport: Send: message type %d is reserved for the mesh", h.Type)
 	}
 	h.Len = uint64(len(payload))
-	return m.send(to, role, outMsg{h: h, p: payload}, direct)
+	return m.send(to, role, outMsg{h: h, p: payload}, mode)
 }
 
-func (m *Mesh) send(to int, role Role, o outMsg, direct bool) error {
+func (m *Mesh) send(to int, role Role, o outMsg, mode sendMode) error {
 	if to < 0 || to >= m.size || to == m.rank {
 		return fmt.Errorf("transport: Send: rank %d is not a peer of rank %d (size %d)", to, m.rank, m.size)
 	}
@@ -411,7 +420,7 @@ func (m *Mesh) send(to int, role Role, o outMsg, direct bool) error {
 	if c == nil {
 		return fmt.Errorf("transport: Send: no %s connection to rank %d yet", role, to)
 	}
-	return c.enqueue(o, direct)
+	return c.enqueue(o, mode)
 }
 
 // attach starts the reader and writer of an authenticated connection. It refuses (closes)
@@ -559,7 +568,7 @@ func (m *Mesh) beat(now, last int64) {
 				m.lose(j, fmt.Errorf("nothing received on the %s connection for %v (peer timeout %v)", c.role, silent.Round(time.Millisecond), m.cfg.PeerTimeout))
 				break
 			}
-			c.enqueue(outMsg{h: Header{Type: TypeHeartbeat}}, false)
+			c.enqueue(outMsg{h: Header{Type: TypeHeartbeat}}, queued)
 		}
 	}
 }

@@ -651,3 +651,36 @@ func TestReceivingWhilePayloadArrives(t *testing.T) {
 		t.Error("Receiving is still true when the message is delivered")
 	}
 }
+
+// TestSendAheadLeavesWithTheNextMessage: a message sent ahead waits in its connection's queue,
+// without waking the writer, until the caller's next message on the connection, and the two
+// arrive in order.
+func TestSendAheadLeavesWithTheNextMessage(t *testing.T) {
+	meshes, recs := startMeshes(t, 2, func(_ int, c *Config) { c.Heartbeat, c.PeerTimeout = time.Hour, 2*time.Hour })
+	c := meshes[0].peers[1].conns[Requester].Load()
+	for round := range 3 {
+		first := Header{Type: TypeUser, Arg: int64(2 * round)}
+		if err := meshes[0].SendAhead(1, Requester, first, []byte("ahead")); err != nil {
+			t.Fatal(err)
+		}
+		c.mu.Lock()
+		queued, woken := len(c.q), len(c.wake)
+		c.mu.Unlock()
+		if queued != 1 || woken != 0 {
+			t.Fatalf("round %d: after SendAhead, %d messages queued and %d wake-ups pending, want 1 and 0", round, queued, woken)
+		}
+		send := meshes[0].SendNow
+		if round == 1 {
+			send = meshes[0].Send // the writer goroutine takes both
+		}
+		if err := send(1, Requester, Header{Type: TypeUser, Arg: int64(2*round + 1)}, []byte("next")); err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []string{"ahead", "next"} {
+			f := <-recs[1].frames
+			if string(f.p) != want || f.h.Arg != int64(2*round+i) {
+				t.Fatalf("round %d: got message %d %q, want %d %q", round, f.h.Arg, f.p, 2*round+i, want)
+			}
+		}
+	}
+}
