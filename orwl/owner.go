@@ -36,8 +36,10 @@ type owner struct {
 const maxTicketID = 1 << 24
 
 // granted sends the grant to the requester, with the data when its mirror does not hold
-// this version: under the location's sendMu, so that the first grant of a version that a
-// process receives is the one that carries it.
+// this version. The grant is queued on the connection under the location's sendMu, so that
+// the first grant of a version that a process receives is the one that carries it, and
+// written after sendMu is unlocked: a slow connection holds up no other grant of the
+// location.
 func (s *served) granted(onTask, more bool) {
 	l := s.loc
 	l.fq.Grant(s.taskID, s.req.Mode())
@@ -49,8 +51,12 @@ func (s *served) granted(onTask, more bool) {
 		l.mirrors[s.from] = l.version
 	}
 	s.delivered.Store(true)
-	err := s.n.send(onTask, s.from, transport.Owner, m.header(), payload)
+	err := s.n.mesh.SendAhead(s.from, transport.Owner, m.header(), payload)
 	l.sendMu.Unlock()
+	if err == nil {
+		// on a task's goroutine, written at once (see location)
+		err = s.n.mesh.Flush(s.from, transport.Owner, onTask)
+	}
 	if err != nil && !errors.Is(err, transport.ErrPeerClosed) {
 		// A peer that closed its mesh cleanly has finished (every task of the job is done) or
 		// has failed and said so: nobody waits for this grant.

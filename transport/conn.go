@@ -78,9 +78,7 @@ const (
 	ahead
 )
 
-// enqueue queues o. With direct, when nobody is writing and the queue and o are small, the
-// caller writes the queue and o itself, at once and in one system call (see SendNow); ahead
-// leaves o in the queue without waking the writer (see SendAhead).
+// enqueue queues o and sends the queue as mode says (see push).
 func (c *conn) enqueue(o outMsg, mode sendMode) error {
 	c.mu.Lock()
 	if c.closing || c.stopped.Load() {
@@ -89,6 +87,27 @@ func (c *conn) enqueue(o outMsg, mode sendMode) error {
 	}
 	c.q = append(c.q, o)
 	c.qBytes += len(o.p)
+	return c.push(mode)
+}
+
+// flush sends what is queued as mode says (see push).
+func (c *conn) flush(mode sendMode) error {
+	c.mu.Lock()
+	if c.closing || c.stopped.Load() {
+		c.mu.Unlock()
+		return c.gone()
+	}
+	if len(c.q) == 0 {
+		c.mu.Unlock()
+		return nil
+	}
+	return c.push(mode)
+}
+
+// push sends the queue; c.mu held, and released. With direct, when nobody is writing and the
+// queue is small, the caller writes it itself, at once and in one system call (see SendNow);
+// queued wakes the writer goroutine; ahead leaves the queue as it is (see SendAhead).
+func (c *conn) push(mode sendMode) error {
 	if mode == direct && !c.writing && c.qBytes <= directMax {
 		batch := c.take()
 		c.mu.Unlock()

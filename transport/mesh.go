@@ -394,6 +394,21 @@ func (m *Mesh) SendAhead(to int, role Role, h Header, payload []byte) error {
 	return m.sendUser(to, role, h, payload, ahead)
 }
 
+// Flush sends what SendAhead left queued on the connection to rank to of the given role: on
+// the calling goroutine, as SendNow does, when now is true and the connection is idle, else
+// through the connection's writer. A caller that must order its messages under a lock of
+// its own queues them there with SendAhead, and flushes after unlocking.
+func (m *Mesh) Flush(to int, role Role, now bool) error {
+	c, err := m.conn(to, role)
+	if err != nil {
+		return err
+	}
+	if now {
+		return c.flush(direct)
+	}
+	return c.flush(queued)
+}
+
 func (m *Mesh) sendUser(to int, role Role, h Header, payload []byte, mode sendMode) error {
 	if h.Type < TypeUser {
 		return fmt.Errorf("transport: Send: message type %d is reserved for the mesh", h.Type)
@@ -403,24 +418,34 @@ func (m *Mesh) sendUser(to int, role Role, h Header, payload []byte, mode sendMo
 }
 
 func (m *Mesh) send(to int, role Role, o outMsg, mode sendMode) error {
+	c, err := m.conn(to, role)
+	if err != nil {
+		return err
+	}
+	return c.enqueue(o, mode)
+}
+
+// conn returns the connection to rank to of the given role, or why a message cannot be sent
+// on it.
+func (m *Mesh) conn(to int, role Role) (*conn, error) {
 	if to < 0 || to >= m.size || to == m.rank {
-		return fmt.Errorf("transport: Send: rank %d is not a peer of rank %d (size %d)", to, m.rank, m.size)
+		return nil, fmt.Errorf("transport: Send: rank %d is not a peer of rank %d (size %d)", to, m.rank, m.size)
 	}
 	if role > Owner {
-		return fmt.Errorf("transport: Send: invalid role %d", role)
+		return nil, fmt.Errorf("transport: Send: invalid role %d", role)
 	}
 	p := &m.peers[to]
 	if e := p.err.Load(); e != nil {
-		return e
+		return nil, e
 	}
 	if m.closing.Load() {
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	c := p.conns[role].Load()
 	if c == nil {
-		return fmt.Errorf("transport: Send: no %s connection to rank %d yet", role, to)
+		return nil, fmt.Errorf("transport: Send: no %s connection to rank %d yet", role, to)
 	}
-	return c.enqueue(o, mode)
+	return c, nil
 }
 
 // attach starts the reader and writer of an authenticated connection. It refuses (closes)
