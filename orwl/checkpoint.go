@@ -47,8 +47,9 @@ import (
 type Checkpoint struct {
 	// Dir is where checkpoints are written and, at the start, looked for: a directory
 	// pattern in which "{rank}" and "{host}" become this process's rank and host name, so
-	// that each process writes to a disk of its node. Empty means ORWL_CHECKPOINT_DIR, and
-	// when that is empty too the job takes no checkpoints.
+	// that each process writes to a disk of its node. At the start each process looks in
+	// the directories of the pattern it sees; they need not be shared (restore.go). Empty
+	// means ORWL_CHECKPOINT_DIR, and when that is empty too the job takes no checkpoints.
 	Dir string
 	// Every is the time between two checkpoints (0: ORWL_CHECKPOINT_EVERY, else 1 minute).
 	Every time.Duration
