@@ -48,10 +48,11 @@
 //   - A directory holding a checkpoint of another job (a different Fingerprint: program,
 //     tasks, locations, sizes, parameters) is neither used nor erased: Create and Find
 //     return a *MismatchError naming the first difference.
-//   - Find returns the newest checkpoint complete across the directories it is given: a
-//     manifest in any of them, and an intact copy (size and checksum) of every piece in at
-//     least one. A corrupted, truncated or missing piece makes it fall back to the previous
-//     complete checkpoint, and its notes say so.
+//   - Choose (over the inventories of several processes) and Find (over directories one
+//     process sees) return the newest checkpoint complete across them: a manifest in any of
+//     them, and an intact copy (size and checksum) of every piece in at least one. A
+//     corrupted, truncated or missing piece makes them fall back to the previous complete
+//     checkpoint, and their notes say so.
 //
 // # How a runtime uses it
 //
@@ -64,12 +65,21 @@
 // cannot all be written (a full disk) is not committed anywhere: each process calls
 // Discard(k) and the job goes on.
 //
-// At a restart, on any number of processes, each process calls Find(Glob(pattern), job,
-// nil); nil, nil means start afresh. To avoid reading every piece on every process, a
-// process may verify only its own tasks' pieces (FindOptions.Only); the processes then
-// agree on the smallest number found and call Find again with FindOptions.Max set to it
-// until they all find the same one. Each loads its tasks' pieces (Load), prints the notes,
-// and continues writing checkpoints after the one restored; the first write of a number
+// At a restart, on any number of processes, the processes need not see each other's
+// directories (a disk per node, as with SCR's or FTI's node-local levels). Each process
+// calls Survey(Glob(pattern), job) on the directories it sees and sends the Inventory it
+// gets to one process, which calls Choose with every process's inventory and a function
+// naming the process that now runs each task: the Plan says which checkpoint the job
+// restarts from (the newest complete across all the inventories; Checkpoint 0: start
+// afresh) and, for each piece, the process whose copy is read, the process that needs it
+// whenever it has an intact copy. That process prints the notes and sends the Plan to
+// every process. Each process reads the pieces it was chosen for with LoadCopy, keeps
+// those of its own tasks and sends the others to the processes that need them, which
+// check each piece on arrival against the manifest's checksum (Checksum). Each process
+// then continues writing checkpoints after the one restored; the first write of a number
 // into a Store removes that Store's leftovers of the abandoned run numbered as high or
 // higher.
+//
+// Find is the same choice for one process that sees every directory (a tool, a test): it
+// returns a Checkpoint that reads each piece from the first intact copy.
 package checkpoint

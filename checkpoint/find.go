@@ -237,15 +237,8 @@ func (c *Checkpoint) Load(key Key, dst []byte) error {
 	}
 	var errs []error
 	for _, dir := range c.copies(key) {
-		r, err := openCopy(dir, c.Number, p)
+		err := loadCopy(dir, c.Number, p, dst)
 		if err == nil {
-			_, err = io.ReadFull(r, dst)
-			if err == nil { // ReadFull drops an error that comes with the last bytes
-				_, err = r.Read(dst[:0])
-			}
-			r.Close()
-		}
-		if err == io.EOF {
 			return nil
 		}
 		errs = append(errs, err)

@@ -47,8 +47,9 @@ import (
 type Checkpoint struct {
 	// Dir is where checkpoints are written and, at the start, looked for: a directory
 	// pattern in which "{rank}" and "{host}" become this process's rank and host name, so
-	// that each process writes to a disk of its node. Empty means ORWL_CHECKPOINT_DIR, and
-	// when that is empty too the job takes no checkpoints.
+	// that each process writes to a disk of its node. At the start each process looks in
+	// the directories of the pattern it sees; they need not be shared (restore.go). Empty
+	// means ORWL_CHECKPOINT_DIR, and when that is empty too the job takes no checkpoints.
 	Dir string
 	// Every is the time between two checkpoints (0: ORWL_CHECKPOINT_EVERY, else 1 minute).
 	Every time.Duration
@@ -76,10 +77,10 @@ type keptState struct {
 // checkpointer is this process's part in the checkpoints of the job; nil when the job takes
 // none.
 type checkpointer struct {
-	j      *job
-	every  time.Duration
-	store  *checkpoint.Store
-	resume *checkpoint.Checkpoint // the checkpoint the job restarts from; nil: a fresh start
+	j       *job
+	every   time.Duration
+	store   *checkpoint.Store
+	restart *restart // the restart from a checkpoint (restore.go)
 
 	entered atomic.Int64 // the highest iteration a task of this process has entered
 	minIter atomic.Int64 // the smallest n of this process's Iterate calls
@@ -152,15 +153,8 @@ func newCheckpointer(j *job, cfg Checkpoint) (*checkpointer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("orwl: checkpoints: %w", err)
 	}
-	cp, notes, err := checkpoint.Find(dirs, fp, nil)
-	for _, n := range notes {
-		j.log.Warn("orwl: checkpoint: " + n)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("orwl: checkpoints: %w", err)
-	}
-	c.resume = cp
-	c.entered.Store(int64(c.start()) - 1)
+	c.restart = newRestart(dirs, fp, j.procs) // an error goes to rank 0, which fails the job
+	c.entered.Store(-1)
 	host, _ := os.Hostname()
 	if c.store, err = checkpoint.Create(checkpoint.Expand(pattern, j.rank, host), fp); err != nil {
 		return nil, fmt.Errorf("orwl: checkpoints: %w", err)
@@ -175,62 +169,12 @@ func (c *checkpointer) close() {
 	}
 }
 
-// start is the iteration the job starts at: the number of the checkpoint it restarts from.
-func (c *checkpointer) start() int {
-	if c == nil || c.resume == nil {
-		return 0
-	}
-	return c.resume.Number
-}
-
 // round is the round of the request h places now: -1 for a one-shot handle.
 func (j *job) round(h *handle.Handle) int {
 	if !h.Spec().Iterative {
 		return -1
 	}
 	return j.ckpt.start() + h.Acquires()
-}
-
-// restore fills this process's locations and its tasks' kept states from the checkpoint the
-// job restarts from, before the schedule; the process of task 0 says so on standard error.
-func (c *checkpointer) restore() error {
-	if c == nil || c.resume == nil {
-		return nil
-	}
-	for _, l := range c.j.owned {
-		if l == nil {
-			continue
-		}
-		key := checkpoint.LocationKey(l.id.Task, l.id.Name)
-		p, ok := c.resume.Piece(key)
-		if !ok {
-			return fmt.Errorf("orwl: checkpoint %d has no piece for %s", c.resume.Number, l.id)
-		}
-		freeBytes(l.data)
-		l.data = alignedBytes(int(p.Size))
-		if err := c.resume.Load(key, l.data); err != nil {
-			return fmt.Errorf("orwl: restoring %s from checkpoint %d: %w", l.id, c.resume.Number, err)
-		}
-	}
-	for _, t := range c.j.local {
-		for _, s := range t.kept {
-			key := checkpoint.StateKey(t.id, s.name)
-			p, ok := c.resume.Piece(key)
-			switch {
-			case !ok:
-				return fmt.Errorf("orwl: checkpoint %d has no state %q of task %d", c.resume.Number, s.name, t.id)
-			case p.Size != int64(len(s.buf)):
-				return fmt.Errorf("orwl: checkpoint %d: task %d's state %q is %d bytes, this job keeps %d", c.resume.Number, t.id, s.name, p.Size, len(s.buf))
-			}
-			if err := c.resume.Load(key, s.buf); err != nil {
-				return fmt.Errorf("orwl: restoring task %d's state %q from checkpoint %d: %w", t.id, s.name, c.resume.Number, err)
-			}
-		}
-	}
-	if c.j.owner[0] == c.j.rank {
-		fmt.Fprintf(os.Stderr, "resumed from checkpoint: iteration=%d\n", c.resume.Number)
-	}
-	return nil
 }
 
 // maxSlack bounds checkpointer.slack: a checkpoint is taken at most this many iterations
@@ -471,6 +415,8 @@ func (c *checkpointer) handle(from int, m ckptMsg, payload []byte) {
 		})
 	case ckptDiscard:
 		c.push(func() { c.store.Discard(m.k) })
+	case ckptInventory, ckptPlan, ckptPart:
+		c.restartMessage(from, m, payload)
 	default: // answers to rank 0
 		r := ckptReply{from: from, phase: m.phase, bound: m.bound, minIt: m.minIter, failed: m.failed}
 		if m.phase == ckptDone {

@@ -22,6 +22,7 @@ import (
 type ckptRing struct {
 	tasks, iters int
 	dir          string // checkpoint pattern; "" for none
+	private      bool   // each process sees only its own directory: dir expanded for its rank
 	failAfter    bool   // task 1 fails at its first iteration after a checkpoint is complete
 	mu           sync.Mutex
 	final        map[int][2]float64 // by task: v and the accumulator at the end
@@ -30,10 +31,14 @@ type ckptRing struct {
 
 var errInjected = errors.New("injected failure")
 
-func (r *ckptRing) config() orwl.Config {
+func (r *ckptRing) config(rank int) orwl.Config {
 	cfg := orwl.Config{Tasks: r.tasks, Locations: []string{"v"}}
 	if r.dir != "" {
-		cfg.Checkpoint = orwl.Checkpoint{Dir: r.dir, Every: 2e6, Program: "ring", // 2ms
+		dir := r.dir
+		if r.private { // a pattern without placeholders matches only itself
+			dir = checkpoint.Expand(dir, rank, "host")
+		}
+		cfg.Checkpoint = orwl.Checkpoint{Dir: dir, Every: 2e6, Program: "ring", // 2ms
 			Params: map[string]string{"iters": fmt.Sprint(r.iters)}}
 	}
 	return cfg
@@ -85,9 +90,9 @@ func (r *ckptRing) run(t *testing.T, procs int) (map[int][2]float64, error) {
 	r.final = map[int][2]float64{}
 	var err error
 	if procs == 1 {
-		err = orwl.Run(context.Background(), r.config(), r.task)
+		err = orwl.Run(context.Background(), r.config(0), r.task)
 	} else {
-		err = errors.Join(runProcs(t, context.Background(), procs, r.config(), r.task)...)
+		err = errors.Join(runEachProc(t, context.Background(), procs, r.config, r.task)...)
 	}
 	return r.final, err
 }
@@ -105,28 +110,66 @@ func TestRestartFromCheckpointIsBitIdentical(t *testing.T) {
 		t.Run(fmt.Sprintf("%d procs then %d", c.before, c.after), func(t *testing.T) {
 			dir := filepath.Join(memDir(t), "ckpt-{rank}")
 			failing := &ckptRing{tasks: tasks, iters: iters, dir: dir, failAfter: true}
-			if _, err := failing.run(t, c.before); !errors.Is(err, errInjected) && !errors.Is(err, orwl.ErrPeerLost) {
-				if err == nil {
-					t.Fatalf("no checkpoint was complete before the end of %d iterations", iters)
-				}
-				if !strings.Contains(err.Error(), errInjected.Error()) {
-					t.Fatalf("first run: %v, want the injected failure", err)
-				}
-			}
 			restarted := &ckptRing{tasks: tasks, iters: iters, dir: dir}
-			got, err := restarted.run(t, c.after)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if restarted.resumed == 0 {
-				t.Fatal("the restarted job did not resume from a checkpoint")
-			}
-			for task := range tasks {
-				if got[task] != want[task] {
-					t.Fatalf("task %d ended with %v after resuming at iteration %d, an uninterrupted run with %v",
-						task, got[task], restarted.resumed, want[task])
+			restartRing(t, want, c.before, c.after, failing, restarted, func() {})
+		})
+	}
+}
+
+// restartRing runs failing on before processes until its injected failure after a
+// checkpoint, calls between, runs restarted on after processes, and checks that it resumed
+// from a checkpoint and ended with want, the values of an uninterrupted run.
+func restartRing(t *testing.T, want map[int][2]float64, before, after int, failing, restarted *ckptRing, between func()) {
+	t.Helper()
+	if _, err := failing.run(t, before); !errors.Is(err, errInjected) && !errors.Is(err, orwl.ErrPeerLost) {
+		if err == nil {
+			t.Fatalf("no checkpoint was complete before the end of %d iterations", failing.iters)
+		}
+		if !strings.Contains(err.Error(), errInjected.Error()) {
+			t.Fatalf("first run: %v, want the injected failure", err)
+		}
+	}
+	between()
+	got, err := restarted.run(t, after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if restarted.resumed == 0 {
+		t.Fatal("the restarted job did not resume from a checkpoint")
+	}
+	for task := range restarted.tasks {
+		if got[task] != want[task] {
+			t.Fatalf("task %d ended with %v after resuming at iteration %d, an uninterrupted run with %v",
+				task, got[task], restarted.resumed, want[task])
+		}
+	}
+}
+
+// TestRestartFromPrivateDirectories: rule 19 where each process sees only its own
+// directory (a disk per node): a process's disk lost, or the job restarted on fewer
+// processes, the pieces that only other processes' disks hold are sent to the processes
+// that now run their tasks (in parts of 3 bytes here), and the job ends with the values of
+// an uninterrupted run.
+func TestRestartFromPrivateDirectories(t *testing.T) {
+	defer orwl.SetRestartChunk(3)()
+	const tasks, iters = 4, 3000
+	want, err := (&ckptRing{tasks: tasks, iters: iters}).run(t, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name        string
+		after, lost int
+	}{{"3 procs then 3, rank 1's disk lost", 3, 1}, {"3 procs then 2, rank 2's disk lost", 2, 2}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(memDir(t), "node-{rank}")
+			failing := &ckptRing{tasks: tasks, iters: iters, dir: dir, private: true, failAfter: true}
+			restarted := &ckptRing{tasks: tasks, iters: iters, dir: dir, private: true}
+			restartRing(t, want, 3, c.after, failing, restarted, func() {
+				if err := os.RemoveAll(checkpoint.Expand(dir, c.lost, "")); err != nil {
+					t.Fatal(err)
 				}
-			}
+			})
 		})
 	}
 }

@@ -14,11 +14,17 @@ import (
 // returns each rank's Run error.
 func runProcs(t *testing.T, ctx context.Context, procs int, cfg orwl.Config, fn orwl.TaskFunc) []error {
 	t.Helper()
+	return runEachProc(t, ctx, procs, func(int) orwl.Config { return cfg }, fn)
+}
+
+// runEachProc is runProcs with the configuration of each rank.
+func runEachProc(t *testing.T, ctx context.Context, procs int, config func(rank int) orwl.Config, fn orwl.TaskFunc) []error {
+	t.Helper()
 	coord := freeAddr(t)
 	errs := make([]error, procs)
 	var wg sync.WaitGroup
 	for rank := range procs {
-		cfg := cfg
+		cfg := config(rank)
 		cfg.Job = &orwl.Job{Rank: rank, Size: procs, Coord: coord, Secret: []byte("contract")}
 		if rank > 0 { // their ephemeral ports can then never take the coordinator's, free until rank 0 listens
 			cfg.Job.Listen = "127.0.0.2"

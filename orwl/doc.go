@@ -114,7 +114,12 @@
 // the whole job. Each piece is kept on its process's disk and on a partner's. A job started
 // again (orwlrun -restarts N does it) resumes from the newest checkpoint complete across the
 // surviving directories, on any number of processes, and ends with the bytes an
-// uninterrupted run would have produced. Package checkpoint describes the storage.
+// uninterrupted run would have produced. The processes need not see each other's
+// directories (a disk per node): once connected, each tells rank 0 what the directories it
+// sees hold; rank 0 chooses the checkpoint, complete across all of them, and which copy of
+// each piece is read, and a process that does not have a piece of its tasks is sent it by
+// one that has, checked against its checksum on arrival. Package checkpoint describes the
+// storage.
 //
 // Location data and mirrors of remote locations of 2 MiB or more live outside the Go heap,
 // mapped (package internal/hugemem): they are freed when Run returns, and when a Resize

@@ -85,8 +85,8 @@ func (j *job) connect(ctx context.Context) error {
 // it when it forms.
 func (j *job) spec() string {
 	var b strings.Builder
-	if j.ckpt != nil { // every process restarts from the same checkpoint
-		fmt.Fprintf(&b, "resume=%d ", j.ckpt.start())
+	if j.ckpt != nil { // every process takes part in choosing the checkpoint it restarts from
+		b.WriteString("checkpoints ")
 	}
 	fmt.Fprintf(&b, "tasks=%d locations=%s placement=", j.tasks, strings.Join(j.names, ","))
 	if j.tasks <= 64 {

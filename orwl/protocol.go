@@ -177,16 +177,19 @@ func decodeClock(h *transport.Header) clockMsg {
 
 // The steps of a checkpoint (ckptMsg.phase): rank 0 to every process, and their answers.
 const (
-	ckptPrepare uint8 = iota + 1 // hold the tasks; answered by ckptReport
-	ckptReport                   // bound: the iteration the tasks are held at; minIter: the smallest Iterate n
-	ckptArm                      // arm checkpoint k; answered by ckptArmed
-	ckptArmed                    //
-	ckptGo                       // lift the hold
-	ckptPiece                    // to the partner: a piece of checkpoint k to keep; answered by ckptStored
-	ckptStored                   // the partner stored a piece of k, or failed to
-	ckptDone                     // to rank 0: the payload lists the pieces the sender wrote (JSON), or failed
-	ckptCommit                   // commit k with the job's pieces (payload, JSON)
-	ckptDiscard                  // give k up
+	ckptPrepare   uint8 = iota + 1 // hold the tasks; answered by ckptReport
+	ckptReport                     // bound: the iteration the tasks are held at; minIter: the smallest Iterate n
+	ckptArm                        // arm checkpoint k; answered by ckptArmed
+	ckptArmed                      //
+	ckptGo                         // lift the hold
+	ckptPiece                      // to the partner: a piece of checkpoint k to keep; answered by ckptStored
+	ckptStored                     // the partner stored a piece of k, or failed to
+	ckptDone                       // to rank 0: the payload lists the pieces the sender wrote (JSON), or failed
+	ckptCommit                     // commit k with the job's pieces (payload, JSON)
+	ckptDiscard                    // give k up
+	ckptInventory                  // at the start, to rank 0: what the sender's directories hold (payload, JSON)
+	ckptPlan                       // rank 0 to every process: the checkpoint the job restarts from, who sends what (payload, JSON)
+	ckptPart                       // a part of piece number loc of the plan, at offset off (restore.go)
 )
 
 // ckptMsg is one step of a checkpoint. A piece carries its key: the task in ID, a location's
@@ -200,7 +203,8 @@ type ckptMsg struct {
 	failed  bool
 	task    int
 	loc     uint32
-	state   int // the length of a kept state's name; -1 for a location
+	state   int   // the length of a kept state's name; -1 for a location
+	off     int64 // ckptPart: the offset of the payload in its piece
 }
 
 func (m *ckptMsg) header() transport.Header {
@@ -212,6 +216,8 @@ func (m *ckptMsg) header() transport.Header {
 		if m.failed {
 			h.Arg = 1
 		}
+	case ckptPart:
+		h.Arg = m.off
 	}
 	return h
 }
@@ -223,6 +229,8 @@ func decodeCkpt(h *transport.Header) ckptMsg {
 		m.bound, m.minIter = h.Arg, int64(h.ID)
 	case ckptDone, ckptStored:
 		m.failed = h.Arg == 1
+	case ckptPart:
+		m.off = h.Arg
 	}
 	return m
 }

@@ -97,17 +97,10 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 		}
 	}
 	var wg sync.WaitGroup
-	for _, t := range j.local {
-		wg.Go(func() { j.runTask(jobCtx, t, fn) })
-	}
-	if len(j.local) == 0 {
-		// A process without tasks takes part in the schedule all the same; then it serves
-		// its locations' requests until the final agreement.
-		j.schedErr = j.schedule(jobCtx)
-		close(j.scheduled)
-		if j.schedErr != nil {
-			j.fail(j.schedErr)
-		}
+	if err := j.ckpt.recover(jobCtx); err != nil {
+		j.fail(err) // no task starts
+	} else {
+		j.start(jobCtx, &wg, fn)
 	}
 	var watcher sync.WaitGroup
 	watchCtx, stopWatch := context.WithCancel(jobCtx)
@@ -145,6 +138,22 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 	}
 	j.freeBuffers()
 	return j.failure()
+}
+
+// start starts the tasks of this process in wg.
+func (j *job) start(ctx context.Context, wg *sync.WaitGroup, fn TaskFunc) {
+	for _, t := range j.local {
+		wg.Go(func() { j.runTask(ctx, t, fn) })
+	}
+	if len(j.local) == 0 {
+		// A process without tasks takes part in the schedule all the same; then it serves
+		// its locations' requests until the final agreement.
+		j.schedErr = j.schedule(ctx)
+		close(j.scheduled)
+		if j.schedErr != nil {
+			j.fail(j.schedErr)
+		}
+	}
 }
 
 // freeBuffers frees the data of this process's locations and the mirrors of the others'

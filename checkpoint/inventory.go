@@ -1,0 +1,304 @@
+package checkpoint
+
+import (
+	"cmp"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Inventory is what the directories one process can see hold, as it reports it when the
+// processes of a job do not all see the same directories (a disk per node): the manifests
+// committed there and every copy of a piece, with the size and checksum of its content as
+// read. It is plain data, meant to be sent (encoding/json) to the process that chooses.
+type Inventory struct {
+	Manifests []Manifest `json:"manifests"` // one per checkpoint, newest first
+	Copies    []Copy     `json:"copies"`    // every piece found, by checkpoint then directory and key
+	Notes     []string   `json:"notes,omitempty"`
+}
+
+// Manifest is the list of the pieces of a committed checkpoint, as a directory holds it.
+type Manifest struct {
+	Checkpoint int         `json:"checkpoint"`
+	Dir        string      `json:"dir"`
+	Pieces     []PieceInfo `json:"pieces"` // sorted by key
+}
+
+// Copy is one copy of a piece in a directory: Size and CRC are those of its content as
+// read, to be compared with the manifest's.
+type Copy struct {
+	Checkpoint int    `json:"checkpoint"`
+	Dir        string `json:"dir"`
+	PieceInfo
+}
+
+// Survey reads what dirs hold: the manifests of job's checkpoints and the checksum of every
+// piece of every checkpoint's directory, complete or not (a process killed before a commit
+// may hold pieces of a checkpoint that others committed). It reads every piece once, several
+// at a time. A directory holding a checkpoint of another job is an error, a *MismatchError.
+func Survey(dirs []string, job Fingerprint) (*Inventory, error) {
+	dirs = slices.Compact(slices.Sorted(slices.Values(dirs)))
+	sc, err := scan(dirs, job)
+	if err != nil {
+		return nil, err
+	}
+	inv := &Inventory{Notes: sc.notes}
+	for _, k := range sc.order {
+		m := sc.manifests[k]
+		inv.Manifests = append(inv.Manifests, Manifest{Checkpoint: k, Dir: sc.from[k], Pieces: m.Pieces})
+	}
+	for _, k := range slices.Sorted(func(yield func(int) bool) {
+		for k := range sc.holders {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		for _, dir := range sc.holders[k] {
+			copies, err := listCopies(dir, k)
+			if err != nil {
+				inv.Notes = append(inv.Notes, fmt.Sprintf("checkpoint %d: directory in %s unreadable (%v); not used", k, dir, err))
+			}
+			inv.Copies = append(inv.Copies, copies...)
+		}
+	}
+	checksumCopies(inv.Copies)
+	return inv, nil
+}
+
+// listCopies returns the pieces in checkpoint k's directory in dir, their size and checksum
+// not yet known.
+func listCopies(dir string, k int) ([]Copy, error) {
+	des, err := os.ReadDir(ckptDir(dir, k))
+	var copies []Copy
+	for _, de := range des {
+		if key, ok := parseFileName(de.Name()); ok && de.Type().IsRegular() {
+			copies = append(copies, Copy{Checkpoint: k, Dir: dir, PieceInfo: PieceInfo{Key: key, Size: -1}})
+		}
+	}
+	slices.SortFunc(copies, func(a, b Copy) int { return a.Key.Compare(b.Key) })
+	return copies, err
+}
+
+// checksumCopies reads every copy and sets its size and checksum; an unreadable copy keeps
+// the size -1.
+func checksumCopies(copies []Copy) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(len(copies), runtime.GOMAXPROCS(0), 8) {
+		wg.Go(func() {
+			buf := make([]byte, 256<<10)
+			for i := int(next.Add(1) - 1); i < len(copies); i = int(next.Add(1) - 1) {
+				c := &copies[i]
+				c.Size, c.CRC = checksumFile(c.Dir, c.Checkpoint, c.Key, buf)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// checksumFile reads the copy of key of checkpoint k in dir: its size and CRC-32C, or a
+// size of -1 when it cannot be read.
+func checksumFile(dir string, k int, key Key, buf []byte) (int64, uint32) {
+	f, err := os.Open(ckptDir(dir, k) + string(os.PathSeparator) + key.fileName())
+	if err != nil {
+		return -1, 0
+	}
+	defer f.Close()
+	var size int64
+	var crc uint32
+	for {
+		n, err := f.Read(buf)
+		crc = crc32.Update(crc, castagnoli, buf[:n])
+		size += int64(n)
+		switch {
+		case err == io.EOF:
+			return size, crc
+		case err != nil:
+			return -1, 0
+		}
+	}
+}
+
+// parseFileName is the inverse of Key.fileName: ok is false for any other name (a
+// temporary file, the manifest).
+func parseFileName(name string) (key Key, ok bool) {
+	kind, rest, _ := strings.Cut(name, ".")
+	task, escaped, found := strings.Cut(rest, ".")
+	if err := key.Kind.UnmarshalText([]byte(kind)); err != nil || !found {
+		return Key{}, false
+	}
+	t, err := strconv.Atoi(task)
+	if err != nil || strconv.Itoa(t) != task {
+		return Key{}, false
+	}
+	var b strings.Builder
+	for i := 0; i < len(escaped); i++ {
+		if escaped[i] != '%' {
+			b.WriteByte(escaped[i])
+			continue
+		}
+		v, err := strconv.ParseUint(escaped[i+1:min(i+3, len(escaped))], 16, 8)
+		if err != nil || i+3 > len(escaped) {
+			return Key{}, false
+		}
+		b.WriteByte(byte(v))
+		i += 2
+	}
+	key.Task, key.Name = t, b.String()
+	return key, key.check() == nil && key.fileName() == name
+}
+
+// Plan is the checkpoint a job restarts from, chosen across the inventories of its
+// processes, and where each piece is read.
+type Plan struct {
+	Checkpoint int         `json:"checkpoint"` // 0: none, the job starts afresh
+	Pieces     []PieceInfo `json:"pieces"`     // its manifest, sorted by key
+	From       []int       `json:"from"`       // From[i]: the inventory whose copy of Pieces[i] is read
+	Dirs       []string    `json:"dirs"`       // Dirs[i]: the directory of that copy
+}
+
+// Choose picks the newest checkpoint complete across invs (the inventories of a job's
+// processes, by rank): its manifest in some inventory, and an intact copy (the manifest's
+// size and checksum) of each of its pieces in at least one. For each piece it chooses the
+// copy of inventory dest(key) when that one has an intact copy (the process that needs the
+// piece reads its own disk), else the copy of the inventory with the fewest bytes chosen
+// so far (the lowest index on a tie), spreading the sending. It returns a Plan with
+// Checkpoint 0 when no checkpoint is complete.
+//
+// The notes say, one line each, what Choose found wrong and what it did instead, as Find's
+// do: a copy that is corrupted, truncated or too long, a piece missing everywhere, a
+// checkpoint passed over for an older one; the inventories' own notes come first.
+func Choose(invs []*Inventory, dest func(Key) int) (*Plan, []string) {
+	var notes, pending []string
+	manifests := make(map[int]Manifest)
+	copies := make(map[int]map[Key][]holder) // by checkpoint and key
+	for i, inv := range invs {
+		notes = append(notes, inv.Notes...)
+		for _, m := range inv.Manifests {
+			if first, ok := manifests[m.Checkpoint]; !ok {
+				manifests[m.Checkpoint] = m
+			} else if !slices.Equal(first.Pieces, m.Pieces) {
+				notes = append(notes, fmt.Sprintf("checkpoint %d: manifest in %s differs from the one in %s; using the latter",
+					m.Checkpoint, m.Dir, first.Dir))
+			}
+		}
+		for _, c := range inv.Copies {
+			if copies[c.Checkpoint] == nil {
+				copies[c.Checkpoint] = make(map[Key][]holder)
+			}
+			copies[c.Checkpoint][c.Key] = append(copies[c.Checkpoint][c.Key], holder{i, c})
+		}
+	}
+	order := slices.SortedFunc(func(yield func(int) bool) {
+		for k := range manifests {
+			if !yield(k) {
+				return
+			}
+		}
+	}, func(a, b int) int { return cmp.Compare(b, a) })
+	for _, k := range order {
+		plan, replaced, bad := choose(manifests[k], copies[k], dest)
+		if len(bad) == 0 {
+			notes = append(notes, resolve(pending, fmt.Sprintf("using checkpoint %d", k))...)
+			return plan, append(notes, replaced...)
+		}
+		pending = append(pending, bad...)
+	}
+	return &Plan{}, append(notes, resolve(pending, "no complete checkpoint left: starting afresh")...)
+}
+
+// holder is a copy of a piece in the inventory of index inv.
+type holder struct {
+	inv int
+	Copy
+}
+
+// choose chooses a copy of each piece of m among copies (by key); bad says why m is not
+// complete, replaced which copies were passed over for another.
+func choose(m Manifest, copies map[Key][]holder, dest func(Key) int) (plan *Plan, replaced, bad []string) {
+	plan = &Plan{Checkpoint: m.Checkpoint, Pieces: m.Pieces, From: make([]int, len(m.Pieces)), Dirs: make([]string, len(m.Pieces))}
+	load := make(map[int]int64) // bytes chosen from each inventory
+	for i, p := range m.Pieces {
+		var good []holder
+		var wrong []string
+		for _, h := range copies[p.Key] {
+			if what := h.wrong(p); what != "" {
+				wrong = append(wrong, fmt.Sprintf("checkpoint %d: piece %v in %s %s", m.Checkpoint, p.Key, h.Dir, what))
+			} else {
+				good = append(good, h)
+			}
+		}
+		if len(good) == 0 {
+			if len(wrong) == 0 {
+				wrong = append(wrong, fmt.Sprintf("checkpoint %d: piece %v missing in every directory", m.Checkpoint, p.Key))
+			}
+			bad = append(bad, wrong...)
+			continue
+		}
+		want := dest(p.Key)
+		pick := good[0]
+		for _, h := range good {
+			if h.inv == want || pick.inv != want && load[h.inv] < load[pick.inv] {
+				pick = h
+			}
+		}
+		load[pick.inv] += p.Size
+		plan.From[i], plan.Dirs[i] = pick.inv, pick.Dir
+		for _, w := range wrong {
+			replaced = append(replaced, w+"; using the copy in "+pick.Dir)
+		}
+	}
+	return plan, replaced, bad
+}
+
+// wrong says what is wrong with the copy h of p, or "".
+func (h holder) wrong(p PieceInfo) string {
+	switch {
+	case h.Size < 0:
+		return "unreadable"
+	case h.Size < p.Size:
+		return fmt.Sprintf("truncated (%d of %d bytes)", h.Size, p.Size)
+	case h.Size > p.Size:
+		return fmt.Sprintf("too long (%d bytes, manifest %d)", h.Size, p.Size)
+	case h.CRC != p.CRC:
+		return fmt.Sprintf("corrupted (crc32c %08x, manifest %08x)", h.CRC, p.CRC)
+	}
+	return ""
+}
+
+// LoadCopy reads the copy of piece p of checkpoint k in dir (a directory a Plan names) into
+// dst, whose length must be p.Size, and checks it against p's size and checksum: a copy
+// that differs is an error matching ErrCorrupt.
+func LoadCopy(dir string, k int, p PieceInfo, dst []byte) error {
+	if int64(len(dst)) != p.Size {
+		return fmt.Errorf("checkpoint %d: piece %v has %d bytes, not %d", k, p.Key, p.Size, len(dst))
+	}
+	return loadCopy(dir, k, p, dst)
+}
+
+// loadCopy reads the copy of p of checkpoint k in dir into dst, of p's size, checking it.
+func loadCopy(dir string, k int, p PieceInfo, dst []byte) error {
+	r, err := openCopy(dir, k, p)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if _, err = io.ReadFull(r, dst); err != nil {
+		return err
+	}
+	if _, err = r.Read(dst[:0]); err != io.EOF { // ReadFull drops an error that comes with the last bytes
+		return err
+	}
+	return nil
+}
+
+// Checksum returns the CRC-32 (Castagnoli) of b, the checksum a PieceInfo holds.
+func Checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }

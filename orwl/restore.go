@@ -1,0 +1,375 @@
+package orwl
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/orwl-go/orwl/checkpoint"
+)
+
+// Restarting from a checkpoint (DESIGN.md §10, rule 19). The processes of a job need not see
+// each other's directories (a disk per node): each one surveys the directories its pattern
+// matches here (checkpoint.Survey) and, once the mesh is connected and before the tasks
+// start, reports that inventory to rank 0. Rank 0 chooses the newest checkpoint complete
+// across the union of the inventories and, for each piece, the process whose copy is read
+// (checkpoint.Choose: the process that now runs the piece's task when it has an intact copy),
+// and sends everybody that plan. Each process then sends the pieces it was chosen for to the
+// processes that run their tasks, in parts of at most restartChunk bytes, and waits for those
+// it needs from others, checking each one's checksum as it completes. The pieces it has
+// itself are read from its disk when the schedule restores the locations and kept states.
+// Nothing else chooses the checkpoint: one process alone goes through the same steps.
+
+// restartChunk is the most bytes of a piece one message carries.
+var restartChunk = 4 << 20
+
+// restart is this process's part in the restart of the job.
+type restart struct {
+	inv  inventory      // what this process's directories hold
+	invs chan inventory // rank 0: the processes' inventories, as they come
+
+	mu       sync.Mutex
+	plan     *checkpoint.Plan // rank 0's plan; nil until it comes, then never changed
+	planErr  string           // why the job cannot start, as rank 0 says
+	planned  chan struct{}    // closed when plan (or planErr) is set
+	early    []earlyPart      // parts that came before the plan
+	incoming map[int]*arrival // the pieces others send this process, by index in the plan
+	left     int              // incoming pieces not complete yet
+	arrived  chan struct{}    // closed when left is 0
+}
+
+// inventory is what a process reports to rank 0: its inventory, or why it has none.
+type inventory struct {
+	checkpoint.Inventory
+	Error string `json:"error,omitempty"`
+	from  int
+}
+
+// planMsg is rank 0's plan, or why the job cannot start.
+type planMsg struct {
+	checkpoint.Plan
+	Error string `json:"error,omitempty"`
+}
+
+// arrival is a piece on its way to this process.
+type arrival struct {
+	from int    // the process that sends it
+	buf  []byte // its content, of the piece's size
+	got  int64  // bytes received so far
+}
+
+// earlyPart is a part of a piece received before the plan.
+type earlyPart struct {
+	from    int
+	m       ckptMsg
+	payload []byte
+}
+
+// newRestart surveys dirs, the directories this process sees, for checkpoints of job.
+func newRestart(dirs []string, job checkpoint.Fingerprint, procs int) *restart {
+	r := &restart{invs: make(chan inventory, procs), planned: make(chan struct{}), arrived: make(chan struct{})}
+	inv, err := checkpoint.Survey(dirs, job)
+	if err != nil {
+		r.inv.Error = err.Error()
+	} else {
+		r.inv.Inventory = *inv
+	}
+	return r
+}
+
+// recover agrees with the other processes on the checkpoint the job restarts from, sends
+// the pieces this process was chosen to send and waits for those it needs from others. It
+// runs once the mesh is connected, before the tasks start.
+func (c *checkpointer) recover(ctx context.Context) error {
+	if c == nil {
+		return nil
+	}
+	r := c.restart
+	payload, err := json.Marshal(r.inv)
+	if err != nil {
+		return fmt.Errorf("orwl: checkpoints: %w", err)
+	}
+	c.send(0, ckptMsg{phase: ckptInventory}, payload)
+	if c.j.rank == 0 {
+		if err := c.choose(ctx); err != nil {
+			return err
+		}
+	}
+	select {
+	case <-r.planned:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	if r.planErr != "" {
+		return errors.New(r.planErr)
+	}
+	c.entered.Store(int64(c.start()) - 1)
+	if err := c.sendPieces(); err != nil {
+		return err
+	}
+	select {
+	case <-r.arrived:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// choose is rank 0's part: it gathers the inventories, chooses the checkpoint and the
+// copies, says what it found wrong, and sends everybody the plan.
+func (c *checkpointer) choose(ctx context.Context) error {
+	invs := make([]*checkpoint.Inventory, c.j.procs)
+	var errs []string
+	for range c.j.procs {
+		select {
+		case inv := <-c.restart.invs:
+			if invs[inv.from] != nil {
+				return fmt.Errorf("orwl: checkpoints: rank %d reported its checkpoints twice", inv.from)
+			}
+			invs[inv.from] = &inv.Inventory
+			if inv.Error != "" {
+				errs = append(errs, fmt.Sprintf("rank %d: %s", inv.from, inv.Error))
+			}
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	var msg planMsg
+	if len(errs) > 0 {
+		slices.Sort(errs)
+		msg.Error = "orwl: checkpoints: " + strings.Join(errs, "; ")
+	} else {
+		plan, notes := checkpoint.Choose(invs, func(k checkpoint.Key) int {
+			if k.Task < 0 || k.Task >= c.j.tasks {
+				return -1
+			}
+			return c.j.owner[k.Task]
+		})
+		for _, n := range notes {
+			c.j.log.Warn("orwl: checkpoint: " + n)
+		}
+		msg.Plan = *plan
+	}
+	payload, err := json.Marshal(msg)
+	if err != nil {
+		return fmt.Errorf("orwl: checkpoints: %w", err)
+	}
+	c.broadcast(ckptMsg{phase: ckptPlan}, payload)
+	return nil
+}
+
+// restartMessage runs a message of the restart from process from. It never blocks: it runs
+// on a connection's reader.
+func (c *checkpointer) restartMessage(from int, m ckptMsg, payload []byte) {
+	r := c.restart
+	var err error
+	switch m.phase {
+	case ckptInventory:
+		inv := inventory{from: from}
+		if err = json.Unmarshal(payload, &inv); err == nil && c.j.rank != 0 {
+			err = errors.New("an inventory of checkpoints, and this process is not rank 0")
+		}
+		if err == nil {
+			select {
+			case r.invs <- inv:
+			default:
+				err = errors.New("an inventory of checkpoints out of turn")
+			}
+		}
+	case ckptPlan:
+		var msg planMsg
+		if err = json.Unmarshal(payload, &msg); err == nil && from != 0 {
+			err = errors.New("a restart plan, and only rank 0 makes one")
+		}
+		if err == nil {
+			err = c.install(msg)
+		}
+	case ckptPart:
+		r.mu.Lock()
+		if r.plan == nil && r.planErr == "" {
+			r.early = append(r.early, earlyPart{from: from, m: m, payload: bytes.Clone(payload)}) // payload is the mesh's memory
+		} else {
+			err = c.part(from, m, payload)
+		}
+		r.mu.Unlock()
+	}
+	if err != nil {
+		c.j.fail(fmt.Errorf("orwl: checkpoint message from rank %d: %w", from, err))
+	}
+}
+
+// install sets the plan rank 0 sent, and makes room for the pieces this process will be
+// sent.
+func (c *checkpointer) install(msg planMsg) error {
+	r := c.restart
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := &msg.Plan
+	switch {
+	case r.plan != nil || r.planErr != "":
+		return errors.New("a second restart plan")
+	case len(p.From) != len(p.Pieces) || len(p.Dirs) != len(p.Pieces):
+		return fmt.Errorf("a restart plan of %d pieces with %d senders and %d directories", len(p.Pieces), len(p.From), len(p.Dirs))
+	case msg.Error != "":
+		r.planErr = msg.Error
+		close(r.planned)
+		return nil
+	}
+	r.incoming = make(map[int]*arrival)
+	for i, piece := range p.Pieces {
+		if piece.Task < 0 || piece.Task >= c.j.tasks || piece.Size < 0 || p.From[i] < 0 || p.From[i] >= c.j.procs {
+			return fmt.Errorf("checkpoint %d: piece %v from rank %d does not belong to this job", p.Checkpoint, piece.Key, p.From[i])
+		}
+		if c.j.owner[piece.Task] == c.j.rank && p.From[i] != c.j.rank {
+			a := &arrival{from: p.From[i]}
+			if piece.Kind == checkpoint.Location {
+				a.buf = alignedBytes(int(piece.Size))
+			} else {
+				a.buf = make([]byte, piece.Size)
+			}
+			r.incoming[i] = a
+		}
+	}
+	r.plan, r.left = p, len(r.incoming)
+	close(r.planned)
+	if r.left == 0 {
+		close(r.arrived)
+	}
+	for _, e := range r.early {
+		if err := c.part(e.from, e.m, e.payload); err != nil {
+			return err
+		}
+	}
+	r.early = nil
+	return nil
+}
+
+// part copies a part of a piece into its place, and checks the piece when it is complete;
+// restart.mu held, the plan set.
+func (c *checkpointer) part(from int, m ckptMsg, payload []byte) error {
+	r := c.restart
+	if r.plan == nil || m.k != r.plan.Checkpoint {
+		return fmt.Errorf("a part of a piece of checkpoint %d, and the job restarts from another", m.k)
+	}
+	a := r.incoming[int(m.loc)]
+	if a == nil || a.from != from {
+		return fmt.Errorf("checkpoint %d: a part of piece number %d, which this process is not to be sent by that rank", m.k, m.loc)
+	}
+	p := r.plan.Pieces[m.loc]
+	if m.off != a.got || int64(len(payload)) > p.Size-a.got || len(payload) == 0 && p.Size != 0 {
+		return fmt.Errorf("checkpoint %d: piece %v: %d bytes at offset %d, after %d of its %d", m.k, p.Key, len(payload), m.off, a.got, p.Size)
+	}
+	a.got += int64(copy(a.buf[a.got:], payload))
+	if a.got < p.Size {
+		return nil
+	}
+	if crc := checkpoint.Checksum(a.buf); crc != p.CRC {
+		return fmt.Errorf("checkpoint %d: piece %v arrived corrupted (crc32c %08x, manifest %08x)", m.k, p.Key, crc, p.CRC)
+	}
+	if r.left--; r.left == 0 {
+		close(r.arrived)
+	}
+	return nil
+}
+
+// sendPieces sends the pieces of the plan this process was chosen to read to the processes
+// that run their tasks, each in parts of at most restartChunk bytes.
+func (c *checkpointer) sendPieces() error {
+	plan := c.restart.plan
+	for i, p := range plan.Pieces {
+		to := c.j.owner[p.Task]
+		if plan.From[i] != c.j.rank || to == c.j.rank {
+			continue
+		}
+		buf := make([]byte, p.Size) // the mesh reads it after Send returns: never reused
+		if err := checkpoint.LoadCopy(plan.Dirs[i], plan.Checkpoint, p, buf); err != nil {
+			return fmt.Errorf("orwl: reading piece %v of checkpoint %d to send to rank %d: %w", p.Key, plan.Checkpoint, to, err)
+		}
+		for off := 0; ; off += restartChunk {
+			end := min(off+restartChunk, len(buf))
+			c.send(to, ckptMsg{phase: ckptPart, k: plan.Checkpoint, loc: uint32(i), off: int64(off)}, buf[off:end])
+			if end == len(buf) {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// start is the iteration the job starts at: the number of the checkpoint it restarts from.
+func (c *checkpointer) start() int {
+	if c == nil || c.restart.plan == nil {
+		return 0
+	}
+	return c.restart.plan.Checkpoint
+}
+
+// piece returns the index of key in the plan, and its entry.
+func (r *restart) piece(key checkpoint.Key) (int, checkpoint.PieceInfo, error) {
+	i, ok := slices.BinarySearchFunc(r.plan.Pieces, key, func(p checkpoint.PieceInfo, k checkpoint.Key) int { return p.Key.Compare(k) })
+	if !ok {
+		return 0, checkpoint.PieceInfo{}, fmt.Errorf("checkpoint %d has no piece %v", r.plan.Checkpoint, key)
+	}
+	return i, r.plan.Pieces[i], nil
+}
+
+// load reads piece i of the plan into dst, of its size: from the part that arrived, or
+// from this process's copy.
+func (r *restart) load(i int, dst []byte) error {
+	if a := r.incoming[i]; a != nil {
+		copy(dst, a.buf)
+		return nil
+	}
+	return checkpoint.LoadCopy(r.plan.Dirs[i], r.plan.Checkpoint, r.plan.Pieces[i], dst)
+}
+
+// restore fills this process's locations and its tasks' kept states from the checkpoint the
+// job restarts from, before the schedule; the process of task 0 says so on standard error.
+func (c *checkpointer) restore() error {
+	if c.start() == 0 {
+		return nil
+	}
+	r, k := c.restart, c.start()
+	for _, l := range c.j.owned {
+		if l == nil {
+			continue
+		}
+		i, p, err := r.piece(checkpoint.LocationKey(l.id.Task, l.id.Name))
+		if err == nil {
+			freeBytes(l.data)
+			if a := r.incoming[i]; a != nil {
+				l.data, a.buf = a.buf, nil // the buffer it arrived in
+			} else {
+				l.data = alignedBytes(int(p.Size))
+				err = r.load(i, l.data)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("orwl: restoring %s from checkpoint %d: %w", l.id, k, err)
+		}
+	}
+	for _, t := range c.j.local {
+		for _, s := range t.kept {
+			i, p, err := r.piece(checkpoint.StateKey(t.id, s.name))
+			if err == nil && p.Size != int64(len(s.buf)) {
+				err = fmt.Errorf("it is %d bytes, this job keeps %d", p.Size, len(s.buf))
+			}
+			if err == nil {
+				err = r.load(i, s.buf)
+			}
+			if err != nil {
+				return fmt.Errorf("orwl: restoring task %d's state %q from checkpoint %d: %w", t.id, s.name, k, err)
+			}
+		}
+	}
+	if c.j.owner[0] == c.j.rank {
+		fmt.Fprintf(os.Stderr, "resumed from checkpoint: iteration=%d\n", k)
+	}
+	return nil
+}
