@@ -1,23 +1,32 @@
-// Command bench runs the benchmarks of orwl-go. Each subcommand lives in its
-// own file(s) and registers itself from an init function with register (add
-// a file such as matmul.go with its own init to add a subcommand):
+// Command bench is the lab of orwl-go: it measures the library against its references
+// (C, OpenBLAS, MPI, StarPU, ScaLAPACK, whose programs live in the folders beside this
+// file). Run it from the checkout's root (the go.work there puts the lab's module beside the
+// library's):
 //
-//	go run ./bench kernels [flags]   GFLOP/s of the DGEMM kernel plugins
-//	go run ./bench matmul [flags]    ORWL matmul against roofline, shared memory, StarPU, ScaLAPACK (matmul.go)
-//	go run ./bench cholesky [flags]  ORWL tiled Cholesky against OpenBLAS dpotrf, StarPU and ScaLAPACK PDPOTRF (cholesky.go)
-//	go run ./bench stencil [flags]   ORWL Jacobi stencil against a C MPI halo exchange, TCP and shared memory (stencil.go)
-//	go run ./bench wavefront [flags] ORWL Levenshtein wavefront against C's sequential loop and an OpenMP wavefront, by block size (wavefront.go)
-//	go run ./bench sweep [flags]     matmul's defaults against the best block size, grid and tasks per process (sweep.go)
-//	go run ./bench hosts [flags]     matmul across emulated hosts on shaped links against max(compute, bytes / rate) (hosts.go, root)
-//	go run ./bench hybrid [flags]    mixed-kernel matmul, dynamic balancing against static splits (hybrid.go)
-//	go run ./bench grant [flags]     remote grants of a 256 MiB location against raw TCP; memory while streaming (grant.go)
-//	go run ./bench faults [flags]    time for a job to fail after a process is killed, stopped or cut off (faults.go)
-//	go run ./bench external [flags]  external programs on memfd files against tmpfs and disk files (external.go, Linux)
-//	go run ./bench checkpoint [flags] stencil checkpoints: overhead, hold, kill trials under orwlrun -restarts, disk (checkpoint.go)
-//	go run ./bench figures [flags]   rewrites the README's Figures section from the others (figures.go)
+//	go run ./lab/bench kernels [flags]    GFLOP/s of the DGEMM kernel plugins
+//	go run ./lab/bench matmul [flags]     ORWL matmul against roofline, shared memory, StarPU, ScaLAPACK (matmul.go)
+//	go run ./lab/bench first [flags]      the first multiplication against C OpenBLAS's cold call (first.go)
+//	go run ./lab/bench cholesky [flags]   ORWL tiled Cholesky against OpenBLAS dpotrf, StarPU and ScaLAPACK PDPOTRF (cholesky.go)
+//	go run ./lab/bench stencil [flags]    ORWL Jacobi stencil against a C MPI halo exchange, TCP and shared memory (stencil.go)
+//	go run ./lab/bench wavefront [flags]  ORWL Levenshtein wavefront against C's sequential loop and an OpenMP wavefront, by block size (wavefront.go)
+//	go run ./lab/bench sweep [flags]      matmul's defaults against the best block size, grid and tasks per process (sweep.go)
+//	go run ./lab/bench hosts [flags]      matmul across emulated hosts on shaped links against max(compute, bytes / rate) (hosts.go, root)
+//	go run ./lab/bench hybrid [flags]     mixed-kernel matmul, dynamic balancing against static splits (hybrid.go)
+//	go run ./lab/bench grant [flags]      remote grants of a 256 MiB location against raw TCP; memory while streaming (grant.go)
+//	go run ./lab/bench faults [flags]     time for a job to fail after a process is killed, stopped or cut off (faults.go)
+//	go run ./lab/bench external [flags]   external programs on memfd files against tmpfs and disk files (external.go, Linux)
+//	go run ./lab/bench checkpoint [flags] stencil checkpoints: overhead, hold, kill trials under orwlrun -restarts, disk (checkpoint.go)
+//	go run ./lab/bench figures [flags]    rewrites the README's Figures section and lab/results from the others (figures.go)
 //
-// Run "go run ./bench <command> -h" for a command's flags. The command only
-// measures and reports; it must not be imported by programs.
+// Run "go run ./lab/bench <command> -h" for a command's flags. A command measures, prints
+// its table (or with -json one JSON object per row) and writes its files into the folder
+// of -out, by default orwl-bench in the system's temporary folder (it says where it wrote);
+// only figures writes into the checkout. The command must not be imported by programs.
+//
+// Each subcommand lives in its own file(s) and registers a command record from an init
+// function with register: its name, a line of help, the files it writes, the child
+// processes it starts, and a setup that declares its flags and returns its body. What they
+// share (flags, -out, -json, the table and its files) is done once, by command.run.
 //
 // # kernels
 //
@@ -60,21 +69,96 @@ import (
 	"github.com/orwl-go/orwl/kernels"
 )
 
-// command is a bench subcommand.
+// command is a bench subcommand: a record that main runs with run, which does what every
+// command has in common (child processes, flags, -out and -json, the files it writes).
 type command struct {
-	summary string
-	run     func(args []string) error
+	name    string // what follows bench on the command line
+	summary string // one line of the usage
+	// files names what the command writes into -out, for -out's help and the line that says
+	// where it wrote; a command without files (figures) has neither -out nor -json.
+	files []string
+	// children are the processes the command starts of itself, told apart by a variable of
+	// their environment.
+	children []child
+	// setup declares the command's own flags on fs and returns its body, which runs once they
+	// are parsed, with the run's report; it checks its flags' values first (badFlags).
+	setup func(fs *flag.FlagSet) func(rep *report) error
 }
 
 // commands holds the subcommands by name, filled by register.
 var commands = map[string]command{}
 
 // register adds a subcommand; files call it from init.
-func register(name, summary string, run func(args []string) error) {
-	if _, dup := commands[name]; dup {
-		panic("bench: command registered twice: " + name)
+func register(c command) {
+	if _, dup := commands[c.name]; dup {
+		panic("bench: command registered twice: " + c.name)
 	}
-	commands[name] = command{summary, run}
+	commands[c.name] = c
+}
+
+// child is a kind of process that a command starts of itself: the bench runs it instead of
+// the command when the variable env is set in its environment.
+type child struct {
+	env string
+	run func(spec string) error // given env's value
+}
+
+// jsonChild returns a child whose variable env holds the JSON of a T, which it decodes
+// and runs with.
+func jsonChild[T any](env string, run func(T) error) child {
+	return child{env, func(spec string) error {
+		var v T
+		if err := json.Unmarshal([]byte(spec), &v); err != nil {
+			return fmt.Errorf("bad %s %q: %w", env, spec, err)
+		}
+		return run(v)
+	}}
+}
+
+// tableFiles are the files of a command that writes its table (name.txt) and rows
+// (name.json), with extra files.
+func tableFiles(name string, extra ...string) []string {
+	return append([]string{name + ".txt", name + ".json"}, extra...)
+}
+
+// defaultOut is where the commands write when -out is not given: outside the checkout, so
+// that only figures writes the lab's results.
+var defaultOut = filepath.Join(os.TempDir(), "orwl-bench")
+
+// run runs the command with args (what follows its name): as a child process when one of
+// its children's variables is set, else it parses its flags, runs its body and says where it
+// wrote its files.
+func (c command) run(args []string) error {
+	for _, ch := range c.children {
+		if spec, ok := os.LookupEnv(ch.env); ok {
+			return ch.run(spec)
+		}
+	}
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	rep := &report{cmd: c.name, args: args}
+	if len(c.files) > 0 {
+		fs.StringVar(&rep.out, "out", defaultOut, "folder for "+joinAnd(c.files))
+		fs.BoolVar(&rep.asJSON, "json", false, "print one JSON object per row instead of the table")
+	}
+	body := c.setup(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := body(rep); err != nil {
+		return err
+	}
+	if len(c.files) > 0 {
+		fmt.Fprintf(os.Stderr, "bench %s: wrote %s in %s\n", c.name, joinAnd(c.files), rep.out)
+	}
+	return nil
+}
+
+// joinAnd lists names as "a, b and c".
+func joinAnd(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 func usage() {
@@ -136,13 +220,6 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// outputFlags declares a command's -out, the folder for the files it writes (named in
-// files), and -json.
-func outputFlags(fs *flag.FlagSet, files string) (out *string, asJSON *bool) {
-	return fs.String("out", "results", "folder for "+files),
-		fs.Bool("json", false, "print one JSON object per row instead of the table")
-}
-
 // splitList returns the non-empty, trimmed elements of a comma-separated list.
 func splitList(s string) []string {
 	var out []string
@@ -185,12 +262,21 @@ func printJSON(v any) {
 	fmt.Println(string(b))
 }
 
-// report is the output of a command: a table printed on standard output and kept for its
-// .txt file, or with -json one JSON object per row on standard output (the table is still
-// kept for the file).
+// report is a run of a command and its output: a table printed on standard output and
+// kept for its .txt file, or with -json one JSON object per row on standard output (the
+// table is still kept for the file); write puts both into the folder of -out.
 type report struct {
-	asJSON bool
+	cmd    string   // the command's name
+	args   []string // its flags as given
+	out    string   // -out
+	asJSON bool     // -json
 	table  strings.Builder
+}
+
+// header starts the table with the command line that made it and a line of context:
+// format and a, after "# ".
+func (r *report) header(format string, a ...any) {
+	fmt.Fprintf(&r.table, "# go run ./lab/bench %s %s\n# %s\n", r.cmd, strings.Join(r.args, " "), fmt.Sprintf(format, a...))
 }
 
 // line adds a line to the table, printed unless the report is JSON.
@@ -209,29 +295,18 @@ func (r *report) row(v any) {
 	}
 }
 
-// printTable reports a finished table and its rows at once (see report), and writes both
-// to out with writeTable.
-func printTable[R any](out, name string, asJSON bool, rows []R, table string) error {
-	rep := &report{asJSON: asJSON}
-	rep.line("%s", table)
-	for _, r := range rows {
-		rep.row(r)
-	}
-	return writeTable(out, name, rows, rep.table.String())
-}
-
-// writeTable writes rows as an indented JSON array to out/name.json and the
-// table to out/name.txt, creating out.
-func writeTable(out, name string, rows any, table string) error {
-	if err := os.MkdirAll(out, 0o755); err != nil {
+// write writes rows as an indented JSON array to the command's .json file and the table to
+// its .txt file, in the folder of -out, which it creates.
+func (r *report) write(rows any) error {
+	if err := os.MkdirAll(r.out, 0o755); err != nil {
 		return err
 	}
 	b, err := json.MarshalIndent(rows, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(out, name+".json"), append(b, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(r.out, r.cmd+".json"), append(b, '\n'), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(out, name+".txt"), []byte(table), 0o644)
+	return os.WriteFile(filepath.Join(r.out, r.cmd+".txt"), []byte(r.table.String()), 0o644)
 }

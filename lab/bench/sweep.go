@@ -7,7 +7,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"strings"
 
 	"github.com/orwl-go/orwl/examples/matmul/summa"
 )
@@ -21,7 +20,13 @@ import (
 // to sweep.txt and sweep.json in -out.
 
 func init() {
-	register("sweep", "matmul's default setting against the best of a sweep of block sizes, grids and tasks per process", benchSweep)
+	register(command{
+		name:     "sweep",
+		summary:  "matmul's default setting against the best of a sweep of block sizes, grids and tasks per process",
+		files:    tableFiles("sweep"),
+		children: []child{jsonChild(matmulChildEnv, matmulChild)},
+		setup:    benchSweep,
+	})
 }
 
 // sweepRow is one setting of the sweep.
@@ -38,92 +43,85 @@ type sweepRow struct {
 	VsBest  float64 `json:"vs_best"`
 }
 
-func benchSweep(args []string) error {
-	if spec, ok := os.LookupEnv(matmulChildEnv); ok {
-		return matmulChild(spec)
-	}
-	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
+func benchSweep(fs *flag.FlagSet) func(rep *report) error {
 	sizes := fs.String("n", "4096,8192", "comma-separated matrix sizes N")
 	procs := fs.Int("procs", runtime.NumCPU(), "processes (examples/matmul's default: one per core)")
 	nbList := fs.String("nbs", "256,512,1024,2048", "comma-separated block sizes")
 	reps := fs.Int("reps", 2, "multiplications per measurement; seconds is the fastest of them")
 	rounds := fs.Int("rounds", 2, "interleaved rounds; every setting's best is reported")
-	out, asJSON := outputFlags(fs, "sweep.txt and sweep.json")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	ns, err := intList(*sizes)
-	if err != nil {
-		return badFlags("-n: %w", err)
-	}
-	nbs, err := intList(*nbList)
-	if err != nil {
-		return badFlags("-nbs: %w", err)
-	}
-	if *procs < 1 || *reps < 1 || *rounds < 1 {
-		return badFlags("-procs, -reps and -rounds must be at least 1")
-	}
-	kernel, err := fastestCPUKernel()
-	if err != nil {
-		return err
-	}
-	cores := runtime.NumCPU()
-	var rows []sweepRow
-	for _, n := range ns {
-		// The default: what examples/matmul picks with no flag but -n.
-		def := sweepRow{N: n, Tasks: *procs, Procs: *procs, Threads: max(1, cores / *procs), Default: true}
-		g := summa.DefaultGrid(def.Tasks)
-		def.Grid, def.NB = g.String(), summa.DefaultNB(n, g)
-		settings := []sweepRow{def}
-		for _, tpp := range []int{1, 2} {
-			tasks := *procs * tpp
-			for _, g := range grids(tasks) {
-				for _, nb := range nbs {
-					r := sweepRow{N: n, NB: nb, Grid: g.String(), Tasks: tasks, Procs: *procs, Threads: max(1, cores/tasks)}
-					if !slices.ContainsFunc(settings, func(s sweepRow) bool { return s.NB == r.NB && s.Grid == r.Grid && s.Tasks == r.Tasks }) {
-						settings = append(settings, r)
+	return func(rep *report) error {
+		ns, err := intList(*sizes)
+		if err != nil {
+			return badFlags("-n: %w", err)
+		}
+		nbs, err := intList(*nbList)
+		if err != nil {
+			return badFlags("-nbs: %w", err)
+		}
+		if *procs < 1 || *reps < 1 || *rounds < 1 {
+			return badFlags("-procs, -reps and -rounds must be at least 1")
+		}
+		kernel, err := fastestCPUKernel()
+		if err != nil {
+			return err
+		}
+		cores := runtime.NumCPU()
+		var rows []sweepRow
+		for _, n := range ns {
+			// The default: what examples/matmul picks with no flag but -n.
+			def := sweepRow{N: n, Tasks: *procs, Procs: *procs, Threads: max(1, cores / *procs), Default: true}
+			g := summa.DefaultGrid(def.Tasks)
+			def.Grid, def.NB = g.String(), summa.DefaultNB(n, g)
+			settings := []sweepRow{def}
+			for _, tpp := range []int{1, 2} {
+				tasks := *procs * tpp
+				for _, g := range grids(tasks) {
+					for _, nb := range nbs {
+						r := sweepRow{N: n, NB: nb, Grid: g.String(), Tasks: tasks, Procs: *procs, Threads: max(1, cores/tasks)}
+						if !slices.ContainsFunc(settings, func(s sweepRow) bool { return s.NB == r.NB && s.Grid == r.Grid && s.Tasks == r.Tasks }) {
+							settings = append(settings, r)
+						}
 					}
 				}
 			}
-		}
-		for round := range *rounds {
-			for i := range settings {
-				r := &settings[i]
-				res, err := runORWL(orwlJob{N: r.N, NB: r.NB, Grid: r.Grid, Kernels: slices.Repeat([]string{kernel}, r.Tasks),
-					Threads: r.Threads, Reps: *reps}, r.Procs)
-				if err != nil {
-					return err
+			for round := range *rounds {
+				for i := range settings {
+					r := &settings[i]
+					res, err := runORWL(orwlJob{N: r.N, NB: r.NB, Grid: r.Grid, Kernels: slices.Repeat([]string{kernel}, r.Tasks),
+						Threads: r.Threads, Reps: *reps}, r.Procs)
+					if err != nil {
+						return err
+					}
+					if !res.Verified {
+						return fmt.Errorf("matmul with N=%d NB=%d grid %s: the product did not verify", r.N, r.NB, r.Grid)
+					}
+					if r.Seconds == 0 || res.Seconds < r.Seconds {
+						r.Seconds = res.Seconds
+					}
+					fmt.Fprintf(os.Stderr, "sweep: round %d, N=%d NB=%d grid %s, %d tasks in %d processes: %.3fs\n",
+						round+1, r.N, r.NB, r.Grid, r.Tasks, r.Procs, res.Seconds)
 				}
-				if !res.Verified {
-					return fmt.Errorf("matmul with N=%d NB=%d grid %s: the product did not verify", r.N, r.NB, r.Grid)
-				}
-				if r.Seconds == 0 || res.Seconds < r.Seconds {
-					r.Seconds = res.Seconds
-				}
-				fmt.Fprintf(os.Stderr, "sweep: round %d, N=%d NB=%d grid %s, %d tasks in %d processes: %.3fs\n",
-					round+1, r.N, r.NB, r.Grid, r.Tasks, r.Procs, res.Seconds)
 			}
+			best := slices.MinFunc(settings, func(a, b sweepRow) int { return cmp.Compare(a.Seconds, b.Seconds) }).Seconds
+			for i := range settings {
+				settings[i].GFlops = summa.Flops(n) / settings[i].Seconds / 1e9
+				settings[i].VsBest = best / settings[i].Seconds
+			}
+			rows = append(rows, settings...)
 		}
-		best := slices.MinFunc(settings, func(a, b sweepRow) int { return cmp.Compare(a.Seconds, b.Seconds) }).Seconds
-		for i := range settings {
-			settings[i].GFlops = summa.Flops(n) / settings[i].Seconds / 1e9
-			settings[i].VsBest = best / settings[i].Seconds
+		rep.header("kernel %s, %d cores; fastest of %d multiplications, best of %d rounds",
+			kernel, cores, *reps, *rounds)
+		rep.line("%6s %5s %5s %5s %5s %7s %9s %9s %8s\n", "N", "NB", "grid", "tasks", "procs", "threads", "seconds", "GFLOP/s", "vs-best")
+		for _, r := range rows {
+			note := ""
+			if r.Default {
+				note = "  default"
+			}
+			rep.line("%6d %5d %5s %5d %5d %7d %9.3f %9.1f %8.3f%s\n", r.N, r.NB, r.Grid, r.Tasks, r.Procs, r.Threads, r.Seconds, r.GFlops, r.VsBest, note)
+			rep.row(r)
 		}
-		rows = append(rows, settings...)
+		return rep.write(rows)
 	}
-	rep := &report{asJSON: *asJSON}
-	fmt.Fprintf(&rep.table, "# go run ./bench sweep %s\n# kernel %s, %d cores; fastest of %d multiplications, best of %d rounds\n",
-		strings.Join(args, " "), kernel, cores, *reps, *rounds)
-	rep.line("%6s %5s %5s %5s %5s %7s %9s %9s %8s\n", "N", "NB", "grid", "tasks", "procs", "threads", "seconds", "GFLOP/s", "vs-best")
-	for _, r := range rows {
-		note := ""
-		if r.Default {
-			note = "  default"
-		}
-		rep.line("%6d %5d %5s %5d %5d %7d %9.3f %9.1f %8.3f%s\n", r.N, r.NB, r.Grid, r.Tasks, r.Procs, r.Threads, r.Seconds, r.GFlops, r.VsBest, note)
-		rep.row(r)
-	}
-	return writeTable(*out, "sweep", rows, rep.table.String())
 }
 
 // grids returns every grid of tasks tasks: each factorisation P x Q, both ways.
