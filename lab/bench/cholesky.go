@@ -26,18 +26,18 @@ import (
 // tiled) against the peers a user would pick, at the same N, in one run:
 //
 //   - dpotrf: OpenBLAS's LAPACK dpotrf called once on the whole matrix from C through
-//     LAPACKE, all cores as OpenBLAS threads (bench/cholesky/potrf.c, built with gcc;
+//     LAPACKE, all cores as OpenBLAS threads (lab/bench/cholesky/potrf.c, built with gcc;
 //     skipped without liblapacke-dev or OpenBLAS's headers): the denominator of every
 //     double-precision ratio;
 //   - orwl: one process per core, one task and one kernel thread each, the example's
 //     defaults (grid, NB);
 //   - starpu: a double-precision tiled Cholesky on StarPU's task API, one CPU worker per
 //     core, its codelets calling LAPACKE and CBLAS (OpenBLAS), tiles of the ORWL row's NB,
-//     StarPU's prio scheduler (bench/cholesky/starpu_dpotrf.c; skipped without
+//     StarPU's prio scheduler (lab/bench/cholesky/starpu_dpotrf.c; skipped without
 //     libstarpu-dev, or when NB does not divide N);
 //   - scalapack: PDPOTRF of Debian's libscalapack-openmpi, one process per core, the best
 //     of block sizes 128 and 256 and of the grids of that many processes
-//     (bench/cholesky/pdpotrf.c, built with Open MPI's mpicc; skipped without);
+//     (lab/bench/cholesky/pdpotrf.c, built with Open MPI's mpicc; skipped without);
 //   - spotrf and starpu-implicit, in single precision, compared with each other only:
 //     OpenBLAS's spotrf from the same C program, and the cholesky_implicit example Debian
 //     ships with StarPU (starpu-examples), which computes in single precision.

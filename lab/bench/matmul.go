@@ -35,7 +35,7 @@ import (
 //     openblas) with as many threads, blocks of NB; it checks its result; its time is the
 //     mean of its iterations, the first included (skipped, saying why, when not installed);
 //   - scalapack: PDGEMM of Debian's libscalapack-openmpi on the same grid, N and NB, through
-//     the C driver bench/scalapack/pdgemm.c built with Open MPI's mpicc, which checks its
+//     the C driver lab/bench/scalapack/pdgemm.c built with Open MPI's mpicc, which checks its
 //     result (Freivalds) after the timing (skipped, saying why, when mpicc, mpirun or the
 //     library is missing).
 //

@@ -21,7 +21,7 @@ import (
 // package jacobi) against the same stencil in C with MPI, per number of cells per task:
 //
 //   - orwl: one task per process, the processes started as one ORWL job on this machine;
-//   - mpi-tcp and mpi-shm: bench/stencil/stencil.c, built with Open MPI's mpicc (-cflags),
+//   - mpi-tcp and mpi-shm: lab/bench/stencil/stencil.c, built with Open MPI's mpicc (-cflags),
 //     run with its mpirun over TCP (--mca btl tcp,self) and over shared memory (vader, or sm
 //     on Open MPI 5), one rank per task (skipped, saying why, without Open MPI).
 //

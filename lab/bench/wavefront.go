@@ -22,7 +22,7 @@ import (
 // wavefront: the edit distance of two generated strings of -n characters by the ORWL
 // pipeline of examples/levenshtein (package wavefront), in GCUPS (cells of the matrix of
 // partial distances per second), against C references built here with gcc (-cflags, with
-// -fopenmp) from bench/wavefront/wavefront.c:
+// -fopenmp) from lab/bench/wavefront/wavefront.c:
 //
 //   - sequential: C's tight loop one row at a time (c-seq1, the reference of the group), C
 //     with two rows per pass (c-seq2, the kernel of the Go tasks), Go's loop alone
