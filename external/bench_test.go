@@ -12,7 +12,7 @@ import (
 )
 
 // BenchmarkRun: one run of cp from an input location to an output location, per size
-// (go run ./bench external compares it with the same program on plain files).
+// (go run ./lab/bench external compares it with the same program on plain files).
 func BenchmarkRun(b *testing.B) {
 	if _, err := exec.LookPath("cp"); err != nil {
 		b.Skip("no cp")

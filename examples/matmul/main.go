@@ -41,7 +41,7 @@
 // measured, with a short search when tasks slow each other down (package summa, balance.go;
 // -reps defaults to 6 then; the result line's best is the fastest multiplication, the
 // summary gives the final shares). -split 4,1 gives the shares to start from; with
-// -balance=false they stay as given (a static split, for comparison; go run ./bench
+// -balance=false they stay as given (a static split, for comparison; go run ./lab/bench
 // hybrid tries many). A balanced run holds A, B and C whole in every task: about 3N²
 // float64s per task.
 //

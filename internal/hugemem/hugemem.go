@@ -12,7 +12,7 @@
 // faster where memory is there to be had; but a huge page needs 2 MiB of physical memory
 // at once, which a virtual machine whose host lends memory lazily may only find in memory
 // the host has not backed yet, slower to touch than the small pages the guest recycles
-// (measured: bench first). Hence the default.
+// (measured: go run ./lab/bench first). Hence the default.
 //
 // A mapped buffer is not garbage collected: whoever allocates it must Free it once nothing
 // uses it, and must not use it afterwards (a use after Free faults). This package only

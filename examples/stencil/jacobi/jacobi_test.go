@@ -108,7 +108,7 @@ func ExampleRun_plane() {
 }
 
 // BenchmarkSweep times the inner loops, per cell: compare with the C loop of the bench
-// harness (go run ./bench stencil -loops).
+// harness (go run ./lab/bench stencil -loops).
 func BenchmarkSweep(b *testing.B) {
 	for _, c := range []struct {
 		name string

@@ -7,7 +7,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"strings"
 
 	"github.com/orwl-go/orwl/examples/matmul/summa"
 )
@@ -29,7 +28,12 @@ import (
 // first.txt and first.json into -out.
 
 func init() {
-	register("first", "the first multiplication of examples/matmul against C OpenBLAS's cold cblas_dgemm call, with page faults", benchFirst)
+	register(command{
+		name:    "first",
+		summary: "the first multiplication of examples/matmul against C OpenBLAS's cold cblas_dgemm call, with page faults",
+		files:   tableFiles("first"),
+		setup:   benchFirst,
+	})
 }
 
 // firstRow is one measurement of the first command, or (Round 0) the summary of a variant.
@@ -51,87 +55,83 @@ type firstRow struct {
 	Verified *bool   `json:"verified,omitempty"`
 }
 
-func benchFirst(args []string) error {
-	fs := flag.NewFlagSet("first", flag.ContinueOnError)
+func benchFirst(fs *flag.FlagSet) func(rep *report) error {
 	sizes := fs.String("n", "4096,6144", "comma-separated matrix sizes N")
 	rounds := fs.Int("rounds", 5, "alternations of C and ORWL per N")
 	huge := fs.String("hugepages", "default", "ORWL variants per round: default (ORWL_HUGEPAGES as inherited), on, off (ORWL_HUGEPAGES=on, =off), or a list")
 	crefPath := fs.String("cref", "", "prebuilt C reference program (default: build it with gcc)")
-	out, asJSON := outputFlags(fs, "first.txt and first.json")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	ns, err := intList(*sizes)
-	if err != nil {
-		return badFlags("-n: %w", err)
-	}
-	variants := splitList(*huge)
-	for _, v := range variants {
-		if v != "default" && v != "on" && v != "off" {
-			return badFlags("-hugepages: %q is not default, on or off", v)
+	return func(rep *report) error {
+		ns, err := intList(*sizes)
+		if err != nil {
+			return badFlags("-n: %w", err)
 		}
-	}
-	if *rounds < 1 || len(variants) == 0 {
-		return badFlags("-rounds must be at least 1 and -hugepages name a variant")
-	}
-	kernel, err := fastestCPUKernel()
-	if err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp("", "orwl-first-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	c, err := buildCref(tmp, *crefPath)
-	if err != nil {
-		return fmt.Errorf("the C reference is needed: %w", err)
-	}
-	cores := runtime.NumCPU()
-	grid := summa.DefaultGrid(cores)
-	rep := &report{asJSON: *asJSON}
-	fmt.Fprintf(&rep.table, "# go run ./bench first %s\n# %d cores; C: cblas_dgemm with OpenBLAS's default threads; orwl: examples/matmul's defaults, %d processes, grid %s, kernel %s, no warm-up\n",
-		strings.Join(args, " "), cores, cores, grid, kernel)
-	rep.line("%6s %5s  %-26s %9s %11s %9s\n", "N", "round", "impl", "seconds", "page-faults", "C/orwl")
-	var rows []firstRow
-	emit := func(r firstRow) {
-		rows = append(rows, r)
-		rep.row(r)
-		ratio := ""
-		if r.Ratio > 0 {
-			ratio = fmt.Sprintf("%.3f", r.Ratio)
-		}
-		rep.line("%6d %5d  %-26s %9.3f %11d %9s\n", r.N, r.Round, r.Impl, r.Secs, r.Faults, ratio)
-	}
-	for _, n := range ns {
-		nb := summa.DefaultNB(n, grid)
-		for round := 1; round <= *rounds; round++ {
-			cs, cf, err := c.cold(n, 0)
-			if err != nil {
-				return err
+		variants := splitList(*huge)
+		for _, v := range variants {
+			if v != "default" && v != "on" && v != "off" {
+				return badFlags("-hugepages: %q is not default, on or off", v)
 			}
-			emit(firstRow{N: n, Round: round, Impl: "c-cold", Procs: 1, Kernel: "openblas", Secs: cs, Faults: cf})
-			for _, v := range variants {
-				r, err := coldORWL(n, nb, grid, kernel, max(1, cores/grid.Tasks()), v)
+		}
+		if *rounds < 1 || len(variants) == 0 {
+			return badFlags("-rounds must be at least 1 and -hugepages name a variant")
+		}
+		kernel, err := fastestCPUKernel()
+		if err != nil {
+			return err
+		}
+		tmp, err := os.MkdirTemp("", "orwl-first-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		c, err := buildCref(tmp, *crefPath)
+		if err != nil {
+			return fmt.Errorf("the C reference is needed: %w", err)
+		}
+		cores := runtime.NumCPU()
+		grid := summa.DefaultGrid(cores)
+		rep.header("%d cores; C: cblas_dgemm with OpenBLAS's default threads; orwl: examples/matmul's defaults, %d processes, grid %s, kernel %s, no warm-up",
+			cores, cores, grid, kernel)
+		rep.line("%6s %5s  %-26s %9s %11s %9s\n", "N", "round", "impl", "seconds", "page-faults", "C/orwl")
+		var rows []firstRow
+		emit := func(r firstRow) {
+			rows = append(rows, r)
+			rep.row(r)
+			ratio := ""
+			if r.Ratio > 0 {
+				ratio = fmt.Sprintf("%.3f", r.Ratio)
+			}
+			rep.line("%6d %5d  %-26s %9.3f %11d %9s\n", r.N, r.Round, r.Impl, r.Secs, r.Faults, ratio)
+		}
+		for _, n := range ns {
+			nb := summa.DefaultNB(n, grid)
+			for round := 1; round <= *rounds; round++ {
+				cs, cf, err := c.cold(n, 0)
 				if err != nil {
 					return err
 				}
-				r.Round, r.Ratio = round, cs/r.Secs
-				emit(r)
+				emit(firstRow{N: n, Round: round, Impl: "c-cold", Procs: 1, Kernel: "openblas", Secs: cs, Faults: cf})
+				for _, v := range variants {
+					r, err := coldORWL(n, nb, grid, kernel, max(1, cores/grid.Tasks()), v)
+					if err != nil {
+						return err
+					}
+					r.Round, r.Ratio = round, cs/r.Secs
+					emit(r)
+				}
 			}
 		}
-	}
-	rep.line("\n%6s  %-26s %9s %11s %9s %9s %9s\n", "N", "impl", "median-s", "page-faults", "C/orwl", "min", "max")
-	for _, s := range firstSummary(rows) {
-		rows = append(rows, s)
-		rep.row(s)
-		ratios := ""
-		if s.Ratio > 0 {
-			ratios = fmt.Sprintf(" %9.3f %9.3f %9.3f", s.Ratio, s.Min, s.Max)
+		rep.line("\n%6s  %-26s %9s %11s %9s %9s %9s\n", "N", "impl", "median-s", "page-faults", "C/orwl", "min", "max")
+		for _, s := range firstSummary(rows) {
+			rows = append(rows, s)
+			rep.row(s)
+			ratios := ""
+			if s.Ratio > 0 {
+				ratios = fmt.Sprintf(" %9.3f %9.3f %9.3f", s.Ratio, s.Min, s.Max)
+			}
+			rep.line("%6d  %-26s %9.3f %11d%s\n", s.N, s.Impl, s.Secs, s.Faults, ratios)
 		}
-		rep.line("%6d  %-26s %9.3f %11d%s\n", s.N, s.Impl, s.Secs, s.Faults, ratios)
+		return rep.write(rows)
 	}
-	return writeTable(*out, "first", rows, rep.table.String())
 }
 
 // coldORWL runs one ORWL job of examples/matmul's defaults, one multiplication without

@@ -35,7 +35,7 @@ import (
 //     openblas) with as many threads, blocks of NB; it checks its result; its time is the
 //     mean of its iterations, the first included (skipped, saying why, when not installed);
 //   - scalapack: PDGEMM of Debian's libscalapack-openmpi on the same grid, N and NB, through
-//     the C driver bench/scalapack/pdgemm.c built with Open MPI's mpicc, which checks its
+//     the C driver lab/bench/scalapack/pdgemm.c built with Open MPI's mpicc, which checks its
 //     result (Freivalds) after the timing (skipped, saying why, when mpicc, mpirun or the
 //     library is missing).
 //
@@ -47,7 +47,13 @@ import (
 // processes) and matmul.json, into -out.
 
 func init() {
-	register("matmul", "ORWL matmul against the roofline, shared-memory Go, StarPU dgemm and ScaLAPACK PDGEMM", benchMatmul)
+	register(command{
+		name:     "matmul",
+		summary:  "ORWL matmul against the roofline, shared-memory Go, StarPU dgemm and ScaLAPACK PDGEMM",
+		files:    tableFiles("matmul", "matmul_n.svg", "matmul_procs.svg"),
+		children: []child{jsonChild(matmulChildEnv, matmulChild)},
+		setup:    benchMatmul,
+	})
 }
 
 // fastestCPUKernel is the name of the fastest available CPU kernel.
@@ -80,11 +86,7 @@ type mmResult struct {
 	Verified *bool   `json:"verified,omitempty"`
 }
 
-func benchMatmul(args []string) error {
-	if spec, ok := os.LookupEnv(matmulChildEnv); ok {
-		return matmulChild(spec)
-	}
-	fs := flag.NewFlagSet("matmul", flag.ContinueOnError)
+func benchMatmul(fs *flag.FlagSet) func(rep *report) error {
 	sizes := fs.String("n", "1024,2048,4096", "comma-separated matrix sizes N")
 	procList := fs.String("procs", "1,2", "comma-separated process counts (tasks = processes, grid from the count)")
 	nb := fs.Int("nb", 0, "block size NB of orwl and scalapack (0: examples/matmul's default for the N and grid)")
@@ -94,144 +96,137 @@ func benchMatmul(args []string) error {
 	withStarpu := fs.Bool("starpu", true, "measure StarPU's dgemm example when installed")
 	starpuBin := fs.String("starpu-bin", "", "StarPU's dgemm example (default: starpu_dgemm on PATH, or Debian's starpu-examples)")
 	withScalapack := fs.Bool("scalapack", true, "measure ScaLAPACK PDGEMM when mpicc, mpirun and libscalapack-openmpi are present")
-	out, asJSON := outputFlags(fs, "matmul.txt, matmul.json, matmul_n.svg and matmul_procs.svg")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	ns, err := intList(*sizes)
-	if err != nil {
-		return badFlags("-n: %w", err)
-	}
-	procs, err := intList(*procList)
-	if err != nil {
-		return badFlags("-procs: %w", err)
-	}
-	if *nb < 0 || *reps < 1 || *rounds < 1 {
-		return badFlags("-nb must not be negative, -reps and -rounds must be at least 1")
-	}
-	cores := runtime.NumCPU()
-	name := *kernel
-	if name == "" {
-		if name, err = fastestCPUKernel(); err != nil {
-			return err
+	return func(rep *report) error {
+		ns, err := intList(*sizes)
+		if err != nil {
+			return badFlags("-n: %w", err)
 		}
-	}
-	g, err := kernels.Get(name)
-	if err != nil {
-		return err
-	}
-	if c, ok := g.(io.Closer); ok {
-		defer c.Close()
-	}
-	fmt.Fprintf(os.Stderr, "matmul: kernel %s, %d cores, %d multiplications per measurement, OPENBLAS_CORETYPE=%s\n",
-		name, cores, *reps, os.Getenv("OPENBLAS_CORETYPE"))
-
-	var pdgemm string
-	var mpi *openMPI
-	if *withScalapack {
-		var cleanup func()
-		mpi, pdgemm, cleanup = buildPeer("matmul", "scalapack (it needs libscalapack-openmpi-dev)", "pdgemm", pdgemmSource, "-O2", "-lscalapack-openmpi")
-		defer cleanup()
-	}
-
-	var starpu *starpuDgemm
-	if *withStarpu {
-		if starpu, err = findStarpuDgemm(*starpuBin, name == "openblas"); err != nil {
-			fmt.Fprintf(os.Stderr, "matmul: skipping starpu: %v\n", err)
+		procs, err := intList(*procList)
+		if err != nil {
+			return badFlags("-procs: %w", err)
 		}
-	}
-
-	var results []mmResult
-	rep := &report{asJSON: *asJSON} // the table goes to standard output (unless -json) and to matmul.txt
-	emit := func(r mmResult) {
-		results = append(results, r)
-		rep.row(r)
-	}
-	fmt.Fprintf(&rep.table, "# go run ./bench matmul %s\n# kernel %s, %d cores, fastest of %d multiplications, best of %d rounds, OPENBLAS_CORETYPE=%s\n",
-		strings.Join(args, " "), name, cores, *reps, *rounds, os.Getenv("OPENBLAS_CORETYPE"))
-	rep.line("%6s  %-10s %5s %5s %5s %7s %9s %9s %11s  %s\n", "N", "impl", "procs", "grid", "NB", "threads", "seconds", "GFLOP/s", "vs-roofline", "note")
-	printRow := func(r mmResult, note string) {
-		rep.line("%6d  %-10s %5d %5s %5d %7d %9.3f %9.1f %11.3f  %s\n", r.N, r.Impl, r.Procs, r.Grid, r.NB, r.Threads, r.Seconds, r.GFlops, r.Roofline, note)
-	}
-	for _, n := range ns {
-		roof := mmResult{Impl: "roofline", N: n, NB: n, Procs: 1, Grid: "1x1", Threads: cores, Kernel: name}
-		// The roofline is the denominator of every ratio: measure it twice as often, so
-		// that a noisy neighbour does not flatter the ratios.
-		if roof.Seconds, err = bestOf(2**rounds, func() (float64, error) { return timeRoofline(g, n, cores, *reps) }); err != nil {
-			return err
+		if *nb < 0 || *reps < 1 || *rounds < 1 {
+			return badFlags("-nb must not be negative, -reps and -rounds must be at least 1")
 		}
-		roof.GFlops = summa.Flops(n) / roof.Seconds / 1e9
-		roof.Roofline = 1
-		emit(roof)
-		printRow(roof, "one kernel call, all threads")
-		for _, np := range procs {
-			grid := summa.DefaultGrid(np)
-			threads := max(1, cores/np)
-			base := mmResult{N: n, NB: *nb, Procs: np, Grid: grid.String(), Threads: threads, Kernel: name}
-			if base.NB == 0 {
-				base.NB = summa.DefaultNB(n, grid)
-			}
-
-			sh := base
-			sh.Impl, sh.NB = "shared", n
-			if sh.Seconds, err = bestOf(*rounds, func() (float64, error) { return timeShared(g, n, np, threads, *reps) }); err != nil {
+		cores := runtime.NumCPU()
+		name := *kernel
+		if name == "" {
+			if name, err = fastestCPUKernel(); err != nil {
 				return err
 			}
-			finish(&sh, roof.GFlops)
-			emit(sh)
-			printRow(sh, fmt.Sprintf("%d goroutines, rows of C", np))
+		}
+		g, err := kernels.Get(name)
+		if err != nil {
+			return err
+		}
+		if c, ok := g.(io.Closer); ok {
+			defer c.Close()
+		}
+		fmt.Fprintf(os.Stderr, "matmul: kernel %s, %d cores, %d multiplications per measurement, OPENBLAS_CORETYPE=%s\n",
+			name, cores, *reps, os.Getenv("OPENBLAS_CORETYPE"))
 
-			ow := base
-			ow.Impl = "orwl"
-			verified := true
-			if ow.Seconds, err = bestOf(*rounds, func() (float64, error) {
-				s, ok, err := timeORWL(ow, *reps)
-				verified = verified && ok
-				return s, err
-			}); err != nil {
+		var pdgemm string
+		var mpi *openMPI
+		if *withScalapack {
+			var cleanup func()
+			mpi, pdgemm, cleanup = buildPeer("matmul", "scalapack (it needs libscalapack-openmpi-dev)", "pdgemm", pdgemmSource, "-O2", "-lscalapack-openmpi")
+			defer cleanup()
+		}
+
+		var starpu *starpuDgemm
+		if *withStarpu {
+			if starpu, err = findStarpuDgemm(*starpuBin, name == "openblas"); err != nil {
+				fmt.Fprintf(os.Stderr, "matmul: skipping starpu: %v\n", err)
+			}
+		}
+
+		var results []mmResult
+		emit := func(r mmResult) {
+			results = append(results, r)
+			rep.row(r)
+		}
+		rep.header("kernel %s, %d cores, fastest of %d multiplications, best of %d rounds, OPENBLAS_CORETYPE=%s",
+			name, cores, *reps, *rounds, os.Getenv("OPENBLAS_CORETYPE"))
+		rep.line("%6s  %-10s %5s %5s %5s %7s %9s %9s %11s  %s\n", "N", "impl", "procs", "grid", "NB", "threads", "seconds", "GFLOP/s", "vs-roofline", "note")
+		printRow := func(r mmResult, note string) {
+			rep.line("%6d  %-10s %5d %5s %5d %7d %9.3f %9.1f %11.3f  %s\n", r.N, r.Impl, r.Procs, r.Grid, r.NB, r.Threads, r.Seconds, r.GFlops, r.Roofline, note)
+		}
+		for _, n := range ns {
+			roof := mmResult{Impl: "roofline", N: n, NB: n, Procs: 1, Grid: "1x1", Threads: cores, Kernel: name}
+			// The roofline is the denominator of every ratio: measure it twice as often, so
+			// that a noisy neighbour does not flatter the ratios.
+			if roof.Seconds, err = bestOf(2**rounds, func() (float64, error) { return timeRoofline(g, n, cores, *reps) }); err != nil {
 				return err
 			}
-			ow.Verified = &verified
-			finish(&ow, roof.GFlops)
-			emit(ow)
-			printRow(ow, fmt.Sprintf("verified=%v", verified))
+			roof.GFlops = summa.Flops(n) / roof.Seconds / 1e9
+			roof.Roofline = 1
+			emit(roof)
+			printRow(roof, "one kernel call, all threads")
+			for _, np := range procs {
+				grid := summa.DefaultGrid(np)
+				threads := max(1, cores/np)
+				base := mmResult{N: n, NB: *nb, Procs: np, Grid: grid.String(), Threads: threads, Kernel: name}
+				if base.NB == 0 {
+					base.NB = summa.DefaultNB(n, grid)
+				}
 
-			if starpu != nil {
-				sp := base
-				sp.Impl, sp.Grid = "starpu", "-"
-				if sp.Seconds, err = bestOf(*rounds, func() (float64, error) { return timeStarpu(starpu, sp, *reps) }); err != nil {
+				sh := base
+				sh.Impl, sh.NB = "shared", n
+				if sh.Seconds, err = bestOf(*rounds, func() (float64, error) { return timeShared(g, n, np, threads, *reps) }); err != nil {
 					return err
 				}
-				verified := true
-				sp.Verified = &verified // every run checks its result (-check)
-				finish(&sp, roof.GFlops)
-				emit(sp)
-				printRow(sp, fmt.Sprintf("%d workers, verified, orwl/starpu=%.3f", np, ow.GFlops/sp.GFlops))
-			}
+				finish(&sh, roof.GFlops)
+				emit(sh)
+				printRow(sh, fmt.Sprintf("%d goroutines, rows of C", np))
 
-			if pdgemm != "" {
-				sc := base
-				sc.Impl = "scalapack"
-				if sc.Seconds, err = bestOf(*rounds, func() (float64, error) { return timeScalapack(mpi, pdgemm, sc, *reps) }); err != nil {
-					fmt.Fprintf(os.Stderr, "matmul: scalapack N=%d procs=%d: %v\n", n, np, err)
-					continue
-				}
+				ow := base
+				ow.Impl = "orwl"
 				verified := true
-				sc.Verified = &verified // the driver checks its result (Freivalds), or fails
-				finish(&sc, roof.GFlops)
-				emit(sc)
-				printRow(sc, fmt.Sprintf("orwl/scalapack=%.3f", ow.GFlops/sc.GFlops))
+				if ow.Seconds, err = bestOf(*rounds, func() (float64, error) {
+					s, ok, err := timeORWL(ow, *reps)
+					verified = verified && ok
+					return s, err
+				}); err != nil {
+					return err
+				}
+				ow.Verified = &verified
+				finish(&ow, roof.GFlops)
+				emit(ow)
+				printRow(ow, fmt.Sprintf("verified=%v", verified))
+
+				if starpu != nil {
+					sp := base
+					sp.Impl, sp.Grid = "starpu", "-"
+					if sp.Seconds, err = bestOf(*rounds, func() (float64, error) { return timeStarpu(starpu, sp, *reps) }); err != nil {
+						return err
+					}
+					verified := true
+					sp.Verified = &verified // every run checks its result (-check)
+					finish(&sp, roof.GFlops)
+					emit(sp)
+					printRow(sp, fmt.Sprintf("%d workers, verified, orwl/starpu=%.3f", np, ow.GFlops/sp.GFlops))
+				}
+
+				if pdgemm != "" {
+					sc := base
+					sc.Impl = "scalapack"
+					if sc.Seconds, err = bestOf(*rounds, func() (float64, error) { return timeScalapack(mpi, pdgemm, sc, *reps) }); err != nil {
+						fmt.Fprintf(os.Stderr, "matmul: scalapack N=%d procs=%d: %v\n", n, np, err)
+						continue
+					}
+					verified := true
+					sc.Verified = &verified // the driver checks its result (Freivalds), or fails
+					finish(&sc, roof.GFlops)
+					emit(sc)
+					printRow(sc, fmt.Sprintf("orwl/scalapack=%.3f", ow.GFlops/sc.GFlops))
+				}
 			}
 		}
+		if err := rep.write(results); err != nil {
+			return err
+		}
+		return matmulCharts(rep.out, results)
 	}
-	if err := writeTable(*out, "matmul", results, rep.table.String()); err != nil {
-		return err
-	}
-	if err := matmulCharts(*out, results); err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "wrote matmul_n.svg, matmul_procs.svg, matmul.txt and matmul.json in %s\n", *out)
-	return nil
 }
 
 // finish fills r's GFLOP/s from its seconds, and its ratio to the roofline's GFLOP/s.
@@ -361,14 +356,10 @@ func timeORWL(r mmResult, reps int) (float64, bool, error) {
 	return res.Seconds, res.Verified, err
 }
 
-// matmulChild is one process of an ORWL job (spec: an orwlJob in JSON): it sets the threads
+// matmulChild is one process of an ORWL job (its variable holds an orwlJob in JSON): it sets the threads
 // of every distinct CPU kernel of the job and, unless the job is cold, warms it up, runs its part and, in the
 // process of task 0 (the only one summa.Run gives a result), prints the result as JSON.
-func matmulChild(spec string) error {
-	var job orwlJob
-	if err := json.Unmarshal([]byte(spec), &job); err != nil {
-		return fmt.Errorf("bad %s %q: %w", matmulChildEnv, spec, err)
-	}
+func matmulChild(job orwlJob) error {
 	grid, err := summa.ParseGrid(job.Grid)
 	if err != nil {
 		return err

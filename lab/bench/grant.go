@@ -31,7 +31,13 @@ import (
 // VmHWM, reset once the location and its copy are in memory) while it streams.
 
 func init() {
-	register("grant", "remote grants of a large location against a raw TCP stream, and the memory streaming takes", benchGrant)
+	register(command{
+		name:     "grant",
+		summary:  "remote grants of a large location against a raw TCP stream, and the memory streaming takes",
+		files:    tableFiles("grant"),
+		children: []child{jsonChild(grantChildEnv, grantChild), jsonChild(grantTCPEnv, grantTCPSender)},
+		setup:    benchGrant,
+	})
 }
 
 // Environment variables of the processes of a grant run.
@@ -64,63 +70,53 @@ type grantRow struct {
 	OwnerExtra  int64   `json:"owner_extra_peak_bytes"`
 }
 
-func benchGrant(args []string) error {
-	if spec, ok := os.LookupEnv(grantChildEnv); ok {
-		return grantChild(spec)
-	}
-	if spec, ok := os.LookupEnv(grantTCPEnv); ok {
-		return grantTCPSender(spec)
-	}
-	fs := flag.NewFlagSet("grant", flag.ContinueOnError)
+func benchGrant(fs *flag.FlagSet) func(rep *report) error {
 	size := fs.Int("size", 256<<20, "bytes of the location")
 	iters := fs.Int("iters", 8, "grants per measurement, after the first")
 	rounds := fs.Int("rounds", 3, "interleaved rounds; each row's best is reported")
-	out, asJSON := outputFlags(fs, "grant.txt and grant.json")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *size < 16 || *iters < 1 || *rounds < 1 {
-		return badFlags("-size must be at least 16 bytes, -iters and -rounds at least 1")
-	}
-	spec := grantSpec{Size: *size, Iters: *iters}
-	rows := []grantRow{{Method: "shm", Size: *size}, {Method: "socket", Size: *size}, {Method: "tcp", Size: *size}}
-	for round := range *rounds {
+	return func(rep *report) error {
+		if *size < 16 || *iters < 1 || *rounds < 1 {
+			return badFlags("-size must be at least 16 bytes, -iters and -rounds at least 1")
+		}
+		spec := grantSpec{Size: *size, Iters: *iters}
+		rows := []grantRow{{Method: "shm", Size: *size}, {Method: "socket", Size: *size}, {Method: "tcp", Size: *size}}
+		for round := range *rounds {
+			for i := range rows {
+				r := &rows[i]
+				var mbps float64
+				var reader, owner int64
+				var err error
+				if r.Method == "tcp" {
+					mbps, err = grantTCP(spec)
+				} else {
+					mbps, reader, owner, err = grantORWL(spec, r.Method == "socket")
+				}
+				if err != nil {
+					return fmt.Errorf("%s: %w", r.Method, err)
+				}
+				fmt.Fprintf(os.Stderr, "grant: round %d, %s: %.0f MB/s\n", round+1, r.Method, mbps)
+				if mbps > r.MBPerS {
+					r.MBPerS = mbps
+				}
+				r.ReaderExtra, r.OwnerExtra = max(r.ReaderExtra, reader), max(r.OwnerExtra, owner)
+			}
+		}
 		for i := range rows {
-			r := &rows[i]
-			var mbps float64
-			var reader, owner int64
-			var err error
+			rows[i].VsTCP = rows[i].MBPerS / rows[2].MBPerS
+		}
+		rep.header("2 processes on %d cores, %s location, %d grants, best of %d rounds",
+			runtime.NumCPU(), formatMiB(int64(*size)), *iters, *rounds)
+		rep.line("%-7s %10s %8s %18s %18s\n", "method", "MB/s", "vs-tcp", "reader-extra-peak", "owner-extra-peak")
+		for _, r := range rows {
 			if r.Method == "tcp" {
-				mbps, err = grantTCP(spec)
+				rep.line("%-7s %10.0f %8.2f %18s %18s\n", r.Method, r.MBPerS, r.VsTCP, "", "")
 			} else {
-				mbps, reader, owner, err = grantORWL(spec, r.Method == "socket")
+				rep.line("%-7s %10.0f %8.2f %18s %18s\n", r.Method, r.MBPerS, r.VsTCP, formatMiB(r.ReaderExtra), formatMiB(r.OwnerExtra))
 			}
-			if err != nil {
-				return fmt.Errorf("%s: %w", r.Method, err)
-			}
-			fmt.Fprintf(os.Stderr, "grant: round %d, %s: %.0f MB/s\n", round+1, r.Method, mbps)
-			if mbps > r.MBPerS {
-				r.MBPerS = mbps
-			}
-			r.ReaderExtra, r.OwnerExtra = max(r.ReaderExtra, reader), max(r.OwnerExtra, owner)
+			rep.row(r)
 		}
+		return rep.write(rows)
 	}
-	for i := range rows {
-		rows[i].VsTCP = rows[i].MBPerS / rows[2].MBPerS
-	}
-	rep := &report{asJSON: *asJSON}
-	fmt.Fprintf(&rep.table, "# go run ./bench grant %s\n# 2 processes on %d cores, %s location, %d grants, best of %d rounds\n",
-		strings.Join(args, " "), runtime.NumCPU(), formatMiB(int64(*size)), *iters, *rounds)
-	rep.line("%-7s %10s %8s %18s %18s\n", "method", "MB/s", "vs-tcp", "reader-extra-peak", "owner-extra-peak")
-	for _, r := range rows {
-		if r.Method == "tcp" {
-			rep.line("%-7s %10.0f %8.2f %18s %18s\n", r.Method, r.MBPerS, r.VsTCP, "", "")
-		} else {
-			rep.line("%-7s %10.0f %8.2f %18s %18s\n", r.Method, r.MBPerS, r.VsTCP, formatMiB(r.ReaderExtra), formatMiB(r.OwnerExtra))
-		}
-		rep.row(r)
-	}
-	return writeTable(*out, "grant", rows, rep.table.String())
 }
 
 // formatMiB prints a byte count in MiB; a negative one is unknown.
@@ -162,11 +158,7 @@ func grantORWL(spec grantSpec, socket bool) (mbps float64, reader, owner int64, 
 
 // grantChild is one process of an ORWL measurement: task 1 owns the location and stamps
 // every iteration at both ends, task 0 reads it and checks the stamps.
-func grantChild(js string) error {
-	var spec grantSpec
-	if err := json.Unmarshal([]byte(js), &spec); err != nil {
-		return fmt.Errorf("bad %s %q: %w", grantChildEnv, js, err)
-	}
+func grantChild(spec grantSpec) error {
 	rep := grantReport{ExtraPeak: -1}
 	var baseline int64
 	mark := func() { baseline = resetPeakRSS() }
@@ -301,11 +293,7 @@ func grantTCP(spec grantSpec) (float64, error) {
 }
 
 // grantTCPSender is the sending end of the TCP reference.
-func grantTCPSender(js string) error {
-	var spec grantSpec
-	if err := json.Unmarshal([]byte(js), &spec); err != nil {
-		return fmt.Errorf("bad %s %q: %w", grantTCPEnv, js, err)
-	}
+func grantTCPSender(spec grantSpec) error {
 	conn, err := net.Dial("tcp", spec.Addr)
 	if err != nil {
 		return err

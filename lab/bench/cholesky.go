@@ -26,18 +26,18 @@ import (
 // tiled) against the peers a user would pick, at the same N, in one run:
 //
 //   - dpotrf: OpenBLAS's LAPACK dpotrf called once on the whole matrix from C through
-//     LAPACKE, all cores as OpenBLAS threads (bench/cholesky/potrf.c, built with gcc;
+//     LAPACKE, all cores as OpenBLAS threads (lab/bench/cholesky/potrf.c, built with gcc;
 //     skipped without liblapacke-dev or OpenBLAS's headers): the denominator of every
 //     double-precision ratio;
 //   - orwl: one process per core, one task and one kernel thread each, the example's
 //     defaults (grid, NB);
 //   - starpu: a double-precision tiled Cholesky on StarPU's task API, one CPU worker per
 //     core, its codelets calling LAPACKE and CBLAS (OpenBLAS), tiles of the ORWL row's NB,
-//     StarPU's prio scheduler (bench/cholesky/starpu_dpotrf.c; skipped without
+//     StarPU's prio scheduler (lab/bench/cholesky/starpu_dpotrf.c; skipped without
 //     libstarpu-dev, or when NB does not divide N);
 //   - scalapack: PDPOTRF of Debian's libscalapack-openmpi, one process per core, the best
 //     of block sizes 128 and 256 and of the grids of that many processes
-//     (bench/cholesky/pdpotrf.c, built with Open MPI's mpicc; skipped without);
+//     (lab/bench/cholesky/pdpotrf.c, built with Open MPI's mpicc; skipped without);
 //   - spotrf and starpu-implicit, in single precision, compared with each other only:
 //     OpenBLAS's spotrf from the same C program, and the cholesky_implicit example Debian
 //     ships with StarPU (starpu-examples), which computes in single precision.
@@ -50,7 +50,13 @@ import (
 // N³/3. It prints the table and writes it to cholesky.txt, with cholesky.json, into -out.
 
 func init() {
-	register("cholesky", "ORWL tiled Cholesky against OpenBLAS dpotrf, StarPU (double) and ScaLAPACK PDPOTRF", benchCholesky)
+	register(command{
+		name:     "cholesky",
+		summary:  "ORWL tiled Cholesky against OpenBLAS dpotrf, StarPU (double) and ScaLAPACK PDPOTRF",
+		files:    tableFiles("cholesky"),
+		children: []child{jsonChild(choleskyChildEnv, choleskyChild)},
+		setup:    benchCholesky,
+	})
 }
 
 var (
@@ -90,66 +96,55 @@ type cholPeer struct {
 	measure         func(n int) (cholRow, error)
 }
 
-func benchCholesky(args []string) error {
-	if spec, ok := os.LookupEnv(choleskyChildEnv); ok {
-		return choleskyChild(spec)
-	}
-	fs := flag.NewFlagSet("cholesky", flag.ContinueOnError)
+func benchCholesky(fs *flag.FlagSet) func(rep *report) error {
 	sizes := fs.String("n", "4096,8192", "comma-separated matrix orders N")
 	procs := fs.Int("procs", runtime.NumCPU(), "processes (ORWL, ScaLAPACK), workers (StarPU) and threads (dpotrf)")
 	nb := fs.Int("nb", 0, "tile size of orwl and starpu (0: examples/cholesky's default for the N)")
 	reps := fs.Int("reps", 3, "factorisations per measurement; a row gives the fastest and the first")
 	rounds := fs.Int("rounds", 2, "measurements of every row, made in turn; the best is reported (the machine may be shared)")
 	single := fs.Bool("single", true, "add the single-precision rows (spotrf, StarPU's cholesky_implicit)")
-	out, asJSON := outputFlags(fs, "cholesky.txt and cholesky.json")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	ns, err := intList(*sizes)
-	if err != nil {
-		return badFlags("-n: %w", err)
-	}
-	if *nb < 0 || *reps < 1 || *rounds < 1 || *procs < 1 {
-		return badFlags("-nb must not be negative, -procs, -reps and -rounds must be at least 1")
-	}
-	name, err := fastestCPUKernel()
-	if err != nil {
-		return err
-	}
-	if _, err := kernels.GetCholesky(name); err != nil { // loads OpenBLAS: OPENBLAS_CORETYPE is set for the C peers
-		return err
-	}
-	dir, err := os.MkdirTemp("", "orwl-bench-cholesky")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	b := &cholBench{procs: *procs, nb: *nb, reps: *reps, kernel: name}
-	peers, cleanup := b.peers(dir, *single)
-	defer cleanup()
-	fmt.Fprintf(os.Stderr, "cholesky: kernel %s, %d processes, %d factorisations per measurement, best of %d rounds, OPENBLAS_CORETYPE=%s\n",
-		name, *procs, *reps, *rounds, os.Getenv("OPENBLAS_CORETYPE"))
-	rep := &report{asJSON: *asJSON}
-	fmt.Fprintf(&rep.table, "# go run ./bench cholesky %s\n# kernel %s, %d cores, fastest and first of %d factorisations, best of %d rounds in turn, OPENBLAS_CORETYPE=%s\n",
-		strings.Join(args, " "), name, runtime.NumCPU(), *reps, *rounds, os.Getenv("OPENBLAS_CORETYPE"))
-	rep.line("%6s  %-16s %-6s %5s %7s %5s %5s %8s %8s %11s %9s %6s  %s\n", "N", "impl", "prec", "procs", "threads", "grid", "NB",
-		"seconds", "GFLOP/s", "first GF/s", "vs-ref", "first", "note")
-	var rows []cholRow
-	for _, n := range ns {
-		got := measureInTurn(peers, n, *rounds)
-		finishRatios(got)
-		for _, r := range got {
-			rows = append(rows, r)
-			rep.row(r)
-			rep.line("%6d  %-16s %-6s %5d %7d %5s %5d %8.3f %8.1f %11.1f %9.3f %6.3f  %s\n", r.N, r.Impl, r.Precision, r.Procs, r.Threads, r.Grid, r.NB,
-				r.Seconds, r.GFlops, r.FirstGFlops, r.Ratio, r.FirstRatio, r.Note)
+	return func(rep *report) error {
+		ns, err := intList(*sizes)
+		if err != nil {
+			return badFlags("-n: %w", err)
 		}
+		if *nb < 0 || *reps < 1 || *rounds < 1 || *procs < 1 {
+			return badFlags("-nb must not be negative, -procs, -reps and -rounds must be at least 1")
+		}
+		name, err := fastestCPUKernel()
+		if err != nil {
+			return err
+		}
+		if _, err := kernels.GetCholesky(name); err != nil { // loads OpenBLAS: OPENBLAS_CORETYPE is set for the C peers
+			return err
+		}
+		dir, err := os.MkdirTemp("", "orwl-bench-cholesky")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		b := &cholBench{procs: *procs, nb: *nb, reps: *reps, kernel: name}
+		peers, cleanup := b.peers(dir, *single)
+		defer cleanup()
+		fmt.Fprintf(os.Stderr, "cholesky: kernel %s, %d processes, %d factorisations per measurement, best of %d rounds, OPENBLAS_CORETYPE=%s\n",
+			name, *procs, *reps, *rounds, os.Getenv("OPENBLAS_CORETYPE"))
+		rep.header("kernel %s, %d cores, fastest and first of %d factorisations, best of %d rounds in turn, OPENBLAS_CORETYPE=%s",
+			name, runtime.NumCPU(), *reps, *rounds, os.Getenv("OPENBLAS_CORETYPE"))
+		rep.line("%6s  %-16s %-6s %5s %7s %5s %5s %8s %8s %11s %9s %6s  %s\n", "N", "impl", "prec", "procs", "threads", "grid", "NB",
+			"seconds", "GFLOP/s", "first GF/s", "vs-ref", "first", "note")
+		var rows []cholRow
+		for _, n := range ns {
+			got := measureInTurn(peers, n, *rounds)
+			finishRatios(got)
+			for _, r := range got {
+				rows = append(rows, r)
+				rep.row(r)
+				rep.line("%6d  %-16s %-6s %5d %7d %5s %5d %8.3f %8.1f %11.1f %9.3f %6.3f  %s\n", r.N, r.Impl, r.Precision, r.Procs, r.Threads, r.Grid, r.NB,
+					r.Seconds, r.GFlops, r.FirstGFlops, r.Ratio, r.FirstRatio, r.Note)
+			}
+		}
+		return rep.write(rows)
 	}
-	if err := writeTable(*out, "cholesky", rows, rep.table.String()); err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "wrote cholesky.txt and cholesky.json in %s\n", *out)
-	return nil
 }
 
 // measureInTurn measures every peer rounds times at order n, one after the other in each
@@ -439,13 +434,9 @@ func (b *cholBench) timeORWL(n int) (cholRow, error) {
 		Grid: job.Grid, NB: job.NB, Note: "tasks = processes, " + b.kernel}, nil
 }
 
-// choleskyChild is one process of an ORWL row (spec: a cholJob in JSON): it runs its part
+// choleskyChild is one process of an ORWL row (its variable holds a cholJob in JSON): it runs its part
 // with one kernel thread and, in the process of task 0, prints the result as JSON.
-func choleskyChild(spec string) error {
-	var job cholJob
-	if err := json.Unmarshal([]byte(spec), &job); err != nil {
-		return fmt.Errorf("bad %s %q: %w", choleskyChildEnv, spec, err)
-	}
+func choleskyChild(job cholJob) error {
 	grid, err := summa.ParseGrid(job.Grid)
 	if err != nil {
 		return err

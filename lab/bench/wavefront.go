@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,7 +22,7 @@ import (
 // wavefront: the edit distance of two generated strings of -n characters by the ORWL
 // pipeline of examples/levenshtein (package wavefront), in GCUPS (cells of the matrix of
 // partial distances per second), against C references built here with gcc (-cflags, with
-// -fopenmp) from bench/wavefront/wavefront.c:
+// -fopenmp) from lab/bench/wavefront/wavefront.c:
 //
 //   - sequential: C's tight loop one row at a time (c-seq1, the reference of the group), C
 //     with two rows per pass (c-seq2, the kernel of the Go tasks), Go's loop alone
@@ -41,7 +40,13 @@ import (
 // row), and writes wavefront.txt and wavefront.json into -out.
 
 func init() {
-	register("wavefront", "ORWL Levenshtein wavefront against C's sequential loop and an OpenMP blocked wavefront, by block size", benchWavefront)
+	register(command{
+		name:     "wavefront",
+		summary:  "ORWL Levenshtein wavefront against C's sequential loop and an OpenMP blocked wavefront, by block size",
+		files:    tableFiles("wavefront"),
+		children: []child{jsonChild(wavefrontChildEnv, wavefrontChild)},
+		setup:    benchWavefront,
+	})
 }
 
 //go:embed wavefront/wavefront.c
@@ -86,108 +91,97 @@ type wavefrontContender struct {
 	run func() (wavefrontRun, error)
 }
 
-func benchWavefront(args []string) error {
-	if spec, ok := os.LookupEnv(wavefrontChildEnv); ok {
-		return wavefrontChild(spec)
-	}
-	fs := flag.NewFlagSet("wavefront", flag.ContinueOnError)
+func benchWavefront(fs *flag.FlagSet) func(rep *report) error {
 	n := fs.Int("n", 100000, "characters of each generated string")
 	procs := fs.Int("procs", 2, "processes (and OpenMP threads) of the parallel rows")
 	block := fs.Int("block", 1024, "rows per block of ORWL and tile side of C's OpenMP wavefront in the sequential and parallel groups")
 	blockList := fs.String("blocks", "128,512,2048,8192", "comma-separated block sizes of the sweep (empty: no sweep)")
 	rounds := fs.Int("rounds", 3, "interleaved rounds; every contender's best is reported")
 	cflags := fs.String("cflags", "-O3 -fno-tree-reassoc", "gcc flags of the C references (-fopenmp is added)")
-	out, asJSON := outputFlags(fs, "wavefront.txt and wavefront.json")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	var blocks []int
-	if strings.TrimSpace(*blockList) != "" {
-		var err error
-		if blocks, err = intList(*blockList); err != nil {
-			return badFlags("-blocks: %w", err)
-		}
-	}
-	if *n < 1 || *procs < 1 || *block < 1 || *rounds < 1 {
-		return badFlags("-n, -procs, -block and -rounds must be at least 1")
-	}
-
-	dir, err := os.MkdirTemp("", "orwl-bench-wavefront")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	a, b := wavefront.Generate(*n, wavefrontSeedA), wavefront.Generate(*n, wavefrontSeedB)
-	fa, fb := filepath.Join(dir, "a.txt"), filepath.Join(dir, "b.txt")
-	if err := errors.Join(os.WriteFile(fa, a, 0o644), os.WriteFile(fb, b, 0o644)); err != nil {
-		return err
-	}
-	cbin, err := buildWavefrontC(dir, strings.Fields(*cflags))
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "wavefront: skipping the C references: %v\n", err)
-	}
-	// c is a C reference: seq1 and seq2 on one thread, omp on threads with tiles of block.
-	c := func(mode string, threads, block int) wavefrontContender {
-		args := []string{mode, fa, fb}
-		if mode == "omp" {
-			args = append(args, strconv.Itoa(block))
-		}
-		return wavefrontContender{wavefrontRow{Name: "c-" + mode, Tasks: threads, Procs: 1, Block: block},
-			func() (wavefrontRun, error) { return runWavefrontC(cbin, threads, args...) }}
-	}
-	orwlRun := func(tasks, procs, block int) wavefrontContender {
-		spec := wavefrontSpec{N: *n, Tasks: tasks, Block: block}
-		return wavefrontContender{wavefrontRow{Name: "orwl", Tasks: tasks, Procs: procs, Block: block}, func() (wavefrontRun, error) {
-			if procs == 1 {
-				return runWavefront(a, b, tasks, block)
+	return func(rep *report) error {
+		var blocks []int
+		if strings.TrimSpace(*blockList) != "" {
+			var err error
+			if blocks, err = intList(*blockList); err != nil {
+				return badFlags("-blocks: %w", err)
 			}
-			var r wavefrontRun
-			return r, launchSelf(procs, []string{"wavefront"}, wavefrontChildEnv, spec, &r)
-		}}
-	}
-	goSeq := wavefrontContender{wavefrontRow{Name: "go-seq", Tasks: 1, Procs: 1}, func() (wavefrontRun, error) {
-		start := time.Now()
-		d := wavefront.Sequential(a, b)
-		return wavefrontRun{Distance: d, Seconds: time.Since(start).Seconds()}, nil
-	}}
-	p, bs := *procs, *block
-	type group struct {
-		name string
-		cs   []wavefrontContender
-	}
-	groups := []group{
-		{"sequential", []wavefrontContender{c("seq1", 1, 0), c("seq2", 1, 0), goSeq, orwlRun(1, 1, bs)}},
-		{"parallel", []wavefrontContender{c("omp", p, bs), orwlRun(p, 1, bs), orwlRun(p, p, bs), orwlRun(2*p, p, bs)}},
-	}
-	for _, blk := range blocks {
-		groups = append(groups, group{"block sweep", []wavefrontContender{c("omp", p, blk), orwlRun(p, p, blk)}})
-	}
-
-	rep := &report{asJSON: *asJSON}
-	fmt.Fprintf(&rep.table, "# go run ./bench wavefront %s\n# %s, %d cores; two generated strings of %d characters; best of %d interleaved rounds; C: gcc %s -fopenmp\n",
-		strings.Join(args, " "), cpuModel(), runtime.NumCPU(), *n, *rounds, *cflags)
-	rep.line("%-12s %-7s %5s %5s %6s %10s %7s  %s\n", "group", "name", "tasks", "procs", "block", "seconds", "GCUPS", "ratio")
-	var rows []wavefrontRow
-	for _, g := range groups {
-		cs := g.cs
-		if cbin == "" {
-			cs = slices.DeleteFunc(slices.Clone(cs), func(c wavefrontContender) bool { return strings.HasPrefix(c.row.Name, "c-") })
 		}
-		grows, err := measureWavefront(g.name, cs, *n, *rounds)
+		if *n < 1 || *procs < 1 || *block < 1 || *rounds < 1 {
+			return badFlags("-n, -procs, -block and -rounds must be at least 1")
+		}
+
+		dir, err := os.MkdirTemp("", "orwl-bench-wavefront")
 		if err != nil {
 			return err
 		}
-		for _, r := range grows {
-			rep.row(r)
-			rep.line("%-12s %-7s %5d %5d %6s %10.3f %7.3f  %s\n", r.Group, r.Name, r.Tasks, r.Procs, blockText(r.Block), r.Seconds, r.GCUPS, r.ratioText())
+		defer os.RemoveAll(dir)
+		a, b := wavefront.Generate(*n, wavefrontSeedA), wavefront.Generate(*n, wavefrontSeedB)
+		fa, fb := filepath.Join(dir, "a.txt"), filepath.Join(dir, "b.txt")
+		if err := errors.Join(os.WriteFile(fa, a, 0o644), os.WriteFile(fb, b, 0o644)); err != nil {
+			return err
 		}
-		rows = append(rows, grows...)
+		cbin, err := buildWavefrontC(dir, strings.Fields(*cflags))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "wavefront: skipping the C references: %v\n", err)
+		}
+		// c is a C reference: seq1 and seq2 on one thread, omp on threads with tiles of block.
+		c := func(mode string, threads, block int) wavefrontContender {
+			args := []string{mode, fa, fb}
+			if mode == "omp" {
+				args = append(args, strconv.Itoa(block))
+			}
+			return wavefrontContender{wavefrontRow{Name: "c-" + mode, Tasks: threads, Procs: 1, Block: block},
+				func() (wavefrontRun, error) { return runWavefrontC(cbin, threads, args...) }}
+		}
+		orwlRun := func(tasks, procs, block int) wavefrontContender {
+			spec := wavefrontSpec{N: *n, Tasks: tasks, Block: block}
+			return wavefrontContender{wavefrontRow{Name: "orwl", Tasks: tasks, Procs: procs, Block: block}, func() (wavefrontRun, error) {
+				if procs == 1 {
+					return runWavefront(a, b, tasks, block)
+				}
+				var r wavefrontRun
+				return r, launchSelf(procs, []string{"wavefront"}, wavefrontChildEnv, spec, &r)
+			}}
+		}
+		goSeq := wavefrontContender{wavefrontRow{Name: "go-seq", Tasks: 1, Procs: 1}, func() (wavefrontRun, error) {
+			start := time.Now()
+			d := wavefront.Sequential(a, b)
+			return wavefrontRun{Distance: d, Seconds: time.Since(start).Seconds()}, nil
+		}}
+		p, bs := *procs, *block
+		type group struct {
+			name string
+			cs   []wavefrontContender
+		}
+		groups := []group{
+			{"sequential", []wavefrontContender{c("seq1", 1, 0), c("seq2", 1, 0), goSeq, orwlRun(1, 1, bs)}},
+			{"parallel", []wavefrontContender{c("omp", p, bs), orwlRun(p, 1, bs), orwlRun(p, p, bs), orwlRun(2*p, p, bs)}},
+		}
+		for _, blk := range blocks {
+			groups = append(groups, group{"block sweep", []wavefrontContender{c("omp", p, blk), orwlRun(p, p, blk)}})
+		}
+
+		rep.header("%s, %d cores; two generated strings of %d characters; best of %d interleaved rounds; C: gcc %s -fopenmp",
+			cpuModel(), runtime.NumCPU(), *n, *rounds, *cflags)
+		rep.line("%-12s %-7s %5s %5s %6s %10s %7s  %s\n", "group", "name", "tasks", "procs", "block", "seconds", "GCUPS", "ratio")
+		var rows []wavefrontRow
+		for _, g := range groups {
+			cs := g.cs
+			if cbin == "" {
+				cs = slices.DeleteFunc(slices.Clone(cs), func(c wavefrontContender) bool { return strings.HasPrefix(c.row.Name, "c-") })
+			}
+			grows, err := measureWavefront(g.name, cs, *n, *rounds)
+			if err != nil {
+				return err
+			}
+			for _, r := range grows {
+				rep.row(r)
+				rep.line("%-12s %-7s %5d %5d %6s %10.3f %7.3f  %s\n", r.Group, r.Name, r.Tasks, r.Procs, blockText(r.Block), r.Seconds, r.GCUPS, r.ratioText())
+			}
+			rows = append(rows, grows...)
+		}
+		return rep.write(rows)
 	}
-	if err := writeTable(*out, "wavefront", rows, rep.table.String()); err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "wrote wavefront.txt and wavefront.json in %s\n", *out)
-	return nil
 }
 
 // measureWavefront runs the contenders of a group in interleaved rounds and returns their
@@ -281,13 +275,9 @@ func runWavefront(a, b []byte, tasks, block int) (wavefrontRun, error) {
 	return wavefrontRun{Distance: res.Distance, Seconds: res.Seconds}, nil
 }
 
-// wavefrontChild is one process of an orwl row (spec: wavefrontSpec in JSON); the process
+// wavefrontChild is one process of an orwl row (its variable holds a wavefrontSpec in JSON); the process
 // of task 0 prints its wavefrontRun as JSON.
-func wavefrontChild(spec string) error {
-	var s wavefrontSpec
-	if err := json.Unmarshal([]byte(spec), &s); err != nil {
-		return fmt.Errorf("bad %s %q: %w", wavefrontChildEnv, spec, err)
-	}
+func wavefrontChild(s wavefrontSpec) error {
 	a, b := wavefront.Generate(s.N, wavefrontSeedA), wavefront.Generate(s.N, wavefrontSeedB)
 	res, err := wavefront.Run(context.Background(), wavefront.Params{A: a, B: b, Tasks: s.Tasks, Block: s.Block})
 	if res != nil {

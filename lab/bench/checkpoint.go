@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -47,7 +46,13 @@ import (
 // and checkpoint.json into -out.
 
 func init() {
-	register("checkpoint", "stencil checkpoints: overhead, hold per checkpoint against a copy, kill trials under orwlrun -restarts, disk", benchCheckpoint)
+	register(command{
+		name:     "checkpoint",
+		summary:  "stencil checkpoints: overhead, hold per checkpoint against a copy, kill trials under orwlrun -restarts, disk",
+		files:    tableFiles("checkpoint"),
+		children: []child{jsonChild(checkpointChildEnv, checkpointChild)},
+		setup:    benchCheckpoint,
+	})
 }
 
 // checkpointChildEnv marks a process of an overhead run; it holds a ckptSpec in JSON.
@@ -78,11 +83,7 @@ type ckptRow struct {
 	Note    string  `json:"note"`
 }
 
-func benchCheckpoint(args []string) error {
-	if spec, ok := os.LookupEnv(checkpointChildEnv); ok {
-		return checkpointChild(spec)
-	}
-	fs := flag.NewFlagSet("checkpoint", flag.ContinueOnError)
+func benchCheckpoint(fs *flag.FlagSet) func(rep *report) error {
 	cells := fs.Int("cells", 1<<20, "cells per task of the overhead runs")
 	procs := fs.Int("procs", 2, "processes (a task each) of the overhead runs")
 	every := fs.Duration("every", 2*time.Second, "time between checkpoints of the overhead runs")
@@ -90,47 +91,44 @@ func benchCheckpoint(args []string) error {
 	rounds := fs.Int("rounds", 3, "alternated overhead runs with and without checkpoints")
 	trials := fs.Int("trials", 20, "kill trials (0: none)")
 	dir := fs.String("dir", os.TempDir(), "where checkpoints are written (a disk, to measure it)")
-	out, asJSON := outputFlags(fs, "checkpoint.txt and checkpoint.json")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *cells < 1 || *procs < 1 || *every <= 0 || *perRun <= 0 || *rounds < 1 || *trials < 0 {
-		return badFlags("-cells, -procs and -rounds must be at least 1, -every and -time positive, -trials not negative")
-	}
-	work, err := os.MkdirTemp(*dir, "orwl-bench-checkpoint-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(work)
-	rep := &report{asJSON: *asJSON}
-	fmt.Fprintf(&rep.table, "# go run ./bench checkpoint %s\n# %s, %d cores; checkpoints in %s\n",
-		strings.Join(args, " "), cpuModel(), runtime.NumCPU(), *dir)
-	rep.line("%-44s %14s %14s %7s  %s\n", "measure", "value", "reference", "ratio", "note")
-	var rows []ckptRow
-	add := func(r ckptRow) {
-		rows = append(rows, r)
-		rep.row(r)
-		ratio := ""
-		if r.Ratio != 0 {
-			ratio = fmt.Sprintf("%.3fx", r.Ratio)
+	return func(rep *report) error {
+		if *cells < 1 || *procs < 1 || *every <= 0 || *perRun <= 0 || *rounds < 1 || *trials < 0 {
+			return badFlags("-cells, -procs and -rounds must be at least 1, -every and -time positive, -trials not negative")
 		}
-		rep.line("%-44s %14s %14s %7s  %s\n", r.Measure, ckptValue(r.Value, r.Unit), ckptValue(r.Ref, r.Unit), ratio, r.Note)
-	}
-	p := jacobi.Params{Dim: 1, NX: *cells * *procs, NY: 1, PX: *procs, PY: 1}
-	p.Iters = max(100, int(perRun.Seconds()/(float64(*cells)*1.2e-9+40e-6)))
-	if err := checkpointOverhead(p, *every, *rounds, work, add); err != nil {
-		return err
-	}
-	if *trials > 0 {
-		if err := killTrials(*trials, work, add); err != nil {
+		work, err := os.MkdirTemp(*dir, "orwl-bench-checkpoint-")
+		if err != nil {
 			return err
 		}
+		defer os.RemoveAll(work)
+		rep.header("%s, %d cores; checkpoints in %s",
+			cpuModel(), runtime.NumCPU(), *dir)
+		rep.line("%-44s %14s %14s %7s  %s\n", "measure", "value", "reference", "ratio", "note")
+		var rows []ckptRow
+		add := func(r ckptRow) {
+			rows = append(rows, r)
+			rep.row(r)
+			ratio := ""
+			if r.Ratio != 0 {
+				ratio = fmt.Sprintf("%.3fx", r.Ratio)
+			}
+			rep.line("%-44s %14s %14s %7s  %s\n", r.Measure, ckptValue(r.Value, r.Unit), ckptValue(r.Ref, r.Unit), ratio, r.Note)
+		}
+		p := jacobi.Params{Dim: 1, NX: *cells * *procs, NY: 1, PX: *procs, PY: 1}
+		p.Iters = max(100, int(perRun.Seconds()/(float64(*cells)*1.2e-9+40e-6)))
+		if err := checkpointOverhead(p, *every, *rounds, work, add); err != nil {
+			return err
+		}
+		if *trials > 0 {
+			if err := killTrials(*trials, work, add); err != nil {
+				return err
+			}
+		}
+		if err := diskLimit(work, 2*8*(*cells+2), add); err != nil {
+			return err
+		}
+		dmtcp(add)
+		return rep.write(rows)
 	}
-	if err := diskLimit(work, 2*8*(*cells+2), add); err != nil {
-		return err
-	}
-	dmtcp(add)
-	return writeTable(*out, "checkpoint", rows, rep.table.String())
 }
 
 // ckptValue formats v in unit: seconds as a time, the rest as numbers.
@@ -199,11 +197,7 @@ func checkpointOverhead(p jacobi.Params, every time.Duration, rounds int, work s
 
 // checkpointChild is one process of an overhead run; the process of task 0 prints its
 // ckptRunResult as JSON.
-func checkpointChild(spec string) error {
-	var s ckptSpec
-	if err := json.Unmarshal([]byte(spec), &s); err != nil {
-		return fmt.Errorf("bad %s %q: %w", checkpointChildEnv, spec, err)
-	}
+func checkpointChild(s ckptSpec) error {
 	res, err := jacobi.RunCheckpointed(context.Background(), s.P, orwl.Checkpoint{Dir: s.Dir, Every: s.Every})
 	if res != nil {
 		printJSON(ckptRunResult{PerIteration: res.PerIteration().Seconds(), Checksum: fmt.Sprintf("%016x", jacobi.Checksum(res.Cells)),

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	_ "embed"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"maps"
@@ -22,7 +21,7 @@ import (
 // package jacobi) against the same stencil in C with MPI, per number of cells per task:
 //
 //   - orwl: one task per process, the processes started as one ORWL job on this machine;
-//   - mpi-tcp and mpi-shm: bench/stencil/stencil.c, built with Open MPI's mpicc (-cflags),
+//   - mpi-tcp and mpi-shm: lab/bench/stencil/stencil.c, built with Open MPI's mpicc (-cflags),
 //     run with its mpirun over TCP (--mca btl tcp,self) and over shared memory (vader, or sm
 //     on Open MPI 5), one rank per task (skipped, saying why, without Open MPI).
 //
@@ -44,7 +43,13 @@ import (
 // stencil.json into -out.
 
 func init() {
-	register("stencil", "ORWL Jacobi stencil (line and plane) against a C MPI halo exchange over TCP and shared memory", benchStencil)
+	register(command{
+		name:     "stencil",
+		summary:  "ORWL Jacobi stencil (line and plane) against a C MPI halo exchange over TCP and shared memory",
+		files:    tableFiles("stencil"),
+		children: []child{jsonChild(stencilChildEnv, stencilChild)},
+		setup:    benchStencil,
+	})
 }
 
 //go:embed stencil/stencil.c
@@ -72,11 +77,7 @@ type stencilRow struct {
 	Checked      bool               `json:"checked"` // every checksum equals the sequential sweep's
 }
 
-func benchStencil(args []string) error {
-	if spec, ok := os.LookupEnv(stencilChildEnv); ok {
-		return stencilChild(spec)
-	}
-	fs := flag.NewFlagSet("stencil", flag.ContinueOnError)
+func benchStencil(fs *flag.FlagSet) func(rep *report) error {
 	sizeList := fs.String("sizes", "1000,10000,100000,1000000,4000000", "comma-separated cells per task")
 	procs := fs.Int("procs", 2, "processes (one task each) of the line, and of the default plane grids")
 	layoutList := fs.String("layouts", "", `comma-separated "line" and plane grids "PXxPY" (default: line, procs x 1, 1 x procs)`)
@@ -85,64 +86,57 @@ func benchStencil(args []string) error {
 	cflags := fs.String("cflags", "-O2", "flags of mpicc for the C reference")
 	loops := fs.Bool("loops", true, "also time one task in one process, Go against C (the inner loop)")
 	withMPI := fs.Bool("mpi", true, "measure the C MPI reference when Open MPI's mpicc and mpirun are present")
-	out, asJSON := outputFlags(fs, "stencil.txt and stencil.json")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	sizes, err := intList(*sizeList)
-	if err != nil {
-		return badFlags("-sizes: %w", err)
-	}
-	if *procs < 1 || *rounds < 1 || *perRun <= 0 {
-		return badFlags("-procs and -rounds must be at least 1, -time positive")
-	}
-	layouts, err := stencilLayouts(*layoutList, *procs)
-	if err != nil {
-		return err
-	}
+	return func(rep *report) error {
+		sizes, err := intList(*sizeList)
+		if err != nil {
+			return badFlags("-sizes: %w", err)
+		}
+		if *procs < 1 || *rounds < 1 || *perRun <= 0 {
+			return badFlags("-procs and -rounds must be at least 1, -time positive")
+		}
+		layouts, err := stencilLayouts(*layoutList, *procs)
+		if err != nil {
+			return err
+		}
 
-	var mpi *openMPI
-	var bin string
-	if *withMPI {
-		var cleanup func()
-		mpi, bin, cleanup = buildPeer("stencil", "the C MPI reference", "stencil", stencilSource, strings.Fields(*cflags)...)
-		defer cleanup()
-	}
+		var mpi *openMPI
+		var bin string
+		if *withMPI {
+			var cleanup func()
+			mpi, bin, cleanup = buildPeer("stencil", "the C MPI reference", "stencil", stencilSource, strings.Fields(*cflags)...)
+			defer cleanup()
+		}
 
-	rep := &report{asJSON: *asJSON}
-	fmt.Fprintf(&rep.table, "# go run ./bench stencil %s\n# %s, %d cores; per iteration, best of %d interleaved rounds; C: mpicc %s\n",
-		strings.Join(args, " "), cpuModel(), runtime.NumCPU(), *rounds, *cflags)
-	rep.line("%-5s %-6s %5s %10s %7s  %-56s  %s\n", "kind", "layout", "grid", "cells/task", "iters", "per iteration (best)", "ratios")
-	// The loop rows go with the first layout of each dimension.
-	loopOf := map[int]stencilLayout{}
-	for _, lay := range slices.Backward(layouts) {
-		loopOf[lay.Dim] = lay
-	}
-	var rows []stencilRow
-	for _, lay := range layouts {
-		for _, size := range sizes {
-			kinds := []string{"halo"}
-			if *loops && loopOf[lay.Dim] == lay {
-				kinds = append(kinds, "loop")
-			}
-			for _, kind := range kinds {
-				p := lay.sized(size, kind == "loop")
-				row, err := measureStencil(kind, p, *rounds, *perRun, mpi, bin)
-				if err != nil {
-					return err
+		rep.header("%s, %d cores; per iteration, best of %d interleaved rounds; C: mpicc %s",
+			cpuModel(), runtime.NumCPU(), *rounds, *cflags)
+		rep.line("%-5s %-6s %5s %10s %7s  %-56s  %s\n", "kind", "layout", "grid", "cells/task", "iters", "per iteration (best)", "ratios")
+		// The loop rows go with the first layout of each dimension.
+		loopOf := map[int]stencilLayout{}
+		for _, lay := range slices.Backward(layouts) {
+			loopOf[lay.Dim] = lay
+		}
+		var rows []stencilRow
+		for _, lay := range layouts {
+			for _, size := range sizes {
+				kinds := []string{"halo"}
+				if *loops && loopOf[lay.Dim] == lay {
+					kinds = append(kinds, "loop")
 				}
-				rows = append(rows, row)
-				rep.row(row)
-				rep.line("%-5s %-6s %5s %10d %7d  %-56s  %s\n", row.Kind, row.Layout, row.Grid, row.CellsPerTask, row.Iters,
-					row.times(), row.ratios())
+				for _, kind := range kinds {
+					p := lay.sized(size, kind == "loop")
+					row, err := measureStencil(kind, p, *rounds, *perRun, mpi, bin)
+					if err != nil {
+						return err
+					}
+					rows = append(rows, row)
+					rep.row(row)
+					rep.line("%-5s %-6s %5s %10d %7d  %-56s  %s\n", row.Kind, row.Layout, row.Grid, row.CellsPerTask, row.Iters,
+						row.times(), row.ratios())
+				}
 			}
 		}
+		return rep.write(rows)
 	}
-	if err := writeTable(*out, "stencil", rows, rep.table.String()); err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "wrote stencil.txt and stencil.json in %s\n", *out)
-	return nil
 }
 
 // stencilLayout is a layout of the job: a line over PX tasks, or a plane over PX × PY.
@@ -285,13 +279,9 @@ func runMPIStencil(mpi *openMPI, bin, btl string, procs int, args []string) (ste
 	return r, err
 }
 
-// stencilChild is one process of an orwl row (spec: jacobi.Params in JSON); the process of
+// stencilChild is one process of an orwl row (its variable holds a jacobi.Params in JSON); the process of
 // task 0 prints its stencilRun as JSON.
-func stencilChild(spec string) error {
-	var p jacobi.Params
-	if err := json.Unmarshal([]byte(spec), &p); err != nil {
-		return fmt.Errorf("bad %s %q: %w", stencilChildEnv, spec, err)
-	}
+func stencilChild(p jacobi.Params) error {
 	r, err := runJacobi(p)
 	if r != nil {
 		printJSON(r)

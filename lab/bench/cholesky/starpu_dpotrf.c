@@ -1,5 +1,5 @@
 /*
- * starpu_dpotrf: the StarPU reference of `go run ./bench cholesky`, in double precision
+ * starpu_dpotrf: the StarPU reference of `go run ./lab/bench cholesky`, in double precision
  * (the Cholesky examples Debian ships with StarPU compute in single precision).
  *
  * Usage: starpu_dpotrf N NB REPS

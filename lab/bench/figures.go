@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
@@ -21,12 +22,19 @@ import (
 // benchmarks of package orwl (go test -bench, best of three runs, each beside its
 // reference from the same run) and this harness's kernels, matmul, first, hybrid, stencil,
 // wavefront, cholesky, checkpoint, hosts, grant and faults commands (their -json output).
-// The matmul command sweeps sizes and process counts for its charts (results/matmul_n.svg,
+// The matmul command sweeps sizes and process counts for its charts (lab/results/matmul_n.svg,
 // matmul_procs.svg); the table gives one size at one process per core. Figures in the
-// README are only ever written by this command.
+// README are only ever written by this command, and so are the files in lab/results: it
+// finds README.md and lab/results in the checkout around the working directory (-readme
+// and -results name others) and gives the commands it runs -out lab/results. Run it from
+// the checkout's root, as the tables' headers say: go run ./lab/bench figures.
 
 func init() {
-	register("figures", "measure and rewrite the README's Figures section", benchFigures)
+	register(command{
+		name:    "figures",
+		summary: "measure and rewrite the README's Figures section and the lab's results",
+		setup:   figuresSetup,
+	})
 }
 
 const (
@@ -34,34 +42,47 @@ const (
 	figuresEnd   = "<!-- figures:end -->"
 )
 
-func benchFigures(args []string) error {
-	fs := flag.NewFlagSet("figures", flag.ContinueOnError)
-	readme := fs.String("readme", "README.md", "the README to rewrite")
-	n := fs.Int("n", 4096, "matrix size of the matmul table")
-	mmSizes := fs.String("matmul-n", "2048,4096,6144,8192", "matrix sizes of the matmul sweep (its charts); -n is added")
-	mmProcs := fs.String("matmul-procs", "1,2,4", "process counts of the matmul sweep; one per core is added")
-	mmRounds := fs.Int("matmul-rounds", 2, "rounds of every measurement of the matmul sweep")
-	firstSizes := fs.String("first-n", "4096,6144", "matrix sizes of the first-multiplication comparison")
-	firstRounds := fs.Int("first-rounds", 5, "alternations of the first-multiplication comparison")
-	sections := fs.String("sections", "locks,kernels,matmul,first,hybrid,stencil,wavefront,cholesky,checkpoint,hosts,grant,faults", "the measurements to make; the Figures section is rewritten with these only (try fewer on a copy of the README)")
-	stencilArgs := fs.String("stencil-args", "", "more flags of the stencil command (for example -sizes 1000 -rounds 1)")
-	wavefrontArgs := fs.String("wavefront-args", "", "more flags of the wavefront command (for example -n 20000 -rounds 1)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	sizes, err := withValue(*mmSizes, *n)
+// figuresFlags are the flags of the figures command.
+type figuresFlags struct {
+	readme, results            string
+	n, mmRounds, firstRounds   int
+	mmSizes, mmProcs           string
+	firstSizes, sections       string
+	stencilArgs, wavefrontArgs string
+}
+
+// figuresSetup declares the flags of the figures command and returns its body.
+func figuresSetup(fs *flag.FlagSet) func(*report) error {
+	f := &figuresFlags{}
+	fs.StringVar(&f.readme, "readme", "", "the README to rewrite (default: README.md of the checkout around the working directory)")
+	fs.StringVar(&f.results, "results", "", "folder for the files of the commands it runs, linked from the README (default: lab/results of the checkout)")
+	fs.IntVar(&f.n, "n", 4096, "matrix size of the matmul table")
+	fs.StringVar(&f.mmSizes, "matmul-n", "2048,4096,6144,8192", "matrix sizes of the matmul sweep (its charts); -n is added")
+	fs.StringVar(&f.mmProcs, "matmul-procs", "1,2,4", "process counts of the matmul sweep; one per core is added")
+	fs.IntVar(&f.mmRounds, "matmul-rounds", 2, "rounds of every measurement of the matmul sweep")
+	fs.StringVar(&f.firstSizes, "first-n", "4096,6144", "matrix sizes of the first-multiplication comparison")
+	fs.IntVar(&f.firstRounds, "first-rounds", 5, "alternations of the first-multiplication comparison")
+	fs.StringVar(&f.sections, "sections", "locks,kernels,matmul,first,hybrid,stencil,wavefront,cholesky,checkpoint,hosts,grant,faults", "the measurements to make; the Figures section is rewritten with these only (try fewer on a copy of the README)")
+	fs.StringVar(&f.stencilArgs, "stencil-args", "", "more flags of the stencil command (for example -sizes 1000 -rounds 1)")
+	fs.StringVar(&f.wavefrontArgs, "wavefront-args", "", "more flags of the wavefront command (for example -n 20000 -rounds 1)")
+	return func(*report) error { return benchFigures(f) }
+}
+
+// benchFigures measures what f asks and rewrites the README's Figures section.
+func benchFigures(f *figuresFlags) error {
+	sizes, err := withValue(f.mmSizes, f.n)
 	if err != nil {
 		return badFlags("-matmul-n: %w", err)
 	}
-	procs, err := withValue(*mmProcs, runtime.NumCPU())
+	procs, err := withValue(f.mmProcs, runtime.NumCPU())
 	if err != nil {
 		return badFlags("-matmul-procs: %w", err)
 	}
-	if _, err := intList(*firstSizes); err != nil || *firstRounds < 1 || *mmRounds < 1 {
+	if _, err := intList(f.firstSizes); err != nil || f.firstRounds < 1 || f.mmRounds < 1 {
 		return badFlags("-first-n must list sizes, -first-rounds and -matmul-rounds be at least 1")
 	}
 	want := map[string]bool{}
-	for _, name := range splitList(*sections) {
+	for _, name := range splitList(f.sections) {
 		switch name {
 		case "locks", "kernels", "matmul", "first", "hybrid", "stencil", "wavefront", "cholesky", "checkpoint", "hosts", "grant", "faults":
 			want[name] = true
@@ -69,23 +90,27 @@ func benchFigures(args []string) error {
 			return badFlags("-sections: unknown section %q", name)
 		}
 	}
-	text, err := os.ReadFile(*readme)
+	root, out, links, err := figuresPaths(f)
+	if err != nil {
+		return err
+	}
+	text, err := os.ReadFile(f.readme)
 	if err != nil {
 		return err
 	}
 	begin, end := bytes.Index(text, []byte(figuresBegin)), bytes.Index(text, []byte(figuresEnd))
 	if begin < 0 || end < begin {
-		return fmt.Errorf("%s has no %s ... %s section", *readme, figuresBegin, figuresEnd)
+		return fmt.Errorf("%s has no %s ... %s section", f.readme, figuresBegin, figuresEnd)
 	}
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\nMeasured by `go run ./bench figures` on %s, %s, %d cores, %s, %s.\n",
+	fmt.Fprintf(&b, "%s\nMeasured by `go run ./lab/bench figures` on %s, %s, %d cores, %s, %s.\n",
 		figuresBegin, time.Now().UTC().Format("2006-01-02"), cpuModel(), runtime.NumCPU(), runtime.Version(), runtime.GOARCH)
 	b.WriteString("Every ratio compares two rows of the same run; absolute numbers vary with the machine's load.\n\n")
 
 	if want["locks"] {
 		fmt.Fprintln(os.Stderr, "figures: lock benchmarks (go test -bench ./orwl)")
-		locks, err := goBench("./orwl", "SectionUncontended|Handoff|ReadersWriter|RemotePush|RemoteReaderSteady", "1s")
+		locks, err := goBench(root, "./orwl", "SectionUncontended|Handoff|ReadersWriter|RemotePush|RemoteReaderSteady", "1s")
 		if err != nil {
 			return err
 		}
@@ -119,7 +144,7 @@ func benchFigures(args []string) error {
 	}
 	if want["kernels"] {
 		fmt.Fprintln(os.Stderr, "figures: kernels")
-		kern, err := selfJSON("kernels", "-json", "-n", "1024,2048", "-kernels", "openblas,gonum", "-time", "1s", "-rounds", "2")
+		kern, err := selfJSON(out, "kernels", "-n", "1024,2048", "-kernels", "openblas,gonum", "-time", "1s", "-rounds", "2")
 		if err != nil {
 			return err
 		}
@@ -134,34 +159,34 @@ func benchFigures(args []string) error {
 	if want["matmul"] {
 		fmt.Fprintln(os.Stderr, "figures: matmul")
 		cores := runtime.NumCPU()
-		mm, err := selfJSON("matmul", "-json", "-n", sizes, "-procs", procs, "-rounds", strconv.Itoa(*mmRounds))
+		mm, err := selfJSON(out, "matmul", "-n", sizes, "-procs", procs, "-rounds", strconv.Itoa(f.mmRounds))
 		if err != nil {
 			return err
 		}
-		b.WriteString("\n| matmul N=" + strconv.Itoa(*n) + " | processes | grid | kernel threads | GFLOP/s | vs roofline |\n|---|---|---|---|---|---|\n")
+		b.WriteString("\n| matmul N=" + strconv.Itoa(f.n) + " | processes | grid | kernel threads | GFLOP/s | vs roofline |\n|---|---|---|---|---|---|\n")
 		impl := map[any]float64{}
 		for _, r := range mm {
-			if num(r["n"]) != float64(*n) || (r["impl"] != "roofline" && num(r["procs"]) != float64(cores)) {
+			if num(r["n"]) != float64(f.n) || (r["impl"] != "roofline" && num(r["procs"]) != float64(cores)) {
 				continue // the charts show the other sizes and process counts
 			}
 			fmt.Fprintf(&b, "| %v (%v) | %v | %v | %v | %.1f | %.2fx |\n", r["impl"], r["kernel"], r["procs"], r["grid"], r["threads"], num(r["gflops"]), num(r["vs_roofline"]))
 			impl[r["impl"]] = num(r["gflops"])
 		}
 		if impl["orwl"] > 0 && impl["starpu"] > 0 {
-			fmt.Fprintf(&b, "\nORWL / StarPU dgemm at N=%d, in GFLOP/s (one StarPU CPU worker per ORWL process, blocks of NB, StarPU's mean time): %.2fx.\n", *n, impl["orwl"]/impl["starpu"])
+			fmt.Fprintf(&b, "\nORWL / StarPU dgemm at N=%d, in GFLOP/s (one StarPU CPU worker per ORWL process, blocks of NB, StarPU's mean time): %.2fx.\n", f.n, impl["orwl"]/impl["starpu"])
 		}
 		if impl["orwl"] > 0 && impl["scalapack"] > 0 {
-			fmt.Fprintf(&b, "\nORWL / ScaLAPACK PDGEMM at N=%d, same grid and NB: %.2fx.\n", *n, impl["orwl"]/impl["scalapack"])
+			fmt.Fprintf(&b, "\nORWL / ScaLAPACK PDGEMM at N=%d, same grid and NB: %.2fx.\n", f.n, impl["orwl"]/impl["scalapack"])
 		}
 	}
 	if want["first"] {
-		if err := appendRows(&b, firstFigures, "first", "-n", *firstSizes, "-rounds", strconv.Itoa(*firstRounds), "-hugepages", "default,on"); err != nil {
+		if err := appendRows(&b, out, firstFigures, "first", "-n", f.firstSizes, "-rounds", strconv.Itoa(f.firstRounds), "-hugepages", "default,on"); err != nil {
 			return err
 		}
 	}
 	if want["hybrid"] {
 		fmt.Fprintln(os.Stderr, "figures: hybrid")
-		hy, err := selfJSON("hybrid", "-json")
+		hy, err := selfJSON(out, "hybrid")
 		if err != nil {
 			return err
 		}
@@ -178,48 +203,104 @@ func benchFigures(args []string) error {
 		}
 	}
 	if want["stencil"] {
-		if err := appendRows(&b, stencilFigures, append([]string{"stencil"}, strings.Fields(*stencilArgs)...)...); err != nil {
+		if err := appendRows(&b, out, stencilFigures, append([]string{"stencil"}, strings.Fields(f.stencilArgs)...)...); err != nil {
 			return err
 		}
 	}
 	if want["wavefront"] {
-		if err := appendRows(&b, wavefrontFigures, append([]string{"wavefront"}, strings.Fields(*wavefrontArgs)...)...); err != nil {
+		if err := appendRows(&b, out, wavefrontFigures, append([]string{"wavefront"}, strings.Fields(f.wavefrontArgs)...)...); err != nil {
 			return err
 		}
 	}
 	if want["cholesky"] {
-		if err := appendRows(&b, choleskyFigures, "cholesky", "-n", "4096,8192", "-single=false"); err != nil {
+		if err := appendRows(&b, out, choleskyFigures, "cholesky", "-n", "4096,8192", "-single=false"); err != nil {
 			return err
 		}
 	}
 	if want["checkpoint"] {
-		if err := appendRows(&b, checkpointFigures, "checkpoint"); err != nil {
+		if err := appendRows(&b, out, checkpointFigures, "checkpoint"); err != nil {
 			return err
 		}
 	}
 	if want["grant"] {
-		if err := appendRows(&b, grantFigures, "grant"); err != nil {
+		if err := appendRows(&b, out, grantFigures, "grant"); err != nil {
 			return err
 		}
 	}
 	if want["hosts"] {
-		if err := appendRows(&b, hostsFigures, "hosts"); err != nil {
+		if err := appendRows(&b, out, hostsFigures, "hosts"); err != nil {
 			return err
 		}
 	}
 	if want["faults"] {
-		if err := appendRows(&b, faultFigures, "faults"); err != nil {
+		if err := appendRows(&b, out, faultFigures, "faults"); err != nil {
 			return err
 		}
 	}
-	b.WriteString("\nCharts: [kernels](results/kernels.svg), [matmul against N](results/matmul_n.svg), " +
-		"[matmul against processes](results/matmul_procs.svg); tables: [matmul](results/matmul.txt), [first multiplication](results/first.txt), [hybrid](results/hybrid.txt), " +
-		"[stencil](results/stencil.txt), [wavefront](results/wavefront.txt), [cholesky](results/cholesky.txt), [checkpoint](results/checkpoint.txt), [hosts](results/hosts.txt), [grant](results/grant.txt), [faults](results/faults.txt).\n")
+	link := func(what, file string) string { return "[" + what + "](" + links + "/" + file + ")" }
+	fmt.Fprintf(&b, "\nCharts: %s, %s, %s; tables: %s.\n", link("kernels", "kernels.svg"), link("matmul against N", "matmul_n.svg"),
+		link("matmul against processes", "matmul_procs.svg"), strings.Join([]string{link("matmul", "matmul.txt"),
+			link("first multiplication", "first.txt"), link("hybrid", "hybrid.txt"), link("stencil", "stencil.txt"),
+			link("wavefront", "wavefront.txt"), link("cholesky", "cholesky.txt"), link("checkpoint", "checkpoint.txt"),
+			link("hosts", "hosts.txt"), link("grant", "grant.txt"), link("faults", "faults.txt")}, ", "))
 
-	out := append([]byte{}, text[:begin]...)
-	out = append(out, b.String()...)
-	out = append(out, text[end:]...)
-	return os.WriteFile(*readme, out, 0o644)
+	readme := append([]byte{}, text[:begin]...)
+	readme = append(readme, b.String()...)
+	readme = append(readme, text[end:]...)
+	if err := os.WriteFile(f.readme, readme, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "figures: wrote %s and the commands' files in %s\n", f.readme, out)
+	return nil
+}
+
+// figuresPaths fills in f's default README and results folder, those of the checkout
+// around the working directory, and returns the checkout's root, the results folder as the
+// commands get it (-out: relative to the working directory when below it) and as the
+// README links it (relative to the README's folder, with slashes).
+func figuresPaths(f *figuresFlags) (root, out, links string, err error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", "", "", err
+	}
+	if root, err = checkoutRoot(wd); err != nil {
+		return "", "", "", err
+	}
+	if f.readme == "" {
+		f.readme = filepath.Join(root, "README.md")
+	}
+	if f.results == "" {
+		f.results = filepath.Join(root, "lab", "results")
+	}
+	abs := func(p string) string {
+		if filepath.IsAbs(p) {
+			return filepath.Clean(p)
+		}
+		return filepath.Join(wd, p)
+	}
+	results := abs(f.results)
+	out = results
+	if rel, err := filepath.Rel(wd, results); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		out = rel
+	}
+	rel, err := filepath.Rel(filepath.Dir(abs(f.readme)), results)
+	if err != nil {
+		return "", "", "", err
+	}
+	return root, out, filepath.ToSlash(rel), nil
+}
+
+// checkoutRoot returns the root of the orwl-go checkout that holds dir: dir or the nearest
+// folder above it with a lab/go.mod.
+func checkoutRoot(dir string) (string, error) {
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "lab", "go.mod")); err == nil {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("%s is not in an orwl-go checkout (no lab/go.mod in it or above it)", dir)
+		}
+	}
 }
 
 // benchLine is the result of one benchmark of go test -bench.
@@ -230,11 +311,12 @@ var (
 	benchNumber = regexp.MustCompile(`([\d.]+) (ns/op|MB/s|allocs/op)`)
 )
 
-// goBench runs the benchmarks matching pattern in pkg three times and returns the best run
+// goBench runs the benchmarks matching pattern in pkg (in folder dir) three times and returns the best run
 // of each (the shortest time per operation), by name. A benchmark's numbers may come lines
 // after its name (when it prints something itself).
-func goBench(pkg, pattern, benchtime string) (map[string]benchLine, error) {
+func goBench(dir, pkg, pattern, benchtime string) (map[string]benchLine, error) {
 	cmd := exec.Command("go", "test", "-run", "^$", "-bench", pattern, "-benchtime", benchtime, "-count", "3", "-benchmem", pkg)
+	cmd.Dir = dir
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -269,16 +351,18 @@ func goBench(pkg, pattern, benchtime string) (map[string]benchLine, error) {
 	return lines, nil
 }
 
-// selfRows runs another command of this harness and decodes the JSON objects it prints.
-func selfRows[T any](args ...string) ([]T, error) {
+// selfRows runs another command of this harness, args[0], with -json, -out out and args[1:],
+// and decodes the JSON objects it prints.
+func selfRows[T any](out string, args ...string) ([]T, error) {
+	args = append([]string{args[0], "-json", "-out", out}, args[1:]...)
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
+	stdout, err := cmd.Output()
 	if err != nil {
 		return nil, fmt.Errorf("bench %s: %w", strings.Join(args, " "), err)
 	}
 	var rows []T
-	dec := json.NewDecoder(bytes.NewReader(out))
+	dec := json.NewDecoder(bytes.NewReader(stdout))
 	for dec.More() {
 		var r T
 		if err := dec.Decode(&r); err != nil {
@@ -289,11 +373,11 @@ func selfRows[T any](args ...string) ([]T, error) {
 	return rows, nil
 }
 
-// appendRows runs the command args[0] of this harness with -json and args[1:], and writes
-// what format makes of its rows into b.
-func appendRows[R any](b *strings.Builder, format func([]R) string, args ...string) error {
+// appendRows runs the command args[0] of this harness with -json, -out out and args[1:], and
+// writes what format makes of its rows into b.
+func appendRows[R any](b *strings.Builder, out string, format func([]R) string, args ...string) error {
 	fmt.Fprintln(os.Stderr, "figures:", args[0])
-	rows, err := selfRows[R](append([]string{args[0], "-json"}, args[1:]...)...)
+	rows, err := selfRows[R](out, args...)
 	if err != nil {
 		return err
 	}
@@ -301,8 +385,11 @@ func appendRows[R any](b *strings.Builder, format func([]R) string, args ...stri
 	return nil
 }
 
-// selfJSON runs another command of this harness and returns the JSON objects it prints.
-func selfJSON(args ...string) ([]map[string]any, error) { return selfRows[map[string]any](args...) }
+// selfJSON runs another command of this harness as selfRows does and returns the JSON
+// objects it prints.
+func selfJSON(out string, args ...string) ([]map[string]any, error) {
+	return selfRows[map[string]any](out, args...)
+}
 
 func num(v any) float64 {
 	f, _ := v.(float64)

@@ -1,5 +1,5 @@
 /*
- * stencil: the C MPI reference of `go run ./bench stencil`, the same Jacobi stencil as
+ * stencil: the C MPI reference of `go run ./lab/bench stencil`, the same Jacobi stencil as
  * examples/stencil (package jacobi) written as an MPI program would be.
  *
  * Usage: mpirun -np PX*PY stencil DIM NX NY PX PY ITERS

@@ -26,7 +26,12 @@ import (
 )
 
 func init() {
-	register("kernels", "GFLOP/s of the DGEMM kernel plugins against their references", benchKernels)
+	register(command{
+		name:    "kernels",
+		summary: "GFLOP/s of the DGEMM kernel plugins against their references",
+		files:   []string{"kernels.svg", "kernels.json"},
+		setup:   kernelsSetup,
+	})
 }
 
 // Default sizes: CPU rows stop at 4096, GPU rows go on to 16384.
@@ -101,46 +106,41 @@ type kernelsFlags struct {
 	tmp      string // scratch folder, removed at the end
 }
 
-func parseKernelsFlags(args []string) (*kernelsFlags, error) {
-	fs := flag.NewFlagSet("kernels", flag.ContinueOnError)
+// kernelsSetup declares the flags of the kernels command and returns its body.
+func kernelsSetup(fs *flag.FlagSet) func(rep *report) error {
 	sizes := fs.String("n", "", "comma-separated matrix sizes N (N×N×N DGEMM); default 256..4096 on CPU, 256..16384 on GPU")
 	names := fs.String("kernels", "", "comma-separated plugins to measure (gonum, openblas, cublas); default all available")
 	f := &kernelsFlags{}
 	fs.IntVar(&f.threads, "threads", 0, "host threads per kernel call (0: each library's default); gonum follows GOMAXPROCS, set to it")
-	fs.BoolVar(&f.json, "json", false, "print one JSON object per measurement instead of the table")
-	fs.StringVar(&f.out, "out", "results", "folder for kernels.svg (chart) and kernels.json (all measurements)")
 	fs.DurationVar(&f.minTime, "time", 2*time.Second, "minimum measured time per row and size, split over the rounds")
 	fs.IntVar(&f.rounds, "rounds", 3, "interleaved rounds (the best round is reported; plugin and reference alternate)")
 	fs.BoolVar(&f.refs, "refs", true, "also measure the references (C cblas_dgemm, gonum direct, raw cuBLAS)")
 	fs.StringVar(&f.crefPath, "cref", "", "prebuilt C reference program (default: build it with gcc)")
 	fs.StringVar(&f.profile, "cpuprofile", "", "write a CPU profile of the run to this file")
-	if err := parseFlags(fs, args); err != nil {
-		return nil, err
-	}
-	if *sizes != "" {
-		var err error
-		if f.sizes, err = intList(*sizes); err != nil {
-			return nil, badFlags("-n: %w", err)
+	return func(rep *report) error {
+		if *sizes != "" {
+			var err error
+			if f.sizes, err = intList(*sizes); err != nil {
+				return badFlags("-n: %w", err)
+			}
 		}
+		f.names = splitList(*names)
+		f.rounds = max(1, f.rounds)
+		f.json, f.out = rep.asJSON, rep.out
+		return benchKernels(f)
 	}
-	f.names = splitList(*names)
-	if f.rounds < 1 {
-		f.rounds = 1
-	}
-	return f, nil
 }
 
-func benchKernels(args []string) error {
-	f, err := parseKernelsFlags(args)
-	if err != nil {
-		return err
-	}
+// benchKernels measures the kernels as f says.
+func benchKernels(f *kernelsFlags) error {
 	if err := os.MkdirAll(f.out, 0o755); err != nil {
 		return err
 	}
-	if f.tmp, err = os.MkdirTemp("", "orwl-bench"); err != nil {
+	tmp, err := os.MkdirTemp("", "orwl-bench")
+	if err != nil {
 		return err
 	}
+	f.tmp = tmp
 	defer os.RemoveAll(f.tmp)
 	if f.profile != "" {
 		fh, err := os.Create(f.profile)
@@ -195,11 +195,7 @@ func benchKernels(args []string) error {
 	if err := writeResults(f.out, results); err != nil {
 		return err
 	}
-	if err := chart(f.out, results); err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "wrote %s/kernels.svg and %s/kernels.json\n", f.out, f.out)
-	return nil
+	return chart(f.out, results)
 }
 
 // measureSize prepares every row running at size n, then measures them in

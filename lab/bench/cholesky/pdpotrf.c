@@ -1,5 +1,5 @@
 /*
- * pdpotrf: the ScaLAPACK reference of `go run ./bench cholesky`.
+ * pdpotrf: the ScaLAPACK reference of `go run ./lab/bench cholesky`.
  *
  * Usage: mpirun -np P*Q pdpotrf N NB P Q REPS
  *

@@ -1,4 +1,4 @@
-/* The C references of go run ./bench wavefront: the edit distance (Levenshtein) of two
+/* The C references of go run ./lab/bench wavefront: the edit distance (Levenshtein) of two
  * strings read from files, over the whole matrix of partial distances D, keeping one row.
  *
  *   wavefront seq1 A B        the tight loop, one row after another

@@ -1,5 +1,5 @@
 /*
- * pdgemm: the ScaLAPACK reference of `go run ./bench matmul`.
+ * pdgemm: the ScaLAPACK reference of `go run ./lab/bench matmul`.
  *
  * Usage: mpirun -np P*Q pdgemm N NB P Q REPS
  *

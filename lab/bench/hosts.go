@@ -30,7 +30,13 @@ import (
 // every host gets the same number of blocks; the grid and NB are matmul's defaults.
 
 func init() {
-	register("hosts", "matmul across emulated hosts on shaped links against max(compute, bytes / link rate)", benchHosts)
+	register(command{
+		name:     "hosts",
+		summary:  "matmul across emulated hosts on shaped links against max(compute, bytes / link rate)",
+		files:    tableFiles("hosts"),
+		children: []child{jsonChild(matmulChildEnv, matmulChild)},
+		setup:    benchHosts,
+	})
 }
 
 // hostsRow is one row of the hosts table.
@@ -47,85 +53,78 @@ type hostsRow struct {
 	Skipped      string  `json:"skipped,omitempty"`
 }
 
-func benchHosts(args []string) error {
-	if spec, ok := os.LookupEnv(matmulChildEnv); ok {
-		return matmulChild(spec)
-	}
-	fs := flag.NewFlagSet("hosts", flag.ContinueOnError)
+func benchHosts(fs *flag.FlagSet) func(rep *report) error {
 	hostList := fs.String("hosts", "2,3", "comma-separated numbers of hosts")
 	rateList := fs.String("rates", "1gbit,10gbit", "comma-separated link rates, in tc's syntax")
 	n := fs.Int("n", 0, "matrix size N (0: 2048 per host)")
 	reps := fs.Int("reps", 2, "multiplications per measurement; seconds is the fastest of them")
 	rounds := fs.Int("rounds", 2, "measurements of every row; the best is reported")
-	out, asJSON := outputFlags(fs, "hosts.txt and hosts.json")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	counts, err := intList(*hostList)
-	if err != nil {
-		return badFlags("-hosts: %w", err)
-	}
-	rates := splitList(*rateList)
-	bitsPerS := make([]float64, len(rates))
-	for i, r := range rates {
-		if bitsPerS[i], err = parseRate(r); err != nil {
-			return badFlags("-rates: %w", err)
+	return func(rep *report) error {
+		counts, err := intList(*hostList)
+		if err != nil {
+			return badFlags("-hosts: %w", err)
 		}
-	}
-	if slices.ContainsFunc(counts, func(c int) bool { return c < 2 || c > 16 }) || *n < 0 || *reps < 1 || *rounds < 1 {
-		return badFlags("-hosts must be 2 to 16, -n not negative, -reps and -rounds at least 1")
-	}
-	kernel, err := fastestCPUKernel()
-	if err != nil {
-		return err
-	}
-	g, err := kernels.Get(kernel)
-	if err != nil {
-		return err
-	}
-	cores := runtime.NumCPU()
-	var rows []hostsRow
-	for _, h := range counts {
-		size := *n
-		if size == 0 {
-			size = 2048 * h
+		rates := splitList(*rateList)
+		bitsPerS := make([]float64, len(rates))
+		for i, r := range rates {
+			if bitsPerS[i], err = parseRate(r); err != nil {
+				return badFlags("-rates: %w", err)
+			}
 		}
-		grid := summa.DefaultGrid(h)
-		nb := summa.DefaultNB(size, grid)
-		compute, err := bestOf(2**rounds, func() (float64, error) { return timeRoofline(g, size, cores, *reps) })
+		if slices.ContainsFunc(counts, func(c int) bool { return c < 2 || c > 16 }) || *n < 0 || *reps < 1 || *rounds < 1 {
+			return badFlags("-hosts must be 2 to 16, -n not negative, -reps and -rounds at least 1")
+		}
+		kernel, err := fastestCPUKernel()
 		if err != nil {
 			return err
 		}
-		moved := busiestHostBytes(size, nb, grid)
-		for i, rate := range rates {
-			r := hostsRow{Hosts: h, Rate: rate, N: size, NB: nb, Grid: grid.String(), ComputeBound: compute, LinkBound: moved * 8 / bitsPerS[i]}
-			job := orwlJob{N: size, NB: nb, Grid: grid.String(), Kernels: slices.Repeat([]string{kernel}, h), Threads: max(1, cores/h), Reps: *reps}
-			r.Seconds, err = bestOf(*rounds, func() (float64, error) { return timeOnHosts(job, rate) })
-			if err != nil {
-				if !errors.Is(err, netemu.ErrUnavailable) {
-					return fmt.Errorf("%d hosts at %s: %w", h, rate, err)
-				}
-				r.Skipped = err.Error()
-				fmt.Fprintf(os.Stderr, "hosts: skipped: %v\n", err)
-			} else {
-				r.VsBound = max(r.ComputeBound, r.LinkBound) / r.Seconds
+		g, err := kernels.Get(kernel)
+		if err != nil {
+			return err
+		}
+		cores := runtime.NumCPU()
+		var rows []hostsRow
+		for _, h := range counts {
+			size := *n
+			if size == 0 {
+				size = 2048 * h
 			}
-			rows = append(rows, r)
+			grid := summa.DefaultGrid(h)
+			nb := summa.DefaultNB(size, grid)
+			compute, err := bestOf(2**rounds, func() (float64, error) { return timeRoofline(g, size, cores, *reps) })
+			if err != nil {
+				return err
+			}
+			moved := busiestHostBytes(size, nb, grid)
+			for i, rate := range rates {
+				r := hostsRow{Hosts: h, Rate: rate, N: size, NB: nb, Grid: grid.String(), ComputeBound: compute, LinkBound: moved * 8 / bitsPerS[i]}
+				job := orwlJob{N: size, NB: nb, Grid: grid.String(), Kernels: slices.Repeat([]string{kernel}, h), Threads: max(1, cores/h), Reps: *reps}
+				r.Seconds, err = bestOf(*rounds, func() (float64, error) { return timeOnHosts(job, rate) })
+				if err != nil {
+					if !errors.Is(err, netemu.ErrUnavailable) {
+						return fmt.Errorf("%d hosts at %s: %w", h, rate, err)
+					}
+					r.Skipped = err.Error()
+					fmt.Fprintf(os.Stderr, "hosts: skipped: %v\n", err)
+				} else {
+					r.VsBound = max(r.ComputeBound, r.LinkBound) / r.Seconds
+				}
+				rows = append(rows, r)
+			}
 		}
-	}
-	rep := &report{asJSON: *asJSON}
-	fmt.Fprintf(&rep.table, "# go run ./bench hosts %s\n# kernel %s, %d cores shared by the hosts; fastest of %d multiplications, best of %d rounds\n",
-		strings.Join(args, " "), kernel, cores, *reps, *rounds)
-	rep.line("%5s %7s %6s %5s %5s %9s %9s %9s %9s\n", "hosts", "rate", "N", "NB", "grid", "seconds", "compute", "link", "vs-bound")
-	for _, r := range rows {
-		if r.Skipped != "" {
-			rep.line("%5d %7s skipped: %s\n", r.Hosts, r.Rate, r.Skipped)
-		} else {
-			rep.line("%5d %7s %6d %5d %5s %9.3f %9.3f %9.3f %9.3f\n", r.Hosts, r.Rate, r.N, r.NB, r.Grid, r.Seconds, r.ComputeBound, r.LinkBound, r.VsBound)
+		rep.header("kernel %s, %d cores shared by the hosts; fastest of %d multiplications, best of %d rounds",
+			kernel, cores, *reps, *rounds)
+		rep.line("%5s %7s %6s %5s %5s %9s %9s %9s %9s\n", "hosts", "rate", "N", "NB", "grid", "seconds", "compute", "link", "vs-bound")
+		for _, r := range rows {
+			if r.Skipped != "" {
+				rep.line("%5d %7s skipped: %s\n", r.Hosts, r.Rate, r.Skipped)
+			} else {
+				rep.line("%5d %7s %6d %5d %5s %9.3f %9.3f %9.3f %9.3f\n", r.Hosts, r.Rate, r.N, r.NB, r.Grid, r.Seconds, r.ComputeBound, r.LinkBound, r.VsBound)
+			}
+			rep.row(r)
 		}
-		rep.row(r)
+		return rep.write(rows)
 	}
-	return writeTable(*out, "hosts", rows, rep.table.String())
 }
 
 // parseRate reads a rate in tc's syntax ("100mbit", "1gbit", "10gbit") as bits per second.

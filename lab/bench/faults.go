@@ -30,10 +30,16 @@ import (
 // and max over -trials trials, and goes to faults.txt and faults.json in -out.
 
 func init() {
-	register("faults", "time from a killed, stopped or partitioned process to every other process's error", benchFaults)
+	register(command{
+		name:     "faults",
+		summary:  "time from a killed, stopped or partitioned process to every other process's error",
+		files:    tableFiles("faults"),
+		children: []child{{env: faultsChildEnv, run: func(string) error { return faultsChild() }}},
+		setup:    benchFaults,
+	})
 }
 
-// faultsChildEnv marks a process of a faults job; it holds the ring's settings.
+// faultsChildEnv marks a process of a faults job; the job's ORWL_ variables hold its settings.
 const faultsChildEnv = "ORWL_BENCH_FAULTS_CHILD"
 
 // faultRow is one kind of fault's detection times.
@@ -48,63 +54,56 @@ type faultRow struct {
 	Skipped     string    `json:"skipped,omitempty"`
 }
 
-func benchFaults(args []string) error {
-	if _, ok := os.LookupEnv(faultsChildEnv); ok {
-		return faultsChild()
-	}
-	fs := flag.NewFlagSet("faults", flag.ContinueOnError)
+func benchFaults(fs *flag.FlagSet) func(rep *report) error {
 	trials := fs.Int("trials", 10, "trials of every kind of fault")
 	kinds := fs.String("kinds", "kill,stop,partition", "the faults: kill (SIGKILL), stop (SIGSTOP), partition (emulated hosts, root)")
 	peerTimeout := fs.Duration("peer-timeout", 0, "ORWL_PEER_TIMEOUT of the jobs (0: the library's default)")
-	out, asJSON := outputFlags(fs, "faults.txt and faults.json")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *trials < 1 || *peerTimeout < 0 {
-		return badFlags("-trials must be at least 1 and -peer-timeout not negative")
-	}
-	timeout := "default"
-	if *peerTimeout > 0 {
-		timeout = peerTimeout.String()
-	}
-	var rows []faultRow
-	for _, kind := range splitList(*kinds) {
-		if !slices.Contains([]string{"kill", "stop", "partition"}, kind) {
-			return badFlags("-kinds: unknown fault %q", kind)
+	return func(rep *report) error {
+		if *trials < 1 || *peerTimeout < 0 {
+			return badFlags("-trials must be at least 1 and -peer-timeout not negative")
 		}
-		row := faultRow{Kind: kind, PeerTimeout: timeout}
-		for trial := range *trials {
-			d, err := faultTrial(kind, *peerTimeout)
-			if errors.Is(err, netemu.ErrUnavailable) {
-				row.Skipped = err.Error()
-				fmt.Fprintf(os.Stderr, "faults: %s skipped: %v\n", kind, err)
-				break
+		timeout := "default"
+		if *peerTimeout > 0 {
+			timeout = peerTimeout.String()
+		}
+		var rows []faultRow
+		for _, kind := range splitList(*kinds) {
+			if !slices.Contains([]string{"kill", "stop", "partition"}, kind) {
+				return badFlags("-kinds: unknown fault %q", kind)
 			}
-			if err != nil {
-				return fmt.Errorf("%s, trial %d: %w", kind, trial+1, err)
+			row := faultRow{Kind: kind, PeerTimeout: timeout}
+			for trial := range *trials {
+				d, err := faultTrial(kind, *peerTimeout)
+				if errors.Is(err, netemu.ErrUnavailable) {
+					row.Skipped = err.Error()
+					fmt.Fprintf(os.Stderr, "faults: %s skipped: %v\n", kind, err)
+					break
+				}
+				if err != nil {
+					return fmt.Errorf("%s, trial %d: %w", kind, trial+1, err)
+				}
+				fmt.Fprintf(os.Stderr, "faults: %s, trial %d: every process failed %v after the fault\n", kind, trial+1, d.Round(time.Microsecond))
+				row.Seconds = append(row.Seconds, d.Seconds())
 			}
-			fmt.Fprintf(os.Stderr, "faults: %s, trial %d: every process failed %v after the fault\n", kind, trial+1, d.Round(time.Microsecond))
-			row.Seconds = append(row.Seconds, d.Seconds())
+			if len(row.Seconds) > 0 {
+				s := slices.Sorted(slices.Values(row.Seconds))
+				row.Trials, row.Min, row.Median, row.Max = len(s), s[0], median(s), s[len(s)-1]
+			}
+			rows = append(rows, row)
 		}
-		if len(row.Seconds) > 0 {
-			s := slices.Sorted(slices.Values(row.Seconds))
-			row.Trials, row.Min, row.Median, row.Max = len(s), s[0], median(s), s[len(s)-1]
+		rep.header("3 processes on %d cores; time from the fault to the last error",
+			runtime.NumCPU())
+		rep.line("%-10s %6s %12s %10s %10s %10s\n", "fault", "trials", "peer-timeout", "min", "median", "max")
+		for _, r := range rows {
+			if r.Skipped != "" {
+				rep.line("%-10s skipped: %s\n", r.Kind, r.Skipped)
+			} else {
+				rep.line("%-10s %6d %12s %10s %10s %10s\n", r.Kind, r.Trials, r.PeerTimeout, seconds(r.Min), seconds(r.Median), seconds(r.Max))
+			}
+			rep.row(r)
 		}
-		rows = append(rows, row)
+		return rep.write(rows)
 	}
-	rep := &report{asJSON: *asJSON}
-	fmt.Fprintf(&rep.table, "# go run ./bench faults %s\n# 3 processes on %d cores; time from the fault to the last error\n",
-		strings.Join(args, " "), runtime.NumCPU())
-	rep.line("%-10s %6s %12s %10s %10s %10s\n", "fault", "trials", "peer-timeout", "min", "median", "max")
-	for _, r := range rows {
-		if r.Skipped != "" {
-			rep.line("%-10s skipped: %s\n", r.Kind, r.Skipped)
-		} else {
-			rep.line("%-10s %6d %12s %10s %10s %10s\n", r.Kind, r.Trials, r.PeerTimeout, seconds(r.Min), seconds(r.Median), seconds(r.Max))
-		}
-		rep.row(r)
-	}
-	return writeTable(*out, "faults", rows, rep.table.String())
 }
 
 // median of sorted values.

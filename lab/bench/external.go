@@ -45,7 +45,12 @@ import (
 // then show medians far above the best round, for whichever method met fresh memory.
 
 func init() {
-	register("external", "external programs on memfd files against the same program on tmpfs and disk files", benchExternal)
+	register(command{
+		name:    "external",
+		summary: "external programs on memfd files against the same program on tmpfs and disk files",
+		files:   tableFiles("external", "external.svg"),
+		setup:   benchExternal,
+	})
 }
 
 // extRow is one row of the external table.
@@ -60,87 +65,83 @@ type extRow struct {
 	VsDisk  float64 `json:"vs_disk"`        // seconds / the disk row's seconds
 }
 
-func benchExternal(args []string) error {
-	fs := flag.NewFlagSet("external", flag.ContinueOnError)
+func benchExternal(fs *flag.FlagSet) func(rep *report) error {
 	sizeList := fs.String("sizes", "4K,16K,64K,256K,1M,4M,16M,64M,256M", "location sizes, in bytes or with a K, M or G suffix")
 	command := fs.String("cmd", "cp {in} {out}", "the program and its arguments; {in} and {out} are its input and output files")
 	tmpfsDir := fs.String("tmpfs", "/dev/shm", "a directory on tmpfs, for the tmpfs method")
 	diskDir := fs.String("disk", os.TempDir(), "a directory on a disk file system, for the disk method")
 	perRound := fs.Duration("time", 40*time.Millisecond, "time of one round of calls (at least one call)")
 	rounds := fs.Int("rounds", 3, "rounds per method and size, interleaved; the best is kept")
-	out, asJSON := outputFlags(fs, "external.svg, external.txt and external.json")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *rounds < 1 || *perRound <= 0 {
-		return errors.New("need -rounds >= 1 and -time > 0")
-	}
-	sizes, err := parseSizes(*sizeList)
-	if err != nil {
-		return err
-	}
-	argv := strings.Fields(*command)
-	if len(argv) == 0 || !strings.Contains(*command, "{in}") || !strings.Contains(*command, "{out}") {
-		return fmt.Errorf("-cmd %q: want a program with {in} and {out} among its arguments", *command)
-	}
-	if argv[0], err = exec.LookPath(argv[0]); err != nil {
-		return fmt.Errorf("-cmd: %w", err)
-	}
-	tmpfsType, err := fsType(*tmpfsDir)
-	if err != nil {
-		return err
-	}
-	diskType, err := fsType(*diskDir)
-	if err != nil {
-		return err
-	}
-	if tmpfsType != "tmpfs" {
-		return fmt.Errorf("-tmpfs %s is on %s, not tmpfs", *tmpfsDir, tmpfsType)
-	}
-	if diskType == "tmpfs" || diskType == "ramfs" {
-		return fmt.Errorf("-disk %s is on %s: give a directory on a disk file system", *diskDir, diskType)
-	}
-	var files []*fileMethod
-	for _, dir := range []string{*tmpfsDir, *diskDir} {
-		m, err := newFileMethod(dir, argv)
+	return func(rep *report) error {
+		if *rounds < 1 || *perRound <= 0 {
+			return errors.New("need -rounds >= 1 and -time > 0")
+		}
+		sizes, err := parseSizes(*sizeList)
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(m.dir)
-		files = append(files, m)
-	}
-	fmt.Fprintf(os.Stderr, "external: %s; tmpfs %s, disk %s (%s); %d rounds of %v per method and size\n",
-		*command, *tmpfsDir, *diskDir, diskType, *rounds, *perRound)
-	var rows []extRow
-	for _, size := range sizes {
-		r, err := measureExternal(size, argv, files, *rounds, *perRound)
-		if err != nil {
-			return fmt.Errorf("size %s: %w", formatSize(size), err)
+		argv := strings.Fields(*command)
+		if len(argv) == 0 || !strings.Contains(*command, "{in}") || !strings.Contains(*command, "{out}") {
+			return fmt.Errorf("-cmd %q: want a program with {in} and {out} among its arguments", *command)
 		}
-		rows = append(rows, r...)
-	}
+		if argv[0], err = exec.LookPath(argv[0]); err != nil {
+			return fmt.Errorf("-cmd: %w", err)
+		}
+		tmpfsType, err := fsType(*tmpfsDir)
+		if err != nil {
+			return err
+		}
+		diskType, err := fsType(*diskDir)
+		if err != nil {
+			return err
+		}
+		if tmpfsType != "tmpfs" {
+			return fmt.Errorf("-tmpfs %s is on %s, not tmpfs", *tmpfsDir, tmpfsType)
+		}
+		if diskType == "tmpfs" || diskType == "ramfs" {
+			return fmt.Errorf("-disk %s is on %s: give a directory on a disk file system", *diskDir, diskType)
+		}
+		var files []*fileMethod
+		for _, dir := range []string{*tmpfsDir, *diskDir} {
+			m, err := newFileMethod(dir, argv)
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(m.dir)
+			files = append(files, m)
+		}
+		fmt.Fprintf(os.Stderr, "external: %s; tmpfs %s, disk %s (%s); %d rounds of %v per method and size\n",
+			*command, *tmpfsDir, *diskDir, diskType, *rounds, *perRound)
+		var rows []extRow
+		for _, size := range sizes {
+			r, err := measureExternal(size, argv, files, *rounds, *perRound)
+			if err != nil {
+				return fmt.Errorf("size %s: %w", formatSize(size), err)
+			}
+			rows = append(rows, r...)
+		}
 
-	var table strings.Builder
-	fmt.Fprintf(&table, "# go run ./bench external %s\n# program %q; tmpfs %s, disk %s (%s, not synced); best of %d rounds of %v; %d cores\n",
-		strings.Join(args, " "), *command, *tmpfsDir, *diskDir, diskType, *rounds, *perRound, runtime.NumCPU())
-	fmt.Fprintf(&table, "%-7s %-6s %10s %10s %6s %8s %9s %8s\n", "size", "method", "ms/call", "median", "calls", "MB/s", "vs-tmpfs", "vs-disk")
-	for _, r := range rows {
-		fmt.Fprintf(&table, "%-7s %-6s %10.3f %10.3f %6d %8.1f %9.2f %8.2f\n", formatSize(r.Size), r.Method,
-			r.Seconds*1e3, r.Median*1e3, r.Calls, r.MBps, r.VsTmpfs, r.VsDisk)
+		rep.header("program %q; tmpfs %s, disk %s (%s, not synced); best of %d rounds of %v; %d cores",
+			*command, *tmpfsDir, *diskDir, diskType, *rounds, *perRound, runtime.NumCPU())
+		rep.line("%-7s %-6s %10s %10s %6s %8s %9s %8s\n", "size", "method", "ms/call", "median", "calls", "MB/s", "vs-tmpfs", "vs-disk")
+		for _, r := range rows {
+			rep.line("%-7s %-6s %10.3f %10.3f %6d %8.1f %9.2f %8.2f\n", formatSize(r.Size), r.Method,
+				r.Seconds*1e3, r.Median*1e3, r.Calls, r.MBps, r.VsTmpfs, r.VsDisk)
+			rep.row(r)
+		}
+		if err := rep.write(rows); err != nil {
+			return err
+		}
+		var c lineChart
+		for _, r := range rows {
+			c.add(r.Method, float64(r.Size), r.Seconds*1e3)
+		}
+		title := fmt.Sprintf("%s: time per call vs location size (memfd: package external)", *command)
+		if err := c.save(filepath.Join(rep.out, "external.svg"), chartStyle{title: title, xlabel: "location size (bytes)", ylabel: "ms per call", logX: true, logY: true}); err != nil {
+			return err
+		}
+		return nil
 	}
-	if err := printTable(*out, "external", *asJSON, rows, table.String()); err != nil {
-		return err
-	}
-	var c lineChart
-	for _, r := range rows {
-		c.add(r.Method, float64(r.Size), r.Seconds*1e3)
-	}
-	title := fmt.Sprintf("%s: time per call vs location size (memfd: package external)", *command)
-	if err := c.save(filepath.Join(*out, "external.svg"), chartStyle{title: title, xlabel: "location size (bytes)", ylabel: "ms per call", logX: true, logY: true}); err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "wrote external.svg, external.txt and external.json in %s\n", *out)
-	return nil
 }
 
 // measureExternal measures the three methods for an input of size bytes and returns their
