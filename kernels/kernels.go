@@ -100,6 +100,26 @@ type Allocator interface {
 	Free(s []float64) error
 }
 
+// HostPinner is implemented by kernels that move host memory faster once it is
+// page-locked (pinned): a GPU kernel then transfers it by DMA at full bus speed instead of
+// staging it through host threads. Programs find it by type assertion on a Gemm, as
+// io.WriterTo is found on an io.Reader, and any plugin may offer it; a kernel without it
+// works as well on any slice.
+//
+// PinHost page-locks the memory of s, an existing slice (a sub-slice of other memory
+// included) that the caller keeps alive and in place until UnpinHost. It only speeds
+// things up: on error (no device, memory already pinned, a limit of the system) nothing
+// changed and s is used as before. UnpinHost(s) undoes PinHost(s) for the same slice (same
+// first element); it must come before the memory is freed or dropped, and returns an error
+// for a slice that PinHost did not pin. Pinning belongs to the process's memory, not to
+// the kernel value: memory stays pinned after Close of the kernel that pinned it, and
+// UnpinHost may be called on any kernel of the same plugin, also after its Close. Both
+// methods are safe for concurrent use, also while other kernels compute.
+type HostPinner interface {
+	PinHost(s []float64) error
+	UnpinHost(s []float64) error
+}
+
 // Names understood by [Get] besides the registered plugin names.
 const (
 	// Default is the kernel used when no name is given: pure-Go gonum.

@@ -40,33 +40,92 @@ func authMAC(secret []byte, label string, nonceC, nonceS []byte, client, server 
 	return mac.Sum(nil)
 }
 
-// serverAuth runs the server side of the handshake and returns the
-// authenticated client rank and the connection's purpose.
+// authServer is the server side of the handshake without I/O: hello checks the client's
+// hello and returns the challenge to send, response checks the client's proof.
+type authServer struct {
+	secret         []byte
+	rank, size     int // this process, and the job's size
+	nonceC, nonceS []byte
+	client         int
+	purpose        uint8
+}
+
+// hello checks the hello h with payload nonceC and returns the challenge's payload.
+func (a *authServer) hello(h Header, nonceC []byte) ([]byte, error) {
+	if len(nonceC) != nonceSize {
+		return nil, fmt.Errorf("%w: hello of %d bytes", ErrAuth, len(nonceC))
+	}
+	client, purpose := h.Arg, h.Flags
+	if client < 0 || client >= int64(a.size) || client == int64(a.rank) {
+		return nil, fmt.Errorf("%w: rank %d is not a peer of rank %d in a job of %d", ErrAuth, client, a.rank, a.size)
+	}
+	switch {
+	case purpose == purposeMesh:
+	case purpose == purposeRegister && a.rank == 0:
+	default:
+		return nil, fmt.Errorf("%w: unexpected purpose %d", ErrAuth, purpose)
+	}
+	a.client, a.purpose, a.nonceC = int(client), purpose, nonceC
+	p := make([]byte, nonceSize, nonceSize+sha256.Size)
+	rand.Read(p)
+	a.nonceS = p[:nonceSize]
+	return append(p, authMAC(a.secret, "orwl/v1 server", a.nonceC, a.nonceS, a.client, a.rank, purpose)...), nil
+}
+
+// response checks the client's proof, after hello.
+func (a *authServer) response(proof []byte) error {
+	if !hmac.Equal(proof, authMAC(a.secret, "orwl/v1 client", a.nonceC, a.nonceS, a.client, a.rank, a.purpose)) {
+		return fmt.Errorf("%w: wrong secret (claimed rank %d)", ErrAuth, a.client)
+	}
+	return nil
+}
+
+// authClient is the client side of the handshake without I/O: hello returns the hello to
+// send, challenge checks the server's challenge and returns the response.
+type authClient struct {
+	secret       []byte
+	rank, server int // this process, and the rank it expects to reach
+	purpose      uint8
+	nonceC       []byte
+}
+
+// hello returns the hello's header and payload.
+func (a *authClient) hello() (Header, []byte) {
+	a.nonceC = make([]byte, nonceSize)
+	rand.Read(a.nonceC)
+	return Header{Type: TypeAuthHello, Arg: int64(a.rank), Flags: a.purpose}, a.nonceC
+}
+
+// challenge checks the challenge h with payload p and returns the response's payload. It
+// returns the response even when the server's proof is wrong (with the error), so that
+// the server can log the mismatch too.
+func (a *authClient) challenge(h Header, p []byte) ([]byte, error) {
+	if len(p) != nonceSize+sha256.Size || h.Arg != int64(a.server) {
+		return nil, fmt.Errorf("%w: bad challenge (server says rank %d, expected %d)", ErrAuth, h.Arg, a.server)
+	}
+	nonceS, proof := p[:nonceSize], p[nonceSize:]
+	resp := authMAC(a.secret, "orwl/v1 client", a.nonceC, nonceS, a.rank, a.server, a.purpose)
+	if !hmac.Equal(proof, authMAC(a.secret, "orwl/v1 server", a.nonceC, nonceS, a.rank, a.server, a.purpose)) {
+		return resp, fmt.Errorf("%w: rank %d does not know the job secret (or the secrets differ)", ErrAuth, a.server)
+	}
+	return resp, nil
+}
+
+// serverAuth runs the server side of the handshake on w and returns the authenticated
+// client rank and the connection's purpose.
 func (m *Mesh) serverAuth(w *wire) (int, uint8, error) {
 	deadline := time.Now().Add(handshakeTimeout)
 	w.nc.SetDeadline(deadline)
 	defer w.nc.SetDeadline(time.Time{})
+	a := &authServer{secret: m.cfg.Secret, rank: m.rank, size: m.size}
 	h, nonceC, err := w.readMsg(TypeAuthHello, nonceSize)
 	if err != nil {
 		return 0, 0, fmt.Errorf("%w: reading hello: %v", ErrAuth, err)
 	}
-	if len(nonceC) != nonceSize {
-		return 0, 0, fmt.Errorf("%w: hello of %d bytes", ErrAuth, len(nonceC))
+	p, err := a.hello(h, nonceC)
+	if err != nil {
+		return 0, 0, err
 	}
-	client, purpose := h.Arg, h.Flags
-	if client < 0 || client >= int64(m.size) || client == int64(m.rank) {
-		return 0, 0, fmt.Errorf("%w: rank %d is not a peer of rank %d in a job of %d", ErrAuth, client, m.rank, m.size)
-	}
-	switch {
-	case purpose == purposeMesh:
-	case purpose == purposeRegister && m.rank == 0:
-	default:
-		return 0, 0, fmt.Errorf("%w: unexpected purpose %d", ErrAuth, purpose)
-	}
-	p := make([]byte, nonceSize, nonceSize+sha256.Size)
-	rand.Read(p)
-	nonceS := p[:nonceSize]
-	p = append(p, authMAC(m.cfg.Secret, "orwl/v1 server", nonceC, nonceS, int(client), m.rank, purpose)...)
 	if err := w.writeMsg(Header{Type: TypeAuthChallenge, Arg: int64(m.rank)}, p); err != nil {
 		return 0, 0, fmt.Errorf("%w: sending challenge: %v", ErrAuth, err)
 	}
@@ -74,37 +133,34 @@ func (m *Mesh) serverAuth(w *wire) (int, uint8, error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("%w: reading response: %v", ErrAuth, err)
 	}
-	if !hmac.Equal(proof, authMAC(m.cfg.Secret, "orwl/v1 client", nonceC, nonceS, int(client), m.rank, purpose)) {
-		return 0, 0, fmt.Errorf("%w: wrong secret (claimed rank %d)", ErrAuth, client)
+	if err := a.response(proof); err != nil {
+		return 0, 0, err
 	}
-	return int(client), purpose, nil
+	return a.client, a.purpose, nil
 }
 
-// clientAuth runs the client side of the handshake with serverRank.
+// clientAuth runs the client side of the handshake with serverRank on w.
 func (m *Mesh) clientAuth(deadline time.Time, w *wire, serverRank int, purpose uint8) error {
 	if d := time.Now().Add(handshakeTimeout); d.Before(deadline) || deadline.IsZero() {
 		deadline = d
 	}
 	w.nc.SetDeadline(deadline)
 	defer w.nc.SetDeadline(time.Time{})
-	nonceC := make([]byte, nonceSize)
-	rand.Read(nonceC)
-	if err := w.writeMsg(Header{Type: TypeAuthHello, Arg: int64(m.rank), Flags: purpose}, nonceC); err != nil {
+	a := &authClient{secret: m.cfg.Secret, rank: m.rank, server: serverRank, purpose: purpose}
+	if err := w.writeMsg(a.hello()); err != nil {
 		return fmt.Errorf("sending hello to rank %d: %w", serverRank, err)
 	}
 	h, p, err := w.readMsg(TypeAuthChallenge, nonceSize+sha256.Size)
 	if err != nil {
 		return fmt.Errorf("reading challenge from rank %d: %w", serverRank, err)
 	}
-	if len(p) != nonceSize+sha256.Size || h.Arg != int64(serverRank) {
-		return fmt.Errorf("%w: bad challenge (server says rank %d, expected %d)", ErrAuth, h.Arg, serverRank)
+	resp, err := a.challenge(h, p)
+	if resp == nil {
+		return err
 	}
-	nonceS, proof := p[:nonceSize], p[nonceSize:]
-	// Answer even when the server's proof is wrong, so that the server
-	// can log the mismatch too.
-	werr := w.writeMsg(Header{Type: TypeAuthResponse}, authMAC(m.cfg.Secret, "orwl/v1 client", nonceC, nonceS, m.rank, serverRank, purpose))
-	if !hmac.Equal(proof, authMAC(m.cfg.Secret, "orwl/v1 server", nonceC, nonceS, m.rank, serverRank, purpose)) {
-		return fmt.Errorf("%w: rank %d does not know the job secret (or the secrets differ)", ErrAuth, serverRank)
+	werr := w.writeMsg(Header{Type: TypeAuthResponse}, resp)
+	if err != nil {
+		return err
 	}
 	if werr != nil {
 		return fmt.Errorf("sending response to rank %d: %w", serverRank, werr)

@@ -29,6 +29,10 @@ import (
 // listeners close, and from then on the mesh accepts no connection. A failure anywhere goes
 // to rank 0 as Abort with its reason, and rank 0 sends it on to every process, so every one
 // fails with the same reason.
+//
+// What to do at each event of the start is decided by the state machines of startfsm.go
+// (coordinator, joiner), which do no I/O; this file is their driver: listener, control
+// connections, dials, timers.
 
 // bootstrap is the state of a mesh's start, dropped when Start returns.
 type bootstrap struct {
@@ -48,22 +52,11 @@ type bootstrap struct {
 	allIn    chan struct{} // closed when Size-1 Owner-role connections are attached
 }
 
-// Kinds of bootEvent.
-const (
-	evRegister = iota // rank 0: a rank registered (strs: its address, its JobSpec)
-	evBook            // rank 0's address book arrived (strs: one address per rank)
-	evReady           // rank 0: a rank has all its connections
-	evStart           // every process is ready
-	evAbort           // the start failed (err: why)
-	evLost            // a control connection broke or went silent (err: how)
-)
-
-// bootEvent is what a control connection brought.
+// bootEvent is what a control connection brought: an input of the start's machine, and
+// the connection it came on.
 type bootEvent struct {
-	kind int
-	ctl  *control
-	strs []string
-	err  error
+	startInput
+	ctl *control
 }
 
 // control is one control connection of the start; its writes come from several
@@ -209,237 +202,165 @@ func (b *bootstrap) readControl(c *control) {
 	for {
 		c.w.nc.SetReadDeadline(time.Now().Add(m.cfg.PeerTimeout))
 		h, p, err := c.w.readAny(m.maxControl())
-		ev := bootEvent{ctl: c}
+		ev := bootEvent{startInput: startInput{rank: c.rank}, ctl: c}
 		switch {
 		case err != nil:
-			ev.kind, ev.err = evLost, err
+			ev.kind, ev.err = inLost, err
 		case h.Type == TypeHeartbeat:
 			continue
 		case h.Type == TypeReady:
-			ev.kind = evReady
+			ev.kind = inReady
 		case h.Type == TypeStart:
-			ev.kind = evStart
+			ev.kind = inStart
 		case h.Type == TypeAbort:
-			ev.kind, ev.err = evAbort, errors.New(string(p))
+			ev.kind, ev.err = inAbort, errors.New(string(p))
 		case h.Type == TypeAddrBook:
-			ev.kind = evBook
-			if ev.strs, err = decodeStrings(p, m.size); err != nil {
-				ev.kind, ev.err = evLost, fmt.Errorf("a malformed address book: %w", err)
+			ev.kind = inBook
+			if ev.book, err = decodeStrings(p, m.size); err != nil {
+				ev.kind, ev.err = inLost, fmt.Errorf("a malformed address book: %w", err)
 			}
 		default:
-			ev.kind, ev.err = evLost, fmt.Errorf("%w: control message type %d", ErrUnknownType, h.Type)
+			ev.kind, ev.err = inLost, fmt.Errorf("%w: control message type %d", ErrUnknownType, h.Type)
 		}
-		if !b.post(ev) || ev.kind == evLost {
+		if !b.post(ev) || ev.kind == inLost {
 			return
 		}
 	}
 }
 
-// coordinate is rank 0's start. When the start fails, rank 0 tells every process that has
-// registered, and goes on taking registrations, answering each with the failure, until every
-// process has been told (or the start timeout ends): no process waits for a start that
-// will not come.
+// startConfig is what the start's machines know of the job.
+func (b *bootstrap) startConfig() startConfig {
+	m := b.m
+	return startConfig{rank: m.rank, size: m.size, spec: m.cfg.JobSpec, coord: m.cfg.Coord,
+		peerTimeout: m.cfg.PeerTimeout, startTimeout: m.cfg.StartTimeout}
+}
+
+// timeoutInput is the end of the start's time, ctx's.
+func timeoutInput(ctx context.Context) startInput {
+	return startInput{kind: inTimeout, err: context.Cause(ctx), deadline: errors.Is(ctx.Err(), context.DeadlineExceeded)}
+}
+
+// machine is the start's state machine: a coordinator or a joiner (startfsm.go).
+type machine interface {
+	step(in startInput) []startAction
+}
+
+// perform does the actions acts of machine s with do, until actDone; a checked send that
+// fails (do returns its error) goes back to s, whose answer replaces the actions left. It
+// returns whether the start is over, and then its error.
+func perform(s machine, acts []startAction, do func(startAction) error) (bool, error) {
+	for len(acts) > 0 {
+		a := acts[0]
+		acts = acts[1:]
+		if a.kind == actDone {
+			return true, a.err
+		}
+		if err := do(a); err != nil {
+			acts = s.step(startInput{kind: inSendFailed, rank: a.rank, typ: a.typ, err: err})
+		}
+	}
+	return false, nil
+}
+
+// coordinate is rank 0's start: the driver of a coordinator, which decides.
 func (b *bootstrap) coordinate(ctx context.Context) error {
-	s := &coordination{b: b, regs: make([]*control, b.m.size), addrs: make([]string, b.m.size)}
-	s.addrs[0] = b.m.cfg.Coord
-	tick := time.NewTicker(b.m.cfg.Heartbeat)
+	m := b.m
+	s := newCoordinator(b.startConfig())
+	ctls := make([]*control, m.size) // by rank, as registered
+	var connected chan error         // rank 0's own connections, once the book is sent
+	var from *control                // the connection of the event being handled
+	do := func(a startAction) error {
+		switch a.kind {
+		case actSend:
+			if err := ctls[a.rank].send(a.typ, a.payload); a.checked {
+				return err
+			}
+		case actRefuse:
+			m.log.Warn("refused registration: rank already registered", "peer", a.rank)
+			from.send(TypeAbort, []byte(a.err.Error()))
+			from.w.nc.Close()
+		case actConnect:
+			connected = b.connectAsync(a.book)
+		case actLogWait:
+			m.log.Info("waiting for ranks to register with the coordinator", "ranks", a.ranks, "coordinator", m.cfg.Coord)
+		}
+		return nil
+	}
+	tick := time.NewTicker(m.cfg.Heartbeat)
 	defer tick.Stop()
-	for s.waiting() {
+	for {
+		var in startInput
 		select {
 		case ev := <-b.events:
-			s.event(ev)
-		case err := <-s.connected:
-			s.connected = nil
-			if err != nil {
-				s.fail(err)
+			in, from = ev.startInput, ev.ctl
+			if ev.kind == inRegister && ctls[ev.rank] == nil {
+				ctls[ev.rank] = ev.ctl
+			} else if ev.kind != inRegister && ctls[ev.rank] != ev.ctl {
+				continue // the connection of a refused registration
 			}
-			s.up = true
+		case err := <-connected:
+			connected, in = nil, startInput{kind: inConnected, err: err}
 		case <-tick.C:
-			s.heartbeat()
+			in = startInput{kind: inTick, elapsed: time.Since(m.started)}
 		case <-ctx.Done():
-			if s.failure == nil {
-				s.fail(b.startError(ctx, s.regs))
-			}
-			return s.failure
+			in = timeoutInput(ctx)
 		}
-	}
-	if s.failure != nil {
-		return s.failure
-	}
-	return s.start()
-}
-
-// coordination is rank 0's state during the start: who registered (with its address), how
-// many are ready, whether its own connections are up, and the first failure.
-type coordination struct {
-	b                 *bootstrap
-	regs              []*control // by rank
-	addrs             []string   // by rank: the address each accepts its peers on
-	registered, ready int
-	up, waitLogged    bool
-	connected         chan error // rank 0's own connections, once the book is sent
-	failure           error
-}
-
-// waiting reports whether the start goes on: until every rank is ready and rank 0 is up, or,
-// after a failure, until every rank has registered and been told.
-func (s *coordination) waiting() bool {
-	n := s.b.m.size - 1
-	if s.failure != nil {
-		return s.registered < n
-	}
-	return !s.up || s.ready < n
-}
-
-// fail records the start's first failure and tells every registered rank.
-func (s *coordination) fail(err error) {
-	if s.failure != nil {
-		return
-	}
-	s.failure = err
-	for _, c := range s.regs {
-		if c != nil {
-			c.send(TypeAbort, []byte(err.Error()))
-		}
-	}
-}
-
-// event handles what a rank's control connection reported.
-func (s *coordination) event(ev bootEvent) {
-	r := ev.ctl.rank
-	switch ev.kind {
-	case evRegister:
-		s.register(ev)
-	case evReady:
-		s.ready++
-	case evAbort:
-		s.fail(fmt.Errorf("transport: rank %d could not start: %w", r, ev.err))
-	case evLost:
-		s.fail(fmt.Errorf("transport: rank %d lost during the start: %w", r, ev.err))
-	}
-}
-
-// register records a rank's registration; the last one sends the address book.
-func (s *coordination) register(ev bootEvent) {
-	m, r := s.b.m, ev.ctl.rank
-	if s.regs[r] != nil {
-		m.log.Warn("refused registration: rank already registered", "peer", r)
-		ev.ctl.send(TypeAbort, []byte(fmt.Sprintf("rank %d has registered already: two processes of the job were given the same rank", r)))
-		ev.ctl.w.nc.Close()
-		return
-	}
-	s.regs[r], s.addrs[r] = ev.ctl, ev.strs[0]
-	s.registered++
-	switch spec := ev.strs[1]; {
-	case s.failure != nil:
-		ev.ctl.send(TypeAbort, []byte(s.failure.Error()))
-	case spec != m.cfg.JobSpec:
-		s.fail(fmt.Errorf("transport: the processes run different jobs: rank %d has %q, rank 0 has %q", r, spec, m.cfg.JobSpec))
-	case s.registered == m.size-1:
-		if err := sendBook(s.regs, s.addrs); err != nil {
-			s.fail(err)
-		} else {
-			s.connected = s.b.connectAsync(s.addrs)
-		}
-	}
-}
-
-// heartbeat keeps the registered ranks' control connections alive, and says once which
-// ranks are awaited when the start takes longer than the peer timeout.
-func (s *coordination) heartbeat() {
-	m := s.b.m
-	for _, c := range s.regs {
-		if c != nil {
-			c.send(TypeHeartbeat, nil) // a broken one is found by its reader
-		}
-	}
-	if !s.waitLogged && s.failure == nil && s.registered < m.size-1 && time.Since(m.started) > m.cfg.PeerTimeout {
-		s.waitLogged = true
-		m.log.Info("waiting for ranks to register with the coordinator", "ranks", unregistered(s.regs), "coordinator", m.cfg.Coord)
-	}
-}
-
-// start tells every rank to start: the mesh is up.
-func (s *coordination) start() error {
-	for j, c := range s.regs {
-		if c == nil {
-			continue
-		}
-		if err := c.send(TypeStart, nil); err != nil {
-			err = fmt.Errorf("transport: telling rank %d to start: %w", j, err)
-			s.fail(err)
+		if over, err := perform(s, s.step(in), do); over {
 			return err
 		}
 	}
-	return nil
 }
 
-// sendBook sends the address book addrs to every registered rank.
-func sendBook(regs []*control, addrs []string) error {
-	book := encodeStrings(addrs)
-	for j, c := range regs {
-		if c == nil {
-			continue
-		}
-		if err := c.send(TypeAddrBook, book); err != nil {
-			return fmt.Errorf("transport: sending the address book to rank %d: %w", j, err)
-		}
-	}
-	return nil
-}
-
-// join is the start of a rank other than 0.
+// join is the start of a rank other than 0: the driver of a joiner, which decides.
 func (b *bootstrap) join(ctx context.Context) error {
 	m := b.m
-	w, err := m.dial(ctx, m.cfg.Coord, 0, purposeRegister)
-	if err != nil {
-		if ctx.Err() != nil {
-			return b.startError(ctx, nil)
+	s := newJoiner(b.startConfig())
+	var c *control
+	var connected chan error
+	do := func(a startAction) error {
+		switch a.kind {
+		case actSend:
+			if err := c.send(a.typ, a.payload); a.checked {
+				return err
+			}
+		case actConnect:
+			connected = b.connectAsync(a.book)
 		}
-		return fmt.Errorf("transport: rank %d: registering with the coordinator %s: %w", m.rank, m.cfg.Coord, err)
+		return nil
 	}
-	c := &control{rank: 0, w: w}
-	if !b.keep(c) {
-		w.nc.Close()
-		return ErrClosed
+	w, err := m.dial(ctx, m.cfg.Coord, 0, purposeRegister)
+	in := startInput{kind: inDialFailed, err: err}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		in = timeoutInput(ctx)
+	case err == nil:
+		c = &control{rank: 0, w: w}
+		if !b.keep(c) {
+			w.nc.Close()
+			return ErrClosed
+		}
+		in = startInput{kind: inDialed, addr: b.advertised(w)}
 	}
-	if err := c.send(TypeRegister, encodeStrings([]string{b.advertised(w), m.cfg.JobSpec})); err != nil {
-		return fmt.Errorf("transport: rank %d: registering with the coordinator: %w", m.rank, err)
+	if over, err := perform(s, s.step(in), do); over {
+		return err
 	}
 	b.tasks.Add(1)
 	go b.readControl(c)
-	var connected chan error
 	tick := time.NewTicker(m.cfg.Heartbeat)
 	defer tick.Stop()
 	for {
 		select {
 		case ev := <-b.events:
-			switch ev.kind {
-			case evBook:
-				connected = b.connectAsync(ev.strs)
-			case evStart:
-				if connected != nil {
-					return fmt.Errorf("transport: rank %d: the coordinator started the job before this process was ready", m.rank)
-				}
-				return nil
-			case evAbort:
-				return fmt.Errorf("transport: rank %d: the start failed: %w", m.rank, ev.err)
-			case evLost:
-				return fmt.Errorf("transport: rank %d: the coordinator, rank 0, was lost during the start: %w", m.rank, ev.err)
-			}
+			in = ev.startInput
 		case err := <-connected:
-			connected = nil
-			if err == nil {
-				err = c.send(TypeReady, nil)
-			}
-			if err != nil {
-				c.send(TypeAbort, []byte(err.Error()))
-				return err
-			}
+			connected, in = nil, startInput{kind: inConnected, err: err}
 		case <-tick.C:
-			c.send(TypeHeartbeat, nil)
+			in = startInput{kind: inTick}
 		case <-ctx.Done():
-			return b.startError(ctx, nil)
+			in = timeoutInput(ctx)
+		}
+		if over, err := perform(s, s.step(in), do); over {
+			return err
 		}
 	}
 }
@@ -502,40 +423,8 @@ func (b *bootstrap) connect(book []string) error {
 	case <-b.allIn:
 		return nil
 	case <-ctx.Done():
-		var missing []int
-		for j := range m.size {
-			if j != m.rank && m.peers[j].conns[Owner].Load() == nil {
-				missing = append(missing, j)
-			}
-		}
-		return fmt.Errorf("transport: rank %d: no connection from ranks %v within the peer timeout %v", m.rank, missing, m.cfg.PeerTimeout)
+		return missingError(b.startConfig(), func(j int) bool { return m.peers[j].conns[Owner].Load() != nil })
 	}
-}
-
-// startError names the ranks whose registration (regs, at rank 0) or connections are
-// missing when the start times out.
-func (b *bootstrap) startError(ctx context.Context, regs []*control) error {
-	m := b.m
-	unreg := unregistered(regs)
-	msg := fmt.Sprintf("transport: rank %d: the start failed: %v", m.rank, context.Cause(ctx))
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		msg += fmt.Sprintf(" (start timeout %v)", m.cfg.StartTimeout)
-	}
-	if len(unreg) > 0 {
-		msg += fmt.Sprintf("; ranks %v did not register with the coordinator", unreg)
-	}
-	return errors.New(msg)
-}
-
-// unregistered returns the ranks other than 0 that have no control connection in regs.
-func unregistered(regs []*control) []int {
-	var unreg []int
-	for j, c := range regs {
-		if j != 0 && c == nil {
-			unreg = append(unreg, j)
-		}
-	}
-	return unreg
 }
 
 // dial connects to addr, retrying until ctx ends, and authenticates as the client of
@@ -715,7 +604,7 @@ func (b *bootstrap) register(w *wire, rank int) {
 		w.nc.Close()
 		return
 	}
-	if !b.post(bootEvent{kind: evRegister, ctl: c, strs: strs}) {
+	if !b.post(bootEvent{startInput: startInput{kind: inRegister, rank: rank, addr: strs[0], spec: strs[1]}, ctl: c}) {
 		return
 	}
 	b.tasks.Add(1)

@@ -22,7 +22,7 @@
 //     memory bandwidth: on an H100 host, Go-slice Dgemm at N=8192 runs at
 //     about 0.6x of the pinned speed. Allocate operands that are multiplied
 //     often with AllocHost (or Kernel.Alloc, kernels.Allocator), or pin
-//     them once with RegisterHost.
+//     them once with RegisterHost (Kernel.PinHost, kernels.HostPinner).
 //   - Device-resident matrices (Kernel.NewMatrix, Matrix.Upload,
 //     Kernel.Gemm, Matrix.Download): upload once, multiply many times,
 //     download once; Kernel.Gemm is asynchronous and costs one cuBLAS call.
@@ -98,8 +98,9 @@ type devBuf struct {
 }
 
 var (
-	_ kernels.Gemm      = (*Kernel)(nil)
-	_ kernels.Allocator = (*Kernel)(nil)
+	_ kernels.Gemm       = (*Kernel)(nil)
+	_ kernels.Allocator  = (*Kernel)(nil)
+	_ kernels.HostPinner = (*Kernel)(nil)
 )
 
 // errClosed is returned (or panicked) when a closed Kernel is used.

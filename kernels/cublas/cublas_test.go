@@ -2,6 +2,7 @@ package cublas
 
 import (
 	"errors"
+	"io"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -201,6 +202,40 @@ func TestRegisterHost(t *testing.T) {
 	}
 	if err := UnregisterHost(a); !errors.Is(err, ErrHostNotPinned) {
 		t.Fatalf("second UnregisterHost = %v, want ErrHostNotPinned", err)
+	}
+}
+
+// The kernel offers pinning through kernels.HostPinner, found by type assertion on the
+// Gemm that the registry returns; a slice pinned by one kernel stays pinned after its Close
+// and is unpinned by another.
+func TestHostPinner(t *testing.T) {
+	if err := Load(); err != nil {
+		t.Skipf("cublas unavailable: %v", err)
+	}
+	g, err := kernels.Get(Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := g.(kernels.HostPinner)
+	if !ok {
+		t.Fatalf("%T does not implement kernels.HostPinner", g)
+	}
+	s := make([]float64, 1024)
+	if err := p.PinHost(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.PinHost(s); err == nil {
+		t.Error("pinning pinned memory again: no error")
+	}
+	g.(io.Closer).Close()
+	if !isPinned(s) {
+		t.Fatal("a pinned slice is not pinned after Close of its kernel")
+	}
+	if err := kernel(t).UnpinHost(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.UnpinHost(s); !errors.Is(err, ErrHostNotPinned) {
+		t.Fatalf("second UnpinHost = %v, want ErrHostNotPinned", err)
 	}
 }
 

@@ -144,3 +144,11 @@ func (g *Kernel) Alloc(n int) ([]float64, error) { return AllocHost(n) }
 
 // Free implements kernels.Allocator with FreeHost.
 func (g *Kernel) Free(s []float64) error { return FreeHost(s) }
+
+// PinHost implements kernels.HostPinner with RegisterHost: the pinning is process-wide,
+// as RegisterHost's.
+func (g *Kernel) PinHost(s []float64) error { return RegisterHost(s) }
+
+// UnpinHost implements kernels.HostPinner with UnregisterHost; it works on any Kernel,
+// also after Close.
+func (g *Kernel) UnpinHost(s []float64) error { return UnregisterHost(s) }

@@ -36,6 +36,82 @@ import (
 // for the write of exchange r; the panel reads wait only for the panel writes, which wait
 // for nothing.
 
+// columnSplit is the strategy of balanced runs (above): every task gathers the whole of
+// A, generates the whole of B, and computes a range of C's columns with one kernel call
+// per multiplication; with Balance, the ranges follow the measured rates.
+type columnSplit struct {
+	*worker
+	cuts                []int     // column ranges of all tasks
+	c0, c1              int       // my range of C's columns
+	aFull, bFull, cFull []float64 // the whole of A and B; C with my range filled
+	rateW               *orwl.Handle
+	rateR               []*orwl.Handle
+	panW, panR          []*orwl.Handle // A panels published once: mine, written; all, read
+	remoteA             []bool         // the A panels of grid column q are in another process
+}
+
+// generate builds my blocks of A, the whole of B, and room for the whole of A and C, and
+// sets my first range of columns.
+func (w *columnSplit) generate() error {
+	p := w.p
+	mem, err := w.alloc(len(w.rows)*len(w.aCols) + 3*p.N*p.N)
+	if err != nil {
+		return err
+	}
+	mem = w.generateA(mem)
+	w.aFull, w.bFull, w.cFull = mem[:p.N*p.N], mem[p.N*p.N:2*p.N*p.N], mem[2*p.N*p.N:3*p.N*p.N]
+	for i := range p.N {
+		for j := range p.N {
+			w.bFull[i*p.N+j] = MatrixB(p.Seed, p.N, i, j)
+		}
+	}
+	weights := p.Split
+	if weights == nil {
+		weights = make([]float64, p.Grid.Tasks())
+		for i := range weights {
+			weights[i] = 1
+		}
+	}
+	w.setRange(cutPoints(p.N, weights))
+	return nil
+}
+
+// declare inserts the exchange of rates (when there is more than one multiplication) and
+// the publication of A's panels.
+func (w *columnSplit) declare() {
+	t, g := w.t, w.p.Grid
+	if w.p.Reps > 1 {
+		w.rateHandles()
+	}
+	w.remoteA = make([]bool, g.Q)
+	for q := range g.Q {
+		w.remoteA[q] = t.ProcOf(g.ID(w.gp, q)) != t.ProcOf(w.me)
+	}
+	w.panelHandles()
+}
+
+// compute publishes my panels of A, runs the multiplications, and leaves my final range
+// of C in w.c and w.cols.
+func (w *columnSplit) compute(ctx context.Context) error {
+	if err := w.publishOnce(ctx); err != nil {
+		return err
+	}
+	if err := w.runBalanced(ctx); err != nil {
+		return err
+	}
+	w.compactC()
+	return nil
+}
+
+// columns returns the range of columns that task k's report says it computed last.
+func (w *columnSplit) columns(_ int, r *report) []int {
+	var cols []int
+	for j := r.Span[0]; j < r.Span[1]; j++ {
+		cols = append(cols, int(j))
+	}
+	return cols
+}
+
 // splitGranule is the multiple of columns that ranges are rounded to.
 const splitGranule = 8
 
@@ -152,7 +228,7 @@ func balancedWeights(rates []float64, n int, bias float64) []float64 {
 }
 
 // setRange makes [c0, c1) the columns of C this task computes.
-func (w *worker) setRange(cuts []int) {
+func (w *columnSplit) setRange(cuts []int) {
 	w.cuts = cuts
 	w.c0, w.c1 = cuts[w.me], cuts[w.me+1]
 }
@@ -160,7 +236,7 @@ func (w *worker) setRange(cuts []int) {
 // runBalanced is a balanced run's part of a task, after Schedule: gather A, then one
 // product per multiplication, with an exchange of measurements in between that, with
 // Balance, moves the ranges.
-func (w *worker) runBalanced(ctx context.Context) error {
+func (w *columnSplit) runBalanced(ctx context.Context) error {
 	if err := w.gatherA(ctx); err != nil {
 		return err
 	}
@@ -187,7 +263,7 @@ func (w *worker) runBalanced(ctx context.Context) error {
 }
 
 // gatherA copies every panel of A, as its owner published it, into my copy of A.
-func (w *worker) gatherA(ctx context.Context) error {
+func (w *columnSplit) gatherA(ctx context.Context) error {
 	n := w.p.N
 	for k, h := range w.panR {
 		t0 := time.Now()
@@ -213,7 +289,7 @@ func (w *worker) gatherA(ctx context.Context) error {
 
 // multiplyRange computes my range of C with one kernel call and returns its flops and
 // seconds (0 and 0 when the range is empty).
-func (w *worker) multiplyRange() (flops, secs float64) {
+func (w *columnSplit) multiplyRange() (flops, secs float64) {
 	n, width := w.p.N, w.c1-w.c0
 	if width == 0 {
 		return 0, 0
@@ -228,7 +304,7 @@ func (w *worker) multiplyRange() (flops, secs float64) {
 }
 
 // exchange publishes my flops and seconds and returns everybody's.
-func (w *worker) exchange(ctx context.Context, flops, secs float64) (allFlops, allSecs []float64, err error) {
+func (w *columnSplit) exchange(ctx context.Context, flops, secs float64) (allFlops, allSecs []float64, err error) {
 	if err := w.rateW.Section(ctx, func(b []byte) error {
 		copy(orwl.Float64s(b), []float64{flops, secs})
 		return nil
@@ -249,7 +325,7 @@ func (w *worker) exchange(ctx context.Context, flops, secs float64) (allFlops, a
 
 // rateHandles declares the exchange of measurements: mine written at position 0,
 // everybody's read at position 1.
-func (w *worker) rateHandles() {
+func (w *columnSplit) rateHandles() {
 	t := w.t
 	w.rateW = t.WriteInsert(t.Loc(w.me, "rate"), 0)
 	w.rateR = make([]*orwl.Handle, t.NumTasks())
@@ -259,7 +335,7 @@ func (w *worker) rateHandles() {
 }
 
 // compactC makes w.c and w.cols my final range of C, for the checks and the checksum.
-func (w *worker) compactC() {
+func (w *columnSplit) compactC() {
 	n, width := w.p.N, w.c1-w.c0
 	w.c = make([]float64, n*width)
 	w.cols = w.cols[:0:0]
@@ -288,7 +364,7 @@ func locationNames(p *Params, nk int) []string {
 
 // panelHandles declares, in balanced runs, the one-shot writes of my A panels and the
 // one-shot reads of every panel.
-func (w *worker) panelHandles() {
+func (w *columnSplit) panelHandles() {
 	t, q := w.t, w.p.Grid.Q
 	nk := (w.p.N + w.p.NB - 1) / w.p.NB
 	w.panR = make([]*orwl.Handle, nk)
@@ -303,7 +379,7 @@ func (w *worker) panelHandles() {
 }
 
 // publishOnce writes my A panels in their locations (balanced runs).
-func (w *worker) publishOnce(ctx context.Context) error {
+func (w *columnSplit) publishOnce(ctx context.Context) error {
 	for j, h := range w.panW {
 		if err := h.Section(ctx, func(b []byte) error {
 			copy(orwl.Float64s(b), w.aPanels[j])

@@ -3,19 +3,27 @@ package summa
 import (
 	"sync"
 
-	"github.com/orwl-go/orwl/kernels/cublas"
+	"github.com/orwl-go/orwl/kernels"
 )
 
-// pinSet page-locks, once each, the location buffers that GPU tasks of this process read
-// panels from, so that the cuBLAS kernel moves them by DMA instead of staging them through
-// host threads (which compete with CPU tasks for cores and memory bandwidth). Every task
-// of this process that may pin enters the set when it starts and leaves it when it ends;
-// the last to leave unpins every buffer, while the buffers are still valid (orwl.Run frees
-// location buffers when it returns).
+// pinSet page-locks, once each, the location buffers that tasks of this process whose
+// kernel pins (kernels.HostPinner: the cuBLAS kernel) read panels from, so that the kernel
+// moves them by DMA instead of staging them through host threads (which compete with CPU
+// tasks for cores and memory bandwidth). Every task of this process enters the set when it
+// starts and leaves it when it ends; the last to leave unpins every buffer, with the
+// kernel that pinned it (pinning outlives the kernel's Close, as HostPinner's contract
+// says), while the buffers are still valid (orwl.Run frees location buffers when it
+// returns).
 type pinSet struct {
 	mu     sync.Mutex
-	bufs   map[*float64][]float64
+	bufs   map[*float64]pinned
 	active int // tasks in the set
+}
+
+// pinned is a buffer and the kernel that pinned it; by is nil when pinning failed.
+type pinned struct {
+	buf []float64
+	by  kernels.HostPinner
 }
 
 // enter counts a task in; it must call leave when it ends.
@@ -33,29 +41,30 @@ func (ps *pinSet) leave() {
 		return
 	}
 	for _, b := range ps.bufs {
-		if b != nil {
-			cublas.UnregisterHost(b)
+		if b.by != nil {
+			b.by.UnpinHost(b.buf)
 		}
 	}
 	ps.bufs = nil
 }
 
-// add pins b unless it is already pinned here; failures only cost speed.
-func (ps *pinSet) add(b []float64) {
+// add pins b with k unless it is already pinned here (or failed to be); failures only
+// cost speed.
+func (ps *pinSet) add(k kernels.HostPinner, b []float64) {
 	if len(b) == 0 {
 		return
 	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if ps.bufs == nil {
-		ps.bufs = map[*float64][]float64{}
+		ps.bufs = map[*float64]pinned{}
 	}
 	if _, ok := ps.bufs[&b[0]]; ok {
 		return
 	}
-	if cublas.RegisterHost(b) == nil {
-		ps.bufs[&b[0]] = b
+	if k.PinHost(b) == nil {
+		ps.bufs[&b[0]] = pinned{b, k}
 	} else {
-		ps.bufs[&b[0]] = nil // do not try again
+		ps.bufs[&b[0]] = pinned{} // do not try again
 	}
 }

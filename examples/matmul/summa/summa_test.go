@@ -2,9 +2,11 @@ package summa
 
 import (
 	"context"
+	"errors"
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,7 +18,7 @@ import (
 
 // cpuKernels are the CPU kernels available here, without this file's paced ones.
 func cpuKernels(t *testing.T) []string {
-	names := slices.DeleteFunc(kernels.AvailableOn(kernels.CPU), func(name string) bool { return strings.HasPrefix(name, "paced-") })
+	names := slices.DeleteFunc(kernels.AvailableOn(kernels.CPU), func(name string) bool { return strings.HasPrefix(name, "paced-") || name == pinningName })
 	if len(names) == 0 {
 		t.Fatal("no CPU kernel available")
 	}
@@ -370,5 +372,92 @@ func TestBalancingFollowsRates(t *testing.T) {
 	}
 	if res.Split[0] < 0.8 || res.Split[0] > 0.95 {
 		t.Fatalf("shares %v after balancing; want about 0.875 for the fast task", res.Split)
+	}
+}
+
+// pinningName is a gonum kernel that offers kernels.HostPinner and records what it pins,
+// in pins: the capability as any plugin may offer it, without a GPU.
+const pinningName = "pinning-gonum"
+
+var pins = struct {
+	sync.Mutex
+	now           map[*float64]int // pinned now: length
+	total, double int              // pins, and pins of pinned memory
+}{now: map[*float64]int{}}
+
+type pinning struct{ kernels.Gemm }
+
+func (pinning) PinHost(s []float64) error {
+	pins.Lock()
+	defer pins.Unlock()
+	if _, ok := pins.now[&s[0]]; ok {
+		pins.double++
+		return errors.New("pinned already")
+	}
+	pins.now[&s[0]] = len(s)
+	pins.total++
+	return nil
+}
+
+func (pinning) UnpinHost(s []float64) error {
+	pins.Lock()
+	defer pins.Unlock()
+	if n, ok := pins.now[&s[0]]; !ok || n != len(s) {
+		return errors.New("not pinned")
+	}
+	delete(pins.now, &s[0])
+	return nil
+}
+
+func init() {
+	kernels.Register(kernels.Plugin{Name: pinningName, Device: kernels.CPU, Priority: -1,
+		Check: func() error { return nil },
+		New: func() (kernels.Gemm, error) {
+			g, err := kernels.Get("gonum")
+			return pinning{g}, err
+		}})
+}
+
+// TestPinsPanelsOfPinningKernels: a kernel that offers kernels.HostPinner gets the panel
+// buffers it reads pinned, each once, and every one is unpinned when the job ends.
+func TestPinsPanelsOfPinningKernels(t *testing.T) {
+	names := []string{pinningName, pinningName, pinningName, "gonum"}
+	res, err := Run(context.Background(), Params{N: 40, NB: 8, Grid: Grid{2, 2}, Kernels: names, Reps: 2, Seed: 3, Verify: Exact})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Verified {
+		t.Fatalf("not verified: %+v", res)
+	}
+	pins.Lock()
+	defer pins.Unlock()
+	if pins.total == 0 || pins.double != 0 || len(pins.now) != 0 {
+		t.Fatalf("%d buffers pinned, %d pinned twice, %d still pinned at the end; want some, 0, 0", pins.total, pins.double, len(pins.now))
+	}
+}
+
+// A report reads back as written, in the room reportSize gives; a buffer whose lengths do
+// not fit is an error, not a panic.
+func TestReportRoundTrip(t *testing.T) {
+	p := &Params{N: 10, Reps: 2, Verify: Freivalds | Exact}
+	r := report{reportHeader: reportHeader{Start: 5, End: 9, Compute: 3, Wait: 1, BytesIn: 80, Flops: 2e3,
+		Checksum: 1<<63 + 7, Span: [2]int64{2, 5}, Faults: [2]int64{10, 20}},
+		Times: []time.Duration{4, 6}, Y: []float64{1, 2}, Z: []float64{3, 4}, Bound: []float64{5, 6}, C: []float64{7, 8, 9, 10, 11, 12}}
+	b := make([]byte, reportSize(p, 2, 3))
+	if err := r.encode(b); err != nil {
+		t.Fatal(err)
+	}
+	var got report
+	if err := got.decode(b); err != nil {
+		t.Fatal(err)
+	}
+	if got.reportHeader != r.reportHeader || !slices.Equal(got.Times, r.Times) || !slices.Equal(got.Y, r.Y) ||
+		!slices.Equal(got.Z, r.Z) || !slices.Equal(got.Bound, r.Bound) || !slices.Equal(got.C, r.C) {
+		t.Fatalf("decoded %+v, want %+v", got, r)
+	}
+	for _, n := range []int{0, 8, len(b) - 8} {
+		if err := got.decode(b[:n]); err == nil {
+			t.Errorf("decode of %d of %d bytes: no error", n, len(b))
+		}
 	}
 }

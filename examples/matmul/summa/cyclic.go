@@ -1,0 +1,237 @@
+package summa
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"gonum.org/v1/gonum/blas"
+
+	"github.com/orwl-go/orwl/orwl"
+)
+
+// blockCyclic is SUMMA on the 2-D block-cyclic deal (see the package comment): in every
+// step, the owners of A's block column and B's block row publish their pieces to their
+// grid row and column through the panel locations, lookahead steps ahead, and every task
+// adds the product of the two panels it reads to its blocks of C.
+type blockCyclic struct {
+	*worker
+	*schedulePlan
+	bPanels          [][]float64    // my part of B, by local block row
+	aW, bW           panelHandles   // my panel locations, written
+	aR               []panelHandles // A panels of my grid row, by grid column and buffer
+	bR               []panelHandles // B panels of my grid column, by grid row and buffer
+	remoteA, remoteB []bool         // the A (B) locations of grid column q (row p) are in another process
+}
+
+// schedulePlan is the steps of a block-cyclic job and how often each owner uses each
+// panel buffer (see schedule); computed once per process, read by all its tasks.
+type schedulePlan struct {
+	steps        []step
+	aUses, bUses []bufferUses
+}
+
+func newSchedulePlan(g Grid, nk, reps int) *schedulePlan {
+	s := &schedulePlan{}
+	s.steps, s.aUses, s.bUses = schedule(g, nk, reps)
+	return s
+}
+
+// generate builds my blocks of A and B, in memory from alloc.
+func (s *blockCyclic) generate() error {
+	p, g := s.p, s.p.Grid
+	mloc, nloc := len(s.rows), len(s.cols)
+	kA, kB := len(s.cols), len(s.rows) // my A has nloc columns, my B has mloc rows
+	mem, err := s.alloc(mloc*kA + kB*nloc)
+	if err != nil {
+		return err
+	}
+	mem = s.generateA(mem)
+	for I := s.gp; I*p.NB < p.N; I += g.P {
+		wd := blockWidth(p.N, p.NB, I)
+		panel := mem[: wd*nloc : wd*nloc]
+		mem = mem[wd*nloc:]
+		for r := range wd {
+			for j, gj := range s.cols {
+				panel[r*nloc+j] = MatrixB(p.Seed, p.N, I*p.NB+r, gj)
+			}
+		}
+		s.bPanels = append(s.bPanels, panel)
+	}
+	return nil
+}
+
+// declare sizes my panel locations and inserts the handles of the panels I publish (at
+// position 0) and read (at position 1). A panel with Q == 1 (a B panel with P == 1) is
+// read by its owner only: it is used where it is, with no location and no copy.
+func (s *blockCyclic) declare() {
+	t, g := s.t, s.p.Grid
+	maxW := min(s.p.NB, s.p.N)
+	for b := range panelBuffers {
+		if s.aUses[s.gq][b] > 0 && g.Q > 1 {
+			t.Scale(panelLocation("a", b), 8*len(s.rows)*maxW)
+			s.aW[b] = t.WriteInsert(t.Loc(s.me, panelLocation("a", b)), 0)
+		}
+		if s.bUses[s.gp][b] > 0 && g.P > 1 {
+			t.Scale(panelLocation("b", b), 8*maxW*len(s.cols))
+			s.bW[b] = t.WriteInsert(t.Loc(s.me, panelLocation("b", b)), 0)
+		}
+	}
+	myProc := t.ProcOf(s.me)
+	s.aR, s.remoteA = make([]panelHandles, g.Q), make([]bool, g.Q)
+	for q := range g.Q {
+		owner := g.ID(s.gp, q)
+		s.remoteA[q] = t.ProcOf(owner) != myProc
+		s.aR[q] = readPanels(t, owner, "a", s.aUses[q], g.Q > 1)
+	}
+	s.bR, s.remoteB = make([]panelHandles, g.P), make([]bool, g.P)
+	for pr := range g.P {
+		owner := g.ID(pr, s.gq)
+		s.remoteB[pr] = t.ProcOf(owner) != myProc
+		s.bR[pr] = readPanels(t, owner, "b", s.bUses[pr], g.P > 1)
+	}
+}
+
+// readPanels inserts, when shared, the reads of owner's panel buffers of matrix that it
+// uses.
+func readPanels(t *orwl.Task, owner int, matrix string, uses bufferUses, shared bool) panelHandles {
+	var hs panelHandles
+	for b := range panelBuffers {
+		if uses[b] > 0 && shared {
+			hs[b] = t.ReadInsert(t.Loc(owner, panelLocation(matrix, b)), 1)
+		}
+	}
+	return hs
+}
+
+// compute allocates C and runs the steps: publish the panels of the step lookahead steps
+// ahead, multiply those of this one.
+func (s *blockCyclic) compute(ctx context.Context) error {
+	var err error
+	if s.c, err = s.alloc(len(s.rows) * len(s.cols)); err != nil {
+		return err
+	}
+	for st := range min(lookahead, len(s.steps)) {
+		if err := s.publishPanels(ctx, st); err != nil {
+			return err
+		}
+	}
+	for st := range s.steps {
+		if st+lookahead < len(s.steps) {
+			if err := s.publishPanels(ctx, st+lookahead); err != nil {
+				return err
+			}
+		}
+		if err := s.multiply(ctx, st); err != nil {
+			return err
+		}
+		if (st+1)%(len(s.steps)/s.p.Reps) == 0 {
+			s.endRep()
+		}
+		if s.me == 0 && s.p.Progress != nil {
+			s.p.Progress(st+1, len(s.steps))
+		}
+	}
+	s.stop = time.Now()
+	return nil
+}
+
+// columns returns the global columns of task k's blocks of C.
+func (s *blockCyclic) columns(k int, _ *report) []int {
+	_, qk := s.p.Grid.Coords(k)
+	return globals(s.p.N, s.p.NB, qk, s.p.Grid.Q)
+}
+
+// publishPanels writes my pieces of the panels of step st, if I own any.
+func (s *blockCyclic) publishPanels(ctx context.Context, st int) error {
+	step, g := s.steps[st], s.p.Grid
+	if step.aCol == s.gq && g.Q > 1 {
+		panel := s.aPanels[step.k/g.Q]
+		if err := s.timedSection(ctx, s.aW[step.aBuf], func(b []byte) { copy(orwl.Float64s(b), panel) }); err != nil {
+			return err
+		}
+	}
+	if step.bRow == s.gp && g.P > 1 {
+		panel := s.bPanels[step.k/g.P]
+		if err := s.timedSection(ctx, s.bW[step.bBuf], func(b []byte) { copy(orwl.Float64s(b), panel) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// timedSection is a write section whose acquire counts as waiting.
+func (w *worker) timedSection(ctx context.Context, h *orwl.Handle, fn func([]byte)) error {
+	t0 := time.Now()
+	if err := h.Acquire(ctx); err != nil {
+		return err
+	}
+	w.stats.Wait += time.Since(t0)
+	fn(h.Map())
+	return h.Release()
+}
+
+// multiply reads the panels of step st and adds their product to C.
+func (s *blockCyclic) multiply(ctx context.Context, st int) error {
+	step, g := s.steps[st], s.p.Grid
+	mloc, nloc := len(s.rows), len(s.cols)
+	wd := blockWidth(s.p.N, s.p.NB, step.k)
+	var a, b []float64
+	var ha, hb *orwl.Handle
+	var err error
+	t0 := time.Now()
+	if g.Q > 1 {
+		ha = s.aR[step.aCol][step.aBuf]
+		if a, err = s.acquirePanel(ctx, ha, s.remoteA[step.aCol]); err != nil {
+			return err
+		}
+	} else {
+		a = s.aPanels[step.k]
+	}
+	if g.P > 1 {
+		hb = s.bR[step.bRow][step.bBuf]
+		if b, err = s.acquirePanel(ctx, hb, s.remoteB[step.bRow]); err != nil {
+			return errors.Join(err, release(ha))
+		}
+	} else {
+		b = s.bPanels[step.k]
+	}
+	t1 := time.Now()
+	s.stats.Wait += t1.Sub(t0)
+	if mloc > 0 && nloc > 0 && st != skipStep {
+		beta := 1.0
+		if step.k == 0 {
+			beta = 0
+		}
+		a, b = a[:mloc*wd], b[:wd*nloc]
+		s.gemm.Dgemm(blas.NoTrans, blas.NoTrans, mloc, nloc, wd, 1, a, wd, b, nloc, beta, s.c, nloc)
+		s.stats.Flops += 2 * float64(mloc) * float64(nloc) * float64(wd)
+	}
+	s.stats.Compute += time.Since(t1)
+	return errors.Join(release(hb), release(ha))
+}
+
+// acquirePanel acquires h, a panel location read in the 2-D algorithm, and returns its
+// data, pinned when my kernel pins (kernels.HostPinner) and counted in BytesIn when remote
+// (another process's).
+func (w *worker) acquirePanel(ctx context.Context, h *orwl.Handle, remote bool) ([]float64, error) {
+	if err := h.Acquire(ctx); err != nil {
+		return nil, err
+	}
+	panel := orwl.Float64s(h.Map())
+	if w.pinner != nil {
+		w.pins.add(w.pinner, panel)
+	}
+	if remote {
+		w.stats.BytesIn += int64(len(h.Map()))
+	}
+	return panel, nil
+}
+
+// release releases h, when there is one.
+func release(h *orwl.Handle) error {
+	if h == nil {
+		return nil
+	}
+	return h.Release()
+}
