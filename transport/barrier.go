@@ -100,7 +100,9 @@ func (m *Mesh) FinalBarrier(ctx context.Context, failed bool) error {
 			case j == m.rank:
 			case p.final && p.failed:
 				return false, fmt.Errorf("transport: final barrier: rank %d: %w", j, ErrPeerFailed)
-			case p.err.Load() != nil && (!p.final || !errors.Is(p.err.Load(), ErrPeerClosed)):
+			case p.err.Load() != nil && !(p.final && (m.agreed || errors.Is(p.err.Load(), ErrPeerClosed))):
+				// lost before its marker, or after it but before this process agreed, and
+				// not by a clean Close (see lose)
 				return false, fmt.Errorf("transport: final barrier: rank %d cannot confirm the end of the job: %w", j, p.err.Load())
 			case p.final:
 			default:
