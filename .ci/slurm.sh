@@ -2,12 +2,16 @@
 # A one-node SLURM cluster on this machine (munge, slurmctld, slurmd; root), for the test that
 # runs a job under `srun --mpi=pmi2` (examples/blockbound TestUnderSrun). Best effort: when it
 # cannot start a cluster it says why and exits 0, and the test skips. It does nothing when a
-# cluster already answers, and never replaces an existing /etc/slurm/slurm.conf.
+# cluster already answers, and never replaces an /etc/slurm/slurm.conf it did not write (its own
+# it rewrites, and starts the daemons again: a machine restarted since).
 set -u
 if sinfo -h >/dev/null 2>&1; then exit 0; fi
 say() { echo "ci/slurm.sh: $*; TestUnderSrun will skip" >&2; exit 0; }
 [ "$(id -u)" = 0 ] || say "not root"
-[ -e /etc/slurm/slurm.conf ] && say "/etc/slurm/slurm.conf exists but no cluster answers; left alone"
+ours="# Written by .ci/slurm.sh: one node, this machine."
+if [ -e /etc/slurm/slurm.conf ] && [ "$(head -1 /etc/slurm/slurm.conf)" != "$ours" ]; then
+  say "/etc/slurm/slurm.conf exists but no cluster answers; left alone"
+fi
 if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive
   { apt-get update -qq && apt-get install -y -qq slurm-wlm munge; } >/dev/null 2>&1 || say "cannot install slurm-wlm and munge"
@@ -19,7 +23,7 @@ pgrep -x munged >/dev/null || runuser -u munge -- /usr/sbin/munged || say "munge
 host=$(hostname -s)
 mem=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 512 ))
 cat > /etc/slurm/slurm.conf <<CONF
-# Written by .ci/slurm.sh: one node, this machine.
+$ours
 ClusterName=orwlci
 SlurmctldHost=$host
 SlurmUser=root
