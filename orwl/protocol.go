@@ -40,6 +40,14 @@ const (
 	flagMore                 // grantMsg: another grant of the same FIFO operation follows for this process
 )
 
+// flags is f when set, else 0.
+func flags(set bool, f uint8) uint8 {
+	if set {
+		return f
+	}
+	return 0
+}
+
 // requestMsg asks the owner of location loc to place a request of ticket in its FIFO.
 type requestMsg struct {
 	loc     uint32
@@ -52,14 +60,8 @@ type requestMsg struct {
 }
 
 func (m *requestMsg) header() transport.Header {
-	h := transport.Header{Type: msgRequest, Key: m.loc, ID: m.ticket, Seq: uint64(m.round + 1), Arg: int64(m.pos)<<32 | int64(uint32(m.task))}
-	if m.mode == fifo.Write {
-		h.Flags |= flagWrite
-	}
-	if m.initial {
-		h.Flags |= flagInitial
-	}
-	return h
+	return transport.Header{Type: msgRequest, Key: m.loc, ID: m.ticket, Seq: uint64(m.round + 1), Arg: int64(m.pos)<<32 | int64(uint32(m.task)),
+		Flags: flags(m.mode == fifo.Write, flagWrite) | flags(m.initial, flagInitial)}
 }
 
 func decodeRequest(h *transport.Header) requestMsg {
@@ -86,17 +88,8 @@ type grantMsg struct {
 }
 
 func (m *grantMsg) header() transport.Header {
-	h := transport.Header{Type: msgGrant, Key: m.loc, ID: m.ticket, Seq: m.version, Arg: int64(m.flow)}
-	if m.data {
-		h.Flags |= flagData
-	}
-	if m.refused {
-		h.Flags |= flagRefused
-	}
-	if m.more {
-		h.Flags |= flagMore
-	}
-	return h
+	return transport.Header{Type: msgGrant, Key: m.loc, ID: m.ticket, Seq: m.version, Arg: int64(m.flow),
+		Flags: flags(m.data, flagData) | flags(m.refused, flagRefused) | flags(m.more, flagMore)}
 }
 
 func decodeGrant(h *transport.Header) grantMsg {
@@ -115,14 +108,8 @@ type releaseMsg struct {
 }
 
 func (m *releaseMsg) header() transport.Header {
-	h := transport.Header{Type: msgRelease, Key: m.loc, ID: m.ticket, Arg: int64(m.flow)}
-	if m.data {
-		h.Flags |= flagData
-	}
-	if m.failed {
-		h.Flags |= flagFailed
-	}
-	return h
+	return transport.Header{Type: msgRelease, Key: m.loc, ID: m.ticket, Arg: int64(m.flow),
+		Flags: flags(m.data, flagData) | flags(m.failed, flagFailed)}
 }
 
 func decodeRelease(h *transport.Header) releaseMsg {
@@ -139,14 +126,7 @@ func tracePartHeader() transport.Header { return transport.Header{Type: msgTrace
 type failMsg struct{ deadlock, peerLost bool }
 
 func (m *failMsg) header() transport.Header {
-	h := transport.Header{Type: msgFail}
-	if m.deadlock {
-		h.Flags |= flagDeadlock
-	}
-	if m.peerLost {
-		h.Flags |= flagPeerLost
-	}
-	return h
+	return transport.Header{Type: msgFail, Flags: flags(m.deadlock, flagDeadlock) | flags(m.peerLost, flagPeerLost)}
 }
 
 func decodeFailure(h *transport.Header) failMsg {

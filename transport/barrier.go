@@ -18,11 +18,8 @@ import (
 func (m *Mesh) Barrier(ctx context.Context) error {
 	m.barMu.Lock()
 	defer m.barMu.Unlock()
-	if m.size == 1 {
-		return nil
-	}
-	if m.closing.Load() {
-		return ErrClosed
+	if wait, err := m.barrierNeeded(); !wait {
+		return err
 	}
 	if m.final {
 		return errors.New("transport: Barrier after FinalBarrier")
@@ -73,11 +70,8 @@ func (m *Mesh) Barrier(ctx context.Context) error {
 func (m *Mesh) FinalBarrier(ctx context.Context, failed bool) error {
 	m.barMu.Lock()
 	defer m.barMu.Unlock()
-	if m.size == 1 {
-		return nil
-	}
-	if m.closing.Load() {
-		return ErrClosed
+	if wait, err := m.barrierNeeded(); !wait {
+		return err
 	}
 	if !m.final {
 		m.final = true
@@ -112,6 +106,14 @@ func (m *Mesh) FinalBarrier(ctx context.Context, failed bool) error {
 		m.agreed = done
 		return done, nil
 	})
+}
+
+// barrierNeeded reports whether a barrier has peers to wait for, and ErrClosed after Close.
+func (m *Mesh) barrierNeeded() (bool, error) {
+	if m.closing.Load() && m.size > 1 {
+		return false, ErrClosed
+	}
+	return m.size > 1, nil
 }
 
 // broadcastMarker sends the marker h to every peer on the Requester-role connection. A peer
