@@ -445,6 +445,18 @@ func stencilFigures(rows []stencilRow) string {
 				time(r, "mpi-tcp"), ratio(r, "orwl/mpi-tcp"), time(r, "mpi-shm"), ratio(r, "orwl/mpi-shm"))
 		}
 	}
+	shared := false
+	for _, r := range rows {
+		if r.Kind != "shared" {
+			continue
+		}
+		if !shared {
+			b.WriteString("\n| two jobs at once on the same cores, each one task per process | cells per task | ORWL alone | ORWL, two jobs (slower) | slowdown | C MPI shm alone | C MPI shm, two jobs (slower) | slowdown |\n|---|---|---|---|---|---|---|---|\n")
+			shared = true
+		}
+		fmt.Fprintf(&b, "| %s%s | %d | %s | %s | %s | %s | %s | %s |\n", layout(r), check(r), r.CellsPerTask, time(r, "orwl"), time(r, "orwl-x2"),
+			ratio(r, "orwl-x2/orwl"), time(r, "mpi-shm"), time(r, "mpi-shm-x2"), ratio(r, "mpi-shm-x2/mpi-shm"))
+	}
 	loops := false
 	for _, r := range rows {
 		if r.Kind != "loop" {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/orwl-go/orwl/examples/stencil/jacobi"
@@ -37,7 +39,11 @@ import (
 // the best time per iteration of its rounds and the ratios orwl/MPI of the same run. The
 // iterations of a size are chosen for about -time per run; the first tenth is not timed.
 // With -loops (the default), the same sizes are also run as one task in one process, Go
-// against C, which is the inner loop alone (ns per cell).
+// against C, which is the inner loop alone (ns per cell). The line sizes of -shared are also
+// run as two jobs at once on the same cores (kind "shared"), ORWL and MPI over shared memory
+// each against itself alone: the slower job's time per iteration over the time alone says
+// what polling while waiting costs a job that shares its machine (twice the work on the same
+// cores: about 2x when the jobs share the cores fairly).
 //
 // It prints the table (or with -json one JSON object per row), and writes stencil.txt and
 // stencil.json into -out.
@@ -86,6 +92,7 @@ func benchStencil(fs *flag.FlagSet) func(rep *report) error {
 	cflags := fs.String("cflags", "-O2", "flags of mpicc for the C reference")
 	loops := fs.Bool("loops", true, "also time one task in one process, Go against C (the inner loop)")
 	withMPI := fs.Bool("mpi", true, "measure the C MPI reference when Open MPI's mpicc and mpirun are present")
+	sharedList := fs.String("shared", "1000,100000", "comma-separated cells per task of the line rows that also run as two jobs at once (empty: none)")
 	return func(rep *report) error {
 		sizes, err := intList(*sizeList)
 		if err != nil {
@@ -97,6 +104,12 @@ func benchStencil(fs *flag.FlagSet) func(rep *report) error {
 		layouts, err := stencilLayouts(*layoutList, *procs)
 		if err != nil {
 			return err
+		}
+		var shared []int
+		if *sharedList != "" {
+			if shared, err = intList(*sharedList); err != nil {
+				return badFlags("-shared: %w", err)
+			}
 		}
 
 		var mpi *openMPI
@@ -121,6 +134,9 @@ func benchStencil(fs *flag.FlagSet) func(rep *report) error {
 				kinds := []string{"halo"}
 				if *loops && loopOf[lay.Dim] == lay {
 					kinds = append(kinds, "loop")
+				}
+				if lay.Dim == 1 && slices.Contains(shared, size) {
+					kinds = append(kinds, "shared")
 				}
 				for _, kind := range kinds {
 					p := lay.sized(size, kind == "loop")
@@ -189,6 +205,9 @@ func measureStencil(kind string, p jacobi.Params, rounds int, perRun time.Durati
 	// About perRun per run: an iteration costs its cells, and at least a message each way.
 	cells := p.NX * p.NY / p.Tasks()
 	p.Iters = max(20, int(perRun.Seconds()/(float64(cells)*2e-9+40e-6)))
+	if kind == "shared" {
+		p.Iters = max(20, p.Iters/10) // a job that polls on cores it shares may take milliseconds per iteration
+	}
 	row := stencilRow{Kind: kind, Layout: "line", Grid: fmt.Sprintf("%dx%d", p.PX, p.PY), CellsPerTask: cells, Iters: p.Iters,
 		Seconds: map[string]float64{}, Median: map[string]float64{}, Ratio: map[string]float64{}}
 	if p.Dim == 2 {
@@ -203,16 +222,23 @@ func measureStencil(kind string, p jacobi.Params, rounds int, perRun time.Durati
 	mpiRun := func(btl string) func() (stencilRun, error) {
 		return func() (stencilRun, error) { return runMPIStencil(mpi, bin, btl, p.Tasks(), args) }
 	}
+	orwlRun := func() (stencilRun, error) {
+		var r stencilRun
+		return r, launchSelf(p.Tasks(), []string{"stencil"}, stencilChildEnv, p, &r)
+	}
 	var cs []contender
-	if kind == "halo" {
-		cs = append(cs, contender{"orwl", func() (stencilRun, error) {
-			var r stencilRun
-			return r, launchSelf(p.Tasks(), []string{"stencil"}, stencilChildEnv, p, &r)
-		}})
+	switch kind {
+	case "halo":
+		cs = append(cs, contender{"orwl", orwlRun})
 		if mpi != nil {
 			cs = append(cs, contender{"mpi-tcp", mpiRun("tcp")}, contender{"mpi-shm", mpiRun(mpi.shm)})
 		}
-	} else {
+	case "shared":
+		cs = append(cs, contender{"orwl", orwlRun}, contender{"orwl-x2", twoJobs(orwlRun)})
+		if mpi != nil {
+			cs = append(cs, contender{"mpi-shm", mpiRun(mpi.shm)}, contender{"mpi-shm-x2", twoJobs(mpiRun(mpi.shm))})
+		}
+	default:
 		cs = append(cs, contender{"go", func() (stencilRun, error) {
 			r, err := runJacobi(p) // one process: it runs task 0
 			if r == nil {
@@ -247,9 +273,36 @@ func measureStencil(kind string, p jacobi.Params, rounds int, perRun time.Durati
 		row.Seconds[name], row.Median[name] = ts[0], ts[len(ts)/2]
 	}
 	for _, c := range cs[1:] {
-		row.Ratio[cs[0].name+"/"+c.name] = row.Seconds[cs[0].name] / row.Seconds[c.name]
+		if alone, ok := strings.CutSuffix(c.name, "-x2"); ok && kind == "shared" {
+			row.Ratio[c.name+"/"+alone] = row.Seconds[c.name] / row.Seconds[alone]
+		} else if kind != "shared" {
+			row.Ratio[cs[0].name+"/"+c.name] = row.Seconds[cs[0].name] / row.Seconds[c.name]
+		}
 	}
 	return row, nil
+}
+
+// twoJobs runs two jobs of run at once, on the same cores, and reports the slower one's time
+// per iteration: what polling while waiting costs a job that shares its machine.
+func twoJobs(run func() (stencilRun, error)) func() (stencilRun, error) {
+	return func() (stencilRun, error) {
+		var rs [2]stencilRun
+		var errs [2]error
+		var wg sync.WaitGroup
+		for i := range rs {
+			wg.Go(func() { rs[i], errs[i] = run() })
+		}
+		wg.Wait()
+		if err := errors.Join(errs[:]...); err != nil {
+			return stencilRun{}, err
+		}
+		r := rs[0]
+		r.PerIteration = max(rs[0].PerIteration, rs[1].PerIteration)
+		if rs[1].Checksum != r.Checksum {
+			r.Checksum = "differs between the two jobs"
+		}
+		return r, nil
+	}
 }
 
 // runJacobi runs p through package jacobi and reports like the other contenders, in the
@@ -292,7 +345,7 @@ func stencilChild(p jacobi.Params) error {
 // times formats the row's best times per iteration, by contender.
 func (r stencilRow) times() string {
 	var parts []string
-	for _, name := range []string{"orwl", "mpi-tcp", "mpi-shm", "go", "c"} {
+	for _, name := range []string{"orwl", "orwl-x2", "mpi-tcp", "mpi-shm", "mpi-shm-x2", "go", "c"} {
 		if s, ok := r.Seconds[name]; ok {
 			parts = append(parts, name+" "+seconds(s))
 		}

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/orwl-go/orwl/examples/stencil/jacobi"
 )
@@ -93,5 +96,44 @@ func TestStencilFigures(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in\n%s", want, got)
 		}
+	}
+}
+
+// TestTwoJobs: the two jobs run at the same time (each waits for the other to start), the
+// slower one's time is reported, differing checksums and errors are kept.
+func TestTwoJobs(t *testing.T) {
+	run := func(times []float64, sums []string, fail error) func() (stencilRun, error) {
+		var started sync.WaitGroup
+		started.Add(2)
+		both := make(chan struct{})
+		go func() { started.Wait(); close(both) }()
+		var mu sync.Mutex
+		i := 0
+		return func() (stencilRun, error) {
+			started.Done()
+			select {
+			case <-both:
+			case <-time.After(10 * time.Second):
+				return stencilRun{}, errors.New("the two jobs did not run at the same time")
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			r := stencilRun{PerIteration: times[i], Checksum: sums[i]}
+			i++
+			if i == 2 {
+				return r, fail
+			}
+			return r, nil
+		}
+	}
+	r, err := twoJobs(run([]float64{2, 3}, []string{"a", "a"}, nil))()
+	if err != nil || r.PerIteration != 3 || r.Checksum != "a" {
+		t.Fatalf("got %+v, %v; want the slower time 3 and checksum a", r, err)
+	}
+	if r, _ := twoJobs(run([]float64{3, 2}, []string{"a", "b"}, nil))(); r.PerIteration != 3 || r.Checksum == "a" || r.Checksum == "b" {
+		t.Fatalf("differing checksums: got %+v", r)
+	}
+	if _, err := twoJobs(run([]float64{1, 1}, []string{"a", "a"}, errors.New("job failed")))(); err == nil || !strings.Contains(err.Error(), "job failed") {
+		t.Fatalf("a failed job: %v", err)
 	}
 }
