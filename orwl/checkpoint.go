@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -432,7 +433,7 @@ func (c *checkpointer) write(ctx context.Context) {
 // writePiece writes one piece and does what follows: a partner copy is acknowledged to its
 // sender; an own piece is sent to the partner, and the checkpoint reported done when all are.
 func (c *checkpointer) writePiece(p pieceJob) {
-	info, err := c.store.WritePiece(p.k, p.key, p.data)
+	info, err := c.writeFile(p)
 	if err != nil {
 		c.warn(p.k, err)
 	}
@@ -464,6 +465,29 @@ func (c *checkpointer) writePiece(p pieceJob) {
 		c.mu.Unlock()
 	}
 	c.maybeDone()
+}
+
+// writeChunk is the most writeFile writes at once.
+const writeChunk = 1 << 20
+
+// writeFile writes p durably into this process's directory (checkpoint.Store.WritePiece), in
+// large sequential writes of at most writeChunk bytes, letting the tasks run between them:
+// with one processor per process (shareCores), a write of the whole piece, and its
+// checksum, would hold the task of this process, and its neighbours, up for milliseconds.
+func (c *checkpointer) writeFile(p pieceJob) (checkpoint.PieceInfo, error) {
+	w, err := c.store.NewPiece(p.k, p.key)
+	if err != nil {
+		return checkpoint.PieceInfo{}, err
+	}
+	for data := p.data; len(data) > 0; {
+		n := min(len(data), writeChunk)
+		if _, err := w.Write(data[:n]); err != nil {
+			return checkpoint.PieceInfo{}, err
+		}
+		data = data[n:]
+		runtime.Gosched()
+	}
+	return w.Finish()
 }
 
 // warn reports a piece that could not be written, once per kind of trouble: the job goes on.
