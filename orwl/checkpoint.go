@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,7 +23,8 @@ import (
 // round k, with every task's kept state as it enters iteration k, is a consistent cut of the
 // job. Checkpoint k is taken there, piece by piece, with no barrier: a location is copied
 // under its lock when the first request of round k is granted (location.granting), a task's
-// kept state when the task enters iteration k (Task.Iterate); a writer goroutine makes each
+// kept state when the task enters iteration k (Task.Iterate), into buffers allocated and
+// touched at the schedule (checkpointer.allocate); a writer goroutine makes each
 // piece durable in this process's directory and sends it to a partner process, which keeps a
 // copy in its own (package checkpoint does the storage).
 //
@@ -31,9 +33,11 @@ import (
 //
 //  1. prepare: every process stops its tasks from entering an iteration past the highest
 //     one they have entered plus a slack, and reports that bound B; k is then max(B)+2, so
-//     no task has made (nor can make, until step 3) a request of round k. The slack starts
-//     at 1 and doubles after a checkpoint at which a task of the process had to wait, so
-//     that the exchanges soon take less time than the iterations the tasks may run.
+//     no task has made (nor can make, until step 3) a request of round k. The slack comes
+//     from the pace of the last checkpoints, so that the tasks can run through twice the
+//     time the hold lasted (prepare to go, measured by each process; 30 ms before the first)
+//     without waiting; and it is never less than a count that starts at 1 and doubles after
+//     a checkpoint at which a task of the process had to wait all the same.
 //  2. arm k: every process arms its locations and its tasks' kept states for k.
 //  3. go: the tasks run on.
 //
@@ -71,7 +75,10 @@ const (
 type keptState struct {
 	name string
 	buf  []byte // the task's own memory
-	snap []byte // its copy of the armed checkpoint, reused
+	// wire is the state's piece as it travels to the partner process, its name then its
+	// copy of the armed checkpoint (snap), allocated and touched at the schedule and reused:
+	// the copy at a checkpoint's iteration takes no page fault, and none is made to send it.
+	wire, snap []byte
 }
 
 // checkpointer is this process's part in the checkpoints of the job; nil when the job takes
@@ -88,6 +95,14 @@ type checkpointer struct {
 	armed   atomic.Int64 // the checkpoint whose kept states tasks copy as they enter it; 0: none
 	slack   atomic.Int64 // how far past the highest entered iteration a hold lets tasks go
 	waited  atomic.Bool  // a task waited at the hold of the checkpoint being prepared
+	began   atomic.Int64 // when a task first entered an iteration, in ns since made; 0: none yet
+
+	// The pace of the last checkpoints, on the connection's reader that runs handle.
+	made     time.Time     // when the checkpointer was made: the origin of began
+	prepared time.Time     // when the checkpoint being prepared was
+	lastIter int64         // entered then
+	window   time.Duration // the longest time the hold lasted (prepare to go) lately
+	perIter  time.Duration // the time of an iteration lately (the highest entered)
 
 	mu      sync.Mutex
 	lifted  chan struct{} // closed when the hold is lifted
@@ -110,6 +125,7 @@ type pieceJob struct {
 	k    int
 	key  checkpoint.Key
 	data []byte
+	wire []byte // a kept state's payload for the partner (keptState.wire); nil: build it
 	from int
 }
 
@@ -149,6 +165,7 @@ func newCheckpointer(j *job, cfg Checkpoint) (*checkpointer, error) {
 	c.hold.Store(math.MaxInt64)
 	c.minIter.Store(math.MaxInt64)
 	c.slack.Store(1)
+	c.made = time.Now()
 	dirs, err := checkpoint.Glob(pattern)
 	if err != nil {
 		return nil, fmt.Errorf("orwl: checkpoints: %w", err)
@@ -181,6 +198,42 @@ func (j *job) round(h *handle.Handle) int {
 // (plus 2) after it is started.
 const maxSlack = 1 << 10
 
+// firstWindow is what the hold of the first checkpoint is expected to last, before one was
+// measured: the three exchanges, each a message that a connection's reader may have to wait
+// for a busy processor to read (the Go scheduler preempts a running goroutine after 10 ms).
+const firstWindow = 30 * time.Millisecond
+
+// holdSlack is the slack of the hold of a checkpoint being prepared (now): enough
+// iterations, at the pace the tasks enter them, to cover twice the time the hold is expected
+// to last, so that no task waits; and at least checkpointer.slack, which doubles after a
+// checkpoint at which a task waited all the same. It runs in handle.
+func (c *checkpointer) holdSlack() int64 {
+	now, entered := time.Now(), c.entered.Load()
+	switch {
+	case !c.prepared.IsZero() && entered > c.lastIter:
+		c.perIter = now.Sub(c.prepared) / time.Duration(entered-c.lastIter)
+	case c.prepared.IsZero() && c.began.Load() != 0 && entered > int64(c.start()):
+		began := c.made.Add(time.Duration(c.began.Load()))
+		c.perIter = now.Sub(began) / time.Duration(entered-int64(c.start()))
+	}
+	c.prepared, c.lastIter = now, entered
+	window := c.window
+	if window == 0 {
+		window = firstWindow
+	}
+	return paceSlack(window, c.perIter, c.slack.Load())
+}
+
+// paceSlack is the slack that lets tasks entering an iteration every perIter (0: not known)
+// run through twice window without waiting, at least least, and at most maxSlack.
+func paceSlack(window, perIter time.Duration, least int64) int64 {
+	slack := least
+	if perIter > 0 {
+		slack = max(slack, int64(min(2*window/perIter, maxSlack))+1)
+	}
+	return min(slack, maxSlack)
+}
+
 // enter is called by a task as it enters iteration iter: it waits while iter is past the
 // hold of a checkpoint being prepared, and copies the task's kept states for an armed one.
 func (c *checkpointer) enter(ctx context.Context, t *Task, iter int) error {
@@ -189,6 +242,9 @@ func (c *checkpointer) enter(ctx context.Context, t *Task, iter int) error {
 		if int64(iter) <= e || c.entered.CompareAndSwap(e, int64(iter)) {
 			break
 		}
+	}
+	if c.began.Load() == 0 {
+		c.began.CompareAndSwap(0, max(1, int64(time.Since(c.made))))
 	}
 	var held time.Time // when the task was first held up at this iteration
 	if int64(iter) > c.hold.Load() {
@@ -215,8 +271,12 @@ func (c *checkpointer) enter(ctx context.Context, t *Task, iter int) error {
 		t.ckptEntered++
 		for i := range t.kept {
 			s := &t.kept[i]
-			s.snap = append(s.snap[:0], s.buf...)
-			p := pieceJob{k: iter, key: checkpoint.StateKey(t.id, s.name), data: s.snap, from: -1}
+			if len(s.snap) != len(s.buf) { // not allocated at the schedule
+				s.wire = append([]byte(s.name), s.buf...)
+				s.snap = s.wire[len(s.name):]
+			}
+			copy(s.snap, s.buf)
+			p := pieceJob{k: iter, key: checkpoint.StateKey(t.id, s.name), data: s.snap, wire: s.wire, from: -1}
 			c.push(func() { c.writePiece(p) })
 		}
 	}
@@ -224,6 +284,41 @@ func (c *checkpointer) enter(ctx context.Context, t *Task, iter int) error {
 		t.ckptHeld += time.Since(held)
 	}
 	return nil
+}
+
+// allocate gives this process's locations and its tasks' kept states their snapshot
+// buffers, at the schedule (after the restore, which may resize locations): touched now, so
+// that copying a checkpoint into them takes no page fault on the iteration path (fresh
+// memory costs about 2 ms per MiB to touch on a virtual machine). A location resized later
+// gets a larger buffer at its next snapshot.
+func (c *checkpointer) allocate() {
+	if c == nil {
+		return
+	}
+	for _, l := range c.j.owned {
+		if l != nil {
+			l.mu.Lock()
+			l.snapBuf = touched(len(l.data))[:0]
+			l.mu.Unlock()
+		}
+	}
+	for _, t := range c.j.local {
+		for i := range t.kept {
+			s := &t.kept[i]
+			s.wire = touched(len(s.name) + len(s.buf))
+			copy(s.wire, s.name)
+			s.snap = s.wire[len(s.name):]
+		}
+	}
+}
+
+// touched returns n bytes of memory whose pages are all mapped: written once.
+func touched(n int) []byte {
+	b := make([]byte, n)
+	for i := 0; i < n; i += 4096 {
+		b[i] = 1
+	}
+	return b
 }
 
 // snapshot copies l's data for the armed checkpoint and hands it to the writer; l.mu held.
@@ -282,7 +377,7 @@ func (c *checkpointer) write(ctx context.Context) {
 // writePiece writes one piece and does what follows: a partner copy is acknowledged to its
 // sender; an own piece is sent to the partner, and the checkpoint reported done when all are.
 func (c *checkpointer) writePiece(p pieceJob) {
-	info, err := c.store.WritePiece(p.k, p.key, p.data)
+	info, err := c.writeFile(p)
 	if err != nil {
 		c.warn(p.k, err)
 	}
@@ -299,7 +394,14 @@ func (c *checkpointer) writePiece(p pieceJob) {
 	c.mu.Unlock()
 	if partner := c.partner(); partner >= 0 && err == nil {
 		loc, _ := c.j.locIndex(Location{Task: p.key.Task, Name: p.key.Name}) // a state's is not used
-		m, payload := pieceMsg(p.k, p.key, p.data, loc)
+		var m ckptMsg
+		var payload []byte
+		if p.wire != nil { // the name and the data as pieceMsg makes them, with no copy
+			m, _ = pieceMsg(p.k, p.key, nil, loc)
+			payload = p.wire
+		} else {
+			m, payload = pieceMsg(p.k, p.key, p.data, loc)
+		}
 		c.send(partner, m, payload)
 	} else {
 		c.mu.Lock()
@@ -307,6 +409,29 @@ func (c *checkpointer) writePiece(p pieceJob) {
 		c.mu.Unlock()
 	}
 	c.maybeDone()
+}
+
+// writeChunk is the most writeFile writes at once.
+const writeChunk = 1 << 20
+
+// writeFile writes p durably into this process's directory (checkpoint.Store.WritePiece), in
+// large sequential writes of at most writeChunk bytes, letting the tasks run between them:
+// with one processor per process (shareCores), a write of the whole piece, and its
+// checksum, would hold the task of this process, and its neighbours, up for milliseconds.
+func (c *checkpointer) writeFile(p pieceJob) (checkpoint.PieceInfo, error) {
+	w, err := c.store.NewPiece(p.k, p.key)
+	if err != nil {
+		return checkpoint.PieceInfo{}, err
+	}
+	for data := p.data; len(data) > 0; {
+		n := min(len(data), writeChunk)
+		if _, err := w.Write(data[:n]); err != nil {
+			return checkpoint.PieceInfo{}, err
+		}
+		data = data[n:]
+		runtime.Gosched()
+	}
+	return w.Finish()
 }
 
 // warn reports a piece that could not be written, once per kind of trouble: the job goes on.
@@ -364,7 +489,7 @@ func (c *checkpointer) send(to int, m ckptMsg, payload []byte) {
 func (c *checkpointer) handle(from int, m ckptMsg, payload []byte) {
 	switch m.phase {
 	case ckptPrepare:
-		bound := c.entered.Load() + c.slack.Load()
+		bound := c.entered.Load() + c.holdSlack()
 		c.hold.Store(bound)
 		bound = max(bound, c.entered.Load()) // a task that entered meanwhile saw no hold
 		c.send(0, ckptMsg{phase: ckptReport, bound: bound, minIter: c.minIter.Load()}, nil)
@@ -375,6 +500,7 @@ func (c *checkpointer) handle(from int, m ckptMsg, payload []byte) {
 		if c.waited.Swap(false) { // let the tasks run further during the next exchanges
 			c.slack.Store(min(2*c.slack.Load(), maxSlack))
 		}
+		c.window = max(time.Since(c.prepared), c.window*3/4) // forgets a slow one gently
 		c.hold.Store(math.MaxInt64)
 		c.mu.Lock()
 		close(c.lifted)

@@ -3,6 +3,7 @@ package orwl
 import (
 	"math"
 	"testing"
+	"time"
 
 	"github.com/orwl-go/orwl/checkpoint"
 )
@@ -89,5 +90,43 @@ func TestHoldSlackDoubles(t *testing.T) {
 	}
 	if s := c.slack.Load(); s != maxSlack {
 		t.Fatalf("slack %d after many waits, want the bound %d", s, maxSlack)
+	}
+}
+
+// TestHoldSlackFollowsThePace: the slack lets tasks that enter an iteration every perIter
+// run through twice the hold's window without waiting (no task should wait at a hold), is
+// never below the count that doubles after a wait, and stays within maxSlack.
+func TestHoldSlackFollowsThePace(t *testing.T) {
+	for _, c := range []struct {
+		window, perIter time.Duration
+		least, want     int64
+	}{
+		{30 * time.Millisecond, 5 * time.Millisecond, 1, 13},
+		{30 * time.Millisecond, 5 * time.Millisecond, 16, 16}, // a task waited: the doubled count wins
+		{30 * time.Millisecond, 0, 1, 1},                      // no pace measured yet
+		{10 * time.Millisecond, time.Second, 1, 1},            // iterations far longer than the hold
+		{time.Second, time.Nanosecond, 1, maxSlack},
+	} {
+		if got := paceSlack(c.window, c.perIter, c.least); got != c.want {
+			t.Errorf("paceSlack(%v, %v, %d) = %d, want %d", c.window, c.perIter, c.least, got, c.want)
+		}
+	}
+	// A process measures its pace between two prepares and the window from prepare to go.
+	c := &checkpointer{j: &job{rank: 0, procs: 1}, replies: make(chan ckptReply, 4), lifted: make(chan struct{})}
+	c.hold.Store(math.MaxInt64)
+	c.slack.Store(1)
+	c.entered.Store(10)
+	c.handle(0, ckptMsg{phase: ckptPrepare}, nil)
+	<-c.replies
+	c.handle(0, ckptMsg{phase: ckptGo}, nil)
+	if c.window <= 0 {
+		t.Fatalf("window %v after a prepare and a go, want the time between them", c.window)
+	}
+	c.prepared = c.prepared.Add(-time.Second) // 100 iterations in a second
+	c.window = 55 * time.Millisecond
+	c.entered.Store(110)
+	c.handle(0, ckptMsg{phase: ckptPrepare}, nil)
+	if r := <-c.replies; r.bound != 110+11 {
+		t.Fatalf("bound %d at 10 ms an iteration and a 55 ms hold, want 110+11", r.bound)
 	}
 }

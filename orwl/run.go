@@ -557,6 +557,7 @@ func (j *job) schedule(ctx context.Context) error {
 	if err := j.ckpt.restore(); err != nil {
 		return err
 	}
+	j.ckpt.allocate()
 	for _, t := range j.arrived {
 		for _, h := range t.inserts {
 			if err := h.Request(); err != nil {
