@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -106,7 +107,9 @@ func (c *conn) flush(mode sendMode) error {
 
 // push sends the queue; c.mu held, and released. With direct, when nobody is writing and the
 // queue is small, the caller writes it itself, at once and in one system call (see SendNow);
-// queued wakes the writer goroutine; ahead leaves the queue as it is (see SendAhead).
+// otherwise it wakes the writer goroutine and yields its processor to it, so that the queue
+// leaves before the caller goes on (see SendNow). queued wakes the writer goroutine; ahead
+// leaves the queue as it is (see SendAhead).
 func (c *conn) push(mode sendMode) error {
 	if mode == direct && !c.writing && c.qBytes <= directMax {
 		batch := c.take()
@@ -116,6 +119,9 @@ func (c *conn) push(mode sendMode) error {
 	c.mu.Unlock()
 	if mode != ahead {
 		c.notify()
+	}
+	if mode == direct {
+		runtime.Gosched()
 	}
 	return nil
 }

@@ -379,8 +379,11 @@ func (m *Mesh) Send(to int, role Role, h Header, payload []byte) error {
 // written) and the payload is small (at most 64 KiB), the calling goroutine writes the
 // message itself at once, instead of handing it to the connection's writer goroutine: one
 // goroutine hand-off less on the way, and the message leaves before the caller goes on. The
-// caller may then block until the socket has room. It must not be called from Handler
-// methods: a reader blocked on a write could keep the peer's reader blocked in turn.
+// caller may then block until the socket has room. Otherwise the caller yields its processor
+// to the writer goroutine once (runtime.Gosched): a task about to call a long kernel in C
+// would keep it from the writer until Go's system monitor takes it back, up to 10ms later,
+// when each process has one processor. It must not be called from Handler methods: a reader
+// blocked on a write could keep the peer's reader blocked in turn.
 func (m *Mesh) SendNow(to int, role Role, h Header, payload []byte) error {
 	return m.sendUser(to, role, h, payload, direct)
 }
