@@ -214,7 +214,7 @@ func (m *Manifest) Check() error {
 	}
 	for _, kv := range []string{"ORWL_SIZE=" + strconv.Itoa(j.Completions), "ORWL_SERVICE=" + s.Name, "ORWL_JOB_NAME=" + j.Name} {
 		name, want, _ := strings.Cut(kv, "=")
-		if v, err := m.value(name); err != nil {
+		if v, err := m.Value(name); err != nil {
 			bad("%v", err)
 		} else if v != want {
 			bad("%s is %q, want %q", name, v, want)
@@ -244,9 +244,9 @@ func (m *Manifest) env(name string) *EnvVar {
 	return nil
 }
 
-// value returns the container's variable name as Kubernetes sets it. It fails when the
+// Value returns the container's variable name as Kubernetes sets it. It fails when the
 // container does not set it or takes it from what the emulation does not know.
-func (m *Manifest) value(name string) (string, error) {
+func (m *Manifest) Value(name string) (string, error) {
 	e := m.env(name)
 	if e == nil {
 		return "", fmt.Errorf("the container does not set %s", name)
@@ -298,7 +298,7 @@ func (m *Manifest) PodEnv(k int, set ...string) ([]string, error) {
 		v, ok := values[e.Name]
 		if !ok {
 			var err error
-			if v, err = m.value(e.Name); err != nil {
+			if v, err = m.Value(e.Name); err != nil {
 				return nil, fmt.Errorf("kubeemu: %s: %w", m.File, err)
 			}
 		}
