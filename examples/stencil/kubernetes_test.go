@@ -73,7 +73,7 @@ func newKubeJob(t *testing.T, ctx context.Context) *kubeJob {
 	if pod := m.Job.Template.Spec; pod.RestartPolicy != "Never" || m.Job.BackoffLimit < 2*m.Pods() {
 		t.Fatalf("restartPolicy %s, backoffLimit %d: the test plays the Job controller of restartPolicy Never, for a restart of %d pods at least", pod.RestartPolicy, m.Job.BackoffLimit, m.Pods())
 	}
-	j := &kubeJob{t: t, ctx: ctx, m: m, root: t.TempDir(), nodes: t.TempDir(), exits: make(chan podExit, m.Pods())}
+	j := &kubeJob{t: t, ctx: ctx, m: m, root: t.TempDir(), nodes: t.TempDir(), exits: make(chan podExit, m.Pods()+m.Job.BackoffLimit+1)}
 	j.args, j.tasks = j.stencilArgs()
 	mounts := m.Container().VolumeMounts
 	ckDir, err := m.Value("ORWL_CHECKPOINT_DIR")
@@ -148,88 +148,144 @@ func (j *kubeJob) start(k int, lines func(string)) *exec.Cmd {
 }
 
 // TestKubernetesRestart runs examples/kubernetes/stencil.yaml on emulated pods with
-// node-local disks, kills one pod's process after a checkpoint is complete, and plays the
-// Job controller of restartPolicy: Never, which replaces every failed pod by a new one of
-// the same index as soon as it fails, within backoffLimit failures. The other pods must
-// fail naming the lost rank; the new pods form the job again, resume from the checkpoint
-// and end with the checksum of an uninterrupted run. The killed pod's replacement runs on
-// its node, whose disk is kept, or on a new node whose disk is empty.
+// node-local disks, loses one pod after a checkpoint is complete, and plays the Job
+// controller of restartPolicy: Never, which replaces every failed pod by a new one of the
+// same index as soon as it fails, within backoffLimit failures. The other pods must fail
+// within the peer timeout, naming the lost rank; the new pods form the job again, resume
+// from the checkpoint and end with the checksum of an uninterrupted run. Either the lost
+// pod's process is killed and its replacement runs on the same node, whose disk is kept;
+// or its node is lost: it falls silent (cut off from every other pod, then killed) and
+// the replacement runs on a new node whose disk is empty.
 func TestKubernetesRestart(t *testing.T) {
-	for _, newNode := range []bool{false, true} {
-		t.Run(map[bool]string{false: "same node", true: "new node"}[newNode], func(t *testing.T) {
+	for _, nodeLost := range []bool{false, true} {
+		t.Run(map[bool]string{false: "pod killed", true: "node lost"}[nodeLost], func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			j := newKubeJob(t, ctx)
-			j.restart(rand.N(j.m.Pods()), newNode)
+			j.restart(rand.N(j.m.Pods()), nodeLost)
 		})
 	}
 }
 
-// restart runs the job, killing victim's first pod after a checkpoint, and checks its
-// failure and its restart (see TestKubernetesRestart).
-func (j *kubeJob) restart(victim int, newNode bool) {
+// backoffUnit is the Job controller's first back-off before it replaces a failed pod,
+// scaled down: Kubernetes waits 10s, then twice as long after each failure (capped at 6
+// minutes); the emulation waits a thousandth of that.
+const backoffUnit = 10 * time.Millisecond
+
+// controller is the state of the Job controller that kubeJob.restart plays.
+type controller struct {
+	first         []*exec.Cmd // the first pod of each index
+	failures      int         // pods failed
+	firstFailures int         // first pods failed
+	held          bool        // the lost node's pod's replacement waits for the other first pods to fail
+	starts        chan int    // the indexes whose replacement is due
+	done          map[int]string
+	logs          []string
+}
+
+// restart runs the job, losing victim's first pod (and its node, with nodeLost) after a
+// checkpoint, and checks its failure and its restart (see TestKubernetesRestart).
+func (j *kubeJob) restart(victim int, nodeLost bool) {
 	j.t.Helper()
-	checkpointed := make(chan struct{})
-	seen := false
-	first := make([]*exec.Cmd, j.m.Pods())
-	for k := range first {
-		lines := func(string) {}
-		if k == 0 {
-			lines = func(l string) {
-				if !seen && strings.Contains(l, "checkpoint complete") {
-					seen = true
-					close(checkpointed)
-				}
+	checkpointed, seen := make(chan struct{}), false
+	c := &controller{first: make([]*exec.Cmd, j.m.Pods()), starts: make(chan int, j.m.Pods()), done: map[int]string{}}
+	for k := range c.first {
+		c.first[k] = j.start(k, func(l string) {
+			if k == 0 && !seen && strings.Contains(l, "checkpoint complete") {
+				seen = true
+				close(checkpointed)
 			}
-		}
-		first[k] = j.start(k, lines)
+		})
 	}
 	var killAt <-chan time.Time
 	var killed time.Time
-	var logs []string
-	failures, firstFailures, done := 0, 0, map[int]string{}
-	for len(done) < j.m.Pods() {
+	for len(c.done) < j.m.Pods() {
 		select {
 		case <-checkpointed:
 			checkpointed, killAt = nil, time.After(rand.N(50*time.Millisecond))
 		case <-killAt:
-			if err := syscall.Kill(first[victim].Process.Pid, syscall.SIGKILL); err != nil {
-				j.t.Fatalf("killing pod %d: %v", victim, err)
-			}
+			j.lose(c.first[victim], victim, nodeLost)
 			killAt, killed = nil, time.Now()
+		case k := <-c.starts:
+			j.start(k, func(string) {})
 		case e := <-j.exits:
-			logs = append(logs, fmt.Sprintf("--- pod %d (%v):\n%s", e.k, e.err, e.out))
+			c.logs = append(c.logs, fmt.Sprintf("--- pod %d (%v):\n%s", e.k, e.err, e.out))
 			if e.err == nil {
-				done[e.k] = e.out
+				c.done[e.k] = e.out
 				continue
 			}
-			if e.cmd == first[e.k] {
-				firstFailures++
-				j.checkFirstFailure(e, victim, killed, logs)
+			if e.cmd == c.first[e.k] {
+				c.firstFailures++
+				j.checkFirstFailure(e, victim, killed, c.logs)
 			}
-			if failures++; failures > j.m.Job.BackoffLimit {
-				j.t.Fatalf("the Job failed: %d pod failures, backoffLimit %d\n%s", failures, j.m.Job.BackoffLimit, strings.Join(logs, ""))
+			j.replace(c, e.k, nodeLost && e.cmd == c.first[victim])
+			if c.held && c.firstFailures == len(c.first) {
+				c.held = false
+				j.replaceNode(victim)
+				c.starts <- victim
 			}
-			if newNode && e.k == victim {
-				j.node[e.k] = fmt.Sprintf("node-%d-new", e.k)
-			}
-			j.start(e.k, func(string) {})
 		case <-j.ctx.Done():
-			j.t.Fatalf("the Job did not end in time (%d pods succeeded)\n%s", len(done), strings.Join(logs, ""))
+			j.t.Fatalf("the Job did not end in time (%d pods succeeded)\n%s", len(c.done), strings.Join(c.logs, ""))
 		}
 	}
-	if firstFailures != len(first) {
-		j.t.Fatalf("%d pods of %d failed after pod %d was killed (at %v)\n%s", firstFailures, len(first), victim, killed, strings.Join(logs, ""))
+	if c.firstFailures != len(c.first) {
+		j.t.Fatalf("%d pods of %d failed after pod %d was lost (at %v)\n%s", c.firstFailures, len(c.first), victim, killed, strings.Join(c.logs, ""))
 	}
-	j.t.Logf("pod %d killed, new node %v: %d pod failures, then every pod succeeded", victim, newNode, failures)
+	j.t.Logf("pod %d lost, node lost %v: %d pod failures, then every pod succeeded", victim, nodeLost, c.failures)
 	p, err := params(strconv.Itoa(ckN), j.tasks, kubeIters)
 	if err != nil {
 		j.t.Fatal(err)
 	}
 	ck := &ckJob{t: j.t, want: fmt.Sprintf("%016x", jacobi.Checksum(jacobi.Sequential(p)))}
-	ck.checkResult(0, done[0])
+	ck.checkResult(0, c.done[0])
 	if left, _ := os.ReadDir(j.root); len(left) > 0 {
 		j.t.Fatalf("%s, the volume's place, holds %v: a pod wrote around its node's disk", j.root, left)
+	}
+}
+
+// replace counts the failure of a pod of index k and has it replaced after the back-off,
+// or fails the test past the Job's backoffLimit. The pod of a lost node is held: Kubernetes
+// replaces it only once the node is found gone (5 minutes by default), long after the
+// others fail.
+func (j *kubeJob) replace(c *controller, k int, lostNode bool) {
+	j.t.Helper()
+	if c.failures++; c.failures > j.m.Job.BackoffLimit {
+		j.t.Fatalf("the Job failed: %d pod failures, backoffLimit %d\n%s", c.failures, j.m.Job.BackoffLimit, strings.Join(c.logs, ""))
+	}
+	if lostNode {
+		c.held = true
+		return
+	}
+	time.AfterFunc(backoffUnit<<(c.failures-1), func() { c.starts <- k })
+}
+
+// lose kills pod, of index k; with nodeLost, it first cuts it off from every other pod,
+// as a node that vanishes does.
+func (j *kubeJob) lose(pod *exec.Cmd, k int, nodeLost bool) {
+	j.t.Helper()
+	for i := range j.m.Pods() {
+		if nodeLost && i != k {
+			if err := j.net.Partition(k, i); err != nil {
+				j.t.Fatal(err)
+			}
+		}
+	}
+	if err := syscall.Kill(pod.Process.Pid, syscall.SIGKILL); err != nil {
+		j.t.Fatalf("killing pod %d: %v", k, err)
+	}
+}
+
+// replaceNode gives index k a new node, whose disk is empty, and the pods there the
+// network again (on Kubernetes, a new pod on another node has an address of its own).
+func (j *kubeJob) replaceNode(k int) {
+	j.t.Helper()
+	j.node[k] = fmt.Sprintf("node-%d-new", k)
+	for i := range j.m.Pods() {
+		if i != k {
+			if err := j.net.Heal(k, i); err != nil {
+				j.t.Fatal(err)
+			}
+		}
 	}
 }
 
