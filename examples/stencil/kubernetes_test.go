@@ -125,14 +125,7 @@ func (j *kubeJob) start(k int, lines func(string)) *exec.Cmd {
 	argv := append(privateMount(quote(filepath.Join(j.nodes, j.node[k])), j.root), os.Args[0], "-test.run=^$")
 	cmd := j.net.Command(j.ctx, k, argv...)
 	cmd.Env = netemu.CleanEnv(append(j.env[k], childEnv+"="+j.args, "GORACE=atexit_sleep_ms=0")...)
-	pipe, err := cmd.StdoutPipe()
-	if err != nil {
-		j.t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		j.t.Fatal(err)
-	}
+	pipe := startPiped(j.t, cmd)
 	go func() {
 		var out strings.Builder
 		sc := bufio.NewScanner(pipe)
