@@ -4,86 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
-	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/orwl-go/orwl/internal/jobenv"
+	"github.com/orwl-go/orwl/internal/kubeemu"
 	"github.com/orwl-go/orwl/internal/netemu"
 )
-
-// manifest is what TestKubernetesManifest reads from examples/kubernetes/matmul.yaml.
-type manifest struct {
-	service, serviceSelector, servicePort string
-	secretName, secretValue               string
-	job, subdomain                        string
-	completions, parallelism              int
-	containerPort                         string
-	env                                   []envVar
-}
-
-// envVar is one entry of the container's env: a value, or where Kubernetes takes it from.
-type envVar struct{ name, value, fieldPath, secretName, secretKey string }
-
-// readManifest extracts the settings the test needs from the manifest's three objects. It
-// reads the layout of that one file, not YAML in general.
-func readManifest(t *testing.T, file string) manifest {
-	t.Helper()
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m manifest
-	field := func(doc, re string) string {
-		s := regexp.MustCompile(`(?m)` + re).FindStringSubmatch(doc)
-		if s == nil {
-			t.Fatalf("%s: no match for %s in\n%s", file, re, doc)
-		}
-		return s[1]
-	}
-	for _, doc := range strings.Split(string(b), "\n---\n") {
-		switch field(doc, `^kind: (\S+)`) {
-		case "Service":
-			m.service = field(doc, `^metadata:\n  name: (\S+)`)
-			m.serviceSelector = field(doc, `^  selector:\n    (\S+: \S+)`)
-			m.servicePort = field(doc, `^\s+port: (\d+)`)
-		case "Secret":
-			m.secretName = field(doc, `^metadata:\n  name: (\S+)`)
-			m.secretValue = field(doc, `^stringData:\n  secret: (\S+)`)
-		case "Job":
-			m.job = field(doc, `^metadata:\n  name: (\S+)`)
-			m.subdomain = field(doc, `^\s+subdomain: (\S+)`)
-			m.completions, _ = strconv.Atoi(field(doc, `^  completions: (\d+)`))
-			m.parallelism, _ = strconv.Atoi(field(doc, `^  parallelism: (\d+)`))
-			m.containerPort = field(doc, `^\s+- containerPort: (\d+)`)
-			env := field(doc, `(?s)\n\s+env:\n(.*?)\n\s+resources:`)
-			for _, line := range strings.Split(env, "\n") {
-				line, _, _ = strings.Cut(line, "#")
-				k, v, _ := strings.Cut(strings.TrimSpace(line), ": ")
-				v = strings.Trim(v, `"`)
-				switch k {
-				case "- name":
-					m.env = append(m.env, envVar{name: v})
-				case "value":
-					m.env[len(m.env)-1].value = v
-				case "fieldPath":
-					m.env[len(m.env)-1].fieldPath = v
-				case "name":
-					m.env[len(m.env)-1].secretName = v
-				case "key":
-					m.env[len(m.env)-1].secretKey = v
-				}
-			}
-		}
-	}
-	return m
-}
 
 // TestKubernetesManifest runs the settings of examples/kubernetes/matmul.yaml on emulated
 // pods: one network namespace per pod, whose hosts file names every pod
@@ -92,45 +23,15 @@ func readManifest(t *testing.T, file string) manifest {
 // Secret's value, JOB_COMPLETION_INDEX). The job must give the one-process checksum, and
 // every process, alone on its pod, must use all the cores for its kernel.
 func TestKubernetesManifest(t *testing.T) {
-	m := readManifest(t, "../kubernetes/matmul.yaml")
-	port := strconv.Itoa(jobenv.KubernetesPort)
-	switch {
-	case m.subdomain != m.service:
-		t.Fatalf("the pods' subdomain %q is not the Service %q", m.subdomain, m.service)
-	case m.serviceSelector != "batch.kubernetes.io/job-name: "+m.job:
-		t.Fatalf("the Service selects %q, not the Job's pods", m.serviceSelector)
-	case m.servicePort != port || m.containerPort != port:
-		t.Fatalf("ports %s and %s, the coordinator's is %s", m.servicePort, m.containerPort, port)
-	case m.completions != m.parallelism:
-		t.Fatalf("completions %d, parallelism %d: every pod must run at once", m.completions, m.parallelism)
+	m, err := kubeemu.Read("../kubernetes/matmul.yaml")
+	if err != nil {
+		t.Fatal(err)
 	}
-	pods := m.completions
-	var env []string
-	for _, e := range m.env {
-		v := e.value
-		switch {
-		case e.fieldPath == "metadata.labels['batch.kubernetes.io/job-name']":
-			v = m.job
-		case e.fieldPath != "":
-			t.Fatalf("%s: field %s is not emulated", e.name, e.fieldPath)
-		case e.secretName != "":
-			if e.secretName != m.secretName || e.secretKey != "secret" {
-				t.Fatalf("%s: the Secret %s, key %s, is not in the manifest", e.name, e.secretName, e.secretKey)
-			}
-			v = m.secretValue
-		}
-		env = append(env, e.name+"="+v)
+	if err := m.Check(); err != nil {
+		t.Fatal(err)
 	}
-	if got := strings.Join(env, " "); !strings.Contains(got, "ORWL_SIZE="+strconv.Itoa(pods)+" ") ||
-		!strings.Contains(got, "ORWL_SERVICE="+m.service+" ") || !strings.Contains(got, "ORWL_SECRET=") || !strings.Contains(got, "ORWL_JOB_NAME="+m.job) {
-		t.Fatalf("the manifest's variables do not describe the job: %s", got)
-	}
-
-	var names [][]string
-	for k := range pods {
-		names = append(names, []string{fmt.Sprintf("%s-%d.%s", m.job, k, m.service)})
-	}
-	net := netemu.ForTest(t, names...)
+	pods := m.Pods()
+	net := netemu.ForTest(t, m.Hosts()...)
 
 	args := "-n 96 -nb 16 -kernel gonum -verify -json"
 	var one bytes.Buffer
@@ -148,9 +49,12 @@ func TestKubernetesManifest(t *testing.T) {
 	stderr := make([]bytes.Buffer, pods)
 	cmds := make([]*exec.Cmd, pods)
 	for k := range pods {
+		env, err := m.PodEnv(k)
+		if err != nil {
+			t.Fatal(err)
+		}
 		cmd := net.Command(ctx, k, os.Args[0], "-test.run=^$")
-		cmd.Env = netemu.CleanEnv(env...)
-		cmd.Env = append(cmd.Env, "JOB_COMPLETION_INDEX="+strconv.Itoa(k), fmt.Sprintf("HOSTNAME=%s-%d", m.job, k), childEnv+"="+args)
+		cmd.Env = netemu.CleanEnv(append(env, childEnv+"="+args)...)
 		cmd.Stdout, cmd.Stderr = &stdout[k], &stderr[k]
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -111,14 +112,7 @@ func (j *ckJob) launch(argv []string, args string, kill ...int) (int, string) {
 	cmd := exec.CommandContext(ctx, argv[0], append(argv[1:], os.Args[0], "-test.run=^$")...)
 	cmd.Env = append(os.Environ(), childEnv+"="+args, pidsEnv+"="+j.pids, "GORACE=atexit_sleep_ms=0",
 		"OMPI_MCA_plm_rsh_agent=", "PRTE_MCA_plm_rsh_agent=")
-	pipe, err := cmd.StdoutPipe()
-	if err != nil {
-		j.t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		j.t.Fatal(err)
-	}
+	pipe := startPiped(j.t, cmd)
 	var out strings.Builder
 	killed := make(chan error, 1)
 	sc := bufio.NewScanner(pipe)
@@ -130,7 +124,7 @@ func (j *ckJob) launch(argv []string, args string, kill ...int) (int, string) {
 			time.AfterFunc(rand.N(50*time.Millisecond), func() { killed <- j.kill(ranks) })
 		}
 	}
-	err = cmd.Wait()
+	err := cmd.Wait()
 	status := cmd.ProcessState.ExitCode()
 	if ctx.Err() != nil {
 		j.t.Fatalf("%s did not end within 2 minutes:\n%s", argv[0], out.String())
@@ -146,6 +140,20 @@ func (j *ckJob) launch(argv []string, args string, kill ...int) (int, string) {
 	default:
 	}
 	return status, out.String()
+}
+
+// startPiped starts cmd, its standard output and error going to the pipe it returns.
+func startPiped(t *testing.T, cmd *exec.Cmd) io.Reader {
+	t.Helper()
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return pipe
 }
 
 // kill kills the processes of attempt 0 of ranks.

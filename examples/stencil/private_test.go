@@ -21,8 +21,16 @@ type privateJob struct {
 }
 
 // newPrivateJob returns a privateJob, or skips the test where mount namespaces cannot be
-// made (no unshare command, not root).
+// made (see skipWithoutMounts).
 func newPrivateJob(t *testing.T) *privateJob {
+	t.Helper()
+	skipWithoutMounts(t)
+	return &privateJob{ckJob: newCkJob(t), nodes: t.TempDir()}
+}
+
+// skipWithoutMounts skips the test where a process cannot mount in a mount namespace of its
+// own (no unshare command, not root).
+func skipWithoutMounts(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Skip("no unshare command (util-linux): cannot give each process a private checkpoint directory")
@@ -32,7 +40,14 @@ func newPrivateJob(t *testing.T) *privateJob {
 		"mount --bind "+quote(probe)+" "+quote(probe)).CombinedOutput(); err != nil {
 		t.Skipf("cannot mount in a mount namespace of its own (root is needed): %v %s", err, out)
 	}
-	return &privateJob{ckJob: newCkJob(t), nodes: t.TempDir()}
+}
+
+// privateMount returns the command that runs the command following it in a mount namespace
+// of its own, in which the directory node (a shell word: it may name variables), made if
+// missing, is mounted over dir.
+func privateMount(node, dir string) []string {
+	script := "mkdir -p " + node + " && mount --bind " + node + " " + quote(dir) + ` && exec "$@"`
+	return []string{"unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"}
 }
 
 // quote quotes s for sh.
@@ -43,10 +58,8 @@ func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + 
 func (j *privateJob) run(procs int, kill ...int) (int, string) {
 	j.t.Helper()
 	bin, _ := orwlrun()
-	node := quote(j.nodes) + "/node-$ORWL_RANK"
-	script := "mkdir -p " + node + " && mount --bind " + node + " " + quote(j.dir) + ` && exec "$@"`
-	argv := []string{bin, "-np", strconv.Itoa(procs), "-restarts", "0", "-grace", "1s",
-		"unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"}
+	argv := append([]string{bin, "-np", strconv.Itoa(procs), "-restarts", "0", "-grace", "1s"},
+		privateMount(quote(j.nodes)+"/node-$ORWL_RANK", j.dir)...)
 	return j.launch(argv, j.args(ckN), kill...)
 }
 

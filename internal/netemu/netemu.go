@@ -161,6 +161,14 @@ func (n *Net) Partition(i, j int) error {
 	return ip("-n", n.Hosts[j].NS, "route", "add", "blackhole", n.Hosts[i].Addr+"/32")
 }
 
+// Heal undoes Partition(i, j): hosts i and j reach each other again.
+func (n *Net) Heal(i, j int) error {
+	if err := ip("-n", n.Hosts[i].NS, "route", "del", "blackhole", n.Hosts[j].Addr+"/32"); err != nil {
+		return err
+	}
+	return ip("-n", n.Hosts[j].NS, "route", "del", "blackhole", n.Hosts[i].Addr+"/32")
+}
+
 // Close removes the hosts, the bridge and the hosts files.
 func (n *Net) Close() {
 	for _, h := range n.Hosts {
