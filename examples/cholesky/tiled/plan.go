@@ -57,6 +57,17 @@ func newLayout(n, nb int, g summa.Grid) layout {
 // width is the number of rows (or columns) of tile row i.
 func (l layout) width(i int) int { return min(l.nb, l.n-i*l.nb) }
 
+// tileLen is the length of the location of tile t, in float64s: its entries, and on the
+// diagonal as many again for the inverse of L's tile, which the panel's operations
+// multiply with.
+func (l layout) tileLen(t tile) int {
+	n := l.width(t.i) * l.width(t.j)
+	if t.i == t.j {
+		return 2 * n
+	}
+	return n
+}
+
 // owner is the task that owns tile t: 2-D block-cyclic, as ScaLAPACK deals blocks.
 func (l layout) owner(t tile) int { return l.grid.ID(t.i%l.grid.P, t.j%l.grid.Q) }
 

@@ -53,7 +53,7 @@ func TestFactorEqualsLapack(t *testing.T) {
 	tiles := map[tile][]float64{}
 	for j := range l.tiles {
 		for i := j; i < l.tiles; i++ {
-			a := make([]float64, l.width(i)*l.width(j))
+			a := make([]float64, l.tileLen(tile{i, j}))
 			for r := range l.width(i) {
 				for c := range l.width(j) {
 					a[r*l.width(j)+c] = MatrixA(3, n, i*nb+r, j*nb+c)

@@ -71,7 +71,7 @@ func (w *worker) declare(order []op) {
 		for i := j; i < l.tiles; i++ {
 			if tl := (tile{i, j}); l.owner(tl) == w.me {
 				w.mine = append(w.mine, tl)
-				t.Scale(l.tileName(tl), 8*l.width(i)*l.width(j))
+				t.Scale(l.tileName(tl), 8*l.tileLen(tl))
 			}
 		}
 	}
@@ -240,12 +240,17 @@ func (w *worker) execute(ctx context.Context, o *taskOp) error {
 func (w *worker) compute(o op, c []float64, in [2][]float64) error {
 	wi, wj, wk := w.l.width(o.i), w.l.width(o.j), w.l.width(o.k)
 	switch o.kind {
-	case potrf:
-		if !w.k.Dpotrf(blas.Lower, wk, c, wk) {
+	case potrf: // L(k,k), then L(k,k)⁻¹ after it
+		l, inv := c[:wk*wk], c[wk*wk:]
+		if !w.k.Dpotrf(blas.Lower, wk, l, wk) {
 			return fmt.Errorf("tiled: the matrix is not positive definite (diagonal tile %d)", o.k)
 		}
+		copy(inv, l)
+		if !w.k.Dtrtri(blas.Lower, blas.NonUnit, wk, inv, wk) {
+			return fmt.Errorf("tiled: diagonal tile %d of L is singular", o.k)
+		}
 	case trsm: // L(i,k) = A(i,k)·L(k,k)⁻ᵀ
-		w.k.Dtrsm(blas.Right, blas.Lower, blas.Trans, blas.NonUnit, wi, wk, 1, in[0], wk, c, wk)
+		w.k.Dtrmm(blas.Right, blas.Lower, blas.Trans, blas.NonUnit, wi, wk, 1, in[0][wk*wk:], wk, c, wk)
 	case syrk: // A(j,j) -= L(j,k)·L(j,k)ᵀ
 		w.k.Dsyrk(blas.Lower, blas.NoTrans, wj, wk, -1, in[0], wk, 1, c, wj)
 	case gemm: // A(i,j) -= L(i,k)·L(j,k)ᵀ
