@@ -241,13 +241,8 @@ func (w *worker) compute(o op, c []float64, in [2][]float64) error {
 	wi, wj, wk := w.l.width(o.i), w.l.width(o.j), w.l.width(o.k)
 	switch o.kind {
 	case potrf: // L(k,k), then L(k,k)⁻¹ after it
-		l, inv := c[:wk*wk], c[wk*wk:]
-		if !w.k.Dpotrf(blas.Lower, wk, l, wk) {
+		if !factorDiagonal(w.k, wk, c[:wk*wk], c[wk*wk:], wk) {
 			return fmt.Errorf("tiled: the matrix is not positive definite (diagonal tile %d)", o.k)
-		}
-		copy(inv, l)
-		if !w.k.Dtrtri(blas.Lower, blas.NonUnit, wk, inv, wk) {
-			return fmt.Errorf("tiled: diagonal tile %d of L is singular", o.k)
 		}
 	case trsm: // L(i,k) = A(i,k)·L(k,k)⁻ᵀ
 		w.k.Dtrmm(blas.Right, blas.Lower, blas.Trans, blas.NonUnit, wi, wk, 1, in[0][wk*wk:], wk, c, wk)
