@@ -146,6 +146,9 @@ func (w *worker) factorise(ctx context.Context, r int) error {
 			return err
 		}
 	}
+	if r == 0 {
+		w.warmUp()
+	}
 	if err := w.barrier(ctx, rh); err != nil {
 		return err
 	}
@@ -166,6 +169,21 @@ func (w *worker) factorise(ctx context.Context, r int) error {
 	}
 	w.ends = append(w.ends, time.Since(start))
 	return nil
+}
+
+// warmUp calls every kernel operation once on a scratch tile, while the job sets up: a
+// library such as OpenBLAS prepares its buffers at a routine's first call, which would
+// otherwise land in the first factorisation, in the middle of its critical path.
+func (w *worker) warmUp() {
+	nb := w.l.width(0)
+	a, b, c := make([]float64, nb*nb), make([]float64, nb*nb), make([]float64, 2*nb*nb)
+	for i := range nb {
+		a[i*nb+i], c[i*nb+i] = 1, 1
+	}
+	w.compute(op{kind: potrf}, c, [2][]float64{})
+	w.compute(op{kind: trsm}, b, [2][]float64{c})
+	w.compute(op{kind: syrk}, c[:nb*nb], [2][]float64{a})
+	w.compute(op{kind: gemm}, b, [2][]float64{a, a})
 }
 
 // lookahead is how many of its next operations a task looks at for one it can run at once.
