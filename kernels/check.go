@@ -162,18 +162,8 @@ func CheckDtrtri(ul blas.Uplo, d blas.Diag, n int, a []float64, lda int) bool {
 		panic(panicLapackUplo)
 	case d != blas.NonUnit && d != blas.Unit:
 		panic(panicLapackDiag)
-	case n < 0:
-		panic(panicLapackNLT0)
-	case lda < max(1, n):
-		panic(panicLapackLdA)
 	}
-	if n == 0 {
-		return false
-	}
-	if len(a) < (n-1)*lda+n {
-		panic(panicLapackShort)
-	}
-	return true
+	return CheckDpotrf(ul, n, a, lda) // the same checks, in the same order, from here on
 }
 
 // CheckDsyrk validates Dsyrk arguments exactly as

@@ -76,9 +76,9 @@ const (
 type lib struct {
 	path       string
 	dgemm      func(order, tA, tB, m, n, k int32, alpha float64, a *float64, lda int32, b *float64, ldb int32, beta float64, c *float64, ldc int32)
-	dtrsm      func(order, side, uplo, tA, diag, m, n int32, alpha float64, a *float64, lda int32, b *float64, ldb int32)
+	dtrsm      cblasTriangular
 	dsyrk      func(order, uplo, t, n, k int32, alpha float64, a *float64, lda int32, beta float64, c *float64, ldc int32)
-	dtrmm      func(order, side, uplo, tA, diag, m, n int32, alpha float64, a *float64, lda int32, b *float64, ldb int32)
+	dtrmm      cblasTriangular
 	dpotrf     func(uplo *byte, n *int32, a *float64, lda *int32, info *int32, uploLen uintptr) // nil without LAPACK
 	dtrtri     func(uplo, diag *byte, n *int32, a *float64, lda *int32, info *int32, uploLen, diagLen uintptr)
 	lapackErr  error // why dpotrf and dtrtri are nil
@@ -234,35 +234,33 @@ func checkInt32(v ...int) {
 // Dtrsm solves op(A)·X = alpha·B or X·op(A) = alpha·B with cblas_dtrsm in row-major order,
 // after kernels.CheckDtrsm (see kernels.Trsm).
 func (g *Kernel) Dtrsm(s blas.Side, ul blas.Uplo, tA blas.Transpose, d blas.Diag, m, n int, alpha float64, a []float64, lda int, b []float64, ldb int) {
-	if !kernels.CheckDtrsm(s, ul, tA, d, m, n, a, lda, b, ldb) {
-		return
-	}
-	checkInt32(m, n, lda, ldb)
-	side, diag := cblasSideDiag(s, d)
-	g.l.dtrsm(cblasRowMajor, side, cblasUplo(ul), cblasOp(tA), diag, int32(m), int32(n), alpha, &a[0], int32(lda), &b[0], int32(ldb))
+	triangular(g.l.dtrsm, s, ul, tA, d, m, n, alpha, a, lda, b, ldb)
 }
 
 // Dtrmm computes B = alpha·op(A)·B or B = alpha·B·op(A) with cblas_dtrmm in row-major
 // order, after kernels.CheckDtrmm (see kernels.Trmm).
 func (g *Kernel) Dtrmm(s blas.Side, ul blas.Uplo, tA blas.Transpose, d blas.Diag, m, n int, alpha float64, a []float64, lda int, b []float64, ldb int) {
-	if !kernels.CheckDtrmm(s, ul, tA, d, m, n, a, lda, b, ldb) {
+	triangular(g.l.dtrmm, s, ul, tA, d, m, n, alpha, a, lda, b, ldb)
+}
+
+// cblasTriangular is the signature of cblas_dtrsm and cblas_dtrmm.
+type cblasTriangular func(order, side, uplo, tA, diag, m, n int32, alpha float64, a *float64, lda int32, b *float64, ldb int32)
+
+// triangular checks the arguments of Dtrsm or Dtrmm (kernels.CheckDtrsm: gonum checks both
+// alike) and calls f, cblas_dtrsm or cblas_dtrmm, in row-major order.
+func triangular(f cblasTriangular, s blas.Side, ul blas.Uplo, tA blas.Transpose, d blas.Diag, m, n int, alpha float64, a []float64, lda int, b []float64, ldb int) {
+	if !kernels.CheckDtrsm(s, ul, tA, d, m, n, a, lda, b, ldb) {
 		return
 	}
 	checkInt32(m, n, lda, ldb)
-	side, diag := cblasSideDiag(s, d)
-	g.l.dtrmm(cblasRowMajor, side, cblasUplo(ul), cblasOp(tA), diag, int32(m), int32(n), alpha, &a[0], int32(lda), &b[0], int32(ldb))
-}
-
-// cblasSideDiag maps a (checked) blas.Side and blas.Diag to their CBLAS values.
-func cblasSideDiag(s blas.Side, d blas.Diag) (side, diag int32) {
-	side, diag = cblasLeft, cblasNonUnit
+	side, diag := int32(cblasLeft), int32(cblasNonUnit)
 	if s == blas.Right {
 		side = cblasRight
 	}
 	if d == blas.Unit {
 		diag = cblasUnit
 	}
-	return side, diag
+	f(cblasRowMajor, side, cblasUplo(ul), cblasOp(tA), diag, int32(m), int32(n), alpha, &a[0], int32(lda), &b[0], int32(ldb))
 }
 
 // Dsyrk computes C = alpha·op(A)·op(A)ᵀ + beta·C on one triangle with cblas_dsyrk in
