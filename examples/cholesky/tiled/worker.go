@@ -25,8 +25,10 @@ type worker struct {
 	ops   []taskOp // my operations, every factorisation, in order of position
 	perOp int      // my operations per factorisation
 	reps  []repHandles
-	stats TaskStats
-	ends  []time.Duration // every factorisation's time in this task, barrier to last operation
+	// prefetch reads the tiles of other processes that I read, once, before A is written.
+	prefetch []*orwl.Handle
+	stats    TaskStats
+	ends     []time.Duration // every factorisation's time in this task, barrier to last operation
 
 	// Verification, filled while A is generated for the last factorisation.
 	x      []float64 // the verification vector
@@ -80,9 +82,10 @@ func (w *worker) declare(order []op) {
 	t.Scale("go", 8)
 	t.Scale("z", 8*l.n)
 	t.Scale("out", 8*w.outLen())
+	w.declarePrefetch(order)
 	stride := posOps + len(order)
 	for r := range w.p.Reps {
-		base := r * stride
+		base := 1 + r*stride
 		rh := repHandles{first: len(w.ops)}
 		for _, tl := range w.mine {
 			rh.init = append(rh.init, t.WriteInsertOnce(w.loc(tl), base+posInit))
@@ -110,7 +113,26 @@ func (w *worker) declare(order []op) {
 		w.reps = append(w.reps, rh)
 	}
 	w.perOp = len(w.ops) / w.p.Reps
-	w.declareVerification(w.p.Reps * stride)
+	w.declareVerification(1 + w.p.Reps*stride)
+}
+
+// declarePrefetch inserts, at position 0 (before anything is written), a read of every
+// tile of another process that my operations read. Its grant pushes the tile, still
+// zero, into this process's mirror of it: the mirrors are allocated and their pages
+// touched while the job sets up, not in the middle of the first factorisation.
+func (w *worker) declarePrefetch(order []op) {
+	seen := map[tile]bool{}
+	for _, o := range order {
+		if w.l.owner(o.written()) != w.me {
+			continue
+		}
+		for _, rt := range o.reads() {
+			if owner := w.l.owner(rt); !seen[rt] && w.t.ProcOf(owner) != w.t.ProcOf(w.me) {
+				seen[rt] = true
+				w.prefetch = append(w.prefetch, w.t.ReadInsertOnce(w.loc(rt), 0))
+			}
+		}
+	}
 }
 
 // loc is the location of tile tl.
@@ -125,6 +147,11 @@ func (w *worker) run(ctx context.Context, order []op) (*Result, error) {
 	}
 	if err := w.t.Schedule(ctx); err != nil {
 		return nil, err
+	}
+	for _, h := range w.prefetch {
+		if err := h.Section(ctx, func([]byte) error { return nil }); err != nil {
+			return nil, err
+		}
 	}
 	for r := range w.p.Reps {
 		if err := w.factorise(ctx, r); err != nil {
@@ -308,6 +335,7 @@ func (w *worker) generate(tl tile, a []float64, last bool) {
 			a[r*wj+c] = MatrixA(p.Seed, p.N, i0+r, j0+c)
 		}
 	}
+	clear(a[wi*wj:]) // a diagonal tile's room for L⁻¹: its pages are touched here, not in POTRF
 	if !last {
 		return
 	}
