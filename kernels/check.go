@@ -77,6 +77,7 @@ const (
 	panicBadSide     = "blas: illegal side"
 	panicBadDiag     = "blas: illegal diagonal"
 	panicLapackUplo  = "lapack: bad Uplo"
+	panicLapackDiag  = "lapack: bad Diag"
 	panicLapackNLT0  = "lapack: n < 0"
 	panicLapackLdA   = "lapack: bad leading dimension of A"
 	panicLapackShort = "lapack: insufficient length of a"
@@ -143,6 +144,26 @@ func CheckDtrsm(s blas.Side, ul blas.Uplo, tA blas.Transpose, d blas.Diag, m, n 
 		panic(panicShortB)
 	}
 	return true
+}
+
+// CheckDtrmm validates Dtrmm arguments exactly as
+// gonum.org/v1/gonum/blas/gonum.Implementation.Dtrmm does, which checks them as Dtrsm
+// does (see [CheckDtrsm]). It returns false when m or n is 0 (B is not touched).
+func CheckDtrmm(s blas.Side, ul blas.Uplo, tA blas.Transpose, d blas.Diag, m, n int, a []float64, lda int, b []float64, ldb int) bool {
+	return CheckDtrsm(s, ul, tA, d, m, n, a, lda, b, ldb)
+}
+
+// CheckDtrtri validates Dtrtri arguments exactly as
+// gonum.org/v1/gonum/lapack/gonum.Implementation.Dtrtri does. It returns false when n is
+// 0 (nothing to do: the inversion succeeds), true otherwise.
+func CheckDtrtri(ul blas.Uplo, d blas.Diag, n int, a []float64, lda int) bool {
+	switch {
+	case ul != blas.Upper && ul != blas.Lower:
+		panic(panicLapackUplo)
+	case d != blas.NonUnit && d != blas.Unit:
+		panic(panicLapackDiag)
+	}
+	return CheckDpotrf(ul, n, a, lda) // the same checks, in the same order, from here on
 }
 
 // CheckDsyrk validates Dsyrk arguments exactly as

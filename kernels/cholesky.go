@@ -42,8 +42,33 @@ type Syrk interface {
 	Dsyrk(ul blas.Uplo, t blas.Transpose, n, k int, alpha float64, a []float64, lda int, beta float64, c []float64, ldc int)
 }
 
+// Trmm multiplies by a triangular matrix.
+//
+// Dtrmm has the semantics, argument checks and panic values of
+// gonum.org/v1/gonum/blas/gonum.Implementation.Dtrmm (row-major): it
+// overwrites the m×n matrix B with alpha·op(A)·B (side blas.Left, A m×m) or
+// alpha·B·op(A) (blas.Right, A n×n), A triangular (ul), with a unit diagonal
+// that is not read when d is blas.Unit.
+type Trmm interface {
+	Dtrmm(s blas.Side, ul blas.Uplo, tA blas.Transpose, d blas.Diag, m, n int, alpha float64, a []float64, lda int, b []float64, ldb int)
+}
+
+// Trtri inverts a triangular matrix.
+//
+// Dtrtri has the semantics, argument checks and panic values of
+// gonum.org/v1/gonum/lapack/gonum.Implementation.Dtrtri (row-major): it
+// overwrites the triangle ul of the n×n matrix a with the same triangle of
+// its inverse (a unit diagonal is neither read nor written when d is
+// blas.Unit); the other triangle is neither read nor written. It returns
+// false, with a unchanged, when a diagonal entry is exactly zero.
+type Trtri interface {
+	Dtrtri(ul blas.Uplo, d blas.Diag, n int, a []float64, lda int) (ok bool)
+}
+
 // Cholesky is a kernel with everything a tiled Cholesky factorisation calls:
-// [Gemm] and the optional capabilities [Potrf], [Trsm] and [Syrk]. The CPU
+// [Gemm] and the optional capabilities [Potrf], [Trsm], [Syrk], [Trmm] and
+// [Trtri] (a panel may be solved by multiplying with the inverted diagonal
+// tile instead of a triangular solve). The CPU
 // plugins (gonum, openblas) implement it; a kernel that does not (cublas)
 // still serves Gemm. Get a kernel with [Get] and type-assert it, or call
 // [GetCholesky]. The concurrency rules are those of Gemm.
@@ -52,6 +77,8 @@ type Cholesky interface {
 	Potrf
 	Trsm
 	Syrk
+	Trmm
+	Trtri
 }
 
 // ErrUnsupported is returned (wrapped) by [GetCholesky] for a kernel that
@@ -72,5 +99,5 @@ func GetCholesky(name string) (Cholesky, error) {
 	if c, ok := g.(io.Closer); ok {
 		c.Close()
 	}
-	return nil, fmt.Errorf("%w: %s has no Dpotrf, Dtrsm and Dsyrk (the CPU kernels have them)", ErrUnsupported, g.Name())
+	return nil, fmt.Errorf("%w: %s has no Dpotrf, Dtrsm, Dsyrk, Dtrmm and Dtrtri (the CPU kernels have them)", ErrUnsupported, g.Name())
 }

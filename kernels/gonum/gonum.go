@@ -57,6 +57,16 @@ func (Kernel) Dtrsm(s blas.Side, ul blas.Uplo, tA blas.Transpose, d blas.Diag, m
 	gonum.Implementation{}.Dtrsm(s, ul, tA, d, m, n, alpha, a, lda, b, ldb)
 }
 
+// Dtrmm calls gonum's Dtrmm with the same arguments (see kernels.Trmm).
+func (Kernel) Dtrmm(s blas.Side, ul blas.Uplo, tA blas.Transpose, d blas.Diag, m, n int, alpha float64, a []float64, lda int, b []float64, ldb int) {
+	gonum.Implementation{}.Dtrmm(s, ul, tA, d, m, n, alpha, a, lda, b, ldb)
+}
+
+// Dtrtri calls gonum's Dtrtri with the same arguments (see kernels.Trtri).
+func (Kernel) Dtrtri(ul blas.Uplo, d blas.Diag, n int, a []float64, lda int) bool {
+	return lapack.Implementation{}.Dtrtri(ul, d, n, a, lda)
+}
+
 // Dsyrk calls gonum's Dsyrk with the same arguments (see kernels.Syrk). One case is
 // mended: with blas.Lower, a transposed A and beta == 0, gonum 0.17 scales C by 0 instead
 // of setting it, so a NaN in C would survive; the triangle is cleared first there.

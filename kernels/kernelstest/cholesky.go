@@ -13,14 +13,16 @@ import (
 	"github.com/orwl-go/orwl/kernels"
 )
 
-// Cholesky runs the suite of the Cholesky operations on k: Dpotrf, Dtrsm and Dsyrk
-// against gonum's results on random inputs (every triangle, side, transpose and diagonal,
+// Cholesky runs the suite of the Cholesky operations on k: Dpotrf, Dtrsm, Dsyrk, Dtrmm and
+// Dtrtri against gonum's results on random inputs (every triangle, side, transpose and diagonal,
 // odd and degenerate sizes, tight and padded leading dimensions, several scalars), with
 // the parts that must not change checked bit for bit, and InvalidCholesky.
 func Cholesky(t *testing.T, k kernels.Cholesky) {
 	t.Run("Dpotrf", func(t *testing.T) { Dpotrf(t, k) })
 	t.Run("Dtrsm", func(t *testing.T) { Dtrsm(t, k) })
 	t.Run("Dsyrk", func(t *testing.T) { Dsyrk(t, k) })
+	t.Run("Dtrmm", func(t *testing.T) { Dtrmm(t, k) })
+	t.Run("Dtrtri", func(t *testing.T) { Dtrtri(t, k) })
 	t.Run("Invalid", func(t *testing.T) { InvalidCholesky(t, k) })
 }
 
@@ -67,7 +69,20 @@ func Dpotrf(t *testing.T, k kernels.Potrf) {
 // Dtrsm checks k.Dtrsm against gonum for every side, triangle, transpose and diagonal, on
 // well-conditioned triangular matrices, with B's padding and A left untouched.
 func Dtrsm(t *testing.T, k kernels.Trsm) {
-	rnd := rand.New(rand.NewPCG(5, 6))
+	triangularOp(t, rand.New(rand.NewPCG(5, 6)), k.Dtrsm, gonum.Implementation{}.Dtrsm)
+}
+
+// Dtrmm checks k.Dtrmm against gonum as Dtrsm does k.Dtrsm.
+func Dtrmm(t *testing.T, k kernels.Trmm) {
+	triangularOp(t, rand.New(rand.NewPCG(9, 10)), k.Dtrmm, gonum.Implementation{}.Dtrmm)
+}
+
+// triangularFunc is the signature of Dtrsm and Dtrmm.
+type triangularFunc func(s blas.Side, ul blas.Uplo, tA blas.Transpose, d blas.Diag, m, n int, alpha float64, a []float64, lda int, b []float64, ldb int)
+
+// triangularOp checks got against want (gonum's) for every side, triangle, transpose and
+// diagonal, on well-conditioned triangular matrices, with B's padding and A left untouched.
+func triangularOp(t *testing.T, rnd *rand.Rand, got, want triangularFunc) {
 	for _, mn := range [][2]int{{0, 3}, {3, 0}, {1, 1}, {7, 33}, {33, 7}, {65, 129}} {
 		m, n := mn[0], mn[1]
 		for _, s := range []blas.Side{blas.Left, blas.Right} {
@@ -84,18 +99,61 @@ func Dtrsm(t *testing.T, k kernels.Trsm) {
 							a, lda := triangular(rnd, na, ul, d, pad)
 							b, ldb := store(random(rnd, m, n), m, n, false, pad)
 							a0 := append([]float64(nil), a...)
-							want := append([]float64(nil), b...)
-							gonum.Implementation{}.Dtrsm(s, ul, tA, d, m, n, alpha, a, lda, want, ldb)
-							got := append([]float64(nil), b...)
-							k.Dtrsm(s, ul, tA, d, m, n, alpha, a, lda, got, ldb)
+							wantB := append([]float64(nil), b...)
+							want(s, ul, tA, d, m, n, alpha, a, lda, wantB, ldb)
+							gotB := append([]float64(nil), b...)
+							got(s, ul, tA, d, m, n, alpha, a, lda, gotB, ldb)
 							unchanged(t, name, "A", a, a0)
-							near(t, name, got, want, b, m, n, ldb, 1e-12)
+							near(t, name, gotB, wantB, b, m, n, ldb, 1e-12)
 						}
 					}
 				}
 			}
 		}
 	}
+}
+
+// Dtrtri checks k.Dtrtri against gonum on well-conditioned triangular matrices of both
+// triangles and diagonals: the inverse agrees within a bound relative to its largest
+// entry, the other triangle (and a unit diagonal) and the padding are untouched, and a
+// matrix with a zero on its diagonal returns false, unchanged.
+func Dtrtri(t *testing.T, k kernels.Trtri) {
+	rnd := rand.New(rand.NewPCG(11, 12))
+	for _, n := range cholSizes {
+		for _, ul := range uplos {
+			for _, d := range []blas.Diag{blas.NonUnit, blas.Unit} {
+				pad := rnd.IntN(2) * padding
+				name := fmt.Sprintf("n%d_%c%c_pad%d", n, ul, d, pad)
+				a, lda := triangular(rnd, n, ul, d, pad)
+				want := append([]float64(nil), a...)
+				if !(lapack.Implementation{}).Dtrtri(ul, d, n, want, lda) {
+					t.Fatalf("%s: gonum finds the matrix singular", name)
+				}
+				got := append([]float64(nil), a...)
+				if !k.Dtrtri(ul, d, n, got, lda) {
+					t.Fatalf("%s: ok = false for a nonsingular matrix", name)
+				}
+				near(t, name, got, want, a, n, n, lda, 1e-12*float64(n+1))
+				otherTriangleKept(t, name, ul, got, a, n, lda)
+				for i := range n {
+					if d == blas.Unit && !math.IsNaN(got[i*lda+i]) {
+						t.Fatalf("%s: unit diagonal [%d][%d] written", name, i, i)
+					}
+				}
+			}
+		}
+	}
+	t.Run("singular", func(t *testing.T) {
+		for _, ul := range uplos {
+			a, lda := triangular(rnd, 40, ul, blas.NonUnit, 0)
+			a[30*lda+30] = 0
+			a0 := append([]float64(nil), a...)
+			if k.Dtrtri(ul, blas.NonUnit, 40, a, lda) {
+				t.Fatalf("%c: ok for a singular matrix", ul)
+			}
+			unchanged(t, fmt.Sprintf("singular %c", ul), "A", a, a0)
+		}
+	})
 }
 
 // Dsyrk checks k.Dsyrk against a naive product for both triangles and transposes, several
@@ -151,7 +209,7 @@ func otherTriangleKept(t *testing.T, name string, ul blas.Uplo, got, orig []floa
 	t.Helper()
 	for i := range n {
 		for j := range n {
-			if (ul == blas.Lower && j > i || ul == blas.Upper && j < i) && got[i*ld+j] != orig[i*ld+j] {
+			if (ul == blas.Lower && j > i || ul == blas.Upper && j < i) && math.Float64bits(got[i*ld+j]) != math.Float64bits(orig[i*ld+j]) {
 				t.Fatalf("%s: [%d][%d] outside the triangle modified", name, i, j)
 			}
 		}
@@ -159,17 +217,20 @@ func otherTriangleKept(t *testing.T, name string, ul blas.Uplo, got, orig []floa
 }
 
 // near fails the test unless got and want agree within tol·max(1, max|want|) on the m×n
-// matrix of leading dimension ld, and got's padding equals orig's.
+// matrix of leading dimension ld (NaNs where both have one), and got's padding equals
+// orig's.
 func near(t *testing.T, name string, got, want, orig []float64, m, n, ld int, tol float64) {
 	t.Helper()
 	scale := 1.0
 	for _, v := range want {
-		scale = max(scale, math.Abs(v))
+		if !math.IsNaN(v) {
+			scale = max(scale, math.Abs(v))
+		}
 	}
 	for i := range m {
 		for j := range n {
 			g, w := got[i*ld+j], want[i*ld+j]
-			if d := math.Abs(g - w); !(d <= tol*scale) && !(g == w) {
+			if d := math.Abs(g - w); !(d <= tol*scale) && !(g == w) && !(math.IsNaN(g) && math.IsNaN(w)) {
 				t.Fatalf("%s: [%d][%d] = %v, gonum %v (error %.3g > %.3g)", name, i, j, g, w, d, tol*scale)
 			}
 		}
@@ -242,7 +303,7 @@ type cholCall struct {
 	call func(k kernels.Cholesky, a, b []float64)
 }
 
-// invalidCholesky lists argument errors of Dpotrf, Dtrsm and Dsyrk, and quick returns that
+// invalidCholesky lists argument errors of Dpotrf, Dtrsm, Dtrmm, Dtrtri and Dsyrk, and quick returns that
 // must not panic, in the spirit of gonum's own tests.
 var invalidCholesky = []cholCall{
 	{"potrfUplo", func(k kernels.Cholesky, a, _ []float64) { k.Dpotrf('x', 2, a, 2) }},
@@ -286,6 +347,29 @@ var invalidCholesky = []cholCall{
 	{"trsmMZeroShort", func(k kernels.Cholesky, a, b []float64) {
 		k.Dtrsm(blas.Right, blas.Lower, blas.NoTrans, blas.NonUnit, 0, 2, 1, a[:1], 2, b[:0], 2)
 	}},
+	{"trmmSide", func(k kernels.Cholesky, a, b []float64) {
+		k.Dtrmm('x', blas.Lower, blas.NoTrans, blas.NonUnit, 2, 2, 1, a, 2, b, 2)
+	}},
+	{"trmmDiag", func(k kernels.Cholesky, a, b []float64) {
+		k.Dtrmm(blas.Left, blas.Lower, blas.NoTrans, 'x', 2, 2, 1, a, 2, b, 2)
+	}},
+	{"trmmLdaRight", func(k kernels.Cholesky, a, b []float64) {
+		k.Dtrmm(blas.Right, blas.Upper, blas.Trans, blas.NonUnit, 2, 3, 1, a, 2, b, 3)
+	}},
+	{"trmmShortB", func(k kernels.Cholesky, a, b []float64) {
+		k.Dtrmm(blas.Left, blas.Lower, blas.NoTrans, blas.NonUnit, 2, 3, 1, a, 2, b[:5], 3)
+	}},
+	{"trmmNZeroShort", func(k kernels.Cholesky, a, b []float64) {
+		k.Dtrmm(blas.Left, blas.Upper, blas.Trans, blas.Unit, 2, 0, 1, a[:1], 2, b[:0], 1)
+	}},
+	{"trtriUplo", func(k kernels.Cholesky, a, _ []float64) { k.Dtrtri('x', blas.NonUnit, 2, a, 2) }},
+	{"trtriDiag", func(k kernels.Cholesky, a, _ []float64) { k.Dtrtri(blas.Lower, 'x', 2, a, 2) }},
+	{"trtriNNeg", func(k kernels.Cholesky, a, _ []float64) { k.Dtrtri(blas.Lower, blas.Unit, -1, a, 2) }},
+	{"trtriLda", func(k kernels.Cholesky, a, _ []float64) { k.Dtrtri(blas.Upper, blas.NonUnit, 3, a, 2) }},
+	{"trtriShort", func(k kernels.Cholesky, a, _ []float64) { k.Dtrtri(blas.Lower, blas.NonUnit, 3, a[:8], 3) }},
+	{"trtriZero", func(k kernels.Cholesky, _, _ []float64) { k.Dtrtri(blas.Upper, blas.Unit, 0, nil, 1) }},
+	{"trtriSingular", func(k kernels.Cholesky, a, _ []float64) { a[4] = 0; k.Dtrtri(blas.Lower, blas.NonUnit, 3, a, 3) }},
+	{"trtriInverse", func(k kernels.Cholesky, a, _ []float64) { k.Dtrtri(blas.Upper, blas.NonUnit, 3, a, 3) }},
 	{"syrkUplo", func(k kernels.Cholesky, a, c []float64) { k.Dsyrk('x', blas.NoTrans, 2, 2, 1, a, 2, 0, c, 2) }},
 	{"syrkTrans", func(k kernels.Cholesky, a, c []float64) { k.Dsyrk(blas.Lower, 'x', 2, 2, 1, a, 2, 0, c, 2) }},
 	{"syrkNNeg", func(k kernels.Cholesky, a, c []float64) { k.Dsyrk(blas.Lower, blas.NoTrans, -1, 2, 1, a, 2, 0, c, 2) }},
@@ -303,7 +387,7 @@ var invalidCholesky = []cholCall{
 	{"syrkAlphaZero", func(k kernels.Cholesky, a, c []float64) { k.Dsyrk(blas.Lower, blas.Trans, 3, 2, 0, a, 3, 0.5, c, 3) }},
 }
 
-// InvalidCholesky checks that k's Dpotrf, Dtrsm and Dsyrk panic exactly as gonum's do (same
+// InvalidCholesky checks that k's Dpotrf, Dtrsm, Dtrmm, Dtrtri and Dsyrk panic exactly as gonum's do (same
 // panic value, or no panic) for bad triangles, sides, transposes and diagonals, negative
 // sizes, too small leading dimensions and short slices, and that the calls gonum accepts
 // leave the operands as gonum leaves them.
@@ -344,6 +428,9 @@ type gonumCholesky struct{ gonum.Implementation }
 
 func (gonumCholesky) Dpotrf(ul blas.Uplo, n int, a []float64, lda int) bool {
 	return lapack.Implementation{}.Dpotrf(ul, n, a, lda)
+}
+func (gonumCholesky) Dtrtri(ul blas.Uplo, d blas.Diag, n int, a []float64, lda int) bool {
+	return lapack.Implementation{}.Dtrtri(ul, d, n, a, lda)
 }
 func (gonumCholesky) Name() string           { return "gonum-reference" }
 func (gonumCholesky) Device() kernels.Device { return kernels.CPU }

@@ -1,5 +1,5 @@
 // Package openblas registers the "openblas" kernel: OpenBLAS's cblas_dgemm,
-// cblas_dtrsm, cblas_dsyrk and LAPACK's dpotrf_ from libopenblas.so.0 (Debian
+// cblas_dtrsm, cblas_dsyrk, cblas_dtrmm and LAPACK's dpotrf_ and dtrtri_ from libopenblas.so.0 (Debian
 // package libopenblas0), opened at run time with github.com/ebitengine/purego. It needs no cgo and no OpenBLAS at build
 // time, so a CGO_ENABLED=0 binary can use it wherever the library is
 // installed.
@@ -12,11 +12,11 @@
 // tried and the loader's errors.
 //
 // Arguments are checked with kernels.CheckDgemm (CheckDtrsm, CheckDsyrk,
-// CheckDpotrf) before any C call, so invalid arguments panic exactly as gonum
+// CheckDpotrf, CheckDtrmm, CheckDtrtri) before any C call, so invalid arguments panic exactly as gonum
 // does and never reach OpenBLAS. Dpotrf calls the column-major dpotrf_ on the
 // other triangle (a row-major lower triangle is a column-major upper one), as
-// Debian's OpenBLAS does not export LAPACKE. An OpenBLAS built without LAPACK
-// (no dpotrf_) still registers, as a kernel with Dgemm only: kernels.GetCholesky
+// Debian's OpenBLAS does not export LAPACKE; Dtrtri does the same with dtrtri_. An
+// OpenBLAS built without LAPACK (no dpotrf_ or dtrtri_) still registers, as a kernel with Dgemm only: kernels.GetCholesky
 // then says why; the *Kernel of New panics in Dpotrf.
 // One extra limit: OpenBLAS (LP64 build) takes 32-bit sizes, so a size or
 // leading dimension above math.MaxInt32 panics with "openblas: ... exceeds
@@ -76,10 +76,12 @@ const (
 type lib struct {
 	path       string
 	dgemm      func(order, tA, tB, m, n, k int32, alpha float64, a *float64, lda int32, b *float64, ldb int32, beta float64, c *float64, ldc int32)
-	dtrsm      func(order, side, uplo, tA, diag, m, n int32, alpha float64, a *float64, lda int32, b *float64, ldb int32)
+	dtrsm      cblasTriangular
 	dsyrk      func(order, uplo, t, n, k int32, alpha float64, a *float64, lda int32, beta float64, c *float64, ldc int32)
+	dtrmm      cblasTriangular
 	dpotrf     func(uplo *byte, n *int32, a *float64, lda *int32, info *int32, uploLen uintptr) // nil without LAPACK
-	lapackErr  error                                                                            // why dpotrf is nil
+	dtrtri     func(uplo, diag *byte, n *int32, a *float64, lda *int32, info *int32, uploLen, diagLen uintptr)
+	lapackErr  error // why dpotrf and dtrtri are nil
 	setThreads func(n int32)
 	getThreads func() int32
 	config     func() string
@@ -127,6 +129,7 @@ func (l *lib) resolve(h uintptr) error {
 		{"cblas_dgemm", &l.dgemm},
 		{"cblas_dtrsm", &l.dtrsm},
 		{"cblas_dsyrk", &l.dsyrk},
+		{"cblas_dtrmm", &l.dtrmm},
 		{"openblas_set_num_threads", &l.setThreads},
 		{"openblas_get_num_threads", &l.getThreads},
 		{"openblas_get_config", &l.config},
@@ -137,11 +140,18 @@ func (l *lib) resolve(h uintptr) error {
 		}
 		purego.RegisterFunc(s.fn, sym)
 	}
-	if sym, err := purego.Dlsym(h, "dpotrf_"); err != nil {
+	potrf, err := purego.Dlsym(h, "dpotrf_")
+	if err != nil {
 		l.lapackErr = fmt.Errorf("%s has no LAPACK (dpotrf_): %w", l.path, err)
-	} else {
-		purego.RegisterFunc(&l.dpotrf, sym)
+		return nil
 	}
+	trtri, err := purego.Dlsym(h, "dtrtri_")
+	if err != nil {
+		l.lapackErr = fmt.Errorf("%s has no LAPACK (dtrtri_): %w", l.path, err)
+		return nil
+	}
+	purego.RegisterFunc(&l.dpotrf, potrf)
+	purego.RegisterFunc(&l.dtrtri, trtri)
 	return nil
 }
 
@@ -169,7 +179,7 @@ type Kernel struct {
 
 var _ kernels.Cholesky = (*Kernel)(nil)
 
-// gemmOnly is the kernel of an OpenBLAS without LAPACK: it hides Dpotrf, Dtrsm and Dsyrk,
+// gemmOnly is the kernel of an OpenBLAS without LAPACK: it hides the Cholesky operations,
 // so that kernels.GetCholesky refuses it.
 type gemmOnly struct{ k *Kernel }
 
@@ -224,6 +234,21 @@ func checkInt32(v ...int) {
 // Dtrsm solves op(A)·X = alpha·B or X·op(A) = alpha·B with cblas_dtrsm in row-major order,
 // after kernels.CheckDtrsm (see kernels.Trsm).
 func (g *Kernel) Dtrsm(s blas.Side, ul blas.Uplo, tA blas.Transpose, d blas.Diag, m, n int, alpha float64, a []float64, lda int, b []float64, ldb int) {
+	triangular(g.l.dtrsm, s, ul, tA, d, m, n, alpha, a, lda, b, ldb)
+}
+
+// Dtrmm computes B = alpha·op(A)·B or B = alpha·B·op(A) with cblas_dtrmm in row-major
+// order, after kernels.CheckDtrmm (see kernels.Trmm).
+func (g *Kernel) Dtrmm(s blas.Side, ul blas.Uplo, tA blas.Transpose, d blas.Diag, m, n int, alpha float64, a []float64, lda int, b []float64, ldb int) {
+	triangular(g.l.dtrmm, s, ul, tA, d, m, n, alpha, a, lda, b, ldb)
+}
+
+// cblasTriangular is the signature of cblas_dtrsm and cblas_dtrmm.
+type cblasTriangular func(order, side, uplo, tA, diag, m, n int32, alpha float64, a *float64, lda int32, b *float64, ldb int32)
+
+// triangular checks the arguments of Dtrsm or Dtrmm (kernels.CheckDtrsm: gonum checks both
+// alike) and calls f, cblas_dtrsm or cblas_dtrmm, in row-major order.
+func triangular(f cblasTriangular, s blas.Side, ul blas.Uplo, tA blas.Transpose, d blas.Diag, m, n int, alpha float64, a []float64, lda int, b []float64, ldb int) {
 	if !kernels.CheckDtrsm(s, ul, tA, d, m, n, a, lda, b, ldb) {
 		return
 	}
@@ -235,7 +260,7 @@ func (g *Kernel) Dtrsm(s blas.Side, ul blas.Uplo, tA blas.Transpose, d blas.Diag
 	if d == blas.Unit {
 		diag = cblasUnit
 	}
-	g.l.dtrsm(cblasRowMajor, side, cblasUplo(ul), cblasOp(tA), diag, int32(m), int32(n), alpha, &a[0], int32(lda), &b[0], int32(ldb))
+	f(cblasRowMajor, side, cblasUplo(ul), cblasOp(tA), diag, int32(m), int32(n), alpha, &a[0], int32(lda), &b[0], int32(ldb))
 }
 
 // Dsyrk computes C = alpha·op(A)·op(A)ᵀ + beta·C on one triangle with cblas_dsyrk in
@@ -273,6 +298,38 @@ func (g *Kernel) Dpotrf(ul blas.Uplo, n int, a []float64, lda int) bool {
 		panic(fmt.Sprintf("openblas: dpotrf_ rejected argument %d", -args.info)) // CheckDpotrf let a mistake through
 	}
 	return args.info == 0
+}
+
+// Dtrtri inverts the triangle ul of the n×n matrix a in place with LAPACK's dtrtri_,
+// after kernels.CheckDtrtri (see kernels.Trtri). As in Dpotrf, the call names the other
+// triangle of the column-major matrix LAPACK sees (the inverse of a transpose is the
+// transpose of the inverse). It panics when the library has no LAPACK.
+func (g *Kernel) Dtrtri(ul blas.Uplo, d blas.Diag, n int, a []float64, lda int) bool {
+	if !kernels.CheckDtrtri(ul, d, n, a, lda) {
+		return true
+	}
+	if g.l.dtrtri == nil {
+		panic("openblas: " + g.l.lapackErr.Error())
+	}
+	checkInt32(n, lda)
+	args := &trtriArgs{potrfArgs: potrfArgs{uplo: 'L', n: int32(n), lda: int32(lda)}, diag: 'N'}
+	if ul == blas.Lower {
+		args.uplo = 'U'
+	}
+	if d == blas.Unit {
+		args.diag = 'U'
+	}
+	g.l.dtrtri(&args.uplo, &args.diag, &args.n, &a[0], &args.lda, &args.info, 1, 1)
+	if args.info < 0 {
+		panic(fmt.Sprintf("openblas: dtrtri_ rejected argument %d", -args.info))
+	}
+	return args.info == 0
+}
+
+// trtriArgs are dtrtri_'s arguments passed by reference.
+type trtriArgs struct {
+	potrfArgs
+	diag byte
 }
 
 // potrfArgs are dpotrf_'s arguments passed by reference, on the heap where C may read them.

@@ -57,6 +57,17 @@ func newLayout(n, nb int, g summa.Grid) layout {
 // width is the number of rows (or columns) of tile row i.
 func (l layout) width(i int) int { return min(l.nb, l.n-i*l.nb) }
 
+// tileLen is the length of the location of tile t, in float64s: its entries, and on the
+// diagonal as many again for the inverse of L's tile, which the panel's operations
+// multiply with.
+func (l layout) tileLen(t tile) int {
+	n := l.width(t.i) * l.width(t.j)
+	if t.i == t.j {
+		return 2 * n
+	}
+	return n
+}
+
 // owner is the task that owns tile t: 2-D block-cyclic, as ScaLAPACK deals blocks.
 func (l layout) owner(t tile) int { return l.grid.ID(t.i%l.grid.P, t.j%l.grid.Q) }
 
@@ -76,10 +87,12 @@ func (l layout) flops(o op) float64 {
 }
 
 // relativeRate is how fast each kind runs compared with gemm on a tile, the cost model of
-// the schedule: OpenBLAS on one core with 512 x 512 tiles (gemm 84, syrk 81, trsm 28, potrf
-// 18 GFLOP/s measured on the 2-core VM). A slow trsm makes the panel the critical path, and
-// the schedule then starts it earlier; with trsm as fast as gemm the order cost 5-10%.
-var relativeRate = [...]float64{potrf: 0.2, trsm: 0.35, syrk: 0.95, gemm: 1}
+// the schedule: OpenBLAS on one core with 512 x 512 tiles on the 2-core VM, gemm 75,
+// syrk 71, the panel's dtrmm with the inverted diagonal tile 70, and the diagonal tile's
+// factorisation with its inverse (factorDiagonal) 16 GFLOP/s counted on potrf's flops.
+// The diagonal tile stays the slowest step of the critical path, and the schedule starts
+// it as soon as it can.
+var relativeRate = [...]float64{potrf: 0.2, trsm: 0.9, syrk: 0.95, gemm: 1}
 
 // operations lists the operations of one factorisation in the order of the right-looking
 // algorithm (a topological order of their dependences).

@@ -19,6 +19,14 @@
 // handles on the tiles it reads and the tile it writes. Tiles of other processes are
 // pushed into local mirrors when their last write is released, once per process.
 //
+// The panel is the critical path, and a triangular solve runs at a third of GEMM's rate
+// on one core. So POTRF also inverts L(k, k) (both on halves, recursively, with TRMM and
+// SYRK: factorDiagonal), the location of a diagonal tile holds L(k, k) and then
+// L(k, k)⁻¹, and TRSM is the triangular product A(i, k)·L(k, k)⁻ᵀ (Dtrmm, near GEMM's
+// rate). Products with an explicit inverse make the error grow with the condition number
+// of the diagonal tiles instead of being backward stable; the residual check below
+// bounds the result of every run.
+//
 // # Schedule
 //
 // The order of the operations is fixed before the factorisation, identically in every
@@ -39,7 +47,10 @@
 //
 // # Repetitions and verification
 //
-// With Reps > 1 the factorisation is repeated on a fresh A: every task writes its tiles
+// Before anything is written, every task reads once each tile of another process that it
+// will read, still zero: the process's mirrors of those tiles are allocated and their
+// pages touched while the job sets up, as the tiles of A are when A is generated, and not
+// in the middle of the first factorisation. With Reps > 1 the factorisation is repeated on a fresh A: every task writes its tiles
 // again (their FIFO puts that after the last reads of the previous factorisation), then
 // all tasks meet in a barrier made of locations ("ready", then task 0's "go"), so that a
 // factorisation's time, from the barrier to the last operation of its slowest task, is
@@ -133,11 +144,12 @@ func DefaultGrid(tasks int) summa.Grid {
 func DefaultNB(n int) int { return max(1, min(512, n/4)) }
 
 // BytesPerTask estimates the memory one task holds, in bytes: its share of the lower
-// triangle of tiles, and as much again for the mirrors of tiles of other processes.
+// triangle of tiles and of the inverted diagonal tiles, and as much again for the mirrors
+// of tiles of other processes.
 func BytesPerTask(n, nb int, g summa.Grid) float64 {
 	t := float64((n + nb - 1) / nb)
 	fnb := float64(min(nb, n))
-	return 2 * 8 * fnb * fnb * t * (t + 1) / 2 / float64(g.Tasks())
+	return 2 * 8 * fnb * fnb * (t*(t+1)/2 + t) / float64(g.Tasks())
 }
 
 func (p *Params) check() error {

@@ -53,7 +53,7 @@ func TestFactorEqualsLapack(t *testing.T) {
 	tiles := map[tile][]float64{}
 	for j := range l.tiles {
 		for i := j; i < l.tiles; i++ {
-			a := make([]float64, l.width(i)*l.width(j))
+			a := make([]float64, l.tileLen(tile{i, j}))
 			for r := range l.width(i) {
 				for c := range l.width(j) {
 					a[r*l.width(j)+c] = MatrixA(3, n, i*nb+r, j*nb+c)
@@ -131,6 +131,58 @@ func TestScheduleIsTopological(t *testing.T) {
 				t.Fatalf("grid %s: %v comes after %v on its tile", g, o, w)
 			}
 			lastWrite[o.written()] = o
+		}
+	}
+}
+
+// TestFactorDiagonal: factorDiagonal's L equals gonum's Dpotrf and its L⁻¹ gonum's Dtrtri
+// of it, on orders that recurse (odd halves included) with a padded leading dimension;
+// the upper triangles (NaN) are not read nor written; a matrix that is not positive
+// definite is refused.
+func TestFactorDiagonal(t *testing.T) {
+	k, err := kernels.GetCholesky("gonum")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{1, diagonalCut, diagonalCut + 1, 5*diagonalCut + 3} {
+		ld := n + 2
+		a, inv := make([]float64, n*ld), make([]float64, n*ld)
+		for i := range n {
+			for j := range ld {
+				a[i*ld+j], inv[i*ld+j] = math.NaN(), math.NaN()
+				if j <= i {
+					a[i*ld+j] = MatrixA(7, n, i, j)
+				}
+			}
+		}
+		a0, want := slices.Clone(a), slices.Clone(a)
+		if !(lapack.Implementation{}).Dpotrf(blas.Lower, n, want, ld) {
+			t.Fatal("gonum: not positive definite")
+		}
+		wantInv := slices.Clone(want)
+		if !(lapack.Implementation{}).Dtrtri(blas.Lower, blas.NonUnit, n, wantInv, ld) {
+			t.Fatal("gonum: singular")
+		}
+		if !factorDiagonal(k, n, a, inv, ld) {
+			t.Fatalf("n=%d: not positive definite", n)
+		}
+		for i := range n {
+			for j := range ld {
+				got, gotInv := a[i*ld+j], inv[i*ld+j]
+				if j > i {
+					if !math.IsNaN(got) || !math.IsNaN(gotInv) {
+						t.Fatalf("n=%d: [%d][%d] above the diagonal written", n, i, j)
+					}
+					continue
+				}
+				if math.Abs(got-want[i*ld+j]) > 1e-12*math.Sqrt(float64(n)) || math.Abs(gotInv-wantInv[i*ld+j]) > 1e-12 {
+					t.Fatalf("n=%d: [%d][%d]: L %v, L⁻¹ %v; gonum %v, %v", n, i, j, got, gotInv, want[i*ld+j], wantInv[i*ld+j])
+				}
+			}
+		}
+		a0[(n-1)*ld+n-1] = -float64(n) // the last pivot turns negative
+		if factorDiagonal(k, n, a0, inv, ld) {
+			t.Fatalf("n=%d: a matrix that is not positive definite factored", n)
 		}
 	}
 }

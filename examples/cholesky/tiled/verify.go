@@ -98,7 +98,8 @@ func (w *worker) verify(ctx context.Context) (*Result, error) {
 func (w *worker) eachTile(ctx context.Context, hs []*orwl.Handle, fn func(tile, []float64)) error {
 	for x, h := range hs {
 		if err := h.Section(ctx, func(b []byte) error {
-			fn(w.mine[x], orwl.Float64s(b))
+			tl := w.mine[x]
+			fn(tl, orwl.Float64s(b)[:w.l.width(tl.i)*w.l.width(tl.j)])
 			return nil
 		}); err != nil {
 			return err
