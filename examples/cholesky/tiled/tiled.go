@@ -47,10 +47,7 @@
 //
 // # Repetitions and verification
 //
-// Before anything is written, every task reads once each tile of another process that it
-// will read, still zero: the process's mirrors of those tiles are allocated and their
-// pages touched while the job sets up, as the tiles of A are when A is generated, and not
-// in the middle of the first factorisation. With Reps > 1 the factorisation is repeated on a fresh A: every task writes its tiles
+// With Reps > 1 the factorisation is repeated on a fresh A: every task writes its tiles
 // again (their FIFO puts that after the last reads of the previous factorisation), then
 // all tasks meet in a barrier made of locations ("ready", then task 0's "go"), so that a
 // factorisation's time, from the barrier to the last operation of its slowest task, is

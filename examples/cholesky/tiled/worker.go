@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"time"
 
@@ -25,10 +24,8 @@ type worker struct {
 	ops   []taskOp // my operations, every factorisation, in order of position
 	perOp int      // my operations per factorisation
 	reps  []repHandles
-	// prefetch reads the tiles of other processes that I read, once, before A is written.
-	prefetch []*orwl.Handle
-	stats    TaskStats
-	ends     []time.Duration // every factorisation's time in this task, barrier to last operation
+	stats TaskStats
+	ends  []time.Duration // every factorisation's time in this task, barrier to last operation
 
 	// Verification, filled while A is generated for the last factorisation.
 	x      []float64 // the verification vector
@@ -82,10 +79,9 @@ func (w *worker) declare(order []op) {
 	t.Scale("go", 8)
 	t.Scale("z", 8*l.n)
 	t.Scale("out", 8*w.outLen())
-	w.declarePrefetch(order)
 	stride := posOps + len(order)
 	for r := range w.p.Reps {
-		base := 1 + r*stride
+		base := r * stride
 		rh := repHandles{first: len(w.ops)}
 		for _, tl := range w.mine {
 			rh.init = append(rh.init, t.WriteInsertOnce(w.loc(tl), base+posInit))
@@ -113,26 +109,7 @@ func (w *worker) declare(order []op) {
 		w.reps = append(w.reps, rh)
 	}
 	w.perOp = len(w.ops) / w.p.Reps
-	w.declareVerification(1 + w.p.Reps*stride)
-}
-
-// declarePrefetch inserts, at position 0 (before anything is written), a read of every
-// tile of another process that my operations read. Its grant pushes the tile, still
-// zero, into this process's mirror of it: the mirrors are allocated and their pages
-// touched while the job sets up, not in the middle of the first factorisation.
-func (w *worker) declarePrefetch(order []op) {
-	seen := map[tile]bool{}
-	for _, o := range order {
-		if w.l.owner(o.written()) != w.me {
-			continue
-		}
-		for _, rt := range o.reads() {
-			if owner := w.l.owner(rt); !seen[rt] && w.t.ProcOf(owner) != w.t.ProcOf(w.me) {
-				seen[rt] = true
-				w.prefetch = append(w.prefetch, w.t.ReadInsertOnce(w.loc(rt), 0))
-			}
-		}
-	}
+	w.declareVerification(w.p.Reps * stride)
 }
 
 // loc is the location of tile tl.
@@ -147,11 +124,6 @@ func (w *worker) run(ctx context.Context, order []op) (*Result, error) {
 	}
 	if err := w.t.Schedule(ctx); err != nil {
 		return nil, err
-	}
-	for _, h := range w.prefetch {
-		if err := h.Section(ctx, func([]byte) error { return nil }); err != nil {
-			return nil, err
-		}
 	}
 	for r := range w.p.Reps {
 		if err := w.factorise(ctx, r); err != nil {
@@ -173,9 +145,6 @@ func (w *worker) factorise(ctx context.Context, r int) error {
 			return err
 		}
 	}
-	if r == 0 {
-		w.warmUp()
-	}
 	if err := w.barrier(ctx, rh); err != nil {
 		return err
 	}
@@ -196,21 +165,6 @@ func (w *worker) factorise(ctx context.Context, r int) error {
 	}
 	w.ends = append(w.ends, time.Since(start))
 	return nil
-}
-
-// warmUp calls every kernel operation once on a scratch tile, while the job sets up: a
-// library such as OpenBLAS prepares its buffers at a routine's first call, which would
-// otherwise land in the first factorisation, in the middle of its critical path.
-func (w *worker) warmUp() {
-	nb := w.l.width(0)
-	a, b, c := make([]float64, nb*nb), make([]float64, nb*nb), make([]float64, 2*nb*nb)
-	for i := range nb {
-		a[i*nb+i], c[i*nb+i] = 1, 1
-	}
-	w.compute(op{kind: potrf}, c, [2][]float64{})
-	w.compute(op{kind: trsm}, b, [2][]float64{c})
-	w.compute(op{kind: syrk}, c[:nb*nb], [2][]float64{a})
-	w.compute(op{kind: gemm}, b, [2][]float64{a, a})
 }
 
 // lookahead is how many of its next operations a task looks at for one it can run at once.
@@ -279,15 +233,7 @@ func (w *worker) execute(ctx context.Context, o *taskOp) error {
 	err := w.compute(o.op, orwl.Float64s(o.write.Map()), in)
 	w.stats.Compute += time.Since(t1)
 	w.stats.Flops += w.l.flops(o.op)
-	err = errors.Join(err, o.write.Release(), releaseAll(o.reads))
-	// The releases may have queued pushes of tiles to other processes. The next kernel
-	// call keeps this goroutine in C, holding the process's P (GOMAXPROCS is 1 when every
-	// process has a core), and the goroutine that sends them would wait for Go's system
-	// monitor to take the P back, up to 10ms later: the trace showed the first panel tile
-	// of a factorisation reach the other process 0.5-8ms after its release. Yielding
-	// here sends them first (0.05ms).
-	runtime.Gosched()
-	return err
+	return errors.Join(err, o.write.Release(), releaseAll(o.reads))
 }
 
 // compute calls the kernel of o on the tile it writes, c, and those it reads, in.
@@ -335,7 +281,6 @@ func (w *worker) generate(tl tile, a []float64, last bool) {
 			a[r*wj+c] = MatrixA(p.Seed, p.N, i0+r, j0+c)
 		}
 	}
-	clear(a[wi*wj:]) // a diagonal tile's room for L⁻¹: its pages are touched here, not in POTRF
 	if !last {
 		return
 	}
