@@ -80,36 +80,41 @@ func Dtrmm(t *testing.T, k kernels.Trmm) {
 // triangularFunc is the signature of Dtrsm and Dtrmm.
 type triangularFunc func(s blas.Side, ul blas.Uplo, tA blas.Transpose, d blas.Diag, m, n int, alpha float64, a []float64, lda int, b []float64, ldb int)
 
+// triCase is one call of a triangular operation.
+type triCase struct {
+	m, n  int
+	s     blas.Side
+	ul    blas.Uplo
+	tA    blas.Transpose
+	d     blas.Diag
+	alpha float64
+}
+
 // triangularOp checks got against want (gonum's) for every side, triangle, transpose and
 // diagonal, on well-conditioned triangular matrices, with B's padding and A left untouched.
 func triangularOp(t *testing.T, rnd *rand.Rand, got, want triangularFunc) {
-	for _, mn := range [][2]int{{0, 3}, {3, 0}, {1, 1}, {7, 33}, {33, 7}, {65, 129}} {
-		m, n := mn[0], mn[1]
-		for _, s := range []blas.Side{blas.Left, blas.Right} {
-			na := n
-			if s == blas.Left {
-				na = m
-			}
-			for _, ul := range uplos {
-				for _, tA := range []blas.Transpose{blas.NoTrans, blas.Trans, blas.ConjTrans} {
-					for _, d := range []blas.Diag{blas.NonUnit, blas.Unit} {
-						for _, alpha := range []float64{1, -0.5, 0} {
-							pad := rnd.IntN(2) * padding
-							name := fmt.Sprintf("m%d_n%d_%c%c%c%c_a%g_pad%d", m, n, s, ul, tA, d, alpha, pad)
-							a, lda := triangular(rnd, na, ul, d, pad)
-							b, ldb := store(random(rnd, m, n), m, n, false, pad)
-							a0 := append([]float64(nil), a...)
-							wantB := append([]float64(nil), b...)
-							want(s, ul, tA, d, m, n, alpha, a, lda, wantB, ldb)
-							gotB := append([]float64(nil), b...)
-							got(s, ul, tA, d, m, n, alpha, a, lda, gotB, ldb)
-							unchanged(t, name, "A", a, a0)
-							near(t, name, gotB, wantB, b, m, n, ldb, 1e-12)
-						}
-					}
-				}
-			}
+	cs := expand([]triCase{{}}, [][2]int{{0, 3}, {3, 0}, {1, 1}, {7, 33}, {33, 7}, {65, 129}}, func(c triCase, mn [2]int) triCase { c.m, c.n = mn[0], mn[1]; return c })
+	cs = expand(cs, []blas.Side{blas.Left, blas.Right}, func(c triCase, s blas.Side) triCase { c.s = s; return c })
+	cs = expand(cs, uplos, func(c triCase, ul blas.Uplo) triCase { c.ul = ul; return c })
+	cs = expand(cs, []blas.Transpose{blas.NoTrans, blas.Trans, blas.ConjTrans}, func(c triCase, tA blas.Transpose) triCase { c.tA = tA; return c })
+	cs = expand(cs, []blas.Diag{blas.NonUnit, blas.Unit}, func(c triCase, d blas.Diag) triCase { c.d = d; return c })
+	cs = expand(cs, []float64{1, -0.5, 0}, func(c triCase, alpha float64) triCase { c.alpha = alpha; return c })
+	for _, c := range cs {
+		na := c.n
+		if c.s == blas.Left {
+			na = c.m
 		}
+		pad := rnd.IntN(2) * padding
+		name := fmt.Sprintf("m%d_n%d_%c%c%c%c_a%g_pad%d", c.m, c.n, c.s, c.ul, c.tA, c.d, c.alpha, pad)
+		a, lda := triangular(rnd, na, c.ul, c.d, pad)
+		b, ldb := store(random(rnd, c.m, c.n), c.m, c.n, false, pad)
+		a0 := append([]float64(nil), a...)
+		wantB := append([]float64(nil), b...)
+		want(c.s, c.ul, c.tA, c.d, c.m, c.n, c.alpha, a, lda, wantB, ldb)
+		gotB := append([]float64(nil), b...)
+		got(c.s, c.ul, c.tA, c.d, c.m, c.n, c.alpha, a, lda, gotB, ldb)
+		unchanged(t, name, "A", a, a0)
+		near(t, name, gotB, wantB, b, c.m, c.n, ldb, 1e-12)
 	}
 }
 
@@ -119,27 +124,27 @@ func triangularOp(t *testing.T, rnd *rand.Rand, got, want triangularFunc) {
 // matrix with a zero on its diagonal returns false, unchanged.
 func Dtrtri(t *testing.T, k kernels.Trtri) {
 	rnd := rand.New(rand.NewPCG(11, 12))
-	for _, n := range cholSizes {
-		for _, ul := range uplos {
-			for _, d := range []blas.Diag{blas.NonUnit, blas.Unit} {
-				pad := rnd.IntN(2) * padding
-				name := fmt.Sprintf("n%d_%c%c_pad%d", n, ul, d, pad)
-				a, lda := triangular(rnd, n, ul, d, pad)
-				want := append([]float64(nil), a...)
-				if !(lapack.Implementation{}).Dtrtri(ul, d, n, want, lda) {
-					t.Fatalf("%s: gonum finds the matrix singular", name)
-				}
-				got := append([]float64(nil), a...)
-				if !k.Dtrtri(ul, d, n, got, lda) {
-					t.Fatalf("%s: ok = false for a nonsingular matrix", name)
-				}
-				near(t, name, got, want, a, n, n, lda, 1e-12*float64(n+1))
-				otherTriangleKept(t, name, ul, got, a, n, lda)
-				for i := range n {
-					if d == blas.Unit && !math.IsNaN(got[i*lda+i]) {
-						t.Fatalf("%s: unit diagonal [%d][%d] written", name, i, i)
-					}
-				}
+	cs := expand([]triCase{{}}, cholSizes, func(c triCase, n int) triCase { c.n = n; return c })
+	cs = expand(cs, uplos, func(c triCase, ul blas.Uplo) triCase { c.ul = ul; return c })
+	cs = expand(cs, []blas.Diag{blas.NonUnit, blas.Unit}, func(c triCase, d blas.Diag) triCase { c.d = d; return c })
+	for _, c := range cs {
+		n, ul, d := c.n, c.ul, c.d
+		pad := rnd.IntN(2) * padding
+		name := fmt.Sprintf("n%d_%c%c_pad%d", n, ul, d, pad)
+		a, lda := triangular(rnd, n, ul, d, pad)
+		want := append([]float64(nil), a...)
+		if !(lapack.Implementation{}).Dtrtri(ul, d, n, want, lda) {
+			t.Fatalf("%s: gonum finds the matrix singular", name)
+		}
+		got := append([]float64(nil), a...)
+		if !k.Dtrtri(ul, d, n, got, lda) {
+			t.Fatalf("%s: ok = false for a nonsingular matrix", name)
+		}
+		near(t, name, got, want, a, n, n, lda, 1e-12*float64(n+1))
+		otherTriangleKept(t, name, ul, got, a, n, lda)
+		for i := range n {
+			if d == blas.Unit && !math.IsNaN(got[i*lda+i]) {
+				t.Fatalf("%s: unit diagonal [%d][%d] written", name, i, i)
 			}
 		}
 	}
@@ -161,43 +166,65 @@ func Dtrtri(t *testing.T, k kernels.Trtri) {
 // untouched, A is not modified, and beta == 0 ignores NaNs in C.
 func Dsyrk(t *testing.T, k kernels.Syrk) {
 	rnd := rand.New(rand.NewPCG(7, 8))
-	for _, nk := range [][2]int{{0, 3}, {1, 1}, {7, 0}, {7, 33}, {33, 7}, {129, 65}} {
-		n, kk := nk[0], nk[1]
-		for _, ul := range uplos {
-			for _, tr := range []blas.Transpose{blas.NoTrans, blas.Trans, blas.ConjTrans} {
-				opA := random(rnd, n, kk)
-				c0 := random(rnd, n, n)
-				prod, abs := naive(opA, transpose(opA, n, kk), n, n, kk)
-				for _, ab := range scalars {
-					pad := rnd.IntN(2) * padding
-					name := fmt.Sprintf("n%d_k%d_%c%c_a%g_b%g_pad%d", n, kk, ul, tr, ab[0], ab[1], pad)
-					a, lda := store(opA, n, kk, tr != blas.NoTrans, pad)
-					c, ldc := store(c0, n, n, false, pad)
-					want := append([]float64(nil), c...)
-					for i := range n {
-						for j := range n {
-							if ul == blas.Lower && j <= i || ul == blas.Upper && j >= i {
-								want[i*ldc+j] = ab[0]*prod[i][j] + ab[1]*c0[i][j]
-								if ab[1] == 0 {
-									want[i*ldc+j] = ab[0] * prod[i][j]
-									c[i*ldc+j] = math.NaN()
-								}
-							}
-						}
-					}
-					a0 := append([]float64(nil), a...)
-					k.Dsyrk(ul, tr, n, kk, ab[0], a, lda, ab[1], c, ldc)
-					unchanged(t, name, "A", a, a0)
-					for i := range n {
-						for j := range n {
-							bound := math.Abs(ab[0])*abs[i][j] + math.Abs(ab[1]*c0[i][j])
-							if d := math.Abs(c[i*ldc+j] - want[i*ldc+j]); !(d <= Tol*bound) {
-								t.Fatalf("%s: C[%d][%d] = %v, want %v", name, i, j, c[i*ldc+j], want[i*ldc+j])
-							}
-						}
-					}
-					paddingKept(t, name, c, n, n, ldc)
-				}
+	type syrkCase struct {
+		n, k int
+		ul   blas.Uplo
+		tr   blas.Transpose
+	}
+	cs := expand([]syrkCase{{}}, [][2]int{{0, 3}, {1, 1}, {7, 0}, {7, 33}, {33, 7}, {129, 65}}, func(c syrkCase, nk [2]int) syrkCase { c.n, c.k = nk[0], nk[1]; return c })
+	cs = expand(cs, uplos, func(c syrkCase, ul blas.Uplo) syrkCase { c.ul = ul; return c })
+	cs = expand(cs, []blas.Transpose{blas.NoTrans, blas.Trans, blas.ConjTrans}, func(c syrkCase, tr blas.Transpose) syrkCase { c.tr = tr; return c })
+	for _, c := range cs {
+		n, kk := c.n, c.k
+		opA := random(rnd, n, kk)
+		c0 := random(rnd, n, n)
+		prod, abs := naive(opA, transpose(opA, n, kk), n, n, kk)
+		for _, ab := range scalars {
+			pad := rnd.IntN(2) * padding
+			name := fmt.Sprintf("n%d_k%d_%c%c_a%g_b%g_pad%d", n, kk, c.ul, c.tr, ab[0], ab[1], pad)
+			a, lda := store(opA, n, kk, c.tr != blas.NoTrans, pad)
+			cm, ldc := store(c0, n, n, false, pad)
+			want := syrkWant(c.ul, n, ab[0], ab[1], prod, c0, cm, ldc)
+			a0 := append([]float64(nil), a...)
+			k.Dsyrk(c.ul, c.tr, n, kk, ab[0], a, lda, ab[1], cm, ldc)
+			unchanged(t, name, "A", a, a0)
+			within(t, name, n, n, func(i, j int) (float64, float64, float64) {
+				return cm[i*ldc+j], want[i*ldc+j], math.Abs(ab[0])*abs[i][j] + math.Abs(ab[1]*c0[i][j])
+			})
+			paddingKept(t, name, cm, n, n, ldc)
+		}
+	}
+}
+
+// syrkWant returns what Dsyrk must leave in c (n×n, leading dimension ldc, holding c0):
+// alpha·prod + beta·c0 in the ul triangle, c elsewhere. With beta == 0 it puts NaNs in
+// that triangle of c, which Dsyrk must ignore.
+func syrkWant(ul blas.Uplo, n int, alpha, beta float64, prod, c0 [][]float64, c []float64, ldc int) []float64 {
+	want := append([]float64(nil), c...)
+	for i := range n {
+		for j := range n {
+			if ul == blas.Lower && j > i || ul == blas.Upper && j < i {
+				continue
+			}
+			want[i*ldc+j] = alpha*prod[i][j] + beta*c0[i][j]
+			if beta == 0 {
+				want[i*ldc+j] = alpha * prod[i][j]
+				c[i*ldc+j] = math.NaN()
+			}
+		}
+	}
+	return want
+}
+
+// within fails the test when an entry of an m×n result is farther from what it should be
+// than Tol times its bound; at(i, j) gives the entry, what it should be, and the bound.
+func within(t *testing.T, name string, m, n int, at func(i, j int) (got, want, bound float64)) {
+	t.Helper()
+	for i := range m {
+		for j := range n {
+			got, want, bound := at(i, j)
+			if d := math.Abs(got - want); !(d <= Tol*bound) {
+				t.Fatalf("%s: C[%d][%d] = %v, want %v", name, i, j, got, want)
 			}
 		}
 	}

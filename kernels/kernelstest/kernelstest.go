@@ -45,20 +45,23 @@ var transposes = []blas.Transpose{blas.NoTrans, blas.Trans}
 // NaNs in C, and that blas.ConjTrans behaves as blas.Trans.
 func Dgemm(t *testing.T, g kernels.Gemm) {
 	rnd := rand.New(rand.NewPCG(1, 2))
-	for _, s := range shapes {
-		m, n, k := s[0], s[1], s[2]
-		for _, tA := range transposes {
-			for _, tB := range transposes {
-				opA := random(rnd, m, k)
-				opB := random(rnd, k, n)
-				c0 := random(rnd, m, n)
-				prod, abs := naive(opA, opB, m, n, k)
-				for _, pad := range []int{0, padding} {
-					for _, ab := range scalars {
-						name := fmt.Sprintf("m%d_n%d_k%d_%c%c_a%g_b%g_pad%d", m, n, k, tA, tB, ab[0], ab[1], pad)
-						one(t, g, name, tA, tB, m, n, k, ab[0], ab[1], opA, opB, c0, prod, abs, pad)
-					}
-				}
+	type gemmCase struct {
+		mnk    [3]int
+		tA, tB blas.Transpose
+	}
+	cs := expand([]gemmCase{{}}, shapes, func(c gemmCase, s [3]int) gemmCase { c.mnk = s; return c })
+	cs = expand(cs, transposes, func(c gemmCase, tA blas.Transpose) gemmCase { c.tA = tA; return c })
+	cs = expand(cs, transposes, func(c gemmCase, tB blas.Transpose) gemmCase { c.tB = tB; return c })
+	for _, c := range cs {
+		m, n, k := c.mnk[0], c.mnk[1], c.mnk[2]
+		opA := random(rnd, m, k)
+		opB := random(rnd, k, n)
+		c0 := random(rnd, m, n)
+		prod, abs := naive(opA, opB, m, n, k)
+		for _, pad := range []int{0, padding} {
+			for _, ab := range scalars {
+				name := fmt.Sprintf("m%d_n%d_k%d_%c%c_a%g_b%g_pad%d", m, n, k, c.tA, c.tB, ab[0], ab[1], pad)
+				one(t, g, name, c.tA, c.tB, m, n, k, ab[0], ab[1], opA, opB, c0, prod, abs, pad)
 			}
 		}
 	}
@@ -68,6 +71,18 @@ func Dgemm(t *testing.T, g kernels.Gemm) {
 		prod, abs := naive(opA, opB, m, n, k)
 		one(t, g, "CC", blas.ConjTrans, blas.ConjTrans, m, n, k, 1.5, 0.5, opA, opB, c0, prod, abs, 1)
 	})
+}
+
+// expand returns every case of cs with every value of vs set by set: the cartesian product
+// of the parameters of a suite, one loop instead of a nest.
+func expand[C, V any](cs []C, vs []V, set func(C, V) C) []C {
+	out := make([]C, 0, len(cs)*len(vs))
+	for _, c := range cs {
+		for _, v := range vs {
+			out = append(out, set(c, v))
+		}
+	}
+	return out
 }
 
 // one runs a single Dgemm call and checks it against the naive product.
