@@ -158,7 +158,7 @@ func decodeClock(h *transport.Header) clockMsg {
 // The steps of a checkpoint (ckptMsg.phase): rank 0 to every process, and their answers.
 const (
 	ckptPrepare   uint8 = iota + 1 // hold the tasks; answered by ckptReport
-	ckptReport                     // bound: the iteration the tasks are held at; minIter: the smallest Iterate n
+	ckptReport                     // bound: the iteration the tasks are held at; minIter: the smallest Iterate n; busy: pieces of an earlier checkpoint held
 	ckptArm                        // arm checkpoint k; answered by ckptArmed
 	ckptArmed                      //
 	ckptGo                         // lift the hold
@@ -181,6 +181,7 @@ type ckptMsg struct {
 	bound   int64
 	minIter int64
 	failed  bool
+	busy    bool // ckptReport: the sender still holds buffers of an earlier checkpoint's pieces
 	task    int
 	loc     uint32
 	state   int   // the length of a kept state's name; -1 for a location
@@ -191,7 +192,10 @@ func (m *ckptMsg) header() transport.Header {
 	h := transport.Header{Type: msgCheckpoint, Flags: m.phase, Seq: uint64(m.k), ID: uint64(m.task), Key: m.loc, Arg: int64(m.state)}
 	switch m.phase {
 	case ckptReport:
-		h.Arg, h.ID = m.bound, uint64(m.minIter)
+		h.Arg, h.ID, h.Key = m.bound, uint64(m.minIter), 0
+		if m.busy {
+			h.Key = 1
+		}
 	case ckptDone, ckptStored:
 		if m.failed {
 			h.Arg = 1
@@ -206,7 +210,7 @@ func decodeCkpt(h *transport.Header) ckptMsg {
 	m := ckptMsg{phase: h.Flags, k: int(h.Seq), task: int(h.ID), loc: h.Key, state: int(h.Arg)}
 	switch m.phase {
 	case ckptReport:
-		m.bound, m.minIter = h.Arg, int64(h.ID)
+		m.bound, m.minIter, m.busy = h.Arg, int64(h.ID), h.Key == 1
 	case ckptDone, ckptStored:
 		m.failed = h.Arg == 1
 	case ckptPart:
