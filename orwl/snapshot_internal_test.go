@@ -78,18 +78,18 @@ func TestSnapshotBuffersAreNotReused(t *testing.T) {
 		}
 		return nil
 	}
-	logger := slog.New(testLogHandler(func(r slog.Record) {
+	logger := slog.New(slog.NewTextHandler(logLines(func(line string) {
 		switch {
-		case strings.HasPrefix(r.Message, "orwl: checkpoint skipped"):
+		case strings.Contains(line, `msg="orwl: checkpoint skipped`):
 			onceSkip.Do(func() { close(skipped) })
-		case r.Message == "orwl: checkpoint complete":
+		case strings.Contains(line, `msg="orwl: checkpoint complete"`):
 			select {
 			case <-written:
 				onceComplete.Do(func() { close(completeAfter) })
 			default:
 			}
 		}
-	}))
+	}), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	errStop := errors.New("stop")
 	cfg := Config{Tasks: 1, Locations: []string{"v"}, Logger: logger,
 		Checkpoint: Checkpoint{Dir: filepath.Join(t.TempDir(), "{rank}"), Every: time.Millisecond, Program: "reuse"}}
@@ -126,13 +126,10 @@ func TestSnapshotBuffersAreNotReused(t *testing.T) {
 	}
 }
 
-// testLogHandler is a slog.Handler that calls fn with every record.
-type testLogHandler func(slog.Record)
+// logLines is an io.Writer that calls fn with every line a slog.TextHandler writes.
+type logLines func(line string)
 
-func (h testLogHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h testLogHandler) Handle(_ context.Context, r slog.Record) error {
-	h(r)
-	return nil
+func (f logLines) Write(b []byte) (int, error) {
+	f(string(b))
+	return len(b), nil
 }
-func (h testLogHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h testLogHandler) WithGroup(string) slog.Handler      { return h }
