@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,16 @@ import (
 // pieces, which each commits as the checkpoint's manifest. A piece that cannot be written (a
 // full disk) is reported once, and the checkpoint is discarded everywhere: the previous one
 // stays, and the job goes on.
+//
+// The snapshot buffers are reused from one checkpoint to the next, so a process never arms
+// a checkpoint while a buffer of an earlier one is still read: checkpointer.held counts its
+// pieces from their arm until the writer is done with them and, for a piece sent to the
+// partner, the partner has said it stored its copy (which it sends once its own writer is
+// done with the buffer the copy arrived in). A process whose count is not zero says so in
+// its report at prepare, and rank 0 skips that checkpoint (the next comes Every later) and
+// says so at debug level. In a checkpoint that completes every piece is released before the
+// process reports it done, so only a failed checkpoint, whose pieces may still be queued or
+// on their way when it is given up, or a disk slower than Every, ever makes one skipped.
 
 // Checkpoint configures the checkpoints of a job (see Task.Iterate and Task.Keep).
 type Checkpoint struct {
@@ -75,10 +86,9 @@ const (
 type keptState struct {
 	name string
 	buf  []byte // the task's own memory
-	// wire is the state's piece as it travels to the partner process, its name then its
-	// copy of the armed checkpoint (snap), allocated and touched at the schedule and reused:
-	// the copy at a checkpoint's iteration takes no page fault, and none is made to send it.
-	wire, snap []byte
+	// snap is its copy for the armed checkpoint, allocated and touched at the schedule and
+	// reused: the copy at a checkpoint's iteration takes no page fault.
+	snap []byte
 }
 
 // checkpointer is this process's part in the checkpoints of the job; nil when the job takes
@@ -96,6 +106,10 @@ type checkpointer struct {
 	slack   atomic.Int64 // how far past the highest entered iteration a hold lets tasks go
 	waited  atomic.Bool  // a task waited at the hold of the checkpoint being prepared
 	began   atomic.Int64 // when a task first entered an iteration, in ns since made; 0: none yet
+	// held counts this process's pieces of armed checkpoints whose buffers (location.snapBuf,
+	// keptState.snap) are not free yet: from the arm until the writer is done with the piece
+	// and, if it sent it, the partner said it stored its copy (ckptStored).
+	held atomic.Int64
 
 	// The pace of the last checkpoints, on the connection's reader that runs handle.
 	made     time.Time     // when the checkpointer was made: the origin of began
@@ -111,9 +125,13 @@ type checkpointer struct {
 	k       int           // the checkpoint this process writes; 0: none
 	expect  int           // its pieces of this process
 	written []checkpoint.PieceInfo
-	stored  int  // partner copies of them stored
-	failed  bool // a piece could not be written
-	full    bool // a full disk was reported
+	stored  int                         // partner copies of them stored
+	failed  bool                        // a piece could not be written
+	full    bool                        // a full disk was reported
+	in      map[int]*copyIn             // the partner copies being received, by sender (copies.go)
+	bufs    map[checkpoint.Key]*copyBuf // the buffers they arrive in, by piece
+
+	out outbox // the partner copies of this process's pieces, to send
 
 	replies chan ckptReply // rank 0: the processes' answers
 	armedAt time.Time      // rank 0: when the checkpoint being taken was armed
@@ -125,8 +143,8 @@ type pieceJob struct {
 	k    int
 	key  checkpoint.Key
 	data []byte
-	wire []byte // a kept state's payload for the partner (keptState.wire); nil: build it
 	from int
+	copy *copyBuf // a partner copy's buffer, data's
 }
 
 // ckptReply is a process's answer to rank 0.
@@ -135,6 +153,7 @@ type ckptReply struct {
 	phase  uint8
 	bound  int64 // ckptReport
 	minIt  int64 // ckptReport
+	busy   bool  // ckptReport
 	pieces []checkpoint.PieceInfo
 	failed bool // ckptDone
 }
@@ -272,11 +291,10 @@ func (c *checkpointer) enter(ctx context.Context, t *Task, iter int) error {
 		for i := range t.kept {
 			s := &t.kept[i]
 			if len(s.snap) != len(s.buf) { // not allocated at the schedule
-				s.wire = append([]byte(s.name), s.buf...)
-				s.snap = s.wire[len(s.name):]
+				s.snap = make([]byte, len(s.buf))
 			}
 			copy(s.snap, s.buf)
-			p := pieceJob{k: iter, key: checkpoint.StateKey(t.id, s.name), data: s.snap, wire: s.wire, from: -1}
+			p := pieceJob{k: iter, key: checkpoint.StateKey(t.id, s.name), data: s.snap, from: -1}
 			c.push(func() { c.writePiece(p) })
 		}
 	}
@@ -304,10 +322,7 @@ func (c *checkpointer) allocate() {
 	}
 	for _, t := range c.j.local {
 		for i := range t.kept {
-			s := &t.kept[i]
-			s.wire = touched(len(s.name) + len(s.buf))
-			copy(s.wire, s.name)
-			s.snap = s.wire[len(s.name):]
+			t.kept[i].snap = touched(len(t.kept[i].buf))
 		}
 	}
 }
@@ -382,30 +397,28 @@ func (c *checkpointer) writePiece(p pieceJob) {
 		c.warn(p.k, err)
 	}
 	if p.from >= 0 {
+		c.mu.Lock()
+		p.copy.busy = false
+		c.mu.Unlock()
 		c.send(p.from, ckptMsg{phase: ckptStored, k: p.k, failed: err != nil}, nil)
 		return
 	}
 	c.mu.Lock()
-	if err != nil {
-		c.failed = true
-	} else {
-		c.written = append(c.written, info)
+	if p.k == c.k { // not a piece of a checkpoint already given up
+		c.failed = c.failed || err != nil
+		if err == nil {
+			c.written = append(c.written, info)
+		}
 	}
 	c.mu.Unlock()
 	if partner := c.partner(); partner >= 0 && err == nil {
-		loc, _ := c.j.locIndex(Location{Task: p.key.Task, Name: p.key.Name}) // a state's is not used
-		var m ckptMsg
-		var payload []byte
-		if p.wire != nil { // the name and the data as pieceMsg makes them, with no copy
-			m, _ = pieceMsg(p.k, p.key, nil, loc)
-			payload = p.wire
-		} else {
-			m, payload = pieceMsg(p.k, p.key, p.data, loc)
-		}
-		c.send(partner, m, payload)
+		c.sendCopy(partner, p)
 	} else {
+		c.held.Add(-1) // not sent: its buffer is free
 		c.mu.Lock()
-		c.stored++ // no partner: one copy is all there is
+		if p.k == c.k && err == nil {
+			c.stored++ // no partner: one copy is all there is
+		}
 		c.mu.Unlock()
 	}
 	c.maybeDone()
@@ -413,6 +426,10 @@ func (c *checkpointer) writePiece(p pieceJob) {
 
 // writeChunk is the most writeFile writes at once.
 const writeChunk = 1 << 20
+
+// chunkHook, when set (by a test), is called before writeFile writes each chunk of a piece;
+// an error it returns fails the piece's write as the disk's would.
+var chunkHook func(p pieceJob, chunk []byte) error
 
 // writeFile writes p durably into this process's directory (checkpoint.Store.WritePiece), in
 // large sequential writes of at most writeChunk bytes, letting the tasks run between them:
@@ -425,6 +442,12 @@ func (c *checkpointer) writeFile(p pieceJob) (checkpoint.PieceInfo, error) {
 	}
 	for data := p.data; len(data) > 0; {
 		n := min(len(data), writeChunk)
+		if chunkHook != nil {
+			if err := chunkHook(p, data[:n]); err != nil {
+				w.Abort()
+				return checkpoint.PieceInfo{}, err
+			}
+		}
 		if _, err := w.Write(data[:n]); err != nil {
 			return checkpoint.PieceInfo{}, err
 		}
@@ -492,7 +515,7 @@ func (c *checkpointer) handle(from int, m ckptMsg, payload []byte) {
 		bound := c.entered.Load() + c.holdSlack()
 		c.hold.Store(bound)
 		bound = max(bound, c.entered.Load()) // a task that entered meanwhile saw no hold
-		c.send(0, ckptMsg{phase: ckptReport, bound: bound, minIter: c.minIter.Load()}, nil)
+		c.send(0, ckptMsg{phase: ckptReport, bound: bound, minIter: c.minIter.Load(), busy: c.held.Load() > 0}, nil)
 	case ckptArm:
 		c.arm(m.k)
 		c.send(0, ckptMsg{phase: ckptArmed, k: m.k}, nil)
@@ -506,18 +529,16 @@ func (c *checkpointer) handle(from int, m ckptMsg, payload []byte) {
 		close(c.lifted)
 		c.lifted = make(chan struct{})
 		c.mu.Unlock()
-	case ckptPiece:
-		if int(m.loc) >= c.j.tasks*len(c.j.names) {
-			c.j.fail(fmt.Errorf("orwl: checkpoint piece from rank %d for location %d, which does not exist", from, m.loc))
-			return
+	case ckptPiece, ckptData:
+		if err := c.receiveCopy(from, m, payload); err != nil {
+			c.j.fail(fmt.Errorf("orwl: checkpoint message from rank %d: %w", from, err))
 		}
-		key, data, err := pieceKey(m, payload, c.j.locationAt)
-		if err != nil {
-			c.j.fail(fmt.Errorf("orwl: rank %d: %w", from, err))
-			return
+	case ckptAck:
+		if err := c.acked(from); err != nil {
+			c.j.fail(fmt.Errorf("orwl: checkpoint message from rank %d: %w", from, err))
 		}
-		c.push(func() { c.writePiece(pieceJob{k: m.k, key: key, data: data, from: from}) })
 	case ckptStored:
+		c.held.Add(-1) // the partner is done with the piece, whatever its checkpoint
 		c.mu.Lock()
 		if m.k == c.k { // not a late answer about a checkpoint already given up
 			c.stored++
@@ -544,7 +565,7 @@ func (c *checkpointer) handle(from int, m ckptMsg, payload []byte) {
 	case ckptInventory, ckptPlan, ckptPart:
 		c.restartMessage(from, m, payload)
 	default: // answers to rank 0
-		r := ckptReply{from: from, phase: m.phase, bound: m.bound, minIt: m.minIter, failed: m.failed}
+		r := ckptReply{from: from, phase: m.phase, bound: m.bound, minIt: m.minIter, failed: m.failed, busy: m.busy}
 		if m.phase == ckptDone {
 			json.Unmarshal(payload, &r.pieces)
 		}
@@ -567,6 +588,7 @@ func (c *checkpointer) arm(k int) {
 			expect++
 		}
 	}
+	c.held.Add(int64(expect)) // zero before: rank 0 skips a checkpoint while it is not
 	c.mu.Lock()
 	c.k, c.expect, c.written, c.stored, c.failed = k, expect, nil, 0, false
 	c.mu.Unlock()
@@ -592,8 +614,18 @@ func (c *checkpointer) take(ctx context.Context) bool {
 	if !ok {
 		return false
 	}
+	var busy []int
+	for _, r := range reports {
+		if r.busy {
+			busy = append(busy, r.from)
+		}
+	}
+	if len(busy) > 0 {
+		slices.Sort(busy)
+		c.j.log.Debug(fmt.Sprintf("orwl: checkpoint skipped: ranks %v still write pieces of an earlier checkpoint (a slow disk, or one that failed)", busy))
+	}
 	k, ok := nextCheckpoint(reports, c.start())
-	if !ok {
+	if !ok || len(busy) > 0 {
 		c.broadcast(ckptMsg{phase: ckptGo}, nil)
 		return true
 	}

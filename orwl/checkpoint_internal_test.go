@@ -130,3 +130,49 @@ func TestHoldSlackFollowsThePace(t *testing.T) {
 		t.Fatalf("bound %d at 10 ms an iteration and a 55 ms hold, want 110+11", r.bound)
 	}
 }
+
+// TestPartnerCopyParts: a partner copy is opened by a message that gives its key and size,
+// and its parts must follow in order; it arrives in a buffer kept for the piece from one
+// checkpoint to the next, which is replaced when the writer still has it.
+func TestPartnerCopyParts(t *testing.T) {
+	c := &checkpointer{j: &job{tasks: 2, names: []string{"v"}}}
+	key := checkpoint.StateKey(1, "acc")
+	open, payload := pieceMsg(7, key, 6, 0)
+	m := decodeCkpt(new(open.header()))
+	got, size, err := pieceKey(m, payload, c.j.locationAt)
+	if err != nil || got != key || size != 6 {
+		t.Fatalf("pieceKey: %v %d %v, want %v 6", got, size, err, key)
+	}
+	take := func(m ckptMsg, payload string) (*copyIn, bool, error) {
+		return c.takeCopy(0, m, key, 6, []byte(payload))
+	}
+	part := func(k int, off int64) ckptMsg { return ckptMsg{phase: ckptData, k: k, off: off} }
+	if _, _, err := take(part(7, 0), "abc"); err == nil {
+		t.Fatal("a part before its piece was opened was taken")
+	}
+	in, done, err := take(m, "")
+	if err != nil || done {
+		t.Fatalf("open: %v, done %v", err, done)
+	}
+	first := in.buf
+	for _, bad := range []ckptMsg{part(7, 1), part(8, 0)} {
+		if _, _, err := take(bad, "abc"); err == nil {
+			t.Fatalf("part %+v taken after none", bad)
+		}
+	}
+	if _, _, err := take(m, ""); err == nil {
+		t.Fatal("a second piece opened before the first was complete")
+	}
+	take(part(7, 0), "abc")
+	if in, done, err = take(part(7, 3), "def"); err != nil || !done || string(in.assembly.buf) != "abcdef" {
+		t.Fatalf("copy %q, done %v, %v", in.assembly.buf, done, err)
+	}
+	if in, _, _ = take(m, ""); in.buf == first { // the writer still has the first
+		t.Fatal("a buffer the writer has was reused")
+	}
+	take(part(7, 0), "abcdef")
+	in.buf.busy = false // written
+	if in2, _, _ := take(m, ""); in2.buf != in.buf {
+		t.Fatal("a free buffer was not reused")
+	}
+}

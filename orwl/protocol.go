@@ -1,7 +1,7 @@
 package orwl
 
 import (
-	"bytes"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/orwl-go/orwl/checkpoint"
@@ -158,7 +158,7 @@ func decodeClock(h *transport.Header) clockMsg {
 // The steps of a checkpoint (ckptMsg.phase): rank 0 to every process, and their answers.
 const (
 	ckptPrepare   uint8 = iota + 1 // hold the tasks; answered by ckptReport
-	ckptReport                     // bound: the iteration the tasks are held at; minIter: the smallest Iterate n
+	ckptReport                     // bound: the iteration the tasks are held at; minIter: the smallest Iterate n; busy: pieces of an earlier checkpoint held
 	ckptArm                        // arm checkpoint k; answered by ckptArmed
 	ckptArmed                      //
 	ckptGo                         // lift the hold
@@ -170,6 +170,8 @@ const (
 	ckptInventory                  // at the start, to rank 0: what the sender's directories hold (payload, JSON)
 	ckptPlan                       // rank 0 to every process: the checkpoint the job restarts from, who sends what (payload, JSON)
 	ckptPart                       // a part of piece number loc of the plan, at offset off (restore.go)
+	ckptData                       // to the partner: a part of the copy being sent, at offset off; answered by ckptAck
+	ckptAck                        // the partner took a message of a copy (copies.go)
 )
 
 // ckptMsg is one step of a checkpoint. A piece carries its key: the task in ID, a location's
@@ -181,22 +183,26 @@ type ckptMsg struct {
 	bound   int64
 	minIter int64
 	failed  bool
+	busy    bool // ckptReport: the sender still holds buffers of an earlier checkpoint's pieces
 	task    int
 	loc     uint32
 	state   int   // the length of a kept state's name; -1 for a location
-	off     int64 // ckptPart: the offset of the payload in its piece
+	off     int64 // ckptPart, ckptData: the offset of the payload in its piece
 }
 
 func (m *ckptMsg) header() transport.Header {
 	h := transport.Header{Type: msgCheckpoint, Flags: m.phase, Seq: uint64(m.k), ID: uint64(m.task), Key: m.loc, Arg: int64(m.state)}
 	switch m.phase {
 	case ckptReport:
-		h.Arg, h.ID = m.bound, uint64(m.minIter)
+		h.Arg, h.ID, h.Key = m.bound, uint64(m.minIter), 0
+		if m.busy {
+			h.Key = 1
+		}
 	case ckptDone, ckptStored:
 		if m.failed {
 			h.Arg = 1
 		}
-	case ckptPart:
+	case ckptPart, ckptData:
 		h.Arg = m.off
 	}
 	return h
@@ -206,35 +212,44 @@ func decodeCkpt(h *transport.Header) ckptMsg {
 	m := ckptMsg{phase: h.Flags, k: int(h.Seq), task: int(h.ID), loc: h.Key, state: int(h.Arg)}
 	switch m.phase {
 	case ckptReport:
-		m.bound, m.minIter = h.Arg, int64(h.ID)
+		m.bound, m.minIter, m.busy = h.Arg, int64(h.ID), h.Key == 1
 	case ckptDone, ckptStored:
 		m.failed = h.Arg == 1
-	case ckptPart:
+	case ckptPart, ckptData:
 		m.off = h.Arg
 	}
 	return m
 }
 
-// pieceMsg is the message that sends p, a piece of checkpoint k, to the partner, and its
-// payload; loc is the location's index when p is a location's.
-func pieceMsg(k int, key checkpoint.Key, data []byte, loc int) (ckptMsg, []byte) {
+// pieceMsg is the message that opens the partner copy of a piece of checkpoint k, key, of
+// size bytes (its data follows in ckptData messages), and its payload: the size, then a kept
+// state's name; loc is the location's index when key is a location's.
+func pieceMsg(k int, key checkpoint.Key, size int, loc int) (ckptMsg, []byte) {
 	m := ckptMsg{phase: ckptPiece, k: k, task: key.Task, loc: uint32(loc), state: -1}
+	payload := binary.AppendUvarint(nil, uint64(size))
 	if key.Kind == checkpoint.State {
 		m.state = len(key.Name)
-		return m, append([]byte(key.Name), data...)
+		payload = append(payload, key.Name...)
 	}
-	return m, data
+	return m, payload
 }
 
-// pieceKey reads the key of a piece m carries and copies its data out of payload (the
-// mesh's memory); location names the location of an index.
-func pieceKey(m ckptMsg, payload []byte, location func(uint32) Location) (checkpoint.Key, []byte, error) {
-	if m.state < 0 {
+// maxPieceSize bounds the size a message opening a partner copy may announce.
+const maxPieceSize = 1 << 40
+
+// pieceKey reads the key and the size of the piece that m, a message pieceMsg made, opens;
+// location names the location of an index.
+func pieceKey(m ckptMsg, payload []byte, location func(uint32) Location) (checkpoint.Key, int, error) {
+	size, n := binary.Uvarint(payload)
+	name := payload[max(n, 0):]
+	switch {
+	case n <= 0 || size > maxPieceSize:
+		return checkpoint.Key{}, 0, fmt.Errorf("checkpoint piece announced with a size that is not one (%d bytes of it)", len(payload))
+	case m.state < 0 && len(name) == 0:
 		l := location(m.loc)
-		return checkpoint.LocationKey(l.Task, l.Name), bytes.Clone(payload), nil
+		return checkpoint.LocationKey(l.Task, l.Name), int(size), nil
+	case m.state != len(name):
+		return checkpoint.Key{}, 0, fmt.Errorf("checkpoint piece names a state of %d bytes in %d", m.state, len(name))
 	}
-	if m.state > len(payload) {
-		return checkpoint.Key{}, nil, fmt.Errorf("checkpoint piece of %d bytes names a state of %d", len(payload), m.state)
-	}
-	return checkpoint.StateKey(m.task, string(payload[:m.state])), bytes.Clone(payload[m.state:]), nil
+	return checkpoint.StateKey(m.task, string(name)), int(size), nil
 }

@@ -1,0 +1,135 @@
+package orwl
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/orwl-go/orwl/checkpoint"
+)
+
+// TestSnapshotBuffersAreNotReused: a checkpoint's pieces are written from buffers that the
+// next checkpoint reuses. When a checkpoint fails (a piece could not be written) while the
+// writer still writes another of its pieces (a slow disk), the next checkpoint must not copy
+// into that buffer under the writer: the piece on disk would mix two iterations while its
+// checksum, computed as it is written, matches. Here the write of state "a" of the first
+// checkpoint fails, and the writer stops after the first chunk of state "b" until the task
+// has entered a second checkpoint or rank 0 has skipped one because of the piece held; every
+// chunk of "b" must hold the task's state of the first checkpoint's iteration, and a later
+// checkpoint must complete all the same.
+func TestSnapshotBuffersAreNotReused(t *testing.T) {
+	var (
+		mu              sync.Mutex
+		first           int // the first checkpoint, whose "b" is held
+		word            []byte
+		problems        []string
+		entered2        = make(chan struct{}) // the task entered a second checkpoint
+		skipped         = make(chan struct{}) // rank 0 skipped a checkpoint: "b" still held
+		written         = make(chan struct{}) // the first checkpoint's "b" is written
+		completeAfter   = make(chan struct{}) // a checkpoint complete after it
+		once2, onceSkip sync.Once
+		onceWritten     sync.Once
+		onceComplete    sync.Once
+	)
+	problem := func(format string, args ...any) {
+		mu.Lock()
+		problems = append(problems, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	defer func() { chunkHook = nil }()
+	chunkHook = func(p pieceJob, chunk []byte) error {
+		mu.Lock()
+		if first == 0 {
+			first = p.k
+		}
+		k := first
+		mu.Unlock()
+		if p.k != k || p.key.Kind != checkpoint.State {
+			return nil
+		}
+		if p.key.Name == "a" {
+			return errors.New("injected: disk trouble")
+		}
+		if word == nil { // "b"'s first chunk: hold the writer after it
+			word = append([]byte(nil), chunk[:8]...)
+			select {
+			case <-entered2:
+			case <-skipped:
+			case <-time.After(time.Minute):
+				problem("neither a second checkpoint nor a skipped one within a minute")
+			}
+		} else {
+			defer onceWritten.Do(func() { close(written) })
+		}
+		for off := 0; off+8 <= len(chunk); off += 8 {
+			if string(chunk[off:off+8]) != string(word) {
+				problem("checkpoint %d: state b written with word %x at a chunk's offset %d, %x at its start: overwritten while written",
+					k, chunk[off:off+8], off, word)
+				break
+			}
+		}
+		return nil
+	}
+	logger := slog.New(slog.NewTextHandler(logLines(func(line string) {
+		switch {
+		case strings.Contains(line, `msg="orwl: checkpoint skipped`):
+			onceSkip.Do(func() { close(skipped) })
+		case strings.Contains(line, `msg="orwl: checkpoint complete"`):
+			select {
+			case <-written:
+				onceComplete.Do(func() { close(completeAfter) })
+			default:
+			}
+		}
+	}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	errStop := errors.New("stop")
+	cfg := Config{Tasks: 1, Locations: []string{"v"}, Logger: logger,
+		Checkpoint: Checkpoint{Dir: filepath.Join(t.TempDir(), "{rank}"), Every: time.Millisecond, Program: "reuse"}}
+	err := Run(context.Background(), cfg, func(ctx context.Context, t *Task) error {
+		a, b := make([]byte, 8), make([]byte, 2*writeChunk+8)
+		t.Keep("a", a)
+		t.Keep("b", b)
+		t.Scale("v", 8)
+		own := t.WriteInsert(t.Loc(0, "v"), 0)
+		if err := t.Schedule(ctx); err != nil {
+			return err
+		}
+		return t.Iterate(ctx, math.MaxInt32, func(iter int) error {
+			if n, _ := t.CheckpointHold(); n >= 2 {
+				once2.Do(func() { close(entered2) })
+			}
+			select {
+			case <-completeAfter:
+				return errStop
+			default:
+			}
+			binary.LittleEndian.PutUint64(b, uint64(iter)) // b: the iteration, in every word
+			for n := 8; n < len(b); n *= 2 {
+				copy(b[n:], b[:n])
+			}
+			return own.Section(ctx, func([]byte) error { return nil })
+		})
+	})
+	if !errors.Is(err, errStop) {
+		t.Fatalf("Run: %v, want the task's stop after a checkpoint complete", err)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+// logLines is an io.Writer that calls fn with every line a slog.TextHandler writes.
+type logLines func(line string)
+
+func (f logLines) Write(b []byte) (int, error) {
+	f(string(b))
+	return len(b), nil
+}
