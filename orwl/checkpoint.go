@@ -86,9 +86,10 @@ const (
 type keptState struct {
 	name string
 	buf  []byte // the task's own memory
-	// snap is its copy for the armed checkpoint, allocated and touched at the schedule and
-	// reused: the copy at a checkpoint's iteration takes no page fault.
-	snap []byte
+	// wire is the state's piece as it travels to the partner process, its name then its
+	// copy of the armed checkpoint (snap), allocated and touched at the schedule and reused:
+	// the copy at a checkpoint's iteration takes no page fault, and none is made to send it.
+	wire, snap []byte
 }
 
 // checkpointer is this process's part in the checkpoints of the job; nil when the job takes
@@ -125,13 +126,9 @@ type checkpointer struct {
 	k       int           // the checkpoint this process writes; 0: none
 	expect  int           // its pieces of this process
 	written []checkpoint.PieceInfo
-	stored  int                         // partner copies of them stored
-	failed  bool                        // a piece could not be written
-	full    bool                        // a full disk was reported
-	in      map[int]*copyIn             // the partner copies being received, by sender (copies.go)
-	bufs    map[checkpoint.Key]*copyBuf // the buffers they arrive in, by piece
-
-	out outbox // the partner copies of this process's pieces, to send
+	stored  int  // partner copies of them stored
+	failed  bool // a piece could not be written
+	full    bool // a full disk was reported
 
 	replies chan ckptReply // rank 0: the processes' answers
 	armedAt time.Time      // rank 0: when the checkpoint being taken was armed
@@ -143,8 +140,8 @@ type pieceJob struct {
 	k    int
 	key  checkpoint.Key
 	data []byte
+	wire []byte // a kept state's payload for the partner (keptState.wire); nil: build it
 	from int
-	copy *copyBuf // a partner copy's buffer, data's
 }
 
 // ckptReply is a process's answer to rank 0.
@@ -291,10 +288,11 @@ func (c *checkpointer) enter(ctx context.Context, t *Task, iter int) error {
 		for i := range t.kept {
 			s := &t.kept[i]
 			if len(s.snap) != len(s.buf) { // not allocated at the schedule
-				s.snap = make([]byte, len(s.buf))
+				s.wire = append([]byte(s.name), s.buf...)
+				s.snap = s.wire[len(s.name):]
 			}
 			copy(s.snap, s.buf)
-			p := pieceJob{k: iter, key: checkpoint.StateKey(t.id, s.name), data: s.snap, from: -1}
+			p := pieceJob{k: iter, key: checkpoint.StateKey(t.id, s.name), data: s.snap, wire: s.wire, from: -1}
 			c.push(func() { c.writePiece(p) })
 		}
 	}
@@ -322,7 +320,10 @@ func (c *checkpointer) allocate() {
 	}
 	for _, t := range c.j.local {
 		for i := range t.kept {
-			t.kept[i].snap = touched(len(t.kept[i].buf))
+			s := &t.kept[i]
+			s.wire = touched(len(s.name) + len(s.buf))
+			copy(s.wire, s.name)
+			s.snap = s.wire[len(s.name):]
 		}
 	}
 }
@@ -397,9 +398,6 @@ func (c *checkpointer) writePiece(p pieceJob) {
 		c.warn(p.k, err)
 	}
 	if p.from >= 0 {
-		c.mu.Lock()
-		p.copy.busy = false
-		c.mu.Unlock()
 		c.send(p.from, ckptMsg{phase: ckptStored, k: p.k, failed: err != nil}, nil)
 		return
 	}
@@ -412,7 +410,16 @@ func (c *checkpointer) writePiece(p pieceJob) {
 	}
 	c.mu.Unlock()
 	if partner := c.partner(); partner >= 0 && err == nil {
-		c.sendCopy(partner, p)
+		loc, _ := c.j.locIndex(Location{Task: p.key.Task, Name: p.key.Name}) // a state's is not used
+		var m ckptMsg
+		var payload []byte
+		if p.wire != nil { // the name and the data as pieceMsg makes them, with no copy
+			m, _ = pieceMsg(p.k, p.key, nil, loc)
+			payload = p.wire
+		} else {
+			m, payload = pieceMsg(p.k, p.key, p.data, loc)
+		}
+		c.send(partner, m, payload)
 	} else {
 		c.held.Add(-1) // not sent: its buffer is free
 		c.mu.Lock()
@@ -529,14 +536,17 @@ func (c *checkpointer) handle(from int, m ckptMsg, payload []byte) {
 		close(c.lifted)
 		c.lifted = make(chan struct{})
 		c.mu.Unlock()
-	case ckptPiece, ckptData:
-		if err := c.receiveCopy(from, m, payload); err != nil {
-			c.j.fail(fmt.Errorf("orwl: checkpoint message from rank %d: %w", from, err))
+	case ckptPiece:
+		if int(m.loc) >= c.j.tasks*len(c.j.names) {
+			c.j.fail(fmt.Errorf("orwl: checkpoint piece from rank %d for location %d, which does not exist", from, m.loc))
+			return
 		}
-	case ckptAck:
-		if err := c.acked(from); err != nil {
-			c.j.fail(fmt.Errorf("orwl: checkpoint message from rank %d: %w", from, err))
+		key, data, err := pieceKey(m, payload, c.j.locationAt)
+		if err != nil {
+			c.j.fail(fmt.Errorf("orwl: rank %d: %w", from, err))
+			return
 		}
+		c.push(func() { c.writePiece(pieceJob{k: m.k, key: key, data: data, from: from}) })
 	case ckptStored:
 		c.held.Add(-1) // the partner is done with the piece, whatever its checkpoint
 		c.mu.Lock()

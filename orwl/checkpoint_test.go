@@ -151,7 +151,7 @@ func restartRing(t *testing.T, want map[int][2]float64, before, after int, faili
 // that now run their tasks (in parts of 3 bytes here), and the job ends with the values of
 // an uninterrupted run.
 func TestRestartFromPrivateDirectories(t *testing.T) {
-	defer orwl.SetPartSize(3)()
+	defer orwl.SetRestartChunk(3)()
 	const tasks, iters = 4, 3000
 	want, err := (&ckptRing{tasks: tasks, iters: iters}).run(t, 1)
 	if err != nil {

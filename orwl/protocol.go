@@ -1,7 +1,7 @@
 package orwl
 
 import (
-	"encoding/binary"
+	"bytes"
 	"fmt"
 
 	"github.com/orwl-go/orwl/checkpoint"
@@ -170,8 +170,6 @@ const (
 	ckptInventory                  // at the start, to rank 0: what the sender's directories hold (payload, JSON)
 	ckptPlan                       // rank 0 to every process: the checkpoint the job restarts from, who sends what (payload, JSON)
 	ckptPart                       // a part of piece number loc of the plan, at offset off (restore.go)
-	ckptData                       // to the partner: a part of the copy being sent, at offset off; answered by ckptAck
-	ckptAck                        // the partner took a message of a copy (copies.go)
 )
 
 // ckptMsg is one step of a checkpoint. A piece carries its key: the task in ID, a location's
@@ -187,7 +185,7 @@ type ckptMsg struct {
 	task    int
 	loc     uint32
 	state   int   // the length of a kept state's name; -1 for a location
-	off     int64 // ckptPart, ckptData: the offset of the payload in its piece
+	off     int64 // ckptPart: the offset of the payload in its piece
 }
 
 func (m *ckptMsg) header() transport.Header {
@@ -202,7 +200,7 @@ func (m *ckptMsg) header() transport.Header {
 		if m.failed {
 			h.Arg = 1
 		}
-	case ckptPart, ckptData:
+	case ckptPart:
 		h.Arg = m.off
 	}
 	return h
@@ -215,41 +213,32 @@ func decodeCkpt(h *transport.Header) ckptMsg {
 		m.bound, m.minIter, m.busy = h.Arg, int64(h.ID), h.Key == 1
 	case ckptDone, ckptStored:
 		m.failed = h.Arg == 1
-	case ckptPart, ckptData:
+	case ckptPart:
 		m.off = h.Arg
 	}
 	return m
 }
 
-// pieceMsg is the message that opens the partner copy of a piece of checkpoint k, key, of
-// size bytes (its data follows in ckptData messages), and its payload: the size, then a kept
-// state's name; loc is the location's index when key is a location's.
-func pieceMsg(k int, key checkpoint.Key, size int, loc int) (ckptMsg, []byte) {
+// pieceMsg is the message that sends p, a piece of checkpoint k, to the partner, and its
+// payload; loc is the location's index when p is a location's.
+func pieceMsg(k int, key checkpoint.Key, data []byte, loc int) (ckptMsg, []byte) {
 	m := ckptMsg{phase: ckptPiece, k: k, task: key.Task, loc: uint32(loc), state: -1}
-	payload := binary.AppendUvarint(nil, uint64(size))
 	if key.Kind == checkpoint.State {
 		m.state = len(key.Name)
-		payload = append(payload, key.Name...)
+		return m, append([]byte(key.Name), data...)
 	}
-	return m, payload
+	return m, data
 }
 
-// maxPieceSize bounds the size a message opening a partner copy may announce.
-const maxPieceSize = 1 << 40
-
-// pieceKey reads the key and the size of the piece that m, a message pieceMsg made, opens;
-// location names the location of an index.
-func pieceKey(m ckptMsg, payload []byte, location func(uint32) Location) (checkpoint.Key, int, error) {
-	size, n := binary.Uvarint(payload)
-	name := payload[max(n, 0):]
-	switch {
-	case n <= 0 || size > maxPieceSize:
-		return checkpoint.Key{}, 0, fmt.Errorf("checkpoint piece announced with a size that is not one (%d bytes of it)", len(payload))
-	case m.state < 0 && len(name) == 0:
+// pieceKey reads the key of a piece m carries and copies its data out of payload (the
+// mesh's memory); location names the location of an index.
+func pieceKey(m ckptMsg, payload []byte, location func(uint32) Location) (checkpoint.Key, []byte, error) {
+	if m.state < 0 {
 		l := location(m.loc)
-		return checkpoint.LocationKey(l.Task, l.Name), int(size), nil
-	case m.state != len(name):
-		return checkpoint.Key{}, 0, fmt.Errorf("checkpoint piece names a state of %d bytes in %d", m.state, len(name))
+		return checkpoint.LocationKey(l.Task, l.Name), bytes.Clone(payload), nil
 	}
-	return checkpoint.StateKey(m.task, string(name)), int(size), nil
+	if m.state > len(payload) {
+		return checkpoint.Key{}, nil, fmt.Errorf("checkpoint piece of %d bytes names a state of %d", len(payload), m.state)
+	}
+	return checkpoint.StateKey(m.task, string(payload[:m.state])), bytes.Clone(payload[m.state:]), nil
 }

@@ -21,14 +21,13 @@ import (
 // across the union of the inventories and, for each piece, the process whose copy is read
 // (checkpoint.Choose: the process that now runs the piece's task when it has an intact copy),
 // and sends everybody that plan. Each process then sends the pieces it was chosen for to the
-// processes that run their tasks, in parts of at most partSize bytes, and waits for those
+// processes that run their tasks, in parts of at most restartChunk bytes, and waits for those
 // it needs from others, checking each one's checksum as it completes. The pieces it has
 // itself are read from its disk when the schedule restores the locations and kept states.
 // Nothing else chooses the checkpoint: one process alone goes through the same steps.
 
-// partSize is the most bytes of a piece one message carries: at a restart, and in a partner
-// copy (copies.go).
-var partSize = 512 << 10
+// restartChunk is the most bytes of a piece one message carries.
+var restartChunk = 4 << 20
 
 // restart is this process's part in the restart of the job.
 type restart struct {
@@ -36,13 +35,13 @@ type restart struct {
 	invs chan inventory // rank 0: the processes' inventories, as they come
 
 	mu       sync.Mutex
-	plan     *checkpoint.Plan  // rank 0's plan; nil until it comes, then never changed
-	planErr  string            // why the job cannot start, as rank 0 says
-	planned  chan struct{}     // closed when plan (or planErr) is set
-	early    []earlyPart       // parts that came before the plan
-	incoming map[int]*assembly // the pieces others send this process, by index in the plan
-	left     int               // incoming pieces not complete yet
-	arrived  chan struct{}     // closed when left is 0
+	plan     *checkpoint.Plan // rank 0's plan; nil until it comes, then never changed
+	planErr  string           // why the job cannot start, as rank 0 says
+	planned  chan struct{}    // closed when plan (or planErr) is set
+	early    []earlyPart      // parts that came before the plan
+	incoming map[int]*arrival // the pieces others send this process, by index in the plan
+	left     int              // incoming pieces not complete yet
+	arrived  chan struct{}    // closed when left is 0
 }
 
 // inventory is what a process reports to rank 0: its inventory, or why it has none.
@@ -56,6 +55,13 @@ type inventory struct {
 type planMsg struct {
 	checkpoint.Plan
 	Error string `json:"error,omitempty"`
+}
+
+// arrival is a piece on its way to this process.
+type arrival struct {
+	from int    // the process that sends it
+	buf  []byte // its content, of the piece's size
+	got  int64  // bytes received so far
 }
 
 // earlyPart is a part of a piece received before the plan.
@@ -215,13 +221,13 @@ func (c *checkpointer) install(msg planMsg) error {
 		close(r.planned)
 		return nil
 	}
-	r.incoming = make(map[int]*assembly)
+	r.incoming = make(map[int]*arrival)
 	for i, piece := range p.Pieces {
 		if piece.Task < 0 || piece.Task >= c.j.tasks || piece.Size < 0 || p.From[i] < 0 || p.From[i] >= c.j.procs {
 			return fmt.Errorf("checkpoint %d: piece %v from rank %d does not belong to this job", p.Checkpoint, piece.Key, p.From[i])
 		}
 		if c.j.owner[piece.Task] == c.j.rank && p.From[i] != c.j.rank {
-			a := &assembly{from: p.From[i]}
+			a := &arrival{from: p.From[i]}
 			if piece.Kind == checkpoint.Location {
 				a.buf = alignedBytes(int(piece.Size))
 			} else {
@@ -256,10 +262,11 @@ func (c *checkpointer) part(from int, m ckptMsg, payload []byte) error {
 		return fmt.Errorf("checkpoint %d: a part of piece number %d, which this process is not to be sent by that rank", m.k, m.loc)
 	}
 	p := r.plan.Pieces[m.loc]
-	if done, err := a.add(m.off, payload); err != nil || !done {
-		if err != nil {
-			return fmt.Errorf("checkpoint %d: piece %v: %w", m.k, p.Key, err)
-		}
+	if m.off != a.got || int64(len(payload)) > p.Size-a.got || len(payload) == 0 && p.Size != 0 {
+		return fmt.Errorf("checkpoint %d: piece %v: %d bytes at offset %d, after %d of its %d", m.k, p.Key, len(payload), m.off, a.got, p.Size)
+	}
+	a.got += int64(copy(a.buf[a.got:], payload))
+	if a.got < p.Size {
 		return nil
 	}
 	if crc := checkpoint.Checksum(a.buf); crc != p.CRC {
@@ -272,7 +279,7 @@ func (c *checkpointer) part(from int, m ckptMsg, payload []byte) error {
 }
 
 // sendPieces sends the pieces of the plan this process was chosen to read to the processes
-// that run their tasks, each in parts of at most partSize bytes.
+// that run their tasks, each in parts of at most restartChunk bytes.
 func (c *checkpointer) sendPieces() error {
 	plan := c.restart.plan
 	for i, p := range plan.Pieces {
@@ -284,8 +291,8 @@ func (c *checkpointer) sendPieces() error {
 		if err := checkpoint.LoadCopy(plan.Dirs[i], plan.Checkpoint, p, buf); err != nil {
 			return fmt.Errorf("orwl: reading piece %v of checkpoint %d to send to rank %d: %w", p.Key, plan.Checkpoint, to, err)
 		}
-		for off := 0; ; off += partSize {
-			end := min(off+partSize, len(buf))
+		for off := 0; ; off += restartChunk {
+			end := min(off+restartChunk, len(buf))
 			c.send(to, ckptMsg{phase: ckptPart, k: plan.Checkpoint, loc: uint32(i), off: int64(off)}, buf[off:end])
 			if end == len(buf) {
 				break
