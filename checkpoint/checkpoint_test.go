@@ -108,7 +108,7 @@ func like(s, pattern string) bool {
 // wantNotes, and that every piece reads back.
 func mustFind(t *testing.T, dirs []string, want int, wantNotes ...string) *Checkpoint {
 	t.Helper()
-	c, notes, err := Find(dirs, testJob, nil)
+	c, notes, err := Find(dirs, testJob)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestRoundTrip(t *testing.T) {
 	if got := names(t, filepath.Join(dir, "ckpt-1")); !slices.Equal(got, wantFiles) {
 		t.Errorf("files %q, want %q", got, wantFiles)
 	}
-	c, notes, err := Find([]string{dir}, testJob, nil)
+	c, notes, err := Find([]string{dir}, testJob)
 	if err != nil || c == nil || c.Number != 1 || len(notes) != 0 || len(c.Pieces) != len(want) {
 		t.Fatalf("Find: %+v, %q, %v", c, notes, err)
 	}
@@ -380,22 +380,6 @@ func TestPartnerCopies(t *testing.T) {
 		fmt.Sprintf(`checkpoint 2: piece task 0 location "block" in %s corrupted*; no complete checkpoint left`, a))
 }
 
-// A process verifies only its tasks' pieces (Only), and the processes agree on a number
-// (Max).
-func TestFindOptions(t *testing.T) {
-	dir, _ := twoCheckpoints(t)
-	corrupt(t, dir, 2, LocationKey(0, "bound"))
-	c, notes, err := Find([]string{dir}, testJob, &FindOptions{Only: func(k Key) bool { return k.Task == 1 }})
-	if err != nil || c == nil || c.Number != 2 || len(notes) != 0 {
-		t.Fatalf("task 1's pieces only: %+v, %q, %v; want checkpoint 2", c, notes, err)
-	}
-	c, notes, err = Find([]string{dir}, testJob, &FindOptions{Max: 1})
-	if err != nil || c == nil || c.Number != 1 || len(notes) != 0 {
-		t.Fatalf("Max 1: %+v, %q, %v; want checkpoint 1", c, notes, err)
-	}
-	checkContent(t, c)
-}
-
 // A directory of another job is refused, naming the difference, and left as it was.
 func TestOtherJobRefused(t *testing.T) {
 	dir := t.TempDir()
@@ -409,7 +393,7 @@ func TestOtherJobRefused(t *testing.T) {
 	if _, err := Create(dir, other); !errors.Is(err, ErrOtherJob) || err.Error() != want {
 		t.Errorf("Create: %v, want %q", err, want)
 	}
-	_, _, err := Find([]string{dir}, other, nil)
+	_, _, err := Find([]string{dir}, other)
 	var me *MismatchError
 	if !errors.As(err, &me) || me.Dir != dir || me.Checkpoint != 1 || me.Diff != "tasks 2, this job 3" {
 		t.Errorf("Find: %v, want %q", err, want)

@@ -80,6 +80,7 @@
 // into a Store removes that Store's leftovers of the abandoned run numbered as high or
 // higher.
 //
-// Find is the same choice for one process that sees every directory (a tool, a test): it
-// returns a Checkpoint that reads each piece from the first intact copy.
+// Find is the same choice for one process that sees every directory (a tool, a test):
+// Survey and Choose in one call, returning a Checkpoint that reads each piece from the
+// intact copy chosen.
 package checkpoint

@@ -56,7 +56,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, notes, err := checkpoint.Find(dirs, job, nil)
+	c, notes, err := checkpoint.Find(dirs, job)
 	if err != nil || c == nil {
 		log.Fatal(err, notes)
 	}
@@ -69,7 +69,7 @@ func Example() {
 	fmt.Printf("%d directory, checkpoint %d, %d pieces, %v: %q\n", len(dirs), c.Number, len(c.Pieces), key, buf)
 
 	job.Params["n"] = "8"
-	_, _, err = checkpoint.Find(dirs, job, nil) // another job: refused
+	_, _, err = checkpoint.Find(dirs, job) // another job: refused
 	var other *checkpoint.MismatchError
 	if errors.As(err, &other) {
 		fmt.Printf("checkpoint %d in %s: %s\n", other.Checkpoint, filepath.Base(other.Dir), other.Diff)

@@ -1,72 +1,42 @@
 package checkpoint
 
 import (
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 )
-
-// FindOptions narrow what Find verifies. The zero value verifies every piece of every
-// checkpoint.
-type FindOptions struct {
-	// Only, when not nil, selects the pieces Find verifies (a process restoring its own
-	// tasks verifies theirs); the others are taken as listed and checked only when read.
-	Only func(Key) bool
-	// Max, when not 0, ignores checkpoints numbered above it.
-	Max int
-}
 
 // Checkpoint is a complete checkpoint found by Find, from which a job restarts.
 type Checkpoint struct {
 	Number int         // the checkpoint's number
-	Job    Fingerprint // the fingerprint of the job that wrote it
 	Pieces []PieceInfo // every piece of the job, sorted by key
 
-	dirs []string       // the directories holding a directory of this checkpoint
-	good map[Key]string // the directory of a copy found intact
+	dirs []string // dirs[i]: the directory of the intact copy of Pieces[i] Find chose
 }
 
 // Find returns the newest checkpoint that is complete across dirs (the directories a
-// pattern's Glob found): its manifest committed in some directory, and every piece it lists
-// present with its size and checksum in at least one directory. It returns a nil
-// Checkpoint and a nil error when there is none: the job starts afresh.
+// pattern's Glob found), for one process that sees them all (a tool, a test): Survey then
+// Choose, as a job's processes do together. It returns a nil Checkpoint and a nil error
+// when there is none: the job starts afresh.
 //
 // The notes say, one line each, what Find found wrong and what it did instead ("checkpoint
 // 8: piece task 3 location "block" in /ckpt/1 corrupted (crc32c ...); using checkpoint 7",
 // or "...; using the copy in /ckpt/2"); a runtime prints them. A directory holding a
 // checkpoint of another job (its fingerprint differs from job) is an error, a
 // *MismatchError naming the difference.
-func Find(dirs []string, job Fingerprint, opt *FindOptions) (*Checkpoint, []string, error) {
-	if opt == nil {
-		opt = &FindOptions{}
-	}
-	dirs = slices.Compact(slices.Sorted(slices.Values(dirs)))
-	sc, err := scan(dirs, job)
+func Find(dirs []string, job Fingerprint) (*Checkpoint, []string, error) {
+	inv, err := Survey(dirs, job)
 	if err != nil {
-		return nil, sc.notes, err
+		return nil, nil, err
 	}
-	notes, pending := sc.notes, []string(nil)
-	for _, k := range sc.order {
-		if opt.Max != 0 && k > opt.Max {
-			continue
-		}
-		c := &Checkpoint{Number: k, Job: sc.manifests[k].Job, Pieces: sc.manifests[k].Pieces,
-			dirs: sc.holders[k], good: make(map[Key]string)}
-		replaced, bad := c.verify(opt.Only)
-		if len(bad) == 0 {
-			notes = append(notes, resolve(pending, fmt.Sprintf("using checkpoint %d", k))...)
-			return c, append(notes, replaced...), nil
-		}
-		pending = append(pending, bad...)
+	plan, notes := Choose([]*Inventory{inv}, func(Key) int { return 0 })
+	if plan.Checkpoint == 0 {
+		return nil, notes, nil
 	}
-	return nil, append(notes, resolve(pending, "no complete checkpoint left: starting afresh")...), nil
+	return &Checkpoint{Number: plan.Checkpoint, Pieces: plan.Pieces, dirs: plan.Dirs}, notes, nil
 }
 
 // resolve ends each note of a rejected checkpoint with what Find did instead.
@@ -124,126 +94,41 @@ func scan(dirs []string, job Fingerprint) (*scanned, error) {
 	return sc, nil
 }
 
-// verify looks for an intact copy of every piece (of those only selects), several pieces
-// at once. It returns the notes on bad copies that a good one replaces, and those on
-// pieces without a good copy, which make c incomplete.
-func (c *Checkpoint) verify(only func(Key) bool) (replaced, bad []string) {
-	type result struct {
-		good string   // the directory of an intact copy
-		bad  []string // what is wrong with the others seen
-	}
-	results := make([]*result, len(c.Pieces))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(len(c.Pieces), runtime.GOMAXPROCS(0), 8) {
-		wg.Go(func() {
-			buf := make([]byte, 256<<10)
-			for i := int(next.Add(1) - 1); i < len(c.Pieces); i = int(next.Add(1) - 1) {
-				if p := c.Pieces[i]; only == nil || only(p.Key) {
-					r := &result{}
-					r.good, r.bad = c.findCopy(p, buf)
-					results[i] = r
-				}
-			}
-		})
-	}
-	wg.Wait()
-	for i, r := range results {
-		switch {
-		case r == nil:
-		case r.good == "" && len(r.bad) == 0:
-			bad = append(bad, fmt.Sprintf("checkpoint %d: piece %v missing in every directory", c.Number, c.Pieces[i].Key))
-		case r.good == "":
-			bad = append(bad, r.bad...)
-		default:
-			c.good[c.Pieces[i].Key] = r.good
-			for _, b := range r.bad {
-				replaced = append(replaced, b+"; using the copy in "+r.good)
-			}
-		}
-	}
-	return replaced, bad
-}
-
-// findCopy reads the copies of p in turn until one is intact: it returns its directory,
-// and the errors of the bad copies before it.
-func (c *Checkpoint) findCopy(p PieceInfo, buf []byte) (good string, bad []string) {
-	for _, dir := range c.dirs {
-		r, err := openCopy(dir, c.Number, p)
-		for err == nil {
-			_, err = r.Read(buf)
-		}
-		if r != nil {
-			r.Close()
-		}
-		switch {
-		case err == io.EOF:
-			return dir, bad
-		case !errors.Is(err, os.ErrNotExist):
-			bad = append(bad, err.Error())
-		}
-	}
-	return "", bad
-}
-
 // Piece returns the manifest's entry for key.
 func (c *Checkpoint) Piece(key Key) (PieceInfo, bool) {
-	i, ok := slices.BinarySearchFunc(c.Pieces, key, func(p PieceInfo, k Key) int { return p.Key.Compare(k) })
+	i, ok := c.index(key)
 	if !ok {
 		return PieceInfo{Key: key}, false
 	}
 	return c.Pieces[i], true
 }
 
-// copies returns the directories that may hold key: the intact copy Find saw first.
-func (c *Checkpoint) copies(key Key) []string {
-	good, ok := c.good[key]
-	if !ok {
-		return c.dirs
-	}
-	return append([]string{good}, slices.DeleteFunc(slices.Clone(c.dirs), func(d string) bool { return d == good })...)
+// index returns the index of key in c.Pieces.
+func (c *Checkpoint) index(key Key) (int, bool) {
+	return slices.BinarySearchFunc(c.Pieces, key, func(p PieceInfo, k Key) int { return p.Key.Compare(k) })
 }
 
-// Open returns a reader of the piece key, from its first copy of the right size. The
-// reader checks the checksum as it goes: when the checksum differs, the Read that
-// completes the content and every later one return an error matching ErrCorrupt instead
-// of io.EOF (read to io.EOF, as io.ReadAll and io.Copy do; io.ReadFull drops an error
-// that comes with the last bytes), and so does a copy that ends early.
+// Open returns a reader of the piece key, from the copy Find found intact. The reader
+// checks the checksum as it goes: when the checksum differs (the copy changed since), the
+// Read that completes the content and every later one return an error matching ErrCorrupt
+// instead of io.EOF (read to io.EOF, as io.ReadAll and io.Copy do; io.ReadFull drops an
+// error that comes with the last bytes), and so does a copy that ends early.
 func (c *Checkpoint) Open(key Key) (io.ReadCloser, error) {
-	p, ok := c.Piece(key)
+	i, ok := c.index(key)
 	if !ok {
 		return nil, fmt.Errorf("checkpoint %d has no piece %v", c.Number, key)
 	}
-	var errs []error
-	for _, dir := range c.copies(key) {
-		r, err := openCopy(dir, c.Number, p)
-		if err == nil {
-			return r, nil
-		}
-		errs = append(errs, err)
-	}
-	return nil, fmt.Errorf("checkpoint %d: piece %v: no copy: %w", c.Number, key, errors.Join(errs...))
+	return openCopy(c.dirs[i], c.Number, c.Pieces[i])
 }
 
-// Load reads the piece key into dst, whose length must be the piece's size, from the first
-// intact copy.
+// Load reads the piece key into dst, whose length must be the piece's size, from the copy
+// Find found intact, checking it as LoadCopy does.
 func (c *Checkpoint) Load(key Key, dst []byte) error {
-	p, ok := c.Piece(key)
-	switch {
-	case !ok:
+	i, ok := c.index(key)
+	if !ok {
 		return fmt.Errorf("checkpoint %d has no piece %v", c.Number, key)
-	case int64(len(dst)) != p.Size:
-		return fmt.Errorf("checkpoint %d: piece %v has %d bytes, not %d", c.Number, key, p.Size, len(dst))
 	}
-	var errs []error
-	for _, dir := range c.copies(key) {
-		err := loadCopy(dir, c.Number, p, dst)
-		if err == nil {
-			return nil
-		}
-		errs = append(errs, err)
-	}
-	return fmt.Errorf("checkpoint %d: piece %v: no intact copy: %w", c.Number, key, errors.Join(errs...))
+	return LoadCopy(c.dirs[i], c.Number, c.Pieces[i], dst)
 }
 
 // copyError says what is wrong with one copy of a piece; it matches ErrCorrupt when its

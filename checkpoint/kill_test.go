@@ -21,7 +21,7 @@ func writer(dir string) int {
 		fmt.Println("error", err)
 		return 1
 	}
-	c, _, err := Find([]string{dir}, testJob, nil)
+	c, _, err := Find([]string{dir}, testJob)
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
@@ -92,7 +92,7 @@ func TestKillDuringWrite(t *testing.T) {
 		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 			t.Fatalf("round %d: writer ended with %v before it was killed", round, err)
 		}
-		c, notes, err := Find([]string{dir}, testJob, nil)
+		c, notes, err := Find([]string{dir}, testJob)
 		if err != nil || len(notes) != 0 || last > 0 && (c == nil || c.Number < last) {
 			t.Fatalf("round %d: after a kill past commit %d: %+v, %q, %v", round, last, c, notes, err)
 		}

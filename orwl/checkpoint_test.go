@@ -80,7 +80,7 @@ func (r *ckptRing) task(ctx context.Context, t *orwl.Task) error {
 func (r *ckptRing) checkpointed() bool {
 	dirs, _ := checkpoint.Glob(r.dir)
 	cp, _, err := checkpoint.Find(dirs, checkpoint.Fingerprint{Program: "ring", Tasks: r.tasks,
-		Locations: []string{"v"}, Params: map[string]string{"iters": fmt.Sprint(r.iters)}}, nil)
+		Locations: []string{"v"}, Params: map[string]string{"iters": fmt.Sprint(r.iters)}})
 	return err == nil && cp != nil
 }
 
@@ -266,7 +266,7 @@ func TestCheckpointCompleteIsReported(t *testing.T) {
 		t.Fatalf("Run: %v, want the task's stop", err)
 	}
 	dirs, _ := checkpoint.Glob(dir)
-	cp, _, err := checkpoint.Find(dirs, checkpoint.Fingerprint{Program: "reported", Tasks: 2, Locations: []string{"v"}}, nil)
+	cp, _, err := checkpoint.Find(dirs, checkpoint.Fingerprint{Program: "reported", Tasks: 2, Locations: []string{"v"}})
 	if err != nil || cp == nil || cp.Number < k {
 		t.Fatalf("checkpoint %d reported complete; Find: %v %v", k, cp, err)
 	}
