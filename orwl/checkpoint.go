@@ -129,6 +129,10 @@ type checkpointer struct {
 	stored  int  // partner copies of them stored
 	failed  bool // a piece could not be written
 	full    bool // a full disk was reported
+	// spare holds the buffers partner copies arrived in, once written: the next copies land
+	// in them (copyBuffer), as the same pieces come at every checkpoint, so receiving one
+	// takes no page fault, and a piece of any size has a destination.
+	spare [][]byte
 
 	replies chan ckptReply // rank 0: the processes' answers
 	armedAt time.Time      // rank 0: when the checkpoint being taken was armed
@@ -142,6 +146,7 @@ type pieceJob struct {
 	data []byte
 	wire []byte // a kept state's payload for the partner (keptState.wire); nil: build it
 	from int
+	buf  []byte // a partner copy's buffer (copyBuffer), given back once data is written
 }
 
 // ckptReply is a process's answer to rank 0.
@@ -398,6 +403,9 @@ func (c *checkpointer) writePiece(p pieceJob) {
 		c.warn(p.k, err)
 	}
 	if p.from >= 0 {
+		c.mu.Lock()
+		c.spare = append(c.spare, p.buf)
+		c.mu.Unlock()
 		c.send(p.from, ckptMsg{phase: ckptStored, k: p.k, failed: err != nil}, nil)
 		return
 	}
@@ -505,6 +513,26 @@ func (c *checkpointer) maybeDone() {
 	c.send(0, ckptMsg{phase: ckptDone, k: k, failed: failed}, payload)
 }
 
+// copyBuffer returns the buffer a partner copy of n bytes (a ckptPiece's payload) lands in:
+// the smallest spare one that is large enough, else a new one. It runs on a connection's
+// reader.
+func (c *checkpointer) copyBuffer(n uint64) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	best := -1
+	for i, b := range c.spare {
+		if uint64(cap(b)) >= n && (best < 0 || cap(b) < cap(c.spare[best])) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return make([]byte, n)
+	}
+	b := c.spare[best]
+	c.spare = slices.Delete(c.spare, best, best+1)
+	return b[:n]
+}
+
 // send sends m to rank to, or hands it to this process's own handler.
 func (c *checkpointer) send(to int, m ckptMsg, payload []byte) {
 	if to == c.j.rank {
@@ -546,7 +574,7 @@ func (c *checkpointer) handle(from int, m ckptMsg, payload []byte) {
 			c.j.fail(fmt.Errorf("orwl: rank %d: %w", from, err))
 			return
 		}
-		c.push(func() { c.writePiece(pieceJob{k: m.k, key: key, data: data, from: from}) })
+		c.push(func() { c.writePiece(pieceJob{k: m.k, key: key, data: data, from: from, buf: payload}) })
 	case ckptStored:
 		c.held.Add(-1) // the partner is done with the piece, whatever its checkpoint
 		c.mu.Lock()

@@ -1,6 +1,7 @@
 package orwl_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -285,3 +286,83 @@ func (h logHandler) Handle(_ context.Context, r slog.Record) error {
 }
 func (h logHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h logHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestCheckpointOfLargePieces: a kept state and a location larger than the mesh's 64 MiB
+// scratch memory are checkpointed like small ones: each process's directory alone holds
+// the whole checkpoint (its own pieces and its partner's copies), byte for byte.
+func TestCheckpointOfLargePieces(t *testing.T) {
+	const size = 64<<20 + 4096
+	dir := filepath.Join(memDir(t), "{rank}")
+	complete := make(chan struct{}, 1)
+	logger := slog.New(logHandler(func(r slog.Record) {
+		if r.Message == "orwl: checkpoint complete" {
+			select {
+			case complete <- struct{}{}:
+			default:
+			}
+		}
+	}))
+	job := checkpoint.Fingerprint{Program: "large", Tasks: 2, Locations: []string{"v"}}
+	config := func(rank int) orwl.Config {
+		cfg := orwl.Config{Tasks: 2, Locations: job.Locations,
+			Checkpoint: orwl.Checkpoint{Dir: dir, Every: time.Millisecond, Program: job.Program}}
+		if rank == 0 {
+			cfg.Logger = logger
+		}
+		return cfg
+	}
+	errStop := errors.New("stop")
+	errs := runEachProc(t, context.Background(), 2, config, func(ctx context.Context, t *orwl.Task) error {
+		state := largeState(t.ID(), size)
+		t.Keep("state", state)
+		t.Scale("v", size)
+		own := t.WriteInsert(t.Loc(t.ID(), "v"), 0)
+		if err := t.Schedule(ctx); err != nil {
+			return err
+		}
+		return t.Iterate(ctx, math.MaxInt32, func(iter int) error {
+			select {
+			case <-complete:
+				return errStop
+			default:
+			}
+			return own.Section(ctx, func(v []byte) error {
+				v[iter%len(v)] = byte(iter)
+				return nil
+			})
+		})
+	})
+	for rank, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), errStop.Error()) {
+			t.Fatalf("rank %d: %v, want the task's stop", rank, err)
+		}
+	}
+	for rank := range 2 {
+		cp, notes, err := checkpoint.Find([]string{checkpoint.Expand(dir, rank, "")}, job)
+		if err != nil || cp == nil {
+			t.Fatalf("rank %d's directory alone: %v %v %q, want a complete checkpoint", rank, cp, err, notes)
+		}
+		for task := range 2 {
+			got := make([]byte, size)
+			if err := cp.Load(checkpoint.StateKey(task, "state"), got); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, largeState(task, size)) {
+				t.Fatalf("rank %d's copy of task %d's state differs from the state", rank, task)
+			}
+			if p, ok := cp.Piece(checkpoint.LocationKey(task, "v")); !ok || p.Size != size {
+				t.Fatalf("rank %d's checkpoint: location of task %d: %+v", rank, task, p)
+			}
+		}
+	}
+}
+
+// largeState is the state of task in TestCheckpointOfLargePieces: size bytes (a multiple of
+// 4096) of a pattern of its own.
+func largeState(task, size int) []byte {
+	block := make([]byte, 4096)
+	for i := range block {
+		block[i] = byte(i*7 + task)
+	}
+	return bytes.Repeat(block, size/len(block))
+}

@@ -52,13 +52,16 @@ func newNode(j *job, log *slog.Logger) *node {
 }
 
 // Sink implements transport.Handler: a grant's data lands in the mirror (requester), a
-// write-back in the location (owner).
+// write-back in the location (owner), a checkpoint piece from a partner in a buffer of the
+// checkpointer.
 func (n *node) Sink(from int, h *transport.Header) ([]byte, error) {
-	switch h.Type {
-	case msgGrant:
+	switch {
+	case h.Type == msgGrant:
 		return n.grantSink(from, h)
-	case msgRelease:
+	case h.Type == msgRelease:
 		return n.writeBackSink(from, h)
+	case h.Type == msgCheckpoint && h.Flags == ckptPiece && n.j.ckpt != nil:
+		return n.j.ckpt.copyBuffer(h.Len), nil
 	}
 	return nil, nil
 }

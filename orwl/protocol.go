@@ -1,7 +1,6 @@
 package orwl
 
 import (
-	"bytes"
 	"fmt"
 
 	"github.com/orwl-go/orwl/checkpoint"
@@ -230,15 +229,15 @@ func pieceMsg(k int, key checkpoint.Key, data []byte, loc int) (ckptMsg, []byte)
 	return m, data
 }
 
-// pieceKey reads the key of a piece m carries and copies its data out of payload (the
-// mesh's memory); location names the location of an index.
+// pieceKey reads the key of a piece m carries and returns its data, in payload; location
+// names the location of an index.
 func pieceKey(m ckptMsg, payload []byte, location func(uint32) Location) (checkpoint.Key, []byte, error) {
 	if m.state < 0 {
 		l := location(m.loc)
-		return checkpoint.LocationKey(l.Task, l.Name), bytes.Clone(payload), nil
+		return checkpoint.LocationKey(l.Task, l.Name), payload, nil
 	}
 	if m.state > len(payload) {
 		return checkpoint.Key{}, nil, fmt.Errorf("checkpoint piece of %d bytes names a state of %d", len(payload), m.state)
 	}
-	return checkpoint.StateKey(m.task, string(payload[:m.state])), bytes.Clone(payload[m.state:]), nil
+	return checkpoint.StateKey(m.task, string(payload[:m.state])), payload[m.state:], nil
 }
