@@ -57,13 +57,20 @@ type Queue interface {
 	Request(h *Handle, reuse Ticket) (Ticket, error)
 }
 
-// Observer is told of the life of a handle, for deadlock detection and tracing. Its methods
-// run on the goroutine that uses the handle and must be quick.
+// Observer is told when a handle blocks, for deadlock detection. Its method runs on the
+// goroutine that uses the handle and must be quick.
 type Observer interface {
-	// Requested: h placed request t.
-	Requested(h *Handle, t Ticket)
 	// WaitStart: Acquire of h blocks on t, which is not granted yet.
 	WaitStart(h *Handle, t Ticket)
+}
+
+// Tracer is an Observer told of the whole life of a handle, for tracing. An Owner whose
+// observer is a Tracer calls all its methods; one whose observer is not calls WaitStart
+// alone, which keeps an untraced access free of the other calls.
+type Tracer interface {
+	Observer
+	// Requested: h placed request t.
+	Requested(h *Handle, t Ticket)
 	// WaitEnd: the wait that WaitStart announced is over, granted or not.
 	WaitEnd(h *Handle, t Ticket)
 	// Acquired: h holds the grant of t.
@@ -73,21 +80,24 @@ type Observer interface {
 }
 
 // Owner is what the handles of one owner share (a task: one goroutine uses them, one at a
-// time): the Observer told of their life, the set of those that hold or have queued a
-// request, so that they can all be ended at once when the owner is done (CloseAll), and the
-// channel its waits are woken on. A handle joins its owner's set when it requests and leaves
+// time): the Observer told when they block (a Tracer: of their whole life), the set of those
+// that hold or have queued a request, so that they can all be ended at once when the owner
+// is done (CloseAll), and the channel its waits are woken on. A handle joins its owner's set when it requests and leaves
 // it when it holds and queues nothing, so the set stays as small as what is in use however
 // many handles the owner makes.
 type Owner struct {
 	obs     Observer
+	tr      Tracer // obs, when it is a Tracer
 	active  []*Handle
 	wake    chan struct{}
 	watched <-chan struct{} // Done of the context whose end wakes the waits (Watch)
 }
 
-// NewOwner returns an owner whose handles tell obs (nil: nobody) of their life.
+// NewOwner returns an owner whose handles tell obs (nil: nobody) when they block, and of
+// the rest of their life when obs is a Tracer.
 func NewOwner(obs Observer) *Owner {
-	return &Owner{obs: obs, wake: make(chan struct{}, 1)}
+	tr, _ := obs.(Tracer)
+	return &Owner{obs: obs, tr: tr, wake: make(chan struct{}, 1)}
 }
 
 // Watch makes the end of ctx wake the owner's waits on ctx at once, so that Acquire blocks on
@@ -177,6 +187,7 @@ type Handle struct {
 	queue  Queue
 	owner  *Owner
 	obs    Observer // owner.obs
+	tr     Tracer   // owner.tr
 	slot   int      // index in owner.active, or -1
 	next   Ticket   // requested, for the next Acquire
 	held   Ticket   // granted and acquired, until Release
@@ -192,7 +203,7 @@ func New(q Queue, spec Spec, o *Owner) *Handle {
 	if o == nil {
 		o = NewOwner(nil)
 	}
-	return &Handle{spec: spec, queue: q, owner: o, obs: o.obs, slot: -1}
+	return &Handle{spec: spec, queue: q, owner: o, obs: o.obs, tr: o.tr, slot: -1}
 }
 
 // Closed returns a handle on which every operation fails with err: the result of an insert
@@ -251,8 +262,8 @@ func (h *Handle) request() error {
 	}
 	h.next = t
 	h.settle()
-	if h.obs != nil {
-		h.obs.Requested(h, t)
+	if h.tr != nil {
+		h.tr.Requested(h, t)
 	}
 	return nil
 }
@@ -283,8 +294,8 @@ func (h *Handle) Acquire(ctx context.Context) error {
 			h.obs.WaitStart(h, t)
 		}
 		err := l.Wait(ctx, h.owner.wake, ctx.Done() == h.owner.watched)
-		if h.obs != nil {
-			h.obs.WaitEnd(h, t)
+		if h.tr != nil {
+			h.tr.WaitEnd(h, t)
 		}
 		if err != nil {
 			return h.abandon(ctx, err)
@@ -298,8 +309,8 @@ func (h *Handle) Acquire(ctx context.Context) error {
 	}
 	h.next, h.held = nil, t
 	h.rounds++
-	if h.obs != nil {
-		h.obs.Acquired(h, t)
+	if h.tr != nil {
+		h.tr.Acquired(h, t)
 	}
 	if !h.spec.Iterative {
 		return nil
@@ -372,8 +383,8 @@ func (h *Handle) Release() error {
 		return h.fail("release", ErrNotHeld)
 	}
 	h.held = nil
-	if h.obs != nil {
-		h.obs.Releasing(h, t)
+	if h.tr != nil {
+		h.tr.Releasing(h, t)
 	}
 	err := t.Release()
 	h.spare = t
@@ -419,8 +430,8 @@ func (h *Handle) Section(ctx context.Context, fn func(data []byte) error) (err e
 func (h *Handle) abort(cause error) {
 	t := h.held
 	h.held, h.closed = nil, true
-	if h.obs != nil {
-		h.obs.Releasing(h, t)
+	if h.tr != nil {
+		h.tr.Releasing(h, t)
 	}
 	t.Fail(fmt.Errorf("%s: its write section failed: %w", h.spec, cause))
 	if h.next != nil {

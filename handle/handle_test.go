@@ -3,6 +3,7 @@ package handle_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -457,5 +458,60 @@ func TestCancellationBeforeGrantWins(t *testing.T) {
 	}
 	if wrong > 0 {
 		t.Fatalf("%d of %d acquires whose context ended before the grant returned the grant", wrong, runs)
+	}
+}
+
+// calls records the observer calls of a handle's owner, by name; at WaitStart it calls
+// onWait.
+type calls struct {
+	got    []string
+	onWait func()
+}
+
+func (c *calls) WaitStart(*handle.Handle, handle.Ticket) {
+	c.got = append(c.got, "wait")
+	c.onWait()
+}
+
+// tracer is calls told of every step.
+type tracer struct{ calls }
+
+func (c *tracer) Requested(*handle.Handle, handle.Ticket) { c.got = append(c.got, "request") }
+func (c *tracer) WaitEnd(*handle.Handle, handle.Ticket)   { c.got = append(c.got, "wait end") }
+func (c *tracer) Acquired(*handle.Handle, handle.Ticket)  { c.got = append(c.got, "acquire") }
+func (c *tracer) Releasing(*handle.Handle, handle.Ticket) { c.got = append(c.got, "release") }
+
+// TestObserverAndTracer: an owner's Observer is told when a handle blocks, and a Tracer of
+// every step too, in order.
+func TestObserverAndTracer(t *testing.T) {
+	section := func(c *calls, obs handle.Observer) {
+		q := &queue{data: make([]byte, 8)}
+		ctx := context.Background()
+		first := handle.New(q, handle.Spec{Task: 0, Location: "x", Mode: fifo.Write}, nil)
+		h := handle.New(q, handle.Spec{Task: 1, Location: "x", Mode: fifo.Write}, handle.NewOwner(obs))
+		if err := first.Request(); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Request(); err != nil {
+			t.Fatal(err)
+		}
+		c.onWait = func() { // h blocks behind first: first's section lets it in
+			if err := first.Section(ctx, func([]byte) error { return nil }); err != nil {
+				t.Error(err)
+			}
+		}
+		if err := h.Section(ctx, func([]byte) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var o calls
+	section(&o, &o)
+	if want := []string{"wait"}; !slices.Equal(o.got, want) {
+		t.Errorf("observer told %q, want %q", o.got, want)
+	}
+	var tr tracer
+	section(&tr.calls, &tr)
+	if want := []string{"request", "wait", "wait end", "acquire", "release"}; !slices.Equal(tr.got, want) {
+		t.Errorf("tracer told %q, want %q", tr.got, want)
 	}
 }

@@ -44,9 +44,10 @@ func (e *DeadlockError) Error() string {
 func (e *DeadlockError) Is(target error) bool { return target == ErrDeadlock }
 
 // detector knows what each task of this process is blocked on, at no cost to the tasks: a
-// task publishes the ticket it is about to wait on (a store only when it differs from the
-// last one, so an iterating task stores nothing), and the ticket's latch says whether it is
-// parked (handle.Latch.Parked). The job's watch goroutine looks every watchPeriod (see look
+// task publishes the ticket it is about to wait on (a store only when it is not among the
+// last few it published, so an iterating task stores nothing: an iterative handle alternates
+// between two tickets), and the ticket's latch says whether it is parked
+// (handle.Latch.Parked). The job's watch goroutine looks every watchPeriod (see look
 // and deadlock_dist.go).
 type detector struct {
 	slots []slot        // by task id
@@ -59,12 +60,18 @@ type detector struct {
 	epoch     uint64 // how many looks found something moved
 }
 
-// slot is what one task waits or last waited on, in a cache line of its own.
+// slot is what one task waits or last waited on, in a cache line of its own: the tickets of
+// its last slotWaits waits. A task is parked on one ticket at a time, so a parked one among
+// them is the task's wait.
 type slot struct {
-	wait atomic.Pointer[ticketBase]
-	done atomic.Bool // the task has returned
-	_    [48]byte
+	waits [slotWaits]atomic.Pointer[ticketBase]
+	next  uint8       // the entry of waits that the next new ticket replaces; the task's goroutine only
+	done  atomic.Bool // the task has returned
+	_     [24]byte
 }
+
+// slotWaits is how many tickets a slot remembers: those of two iterative handles.
+const slotWaits = 4
 
 // waitKey is one wait as two looks compare it: the ticket, and the count of grants of its
 // location, so that a task granted and parked again on the same (reused) ticket in between
@@ -74,10 +81,16 @@ type waitKey struct {
 	grants uint64
 }
 
+// block publishes that task is about to wait on t.
 func (d *detector) block(task int, t *ticketBase) {
-	if s := &d.slots[task]; s.wait.Load() != t {
-		s.wait.Store(t)
+	s := &d.slots[task]
+	for i := range s.waits {
+		if s.waits[i].Load() == t {
+			return
+		}
 	}
+	s.waits[s.next].Store(t)
+	s.next = (s.next + 1) % slotWaits
 }
 
 func (d *detector) finished(task int) { d.slots[task].done.Store(true) }
@@ -88,8 +101,10 @@ func (d *detector) blockedOn(task int) (t *ticketBase, done bool) {
 	if s.done.Load() {
 		return nil, true
 	}
-	if t = s.wait.Load(); t != nil && t.latch.Parked() {
-		return t, false
+	for i := range s.waits {
+		if t = s.waits[i].Load(); t != nil && t.latch.Parked() {
+			return t, false
+		}
 	}
 	return nil, false
 }

@@ -28,9 +28,18 @@ func parkedTicket(t *testing.T) *ticketBase {
 func TestDetectorIdle(t *testing.T) {
 	tasks := []*Task{{id: 0}, {id: 1}}
 	parked := parkedTicket(t)
-	granted := &ticketBase{}
-	granted.latch.Start()
-	granted.latch.Grant()
+	grantedTicket := func() *ticketBase {
+		tk := &ticketBase{}
+		tk.latch.Start()
+		tk.latch.Grant()
+		return tk
+	}
+	granted := grantedTicket()
+	manyGranted := func(d *detector) { // more than a slot remembers
+		for range slotWaits + 1 {
+			d.block(0, grantedTicket())
+		}
+	}
 	for _, c := range []struct {
 		name  string
 		setup func(d *detector)
@@ -42,6 +51,22 @@ func TestDetectorIdle(t *testing.T) {
 		{"one waits, one returned", func(d *detector) { d.block(0, parked); d.finished(1) }, true},
 		{"both returned", func(d *detector) { d.finished(0); d.finished(1) }, false},
 		{"one woke up", func(d *detector) { d.block(0, parked); d.block(1, granted) }, false},
+		{"both wait, one on a ticket it waited on before", func(d *detector) {
+			d.block(0, parked)
+			d.block(0, granted)
+			d.block(0, parked)
+			d.block(1, parked)
+		}, true},
+		{"both wait, one after many other waits", func(d *detector) {
+			manyGranted(d)
+			d.block(0, parked)
+			d.block(1, parked)
+		}, true},
+		{"one woke up after many waits", func(d *detector) {
+			d.block(0, parked)
+			manyGranted(d)
+			d.block(1, parked)
+		}, false},
 	} {
 		d := &detector{slots: make([]slot, 2)}
 		c.setup(d)

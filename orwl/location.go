@@ -91,6 +91,10 @@ const grantBuf = 16
 // deliver hands every request of granted its grant.
 func deliver(granted []*fifo.Request, onTask bool) {
 	for i, r := range granted {
+		if t, ok := r.Tag.(*localTicket); ok { // the common case, called directly
+			t.granted(onTask, false)
+			continue
+		}
 		r.Tag.(queued).granted(onTask, moreFor(r, granted[i+1:]))
 	}
 }
@@ -120,7 +124,7 @@ func (l *location) enqueue(r *fifo.Request, mode fifo.Mode, initial bool, pos, t
 		l.mu.Unlock()
 		return l.err
 	}
-	if r.Tag.(queued).round() >= 0 {
+	if !l.rounds && r.Tag.(queued).round() >= 0 {
 		l.rounds = true
 	}
 	if !l.scheduled {

@@ -5,29 +5,42 @@ import (
 	"github.com/orwl-go/orwl/trace"
 )
 
-// observer follows the handles of one task: for the deadlock detector, and for the trace
-// when tracing is on (tr not nil). It runs on the task's goroutine.
+// waits tells the deadlock detector what the handles of one task block on. It is the task's
+// handle.Observer when tracing is off, so an untraced access makes no other observer call.
+type waits struct{ task *Task }
+
+func (w waits) WaitStart(h *handle.Handle, t handle.Ticket) {
+	w.task.job.det.block(w.task.id, t.(ticket).base())
+}
+
+// observer follows the handles of one task when tracing is on: for the deadlock detector,
+// and for the trace. It runs on the task's goroutine.
 type observer struct {
-	task     *Task
+	waits
 	tr       *trace.Track
 	wait     trace.Span
 	sections map[*handle.Handle]trace.Span
 }
 
-func (o *observer) Requested(h *handle.Handle, t handle.Ticket) {
-	if o.tr == nil {
-		return
+// observe makes the handle.Observer of task t: an observer when tr is not nil, the task's
+// waits otherwise.
+func (o *observer) observe(t *Task, tr *trace.Track) handle.Observer {
+	*o = observer{waits: waits{t}, tr: tr}
+	if tr == nil {
+		return o.waits
 	}
+	return o
+}
+
+func (o *observer) Requested(h *handle.Handle, t handle.Ticket) {
 	spec := h.Spec()
 	o.tr.Request(o.task.job.traceLoc(t), spec.Mode, spec.Pos)
 }
 
 func (o *observer) WaitStart(h *handle.Handle, t handle.Ticket) {
-	o.task.job.det.block(o.task.id, t.(ticket).base())
-	if o.tr != nil {
-		spec := h.Spec()
-		o.wait = o.tr.BeginWait(o.task.job.traceLoc(t), spec.Mode, spec.Pos)
-	}
+	o.waits.WaitStart(h, t)
+	spec := h.Spec()
+	o.wait = o.tr.BeginWait(o.task.job.traceLoc(t), spec.Mode, spec.Pos)
 }
 
 func (o *observer) WaitEnd(h *handle.Handle, t handle.Ticket) {
@@ -36,9 +49,6 @@ func (o *observer) WaitEnd(h *handle.Handle, t handle.Ticket) {
 }
 
 func (o *observer) Acquired(h *handle.Handle, t handle.Ticket) {
-	if o.tr == nil {
-		return
-	}
 	loc, mode := o.task.job.traceLoc(t), h.Mode()
 	o.tr.Grant(loc, mode, t.(ticket).traceGrant(o.task.id, mode))
 	if o.sections == nil {
@@ -48,9 +58,6 @@ func (o *observer) Acquired(h *handle.Handle, t handle.Ticket) {
 }
 
 func (o *observer) Releasing(h *handle.Handle, t handle.Ticket) {
-	if o.tr == nil {
-		return
-	}
 	o.sections[h].End()
 	delete(o.sections, h)
 	mode := h.Mode()

@@ -347,9 +347,7 @@ func (j *job) makeTasks() {
 			continue
 		}
 		t := &Task{id: task, job: j}
-		t.obs.task = t
-		t.obs.tr = j.rec.TaskTrack(task)
-		t.handles = handle.NewOwner(&t.obs)
+		t.handles = handle.NewOwner(t.obs.observe(t, j.rec.TaskTrack(task)))
 		j.local = append(j.local, t)
 		j.task[task] = t
 	}
