@@ -12,7 +12,9 @@
 // faster where memory is there to be had; but a huge page needs 2 MiB of physical memory
 // at once, which a virtual machine whose host lends memory lazily may only find in memory
 // the host has not backed yet, slower to touch than the small pages the guest recycles
-// (measured: go run ./lab/bench first). Hence the default.
+// (measured: go run ./lab/bench first). Hence the default, for Alloc. AllocHuge asks for
+// huge pages unless the variable is "off": for buffers touched once, outside anything
+// timed, and filled later on a timed path (the snapshot buffers of checkpoints).
 //
 // A mapped buffer is not garbage collected: whoever allocates it must Free it once nothing
 // uses it, and must not use it afterwards (a use after Free faults). This package only
