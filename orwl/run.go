@@ -156,9 +156,10 @@ func (j *job) start(ctx context.Context, wg *sync.WaitGroup, fn TaskFunc) {
 	}
 }
 
-// freeBuffers frees the data of this process's locations and the mirrors of the others'
-// (large ones are mapped outside the Go heap), once nothing can use them: every task of
-// this process has returned and the mesh, whose readers fill mirrors, is closed.
+// freeBuffers frees the data of this process's locations, the mirrors of the others' and
+// the snapshot buffers of checkpoints (large ones are mapped outside the Go heap), once
+// nothing can use them: every task of this process has returned, the checkpoints' writer
+// too, and the mesh, whose readers fill mirrors, is closed.
 func (j *job) freeBuffers() {
 	for _, l := range j.owned {
 		if l != nil {
@@ -172,6 +173,7 @@ func (j *job) freeBuffers() {
 			r.mirror = nil
 		}
 	}
+	j.ckpt.freeSnapshots()
 }
 
 // maxLocations bounds the locations of a job (tasks times their locations): a larger job

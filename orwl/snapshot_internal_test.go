@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"math"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/orwl-go/orwl/checkpoint"
+	"github.com/orwl-go/orwl/internal/hugemem"
 )
 
 // TestSnapshotBuffersAreNotReused: a checkpoint's pieces are written from buffers that the
@@ -132,4 +134,70 @@ type logLines func(line string)
 func (f logLines) Write(b []byte) (int, error) {
 	f(string(b))
 	return len(b), nil
+}
+
+// TestSnapshotBuffersAreMappedAndFreed: the snapshot buffers of large kept states and
+// locations are allocated at the schedule, mapped outside the Go heap where the system
+// allows it (snapBytes, on huge pages), with the state's name before its copy; a location
+// grown after the schedule gets a larger buffer at its next snapshot; and every one is
+// freed when the job ends.
+func TestSnapshotBuffersAreMappedAndFreed(t *testing.T) {
+	big := hugemem.Threshold + 8
+	linux := runtime.GOOS == "linux"
+	var (
+		task              *Task
+		wire, grown       []byte
+		grownMapped       bool
+		problems          []string
+		errStop           = errors.New("stop")
+		checkpointedSince int // checkpoints entered when the location was grown
+	)
+	cfg := Config{Tasks: 1, Locations: []string{"v"},
+		Checkpoint: Checkpoint{Dir: filepath.Join(t.TempDir(), "{rank}"), Every: time.Millisecond, Program: "buffers"}}
+	err := Run(context.Background(), cfg, func(ctx context.Context, tk *Task) error {
+		task = tk
+		tk.Keep("s", make([]byte, big))
+		tk.Scale("v", 8)
+		own := tk.WriteInsert(tk.Loc(0, "v"), 0)
+		if err := tk.Schedule(ctx); err != nil {
+			return err
+		}
+		s := &tk.kept[0]
+		wire = s.wire
+		if hugemem.Mapped(wire) != linux || len(wire) != 1+big || &s.snap[0] != &wire[1] || string(wire[:1]) != "s" {
+			problems = append(problems, fmt.Sprintf("kept state's buffer: mapped %v, %d bytes, not the name then the copy", hugemem.Mapped(wire), len(wire)))
+		}
+		l := tk.job.owned[0]
+		return tk.Iterate(ctx, math.MaxInt32, func(iter int) error {
+			n, _ := tk.CheckpointHold()
+			l.mu.Lock()
+			if grown == nil && cap(l.snapBuf) >= big && n > checkpointedSince {
+				grown, grownMapped = l.snapBuf, hugemem.Mapped(l.snapBuf)
+			}
+			l.mu.Unlock()
+			if grown != nil {
+				return errStop
+			}
+			return own.Section(ctx, func([]byte) error {
+				if checkpointedSince == 0 && n > 0 {
+					checkpointedSince = n
+					_, err := own.Resize(big)
+					return err
+				}
+				return nil
+			})
+		})
+	})
+	if !errors.Is(err, errStop) {
+		t.Fatalf("Run: %v, want the task's stop after a snapshot of the grown location", err)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+	if grownMapped != linux || len(grown) != big {
+		t.Errorf("grown location's snapshot: %d bytes, mapped %v", len(grown), grownMapped)
+	}
+	if hugemem.Mapped(wire) || hugemem.Mapped(grown) || task.kept[0].wire != nil || task.job.owned[0].snapBuf != nil {
+		t.Error("snapshot buffers not freed when the job ended")
+	}
 }

@@ -10,16 +10,21 @@ import (
 )
 
 // adviceChildEnv makes the test binary a child of TestAdvice that writes a mapped buffer
-// and prints its page faults.
+// (from Alloc, or from AllocHuge when it is "huge") and prints its page faults.
 const adviceChildEnv = "HUGEMEM_TEST_CHILD"
 
-// TestAdvice writes a mapped buffer of 64 MiB in a process with ORWL_HUGEPAGES=on and in
-// one with off (the variable is read once per process): with huge pages that takes about
-// one page fault per 2 MiB, with small pages one per 4 KiB.
+// TestAdvice writes a mapped buffer of 64 MiB in processes with ORWL_HUGEPAGES=on, off and
+// unset (the variable is read once per process), from Alloc and from AllocHuge: with huge
+// pages that takes about one page fault per 2 MiB, with small pages one per 4 KiB.
+// AllocHuge asks for huge pages unless the variable is "off"; Alloc only when it is "on".
 func TestAdvice(t *testing.T) {
 	const size = 64 << 20
-	if os.Getenv(adviceChildEnv) != "" {
-		b := Alloc(size)
+	if child := os.Getenv(adviceChildEnv); child != "" {
+		alloc := Alloc
+		if child == "huge" {
+			alloc = AllocHuge
+		}
+		b := alloc(size)
 		if !Mapped(b) {
 			t.Fatal("not mapped")
 		}
@@ -36,22 +41,27 @@ func TestAdvice(t *testing.T) {
 		t.Skip("transparent huge pages are not available here")
 	}
 	small := int64(size / 4096)
-	for _, c := range []struct {
-		advice   string
-		min, max int64
-	}{{"on", 1, small / 4}, {"off", small * 9 / 10, 2 * small}} {
+	hugeFaults, smallFaults := [2]int64{1, small / 4}, [2]int64{small * 9 / 10, 2 * small}
+	cases := []struct {
+		child, advice string
+		want          [2]int64 // page faults, at least and at most
+	}{
+		{"alloc", "on", hugeFaults}, {"alloc", "off", smallFaults},
+		{"huge", "", hugeFaults}, {"huge", "on", hugeFaults}, {"huge", "off", smallFaults},
+	}
+	for _, c := range cases {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestAdvice$", "-test.v")
-		cmd.Env = append(os.Environ(), adviceChildEnv+"=1", "ORWL_HUGEPAGES="+c.advice)
+		cmd.Env = append(os.Environ(), adviceChildEnv+"="+c.child, "ORWL_HUGEPAGES="+c.advice)
 		out, err := cmd.CombinedOutput()
 		_, after, ok := strings.Cut(string(out), "faults=")
 		if err != nil || !ok {
-			t.Fatalf("ORWL_HUGEPAGES=%s: %v\n%s", c.advice, err, out)
+			t.Fatalf("%s, ORWL_HUGEPAGES=%q: %v\n%s", c.child, c.advice, err, out)
 		}
 		n, err := strconv.ParseInt(strings.Fields(after)[0], 10, 64)
-		if err != nil || n < c.min || n > c.max {
-			t.Fatalf("ORWL_HUGEPAGES=%s: %d page faults writing %d MiB, want %d to %d", c.advice, n, size>>20, c.min, c.max)
+		if err != nil || n < c.want[0] || n > c.want[1] {
+			t.Fatalf("%s, ORWL_HUGEPAGES=%q: %d page faults writing %d MiB, want %d to %d", c.child, c.advice, n, size>>20, c.want[0], c.want[1])
 		}
-		t.Logf("ORWL_HUGEPAGES=%s: %d page faults for %d MiB", c.advice, n, size>>20)
+		t.Logf("%s, ORWL_HUGEPAGES=%q: %d page faults for %d MiB", c.child, c.advice, n, size>>20)
 	}
 }
 
