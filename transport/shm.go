@@ -171,6 +171,11 @@ type shmConn struct {
 	closed  atomic.Bool
 	wakeBuf [64]byte // what a sleeping reader reads
 	wakeUp  [1]byte  // what a writer sends a sleeping reader
+	// outRead is the out ring's read count as the writer last loaded it, at most the
+	// current one: the writer loads the reader's count only when this one leaves too
+	// little room (or is not within a ring of the written count), so that the cache line
+	// the reader stores it in stays with the reader.
+	outRead uint64
 }
 
 // Read reads what the peer wrote into the in ring: at once when there is some, after
@@ -180,8 +185,7 @@ type shmConn struct {
 func (c *shmConn) Read(p []byte) (int, error) {
 	h := c.in.h
 	r := h.read.Load()
-	var polled time.Duration // how long this read has polled (see pollStep)
-	var last time.Time
+	var poll poller
 	for {
 		if avail := h.written.Load() - r; avail > 0 {
 			n := c.copyOut(p, r, avail)
@@ -191,35 +195,73 @@ func (c *shmConn) Read(p []byte) (int, error) {
 		if c.closed.Load() {
 			return 0, net.ErrClosed
 		}
-		if c.readers.pollOn(polled) {
-			if last.IsZero() {
-				last = time.Now()
-			}
-			runtime.Gosched()
-			now := time.Now()
-			polled += min(now.Sub(last), pollStep)
-			last = now
+		if poll.next(c.readers) {
 			continue
 		}
-		h.sleeping.Store(1)
-		if h.written.Load() != r { // written meanwhile: its writer may not have seen us sleep
-			h.sleeping.Store(0)
-			continue
-		}
-		c.readers.onSocket.Add(1)
-		_, err := c.sock.Read(c.wakeBuf[:])
-		c.readers.onSocket.Add(-1)
-		h.sleeping.Store(0)
-		if err != nil && h.written.Load() == r {
-			// The ring is drained: the peer wrote everything before its socket ended (a
-			// reset may have dropped its wake-up byte).
-			if errors.Is(err, io.EOF) {
-				return 0, io.EOF
-			}
+		if err := c.sleep(r); err != nil {
 			return 0, err
 		}
-		polled, last = 0, time.Time{}
+		poll = poller{}
 	}
+}
+
+// sleep waits on the socket until the peer's next write into the in ring (read up to r)
+// wakes it, or returns the socket's error once the ring is drained.
+func (c *shmConn) sleep(r uint64) error {
+	h := c.in.h
+	h.sleeping.Store(1)
+	if h.written.Load() != r { // written meanwhile: its writer may not have seen us sleep
+		h.sleeping.Store(0)
+		return nil
+	}
+	c.readers.onSocket.Add(1)
+	_, err := c.sock.Read(c.wakeBuf[:])
+	c.readers.onSocket.Add(-1)
+	h.sleeping.Store(0)
+	if err != nil && h.written.Load() == r {
+		// The ring is drained: the peer wrote everything before its socket ended (a
+		// reset may have dropped its wake-up byte).
+		if errors.Is(err, io.EOF) {
+			return io.EOF
+		}
+		return err
+	}
+	return nil
+}
+
+// poller is the state of one polling reader: how long it has polled, and its looks since it
+// last read the clock. The clock (time.Now costs about half a yield) and the group's
+// decision (pollOn, which may sample the host's load) are consulted once every pollBatch
+// looks, so that a look is little more than a yield and a peer's write is seen sooner.
+type poller struct {
+	polled  time.Duration // counted as pollStep says
+	last    time.Time     // when the clock was last read; zero before the first look
+	looks   int           // since last
+	stopped bool          // pollOn said no
+}
+
+// pollBatch is the number of looks between two readings of the clock.
+const pollBatch = 8
+
+// next reports whether the reader polls once more, and if so yields first.
+func (p *poller) next(g *readerGroup) bool {
+	if p.looks == 0 || p.looks == pollBatch {
+		if p.last.IsZero() {
+			p.last = time.Now()
+		} else {
+			now := time.Now()
+			p.polled += min(now.Sub(p.last), time.Duration(p.looks)*pollStep)
+			p.last = now
+		}
+		p.looks = 0
+		p.stopped = !g.pollOn(p.polled)
+	}
+	if p.stopped {
+		return false
+	}
+	p.looks++
+	runtime.Gosched()
+	return true
 }
 
 // pollStep is the most that one look of a polling reader counts toward its polling time: a
@@ -242,20 +284,24 @@ func (c *shmConn) copyOut(p []byte, r, avail uint64) int {
 func (c *shmConn) Write(p []byte) (int, error) {
 	h := c.out.h
 	done := 0
-	waited, lastRead := time.Duration(0), h.read.Load()
+	waited, lastRead := time.Duration(0), c.outRead
 	for done < len(p) {
 		if c.closed.Load() {
 			return done, net.ErrClosed
 		}
-		w, r := h.written.Load(), h.read.Load()
-		room := shmRing - (w - r)
+		w := h.written.Load()
+		want := min(uint64(len(p)-done), shmChunk)
+		if used := w - c.outRead; used > shmRing || shmRing-used < want {
+			c.outRead = h.read.Load() // a count from before the ring's start is stale too
+		}
+		room := shmRing - (w - c.outRead)
 		if room == 0 {
-			waited = c.waitRoom(waited, r != lastRead)
-			lastRead = r
+			waited = c.waitRoom(waited, c.outRead != lastRead)
+			lastRead = c.outRead
 			continue
 		}
-		waited, lastRead = 0, r
-		n := int(min(room, uint64(len(p)-done), shmChunk))
+		waited, lastRead = 0, c.outRead
+		n := int(min(room, want))
 		off := int(w & (shmRing - 1))
 		k := copy(c.out.data[off:], p[done:done+n])
 		copy(c.out.data, p[done+k:done+n])
