@@ -125,6 +125,7 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 			j.fail(fmt.Errorf("orwl: rank %d cannot confirm that the job succeeded: %w", j.rank, err))
 		}
 		j.agree()
+		j.awaitReason()
 	}
 	stopWatch()
 	watcher.Wait()
@@ -138,6 +139,17 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 	}
 	j.freeBuffers()
 	return j.failure()
+}
+
+// awaitReason waits, when the job's failure only says that a process closed its mesh (a
+// send found its goodbye on one connection), until that process is gone: the report of
+// why it left, which it sent before its goodbye on the other connection, has then replaced
+// the failure (fail).
+func (j *job) awaitReason() {
+	var lost *transport.PeerLostError
+	if err := j.failure(); errors.As(err, &lost) && errors.Is(err, transport.ErrPeerClosed) {
+		j.mesh.AwaitGone(lost.Rank)
+	}
 }
 
 // start starts the tasks of this process in wg.

@@ -243,6 +243,8 @@ type peer struct {
 	// err is set, once, when the peer is lost; its CompareAndSwap from nil decides who
 	// reports the loss.
 	err atomic.Pointer[PeerLostError]
+	// gone is closed when err is set.
+	gone chan struct{}
 	// final and failed: the peer's final marker arrived, and what it said; markMu.
 	final, failed bool
 	// sent counts the messages the writers of both connections to the peer have written;
@@ -293,11 +295,15 @@ func New(cfg Config) (*Mesh, error) {
 	if cfg.Handler == nil {
 		cfg.Handler = nopHandler{}
 	}
+	peers := make([]peer, cfg.Size)
+	for i := range peers {
+		peers[i].gone = make(chan struct{})
+	}
 	return &Mesh{
 		rank: cfg.Rank, size: cfg.Size, cfg: cfg,
 		log:     cfg.Logger.With("component", "transport", "rank", cfg.Rank),
 		h:       cfg.Handler,
-		peers:   make([]peer, cfg.Size),
+		peers:   peers,
 		done:    make(chan struct{}),
 		marks:   make([]uint64, cfg.Size),
 		started: time.Now(),
@@ -477,6 +483,7 @@ func (m *Mesh) lose(rank int, cause error) {
 	if !p.err.CompareAndSwap(nil, e) {
 		return
 	}
+	close(p.gone)
 	if !errors.Is(cause, ErrPeerClosed) {
 		for i := range p.conns {
 			if c := p.conns[i].Load(); c != nil {
@@ -504,6 +511,21 @@ func (m *Mesh) lose(rank int, cause error) {
 			m.log.Error("peer lost", "peer", rank, "err", cause)
 		}
 		m.h.PeerLost(rank, e)
+	}
+}
+
+// AwaitGone waits, a peer timeout at most, until rank is lost or has closed its mesh: its
+// goodbye read on both connections, so that every message it sent before is delivered
+// (a Send that fails with ErrPeerClosed has seen its goodbye on one connection only). It
+// reports whether rank is gone.
+func (m *Mesh) AwaitGone(rank int) bool {
+	t := time.NewTimer(m.cfg.PeerTimeout)
+	defer t.Stop()
+	select {
+	case <-m.peers[rank].gone:
+		return true
+	case <-t.C:
+		return false
 	}
 }
 
