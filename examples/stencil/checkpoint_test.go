@@ -91,7 +91,7 @@ func newCkJob(t *testing.T) *ckJob {
 // args returns the stencil's arguments for the job, with -n n.
 func (j *ckJob) args(n int) string {
 	return fmt.Sprintf("-n %d -tasks 3 -iters %d -verify=false -checkpoint %s -checkpoint-every %s",
-		n, ckIters, filepath.Join(j.dir, "{rank}"), ckEvery)
+		n, j.p.Iters, filepath.Join(j.dir, "{rank}"), ckEvery)
 }
 
 // run runs orwlrun -np procs -restarts restarts on the stencil with args (see launch).
