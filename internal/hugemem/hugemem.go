@@ -17,9 +17,7 @@
 // A mapped buffer is not garbage collected: whoever allocates it must Free it once nothing
 // uses it, and must not use it afterwards (a use after Free faults). This package only
 // allocates and frees; it must not touch the memory it hands out (a buffer's pages are
-// faulted in by its first user, inside whatever that user times). AllocFilled, for a
-// buffer that its caller fills at once, asks the kernel to fault its pages in during the
-// call, which is then that first use.
+// faulted in by its first user, inside whatever that user times).
 package hugemem
 
 import (
@@ -46,26 +44,12 @@ var advice = sync.OnceValue(func() string { return os.Getenv("ORWL_HUGEPAGES") }
 // mapped); never nil, and empty for n <= 0. Buffers of at least Threshold bytes are mapped
 // where the system allows it, with ORWL_HUGEPAGES's advice; give them back with Free.
 // Smaller ones, and mapped ones that the system refuses, are Go memory, which Free ignores.
-func Alloc(n int) []byte { return alloc(n, false) }
-
-// AllocFilled is Alloc for a buffer that its caller is about to write whole (a message's
-// payload lands in it): a mapped buffer gets its pages from the kernel during the call,
-// all in one system call (MADV_POPULATE_WRITE, Linux 5.14 and later; elsewhere they come
-// with the caller's writes, as with Alloc), instead of one page fault per 4 KiB page in the
-// writes that follow. Call it when the buffer is needed, not ahead: its cost is the
-// caller's.
-func AllocFilled(n int) []byte { return alloc(n, true) }
-
-// alloc is Alloc, and AllocFilled with populate.
-func alloc(n int, populate bool) []byte {
+func Alloc(n int) []byte {
 	if n <= 0 {
 		return []byte{}
 	}
 	if n >= Threshold {
 		if p, length := mapHuge(uintptr(n), advice()); p != nil {
-			if populate {
-				fill(p, uintptr(n))
-			}
 			mu.Lock()
 			mapped[p] = length
 			mu.Unlock()
@@ -74,6 +58,20 @@ func alloc(n int, populate bool) []byte {
 	}
 	words := make([]uint64, (n+7)/8)
 	return unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), n)
+}
+
+// AllocFilled is Alloc for a buffer that its caller is about to write whole (a message's
+// payload lands in it): the kernel gives a mapped buffer its pages during the call, all in
+// one system call (MADV_POPULATE_WRITE, Linux 5.14 and later; elsewhere they come with the
+// caller's writes, as with Alloc), instead of one page fault per 4 KiB page in the writes
+// that follow. The call is then the buffer's first use: make it when the buffer is needed,
+// not ahead, so that its cost is the caller's.
+func AllocFilled(n int) []byte {
+	b := Alloc(n)
+	if Mapped(b) {
+		fill(unsafe.Pointer(unsafe.SliceData(b)), uintptr(n))
+	}
+	return b
 }
 
 // Free unmaps b when Alloc mapped it: b must then be the slice Alloc returned, or a slice
