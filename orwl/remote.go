@@ -222,11 +222,12 @@ func (n *node) grantSink(from int, h *transport.Header) ([]byte, error) {
 }
 
 // resizeKeep sets *b to n bytes, reallocating (8-byte aligned, freeing the old buffer) only
-// when it must grow.
+// when it must grow; its callers fill it with a payload at once, so a new buffer's pages
+// are faulted in by the allocation, in one system call (filledBytes).
 func resizeKeep(b *[]byte, n int) []byte {
 	if n > cap(*b) {
 		freeBytes(*b)
-		*b = alignedBytes(n)
+		*b = filledBytes(n)
 	}
 	*b = (*b)[:n]
 	return *b

@@ -9,7 +9,7 @@
 // process, with the fastest CPU kernel and a problem that takes a few seconds:
 //
 //	go run ./examples/cholesky
-//	go run ./examples/cholesky -n 8192 -nb 512 -grid 2x1 -np 2 -kernel openblas -threads 1 -reps 3
+//	go run ./examples/cholesky -n 8192 -nb 1024 -grid 1x2 -np 2 -kernel openblas -threads 1 -reps 3
 //
 // Started by another launcher (orwlrun -np N, mpirun -np N, mpiexec -n N, srun) it is one
 // process of that job and starts nothing itself; its kernel threads default to this
@@ -17,7 +17,7 @@
 // prints a progress line on standard error while it runs, a summary, and, last, the
 // result line:
 //
-//	result: n=8192 nb=512 procs=2 seconds=1.95 gflops=94.0 first_gflops=92.1 residual=0.0012 verified=true
+//	result: n=8192 nb=1024 procs=2 seconds=1.95 gflops=94.0 first_gflops=92.1 residual=0.0012 verified=true
 //
 // seconds and gflops are the fastest of the -reps factorisations (GFLOP = N³/3 / 10⁹),
 // first_gflops the first one's; residual is the scaled residual ‖A − L·Lᵀ‖/(‖A‖·N·ε),
@@ -87,7 +87,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("cholesky", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	n := fs.Int("n", 0, "matrix order N (default: 8192 with a BLAS kernel, 1536 with gonum)")
-	nb := fs.Int("nb", 0, "tile size NB (default: 512, at most N/4)")
+	nb := fs.Int("nb", 0, "tile size NB (default: tiled.DefaultNB: N/8 within 512 to 1024, at most N/4)")
 	grid := fs.String("grid", "", "task grid PxQ (default: the most square grid of -tasks, with P <= Q)")
 	tasks := fs.Int("tasks", 0, "tasks (default: P*Q of -grid, else -np, else the launcher's process count, else one per core)")
 	np := fs.Int("np", 0, "processes started on this machine (default: min(tasks, cores)); ignored under a launcher")

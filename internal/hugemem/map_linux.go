@@ -41,3 +41,11 @@ func mapHuge(n uintptr, advice string) (unsafe.Pointer, uintptr) {
 
 // unmap gives a region mapHuge mapped back to the system.
 func unmap(p unsafe.Pointer, length uintptr) { unix.MunmapPtr(p, length) }
+
+// fill asks the kernel to fault in the pages of the first n bytes at p, a region mapHuge
+// mapped, for writing. A kernel that does not know the advice (before 5.14) refuses it:
+// the pages then come with the first writes.
+func fill(p unsafe.Pointer, n uintptr) {
+	const page = 4 << 10
+	unix.Madvise(unsafe.Slice((*byte)(p), (n+page-1)&^(page-1)), unix.MADV_POPULATE_WRITE)
+}

@@ -10,3 +10,6 @@ func mapHuge(uintptr, string) (unsafe.Pointer, uintptr) { return nil, 0 }
 
 // unmap is never called where mapHuge maps nothing.
 func unmap(unsafe.Pointer, uintptr) {}
+
+// fill is never called where mapHuge maps nothing.
+func fill(unsafe.Pointer, uintptr) {}

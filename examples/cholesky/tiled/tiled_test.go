@@ -186,3 +186,14 @@ func TestFactorDiagonal(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultNB: N/8 within 512 to 1024, never more than N/4, at least 1.
+func TestDefaultNB(t *testing.T) {
+	for _, c := range []struct{ n, want int }{
+		{1, 1}, {3, 1}, {100, 25}, {2048, 512}, {4096, 512}, {5000, 625}, {6144, 768}, {8192, 1024}, {20000, 1024},
+	} {
+		if got := DefaultNB(c.n); got != c.want {
+			t.Errorf("DefaultNB(%d) = %d, want %d", c.n, got, c.want)
+		}
+	}
+}
