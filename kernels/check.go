@@ -146,13 +146,6 @@ func CheckDtrsm(s blas.Side, ul blas.Uplo, tA blas.Transpose, d blas.Diag, m, n 
 	return true
 }
 
-// CheckDtrmm validates Dtrmm arguments exactly as
-// gonum.org/v1/gonum/blas/gonum.Implementation.Dtrmm does, which checks them as Dtrsm
-// does (see [CheckDtrsm]). It returns false when m or n is 0 (B is not touched).
-func CheckDtrmm(s blas.Side, ul blas.Uplo, tA blas.Transpose, d blas.Diag, m, n int, a []float64, lda int, b []float64, ldb int) bool {
-	return CheckDtrsm(s, ul, tA, d, m, n, a, lda, b, ldb)
-}
-
 // CheckDtrtri validates Dtrtri arguments exactly as
 // gonum.org/v1/gonum/lapack/gonum.Implementation.Dtrtri does. It returns false when n is
 // 0 (nothing to do: the inversion succeeds), true otherwise.

@@ -11,9 +11,9 @@
 // none loads, the plugin is unavailable and kernels.Get reports every path
 // tried and the loader's errors.
 //
-// Arguments are checked with kernels.CheckDgemm (CheckDtrsm, CheckDsyrk,
-// CheckDpotrf, CheckDtrmm, CheckDtrtri) before any C call, so invalid arguments panic exactly as gonum
-// does and never reach OpenBLAS. Dpotrf calls the column-major dpotrf_ on the
+// Arguments are checked with kernels.CheckDgemm (CheckDtrsm, also for Dtrmm, which gonum
+// checks alike, CheckDsyrk, CheckDpotrf, CheckDtrtri) before any C call, so invalid
+// arguments panic exactly as gonum does and never reach OpenBLAS. Dpotrf calls the column-major dpotrf_ on the
 // other triangle (a row-major lower triangle is a column-major upper one), as
 // Debian's OpenBLAS does not export LAPACKE; Dtrtri does the same with dtrtri_. An
 // OpenBLAS built without LAPACK (no dpotrf_ or dtrtri_) still registers, as a kernel with Dgemm only: kernels.GetCholesky
@@ -238,7 +238,8 @@ func (g *Kernel) Dtrsm(s blas.Side, ul blas.Uplo, tA blas.Transpose, d blas.Diag
 }
 
 // Dtrmm computes B = alpha·op(A)·B or B = alpha·B·op(A) with cblas_dtrmm in row-major
-// order, after kernels.CheckDtrmm (see kernels.Trmm).
+// order, after kernels.CheckDtrsm (gonum checks Dtrmm's arguments as Dtrsm's; see
+// kernels.Trmm).
 func (g *Kernel) Dtrmm(s blas.Side, ul blas.Uplo, tA blas.Transpose, d blas.Diag, m, n int, alpha float64, a []float64, lda int, b []float64, ldb int) {
 	triangular(g.l.dtrmm, s, ul, tA, d, m, n, alpha, a, lda, b, ldb)
 }
