@@ -123,7 +123,7 @@ func (n *node) Handle(from int, h *transport.Header, payload []byte) {
 // PeerLost implements transport.Handler: a process of the job is gone before it finished,
 // so the job fails: every request fails, and the others that can be reached are told.
 func (n *node) PeerLost(rank int, err error) {
-	lostErr := fmt.Errorf("orwl: process rank %d lost: %w", rank, err)
+	lostErr := fmt.Errorf("orwl: %w", err) // a *transport.PeerLostError, which names rank
 	n.req.mu.Lock()
 	n.req.lost[rank] = lostErr
 	n.req.mu.Unlock()

@@ -99,12 +99,12 @@ func TestRelayedLossOfThisProcessSaysSo(t *testing.T) {
 	jobs := connectedPair(t)
 	m := failMsg{peerLost: true}
 	h := m.header()
-	jobs[1].node.Handle(0, &h, []byte("orwl: rank 2 failed: orwl: process rank 1 lost: transport: peer rank 1 lost: nothing received"))
+	jobs[1].node.Handle(0, &h, []byte("orwl: rank 2 failed: orwl: transport: process rank 1 lost: nothing received"))
 	err := jobs[1].failure()
 	if err == nil || !strings.Contains(err.Error(), "this process, rank 1, is the one the others lost") {
 		t.Fatalf("rank 1's failure: %v", err)
 	}
-	jobs[0].node.Handle(1, &h, []byte("orwl: process rank 2 lost: EOF"))
+	jobs[0].node.Handle(1, &h, []byte("orwl: transport: process rank 2 lost: EOF"))
 	if err := jobs[0].failure(); err == nil || strings.Contains(err.Error(), "is the one the others lost") {
 		t.Fatalf("rank 0's failure, which names rank 2: %v", err)
 	}

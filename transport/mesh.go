@@ -95,7 +95,7 @@ type PeerLostError struct {
 
 // Error names the lost rank and the cause.
 func (e *PeerLostError) Error() string {
-	return fmt.Sprintf("transport: peer rank %d lost: %v", e.Rank, e.Err)
+	return fmt.Sprintf("transport: process rank %d lost: %v", e.Rank, e.Err)
 }
 
 // Unwrap returns the cause.

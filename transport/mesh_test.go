@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -707,5 +708,14 @@ func TestAwaitGone(t *testing.T) {
 		}
 	default:
 		t.Fatal("rank 1 gone before its message was delivered")
+	}
+}
+
+// A lost peer is named alike whoever reports it first, the mesh's Handler.PeerLost or a
+// send that found the peer gone, wrapped by what failed: "process rank N lost".
+func TestPeerLostErrorNamesTheProcess(t *testing.T) {
+	err := fmt.Errorf("task 1: release of read handle: %w", &PeerLostError{Rank: 2, Err: io.EOF})
+	if !strings.Contains(err.Error(), "process rank 2 lost: EOF") || !errors.Is(err, ErrPeerLost) {
+		t.Fatalf("a send's error for a lost peer: %v", err)
 	}
 }

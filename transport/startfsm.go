@@ -118,7 +118,7 @@ func (s *coordinator) step(in startInput) []startAction {
 	case inAbort:
 		s.fail(fmt.Errorf("transport: rank %d could not start: %w", in.rank, in.err))
 	case inLost:
-		s.fail(fmt.Errorf("transport: rank %d lost during the start: %w", in.rank, in.err))
+		s.fail(fmt.Errorf("transport: process rank %d lost during the start: %w", in.rank, in.err))
 	case inConnected:
 		if in.err != nil {
 			s.fail(in.err)

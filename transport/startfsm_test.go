@@ -103,7 +103,7 @@ func TestCoordinatorMachine(t *testing.T) {
 		{name: "a missing rank at the start timeout", ins: []startInput{reg(2, "S"), timedOut},
 			acts: []string{"abort->2"}, want: "rank 0: the start failed: context deadline exceeded (start timeout 30s); ranks [1] did not register with the coordinator"},
 		{name: "a rank lost after registering", ins: []startInput{reg(1, "S"), failed(inLost, 1, io.EOF), reg(2, "S")},
-			acts: []string{"abort->1", "abort->2"}, want: "transport: rank 1 lost during the start: EOF"},
+			acts: []string{"abort->1", "abort->2"}, want: "transport: process rank 1 lost during the start: EOF"},
 		{name: "a rank that cannot connect", ins: append(allIn, failed(inAbort, 2, errors.New("no connection from ranks [1]"))),
 			acts: []string{"book->1", "book->2", "connect", "abort->1", "abort->2"}, want: "transport: rank 2 could not start: no connection from ranks [1]"},
 		{name: "rank 0 cannot connect", ins: append(allIn, failed(inConnected, 0, errors.New("no connection from ranks [2]"))),
