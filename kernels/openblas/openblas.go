@@ -29,7 +29,11 @@
 // last call wins for all of them, and tasks calling Dgemm at the same time
 // compete for the same pool. Choose the thread count once per process
 // (typically cores / concurrently computing tasks, often 1) and set it
-// before the tasks start.
+// before the tasks start. The threads of the pool, once idle, spin (sched_yield) for
+// about 2^28 cycles (OPENBLAS_THREAD_TIMEOUT) before they sleep, taking a core from the
+// computation: the plugin ends them when it loads the library and when SetThreads(1)
+// is called (blas_thread_shutdown_, where exported), and OpenBLAS starts them again at
+// the first call that uses more than one thread.
 //
 // CPU kernels: when OPENBLAS_CORETYPE is not set, the plugin sets it from the CPU's
 // features (SkylakeX with AVX-512, Haswell with AVX2 and FMA) before it loads the library,
@@ -84,8 +88,13 @@ type lib struct {
 	lapackErr  error // why dpotrf and dtrtri are nil
 	setThreads func(n int32)
 	getThreads func() int32
+	shutdown   func() int32 // blas_thread_shutdown_: ends the pool's threads; nil when not exported
 	config     func() string
 	defThreads int
+
+	// calls is held shared by every call into OpenBLAS and exclusively by SetThreads, so
+	// that the pool is never shut down under a call that uses it.
+	calls sync.RWMutex
 }
 
 var load = sync.OnceValues(func() (*lib, error) {
@@ -113,6 +122,7 @@ var load = sync.OnceValues(func() (*lib, error) {
 			continue
 		}
 		l.defThreads = int(l.getThreads())
+		l.stopIdle()
 		return l, nil
 	}
 	return nil, fmt.Errorf("libopenblas not found (tried %s; install Debian package libopenblas0 or set %s): %s",
@@ -140,6 +150,9 @@ func (l *lib) resolve(h uintptr) error {
 		}
 		purego.RegisterFunc(s.fn, sym)
 	}
+	if sym, err := purego.Dlsym(h, "blas_thread_shutdown_"); err == nil {
+		purego.RegisterFunc(&l.shutdown, sym)
+	}
 	potrf, err := purego.Dlsym(h, "dpotrf_")
 	if err != nil {
 		l.lapackErr = fmt.Errorf("%s has no LAPACK (dpotrf_): %w", l.path, err)
@@ -153,6 +166,20 @@ func (l *lib) resolve(h uintptr) error {
 	purego.RegisterFunc(&l.dpotrf, potrf)
 	purego.RegisterFunc(&l.dtrtri, trtri)
 	return nil
+}
+
+// stopIdle ends the threads of OpenBLAS's pool, which the library starts when it is
+// loaded (and openblas_set_num_threads when it is called) and which then spin, calling
+// sched_yield, for about 2^28 cycles (OPENBLAS_THREAD_TIMEOUT) before they sleep: a tenth of
+// a second of a core, taken from whatever the process or the machine computes then, even
+// when every call runs on one thread. OpenBLAS starts the pool again at the first call that
+// uses more than one thread, and at openblas_set_num_threads. It does nothing when the
+// library does not export blas_thread_shutdown_. No call may be running (calls held, or no
+// Kernel yet).
+func (l *lib) stopIdle() {
+	if l.shutdown != nil {
+		l.shutdown()
+	}
 }
 
 func init() {
@@ -217,6 +244,8 @@ func (g *Kernel) Dgemm(tA, tB blas.Transpose, m, n, k int, alpha float64, a []fl
 	if len(b) > 0 {
 		pb = &b[0]
 	}
+	g.l.calls.RLock()
+	defer g.l.calls.RUnlock()
 	g.l.dgemm(cblasRowMajor, cblasOp(tA), cblasOp(tB), int32(m), int32(n), int32(k),
 		alpha, pa, int32(lda), pb, int32(ldb), beta, &c[0], int32(ldc))
 }
@@ -234,6 +263,8 @@ func checkInt32(v ...int) {
 // Dtrsm solves op(A)·X = alpha·B or X·op(A) = alpha·B with cblas_dtrsm in row-major order,
 // after kernels.CheckDtrsm (see kernels.Trsm).
 func (g *Kernel) Dtrsm(s blas.Side, ul blas.Uplo, tA blas.Transpose, d blas.Diag, m, n int, alpha float64, a []float64, lda int, b []float64, ldb int) {
+	g.l.calls.RLock()
+	defer g.l.calls.RUnlock()
 	triangular(g.l.dtrsm, s, ul, tA, d, m, n, alpha, a, lda, b, ldb)
 }
 
@@ -241,6 +272,8 @@ func (g *Kernel) Dtrsm(s blas.Side, ul blas.Uplo, tA blas.Transpose, d blas.Diag
 // order, after kernels.CheckDtrsm (gonum checks Dtrmm's arguments as Dtrsm's; see
 // kernels.Trmm).
 func (g *Kernel) Dtrmm(s blas.Side, ul blas.Uplo, tA blas.Transpose, d blas.Diag, m, n int, alpha float64, a []float64, lda int, b []float64, ldb int) {
+	g.l.calls.RLock()
+	defer g.l.calls.RUnlock()
 	triangular(g.l.dtrmm, s, ul, tA, d, m, n, alpha, a, lda, b, ldb)
 }
 
@@ -275,6 +308,8 @@ func (g *Kernel) Dsyrk(ul blas.Uplo, t blas.Transpose, n, k int, alpha float64, 
 	if len(a) > 0 { // k == 0: C is only scaled
 		pa = &a[0]
 	}
+	g.l.calls.RLock()
+	defer g.l.calls.RUnlock()
 	g.l.dsyrk(cblasRowMajor, cblasUplo(ul), cblasOp(t), int32(n), int32(k), alpha, pa, int32(lda), beta, &c[0], int32(ldc))
 }
 
@@ -294,7 +329,9 @@ func (g *Kernel) Dpotrf(ul blas.Uplo, n int, a []float64, lda int) bool {
 	if ul == blas.Lower {
 		args.uplo = 'U'
 	}
+	g.l.calls.RLock()
 	g.l.dpotrf(&args.uplo, &args.n, &a[0], &args.lda, &args.info, 1)
+	g.l.calls.RUnlock()
 	if args.info < 0 {
 		panic(fmt.Sprintf("openblas: dpotrf_ rejected argument %d", -args.info)) // CheckDpotrf let a mistake through
 	}
@@ -320,7 +357,9 @@ func (g *Kernel) Dtrtri(ul blas.Uplo, d blas.Diag, n int, a []float64, lda int) 
 	if d == blas.Unit {
 		args.diag = 'U'
 	}
+	g.l.calls.RLock()
 	g.l.dtrtri(&args.uplo, &args.diag, &args.n, &a[0], &args.lda, &args.info, 1, 1)
+	g.l.calls.RUnlock()
 	if args.info < 0 {
 		panic(fmt.Sprintf("openblas: dtrtri_ rejected argument %d", -args.info))
 	}
@@ -368,11 +407,20 @@ func (g *Kernel) Threads() int { return int(g.l.getThreads()) }
 // openblas_set_num_threads; n <= 0 restores the count OpenBLAS had when it
 // was loaded (OPENBLAS_NUM_THREADS or the number of cores). It affects every
 // openblas Kernel in the process (see the package comment) and never fails.
+// It waits for the calls running in other goroutines to return. With n == 1 it
+// also ends the threads of OpenBLAS's pool, which would otherwise spin for a
+// tenth of a second taking a core from the computation; OpenBLAS starts them
+// again when a later SetThreads asks for more.
 func (g *Kernel) SetThreads(n int) error {
 	if n <= 0 {
 		n = g.l.defThreads
 	}
+	g.l.calls.Lock()
+	defer g.l.calls.Unlock()
 	g.l.setThreads(int32(min(n, math.MaxInt32)))
+	if n == 1 {
+		g.l.stopIdle()
+	}
 	return nil
 }
 
