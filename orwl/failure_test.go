@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/orwl-go/orwl/internal/netemu"
 	"github.com/orwl-go/orwl/orwl"
 )
@@ -222,6 +224,25 @@ func (p *ringProcs) waitProgress(t *testing.T) {
 
 // resume lets task 0 go on past the pause.
 func (p *ringProcs) resume() { io.WriteString(p.stdin, "go\n") }
+
+// awaitExit waits, a minute at most, until the process of rank has ended, without reaping
+// it (wait collects its status).
+func (p *ringProcs) awaitExit(t *testing.T, rank int) {
+	t.Helper()
+	exited := make(chan error, 1)
+	go func() {
+		var info unix.Siginfo
+		exited <- unix.Waitid(unix.P_PID, p.cmds[rank].Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+	}()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("waiting for rank %d to end: %v", rank, err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("rank %d did not end within a minute", rank)
+	}
+}
 
 // signal sends sig to the processes of ranks.
 func (p *ringProcs) signal(sig syscall.Signal, ranks ...int) {
@@ -590,12 +611,15 @@ func TestNoPayloadSentTwice(t *testing.T) {
 
 // TestKilledProcessWithoutTasksFailsTheOthers: a process that runs no task, killed while the
 // others still run theirs, fails them with ErrPeerLost naming its rank: it has entered the
-// final agreement already, but it is gone before the agreement ends.
+// final agreement already, but it is gone before the agreement ends. Task 0 stays at its
+// pause until rank 1 has ended, which it can only do by failing: a kill that takes effect
+// late cannot let the ring reach the agreement first.
 func TestKilledProcessWithoutTasksFailsTheOthers(t *testing.T) {
 	r := ringJob{iters: 40, words: 4, pause: 10, tasks: 2}
 	p := startRing(t, r, 3, nil, "ORWL_PEER_TIMEOUT=1s")
 	p.waitProgress(t)
 	p.signal(syscall.SIGKILL, 2)
+	p.awaitExit(t, 1)
 	p.resume()
 	outs, codes := p.wait()
 	for rank := range 2 {
