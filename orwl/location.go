@@ -88,7 +88,9 @@ type queued interface {
 // a read group of up to grantBuf readers is handed on without allocating.
 const grantBuf = 16
 
-// deliver hands every request of granted its grant.
+// deliver hands every request of granted its grant. It finds itself whether more grants go
+// to the same process (moreFor): passing the rest of granted to the interface method would
+// move granted, kept on the caller's stack (grantBuf), to the heap.
 func deliver(granted []*fifo.Request, onTask bool) {
 	for i, r := range granted {
 		if t, ok := r.Tag.(*localTicket); ok { // the common case, called directly
