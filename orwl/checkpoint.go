@@ -28,7 +28,9 @@ import (
 // kept state when the task enters iteration k (Task.Iterate), into buffers allocated and
 // touched at the schedule (checkpointer.allocate); a writer goroutine makes each
 // piece durable in this process's directory and sends it to a partner process, which keeps a
-// copy in its own (package checkpoint does the storage).
+// copy in its own (package checkpoint does the storage). The writer starts once the tasks
+// of its process have copied their kept states, and works with a processor of its own
+// (checkpointer.write), so that the tasks wait for nothing but their copies.
 //
 // Rank 0 starts a checkpoint every Checkpoint.Every, in three short exchanges, so that no
 // round k is granted anywhere before every location is armed for it:
@@ -112,6 +114,9 @@ type checkpointer struct {
 	// keptState.snap) are not free yet: from the arm until the writer is done with the piece
 	// and, if it sent it, the partner said it stored its copy (ckptStored).
 	held atomic.Int64
+	// owing counts this process's tasks that iterate, keep state and have not copied it for
+	// the armed checkpoint yet (Task.owes): the writer starts once it is zero.
+	owing atomic.Int64
 
 	// The pace of the last checkpoints, on the connection's reader that runs handle.
 	made     time.Time     // when the checkpointer was made: the origin of began
@@ -301,6 +306,7 @@ func (c *checkpointer) enter(ctx context.Context, t *Task, iter int) error {
 			p := pieceJob{k: iter, key: checkpoint.StateKey(t.id, s.name), data: s.snap, wire: s.wire, from: -1}
 			c.push(func() { c.writePiece(p) })
 		}
+		t.paid()
 	}
 	if !held.IsZero() {
 		t.ckptHeld += time.Since(held)
@@ -398,6 +404,11 @@ func (c *checkpointer) push(work func()) {
 	c.mu.Lock()
 	c.queue = append(c.queue, work)
 	c.mu.Unlock()
+	c.nudge()
+}
+
+// nudge wakes the writer: its queue grew, or the tasks' copies it waits for are done.
+func (c *checkpointer) nudge() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -406,22 +417,73 @@ func (c *checkpointer) push(work func()) {
 
 // write does the queued work until ctx is done: making pieces durable (this process's own,
 // then sent on to the partner, and the partner copies of others), committing checkpoints.
+// It waits while a task of this process has still to copy its kept states for the armed
+// checkpoint (owing), so that those copies, the only part of a checkpoint the tasks wait
+// for, run alone; while it has work, the process has a processor more (writerWorking).
 func (c *checkpointer) write(ctx context.Context) {
+	working := false
+	defer func() {
+		if working {
+			writerWorking(false)
+		}
+	}()
 	for {
-		c.mu.Lock()
-		q := c.queue
-		c.queue = nil
-		c.mu.Unlock()
-		for _, work := range q {
-			work()
+		var q []func()
+		if c.owing.Load() == 0 {
+			c.mu.Lock()
+			q, c.queue = c.queue, nil
+			c.mu.Unlock()
 		}
 		if len(q) > 0 {
+			if !working {
+				working = true
+				writerWorking(true)
+			}
+			for _, work := range q {
+				work()
+			}
 			continue
+		}
+		if working {
+			working = false
+			writerWorking(false)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-c.wake:
+		}
+	}
+}
+
+// writerProcs counts the checkpoint writers of this process that have work, and holds the
+// GOMAXPROCS they set.
+var writerProcs struct {
+	sync.Mutex
+	working int
+	raised  int // GOMAXPROCS as the first of them raised it
+}
+
+// writerWorking raises GOMAXPROCS by one when a writer of this process starts working while
+// none was, and sets it back when the last one is done (unless it was changed meanwhile). A
+// write, an fsync or a rename blocks in the kernel holding its processor until the Go
+// runtime's monitor takes it back, 20 µs to 20 ms later; with one processor per process
+// (shareCores, orwlrun), the tasks of the process, and their neighbours elsewhere, would wait
+// that long, about 50 ms per checkpoint of a 2-process stencil that writes 8 MiB per process.
+func writerWorking(on bool) {
+	writerProcs.Lock()
+	defer writerProcs.Unlock()
+	switch {
+	case on:
+		writerProcs.working++
+		if writerProcs.working == 1 {
+			writerProcs.raised = runtime.GOMAXPROCS(0) + 1
+			runtime.GOMAXPROCS(writerProcs.raised)
+		}
+	default:
+		writerProcs.working--
+		if writerProcs.working == 0 && runtime.GOMAXPROCS(0) == writerProcs.raised {
+			runtime.GOMAXPROCS(writerProcs.raised - 1)
 		}
 	}
 }
@@ -661,6 +723,15 @@ func (c *checkpointer) arm(k int) {
 	c.mu.Lock()
 	c.k, c.expect, c.written, c.stored, c.failed = k, expect, nil, 0, false
 	c.mu.Unlock()
+	for _, t := range c.j.local {
+		if len(t.kept) > 0 && t.iterating.Load() {
+			c.owing.Add(1)
+			t.owes.Store(true)
+			if !t.iterating.Load() { // it has just left Iterate
+				t.paid()
+			}
+		}
+	}
 	c.armed.Store(int64(k))
 	for _, l := range c.j.owned {
 		if l != nil {
@@ -806,6 +877,13 @@ func (t *Task) Iterate(ctx context.Context, n int, body func(iter int) error) er
 			}
 		}
 	}
+	if c != nil {
+		t.iterating.Store(true)
+		defer func() {
+			t.iterating.Store(false)
+			t.paid()
+		}()
+	}
 	base := make([]int, len(t.iterative)) // their acquires before the first iteration
 	for i, h := range t.iterative {
 		base[i] = h.Acquires()
@@ -838,6 +916,14 @@ func (t *Task) checkRounds(base []int, done int) error {
 		}
 	}
 	return nil
+}
+
+// paid tells the writer that t no longer owes a copy of its kept states to the armed
+// checkpoint: it made it, or it left Iterate.
+func (t *Task) paid() {
+	if c := t.job.ckpt; t.owes.Swap(false) && c.owing.Add(-1) == 0 {
+		c.nudge()
+	}
 }
 
 // CheckpointHold returns how many checkpoints the task entered in Iterate (copying its kept

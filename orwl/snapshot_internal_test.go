@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -199,5 +200,119 @@ func TestSnapshotBuffersAreMappedAndFreed(t *testing.T) {
 	}
 	if hugemem.Mapped(wire) || hugemem.Mapped(grown) || task.kept[0].wire != nil || task.job.owned[0].snapBuf != nil {
 		t.Error("snapshot buffers not freed when the job ended")
+	}
+}
+
+// TestWriterHasAProcessorMore: while the checkpoint writer writes a piece, GOMAXPROCS is one
+// above the process's, so that the writes and fsyncs that block in the kernel hold no
+// processor the tasks need; once the job has ended it is the process's again.
+func TestWriterHasAProcessorMore(t *testing.T) {
+	before := runtime.GOMAXPROCS(0)
+	var (
+		mu      sync.Mutex
+		during  []int
+		written = make(chan struct{})
+		once    sync.Once
+	)
+	defer func() { chunkHook = nil }()
+	chunkHook = func(pieceJob, []byte) error {
+		mu.Lock()
+		during = append(during, runtime.GOMAXPROCS(0))
+		mu.Unlock()
+		once.Do(func() { close(written) })
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	errStop := errors.New("stop")
+	cfg := Config{Tasks: 1, Locations: []string{"v"},
+		Checkpoint: Checkpoint{Dir: t.TempDir(), Every: time.Millisecond, Program: "procs"}}
+	err := Run(ctx, cfg, func(ctx context.Context, t *Task) error {
+		t.Keep("s", make([]byte, 64))
+		t.Scale("v", 8)
+		own := t.WriteInsert(t.Loc(0, "v"), 0)
+		if err := t.Schedule(ctx); err != nil {
+			return err
+		}
+		return t.Iterate(ctx, math.MaxInt32, func(int) error {
+			select {
+			case <-written:
+				return errStop
+			default:
+			}
+			return own.Section(ctx, func([]byte) error { return nil })
+		})
+	})
+	if !errors.Is(err, errStop) {
+		t.Fatalf("Run: %v, want the task's stop after a piece was written", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, n := range during {
+		if n != before+1 {
+			t.Errorf("GOMAXPROCS %d while the writer wrote a piece, want %d (the process's %d plus one)", n, before+1, before)
+		}
+	}
+	if after := runtime.GOMAXPROCS(0); after != before {
+		t.Errorf("GOMAXPROCS %d after the job, want the process's %d", after, before)
+	}
+}
+
+// TestWriterWaitsForTheTasksCopies: the writer starts on a checkpoint once the tasks of the
+// process have copied their kept states for it, so that those copies run alone. Location
+// "c", which no handle uses, is copied when the checkpoint is armed, while the task, slowed
+// down, is still some iterations before it: its piece must not be written before the task
+// has entered the checkpoint's iteration.
+func TestWriterWaitsForTheTasksCopies(t *testing.T) {
+	var (
+		entered atomic.Int64 // the iteration the task last entered
+		mu      sync.Mutex
+		early   []string
+		state   = make(chan struct{}) // a state piece was written
+		once    sync.Once
+	)
+	defer func() { chunkHook = nil }()
+	chunkHook = func(p pieceJob, _ []byte) error {
+		if e := entered.Load(); e < int64(p.k) {
+			mu.Lock()
+			early = append(early, fmt.Sprintf("piece %v of checkpoint %d written while the task was at iteration %d", p.key, p.k, e))
+			mu.Unlock()
+		}
+		if p.key.Kind == checkpoint.State {
+			once.Do(func() { close(state) })
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	errStop := errors.New("stop")
+	cfg := Config{Tasks: 1, Locations: []string{"v", "c"},
+		Checkpoint: Checkpoint{Dir: t.TempDir(), Every: time.Millisecond, Program: "waits"}}
+	err := Run(ctx, cfg, func(ctx context.Context, t *Task) error {
+		t.Keep("s", make([]byte, 64))
+		t.Scale("v", 8)
+		t.Scale("c", 8)
+		own := t.WriteInsert(t.Loc(0, "v"), 0)
+		if err := t.Schedule(ctx); err != nil {
+			return err
+		}
+		return t.Iterate(ctx, math.MaxInt32, func(iter int) error {
+			entered.Store(int64(iter))
+			select {
+			case <-state:
+				return errStop
+			default:
+			}
+			time.Sleep(2 * time.Millisecond)
+			return own.Section(ctx, func([]byte) error { return nil })
+		})
+	})
+	if !errors.Is(err, errStop) {
+		t.Fatalf("Run: %v, want the task's stop after a state piece was written", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, e := range early {
+		t.Error(e)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/orwl-go/orwl/fifo"
@@ -28,6 +29,8 @@ type Task struct {
 	iterative    []*handle.Handle // its iterative handles, in a job that takes checkpoints (Iterate checks them)
 	ckptEntered  int              // checkpoints the task entered (CheckpointHold)
 	ckptHeld     time.Duration    // the time they held it up
+	iterating    atomic.Bool      // in Iterate, in a job that takes checkpoints
+	owes         atomic.Bool      // counted in checkpointer.owing
 }
 
 // failedGrant is the grant of a write section that failed: nothing is handed on from it,
