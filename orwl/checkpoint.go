@@ -429,11 +429,11 @@ func (c *checkpointer) write(ctx context.Context) {
 	}()
 	for {
 		var q []func()
+		c.mu.Lock()
 		if c.owing.Load() == 0 {
-			c.mu.Lock()
 			q, c.queue = c.queue, nil
-			c.mu.Unlock()
 		}
+		c.mu.Unlock()
 		if len(q) > 0 {
 			if !working {
 				working = true
@@ -722,9 +722,8 @@ func (c *checkpointer) arm(k int) {
 	c.held.Add(int64(expect)) // zero before: rank 0 skips a checkpoint while it is not
 	c.mu.Lock()
 	c.k, c.expect, c.written, c.stored, c.failed = k, expect, nil, 0, false
-	c.mu.Unlock()
-	for _, t := range c.j.local {
-		if len(t.kept) > 0 && t.iterating.Load() {
+	for _, t := range c.j.local { // under c.mu: the writer takes no piece of k before
+		if len(t.kept) > 0 && t.iterating.Load() && !t.owes.Load() {
 			c.owing.Add(1)
 			t.owes.Store(true)
 			if !t.iterating.Load() { // it has just left Iterate
@@ -732,6 +731,7 @@ func (c *checkpointer) arm(k int) {
 			}
 		}
 	}
+	c.mu.Unlock()
 	c.armed.Store(int64(k))
 	for _, l := range c.j.owned {
 		if l != nil {
