@@ -722,7 +722,9 @@ func (c *checkpointer) arm(k int) {
 	c.held.Add(int64(expect)) // zero before: rank 0 skips a checkpoint while it is not
 	c.mu.Lock()
 	c.k, c.expect, c.written, c.stored, c.failed = k, expect, nil, 0, false
-	for _, t := range c.j.local { // under c.mu: the writer takes no piece of k before
+	// Under c.mu, under which the writer looks at owing and takes its queue: it takes no
+	// piece of k while a task owes its copy. A task that owes one already pays both at once.
+	for _, t := range c.j.local {
 		if len(t.kept) > 0 && t.iterating.Load() && !t.owes.Load() {
 			c.owing.Add(1)
 			t.owes.Store(true)
