@@ -28,9 +28,9 @@ import (
 // kept state when the task enters iteration k (Task.Iterate), into buffers allocated and
 // touched at the schedule (checkpointer.allocate); a writer goroutine makes each
 // piece durable in this process's directory and sends it to a partner process, which keeps a
-// copy in its own (package checkpoint does the storage). The writer starts once the tasks
-// of its process have copied their kept states, and works with a processor of its own
-// (checkpointer.write), so that the tasks wait for nothing but their copies.
+// copy in its own (package checkpoint does the storage). The writers start once every task
+// has copied its kept states, and work with a processor of their own (checkpointer.write),
+// so that the tasks wait for nothing but their copies.
 //
 // Rank 0 starts a checkpoint every Checkpoint.Every, in three short exchanges, so that no
 // round k is granted anywhere before every location is armed for it:
@@ -43,7 +43,8 @@ import (
 //     without waiting; and it is never less than a count that starts at 1 and doubles after
 //     a checkpoint at which a task of the process had to wait all the same.
 //  2. arm k: every process arms its locations and its tasks' kept states for k.
-//  3. go: the tasks run on.
+//  3. go: the tasks run on. Once its tasks have copied their kept states, every process
+//     says so (copied), and rank 0 then tells them all to write the checkpoint (write).
 //
 // When a process has written its pieces and its partner has stored their copies, it tells
 // rank 0 what it wrote; once every process has, rank 0 sends everybody the job's list of
@@ -115,8 +116,14 @@ type checkpointer struct {
 	// and, if it sent it, the partner said it stored its copy (ckptStored).
 	held atomic.Int64
 	// owing counts this process's tasks that iterate, keep state and have not copied it for
-	// the armed checkpoint yet (Task.owes): the writer starts once it is zero.
-	owing atomic.Int64
+	// the armed checkpoint yet (Task.owes); it changes under mu. Once it is zero after the
+	// checkpoint's ckptGo, the process sends ckptCopied (copiedDue: the checkpoint whose
+	// ckptCopied waits for it, 0: none).
+	owing     atomic.Int64
+	copiedDue int
+	// released is the checkpoint rank 0 said every task of the job has copied its states
+	// for (ckptWrite): the writer takes no work while the armed checkpoint is past it.
+	released atomic.Int64
 
 	// The pace of the last checkpoints, on the connection's reader that runs handle.
 	made     time.Time     // when the checkpointer was made: the origin of began
@@ -417,9 +424,9 @@ func (c *checkpointer) nudge() {
 
 // write does the queued work until ctx is done: making pieces durable (this process's own,
 // then sent on to the partner, and the partner copies of others), committing checkpoints.
-// It waits while a task of this process has still to copy its kept states for the armed
-// checkpoint (owing), so that those copies, the only part of a checkpoint the tasks wait
-// for, run alone; while it has work, the process has a processor more (writerWorking).
+// It waits from the arm of a checkpoint until every task of the job has copied its kept
+// states for it (released), so that those copies, the only part of a checkpoint the tasks
+// wait for, run alone; while it has work, the process has a processor more (writerWorking).
 func (c *checkpointer) write(ctx context.Context) {
 	working := false
 	defer func() {
@@ -430,7 +437,7 @@ func (c *checkpointer) write(ctx context.Context) {
 	for {
 		var q []func()
 		c.mu.Lock()
-		if c.owing.Load() == 0 {
+		if c.released.Load() >= c.armed.Load() {
 			q, c.queue = c.queue, nil
 		}
 		c.mu.Unlock()
@@ -656,7 +663,23 @@ func (c *checkpointer) handle(from int, m ckptMsg, payload []byte) {
 		c.mu.Lock()
 		close(c.lifted)
 		c.lifted = make(chan struct{})
+		copied := m.k != 0 && c.owing.Load() == 0
+		if m.k != 0 && !copied {
+			c.copiedDue = m.k
+		}
 		c.mu.Unlock()
+		if copied {
+			c.send(0, ckptMsg{phase: ckptCopied, k: m.k}, nil)
+		}
+	case ckptWrite:
+		c.released.Store(int64(m.k))
+		c.mu.Lock()
+		empty := m.k == c.k && c.expect == 0
+		c.mu.Unlock()
+		if empty { // no piece here: done at once
+			c.maybeDone()
+		}
+		c.nudge()
 	case ckptPiece:
 		if int(m.loc) >= c.j.tasks*len(c.j.names) {
 			c.j.fail(fmt.Errorf("orwl: checkpoint piece from rank %d for location %d, which does not exist", from, m.loc))
@@ -728,8 +751,8 @@ func (c *checkpointer) arm(k int) {
 		if len(t.kept) > 0 && t.iterating.Load() && !t.owes.Load() {
 			c.owing.Add(1)
 			t.owes.Store(true)
-			if !t.iterating.Load() { // it has just left Iterate
-				t.paid()
+			if !t.iterating.Load() && t.owes.Swap(false) { // it has just left Iterate
+				c.owing.Add(-1)
 			}
 		}
 	}
@@ -739,9 +762,6 @@ func (c *checkpointer) arm(k int) {
 		if l != nil {
 			l.arm(k)
 		}
-	}
-	if expect == 0 {
-		c.maybeDone()
 	}
 }
 
@@ -775,7 +795,11 @@ func (c *checkpointer) take(ctx context.Context) bool {
 	if _, ok := c.exchange(ctx, ckptMsg{phase: ckptArm, k: int(k)}, ckptArmed); !ok {
 		return false
 	}
-	c.broadcast(ckptMsg{phase: ckptGo}, nil)
+	c.broadcast(ckptMsg{phase: ckptGo, k: int(k)}, nil)
+	if _, ok := c.gather(ctx, ckptCopied); !ok {
+		return false
+	}
+	c.broadcast(ckptMsg{phase: ckptWrite, k: int(k)}, nil)
 	done, ok := c.gather(ctx, ckptDone)
 	if !ok {
 		return false
@@ -923,8 +947,18 @@ func (t *Task) checkRounds(base []int, done int) error {
 // paid tells the writer that t no longer owes a copy of its kept states to the armed
 // checkpoint: it made it, or it left Iterate.
 func (t *Task) paid() {
-	if c := t.job.ckpt; t.owes.Swap(false) && c.owing.Add(-1) == 0 {
-		c.nudge()
+	c := t.job.ckpt
+	if !t.owes.Swap(false) {
+		return
+	}
+	c.mu.Lock()
+	k := 0
+	if c.owing.Add(-1) == 0 {
+		k, c.copiedDue = c.copiedDue, 0
+	}
+	c.mu.Unlock()
+	if k != 0 {
+		c.send(0, ckptMsg{phase: ckptCopied, k: k}, nil)
 	}
 }
 

@@ -130,3 +130,38 @@ func TestHoldSlackFollowsThePace(t *testing.T) {
 		t.Fatalf("bound %d at 10 ms an iteration and a 55 ms hold, want 110+11", r.bound)
 	}
 }
+
+// TestWritingWaitsForEveryCopy: after the arm of checkpoint 5, the writer takes no work
+// until rank 0 says that every task of the job has copied its kept states (ckptWrite); a
+// process reports its own tasks' copies (ckptCopied) only after the go, once its last
+// task has copied, so that rank 0 hears it after the armed answers.
+func TestWritingWaitsForEveryCopy(t *testing.T) {
+	j := &job{rank: 0, procs: 1}
+	c := &checkpointer{j: j, replies: make(chan ckptReply, 4), lifted: make(chan struct{}), wake: make(chan struct{}, 1)}
+	j.ckpt = c
+	task := &Task{job: j, kept: []keptState{{name: "s"}}}
+	task.iterating.Store(true)
+	j.local = []*Task{task}
+	c.handle(0, ckptMsg{phase: ckptArm, k: 5}, nil)
+	if r := <-c.replies; r.phase != ckptArmed {
+		t.Fatalf("answer %+v to the arm, want armed", r)
+	}
+	c.handle(0, ckptMsg{phase: ckptGo, k: 5}, nil)
+	if len(c.replies) != 0 {
+		t.Fatalf("a copy reported at the go while the task has not copied: %+v", <-c.replies)
+	}
+	if c.released.Load() >= c.armed.Load() {
+		t.Fatal("the writer may write checkpoint 5 before the task copied its state")
+	}
+	task.paid()
+	if r := <-c.replies; r.phase != ckptCopied || r.from != 0 {
+		t.Fatalf("answer %+v once the task copied, want copied", r)
+	}
+	if c.released.Load() >= c.armed.Load() {
+		t.Fatal("the writer may write checkpoint 5 before rank 0 said every task copied")
+	}
+	c.handle(0, ckptMsg{phase: ckptWrite, k: 5}, nil)
+	if c.released.Load() < c.armed.Load() {
+		t.Fatal("the writer may not write checkpoint 5 after ckptWrite")
+	}
+}

@@ -169,6 +169,8 @@ const (
 	ckptInventory                  // at the start, to rank 0: what the sender's directories hold (payload, JSON)
 	ckptPlan                       // rank 0 to every process: the checkpoint the job restarts from, who sends what (payload, JSON)
 	ckptPart                       // a part of piece number loc of the plan, at offset off (restore.go)
+	ckptCopied                     // to rank 0, after ckptGo of k: the tasks of the sender have copied their kept states
+	ckptWrite                      // every process's tasks have copied theirs: write the pieces of k
 )
 
 // ckptMsg is one step of a checkpoint. A piece carries its key: the task in ID, a location's
