@@ -745,8 +745,8 @@ func (c *checkpointer) arm(k int) {
 	c.held.Add(int64(expect)) // zero before: rank 0 skips a checkpoint while it is not
 	c.mu.Lock()
 	c.k, c.expect, c.written, c.stored, c.failed = k, expect, nil, 0, false
-	// Under c.mu, under which the writer looks at owing and takes its queue: it takes no
-	// piece of k while a task owes its copy. A task that owes one already pays both at once.
+	// Under c.mu, under which owing changes (Task.paid) and the go looks at it. A task that
+	// owes a copy already pays both at once.
 	for _, t := range c.j.local {
 		if len(t.kept) > 0 && t.iterating.Load() && !t.owes.Load() {
 			c.owing.Add(1)
@@ -944,8 +944,9 @@ func (t *Task) checkRounds(base []int, done int) error {
 	return nil
 }
 
-// paid tells the writer that t no longer owes a copy of its kept states to the armed
-// checkpoint: it made it, or it left Iterate.
+// paid records that t no longer owes a copy of its kept states to the armed checkpoint: it
+// made it, or it left Iterate. The last of the process's tasks to pay after the go sends
+// the process's ckptCopied.
 func (t *Task) paid() {
 	c := t.job.ckpt
 	if !t.owes.Swap(false) {
