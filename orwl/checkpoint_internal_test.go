@@ -165,3 +165,28 @@ func TestWritingWaitsForEveryCopy(t *testing.T) {
 		t.Fatal("the writer may not write checkpoint 5 after ckptWrite")
 	}
 }
+
+// TestProcessWithoutPiecesAnswersInTurn: a process that runs no task has no piece to write.
+// It must answer the arm with armed alone (a done first would fail the job: rank 0 gathers
+// the armed answers), the go with copied, and the write with done.
+func TestProcessWithoutPiecesAnswersInTurn(t *testing.T) {
+	j := &job{rank: 0, procs: 1}
+	c := &checkpointer{j: j, replies: make(chan ckptReply, 4), lifted: make(chan struct{}), wake: make(chan struct{}, 1)}
+	j.ckpt = c
+	for _, step := range []struct {
+		m    ckptMsg
+		want uint8
+	}{
+		{ckptMsg{phase: ckptArm, k: 3}, ckptArmed},
+		{ckptMsg{phase: ckptGo, k: 3}, ckptCopied},
+		{ckptMsg{phase: ckptWrite, k: 3}, ckptDone},
+	} {
+		c.handle(0, step.m, nil)
+		if len(c.replies) != 1 {
+			t.Fatalf("%d answers to phase %d, want one", len(c.replies), step.m.phase)
+		}
+		if r := <-c.replies; r.phase != step.want || r.failed {
+			t.Fatalf("answer %+v to phase %d, want phase %d", r, step.m.phase, step.want)
+		}
+	}
+}
