@@ -116,10 +116,10 @@ type checkpointer struct {
 	// and, if it sent it, the partner said it stored its copy (ckptStored).
 	held atomic.Int64
 	// owing counts this process's tasks that iterate, keep state and have not copied it for
-	// the armed checkpoint yet (Task.owes); it changes under mu. Once it is zero after the
+	// the armed checkpoint yet (Task.owes, under mu too). Once it is zero after the
 	// checkpoint's ckptGo, the process sends ckptCopied (copiedDue: the checkpoint whose
 	// ckptCopied waits for it, 0: none).
-	owing     atomic.Int64
+	owing     int
 	copiedDue int
 	// released is the checkpoint rank 0 said every task of the job has copied its states
 	// for (ckptWrite): the writer takes no work while the armed checkpoint is past it.
@@ -663,7 +663,7 @@ func (c *checkpointer) handle(from int, m ckptMsg, payload []byte) {
 		c.mu.Lock()
 		close(c.lifted)
 		c.lifted = make(chan struct{})
-		copied := m.k != 0 && c.owing.Load() == 0
+		copied := m.k != 0 && c.owing == 0
 		if m.k != 0 && !copied {
 			c.copiedDue = m.k
 		}
@@ -745,15 +745,12 @@ func (c *checkpointer) arm(k int) {
 	c.held.Add(int64(expect)) // zero before: rank 0 skips a checkpoint while it is not
 	c.mu.Lock()
 	c.k, c.expect, c.written, c.stored, c.failed = k, expect, nil, 0, false
-	// Under c.mu, under which owing changes (Task.paid) and the go looks at it. A task that
-	// owes a copy already pays both at once.
+	// A task leaving Iterate now pays under c.mu after this (Task.paid). One that owes a
+	// copy already pays both at once.
 	for _, t := range c.j.local {
-		if len(t.kept) > 0 && t.iterating.Load() && !t.owes.Load() {
-			c.owing.Add(1)
-			t.owes.Store(true)
-			if !t.iterating.Load() && t.owes.Swap(false) { // it has just left Iterate
-				c.owing.Add(-1)
-			}
+		if len(t.kept) > 0 && t.iterating.Load() && !t.owes {
+			c.owing++
+			t.owes = true
 		}
 	}
 	c.mu.Unlock()
@@ -949,13 +946,13 @@ func (t *Task) checkRounds(base []int, done int) error {
 // the process's ckptCopied.
 func (t *Task) paid() {
 	c := t.job.ckpt
-	if !t.owes.Swap(false) {
-		return
-	}
 	c.mu.Lock()
 	k := 0
-	if c.owing.Add(-1) == 0 {
-		k, c.copiedDue = c.copiedDue, 0
+	if t.owes {
+		t.owes = false
+		if c.owing--; c.owing == 0 {
+			k, c.copiedDue = c.copiedDue, 0
+		}
 	}
 	c.mu.Unlock()
 	if k != 0 {

@@ -30,7 +30,7 @@ type Task struct {
 	ckptEntered  int              // checkpoints the task entered (CheckpointHold)
 	ckptHeld     time.Duration    // the time they held it up
 	iterating    atomic.Bool      // in Iterate, in a job that takes checkpoints
-	owes         atomic.Bool      // counted in checkpointer.owing
+	owes         bool             // counted in checkpointer.owing; under its mu
 }
 
 // failedGrant is the grant of a write section that failed: nothing is handed on from it,
