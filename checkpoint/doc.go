@@ -35,14 +35,16 @@
 //
 // # Guarantees
 //
-//   - A piece is written to a temporary file, checksummed (CRC-32 Castagnoli), fsync'd,
-//     renamed into place and its directory fsync'd before WritePiece (or Finish) returns.
-//   - A checkpoint is complete only when its manifest is committed: written to a temporary
-//     file, fsync'd, renamed to MANIFEST, the directory fsync'd. A complete checkpoint is
-//     never modified. After a commit the directory keeps its two newest complete
-//     checkpoints; older ones, and incomplete ones older than the one committed, are
-//     removed (renamed away first, so never seen half removed). A process killed between
-//     a commit and these removals leaves a third, removed at the next commit.
+//   - A piece is written to a temporary file, checksummed (CRC-32 Castagnoli), fsync'd and
+//     renamed into place before WritePiece (or Finish) returns.
+//   - A checkpoint is complete only when its manifest is committed: the checkpoint's
+//     directory fsync'd (the pieces' names durable, one fsync for all of them), then the
+//     manifest written to a temporary file, fsync'd, renamed to MANIFEST, the directory
+//     fsync'd again. A complete checkpoint is never modified. After a commit the
+//     directory keeps its two newest complete checkpoints; older ones, and incomplete
+//     ones older than the one committed, are removed (renamed away first, so never seen
+//     half removed). A process killed between a commit and these removals leaves a
+//     third, removed at the next commit.
 //   - A process killed at any moment, or a full disk (an error matching ErrNoSpace and
 //     syscall.ENOSPC, the partial file removed), leaves every complete checkpoint intact.
 //   - A directory holding a checkpoint of another job (a different Fingerprint: program,
@@ -60,7 +62,7 @@
 // checkpoint k it writes the pieces of its own tasks (WritePiece) and sends each piece's
 // bytes to a partner process on another node, which writes the same key into its own
 // Store: each piece then lives on two nodes. Each process sends the PieceInfos it wrote to
-// one process, which, once it knows that every piece of the job is durable somewhere, sends
+// one process, which, once it knows that every piece of the job is written somewhere, sends
 // the whole list to every process; each calls Commit(k, list). A checkpoint whose pieces
 // cannot all be written (a full disk) is not committed anywhere: each process calls
 // Discard(k) and the job goes on.

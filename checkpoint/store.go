@@ -206,14 +206,14 @@ func (w *PieceWriter) fail(err error) {
 	w.err = fmt.Errorf("checkpoint %d: writing piece %v in %s: %w", w.k, w.key, w.s.dir, fsError(err))
 }
 
-// Finish makes the piece durable (fsync, rename into place, directory fsync) and returns
-// its size and checksum, which the job's manifest lists. On error nothing of the piece
-// remains.
+// Finish makes the piece's content durable (fsync) and renames it into place, and returns
+// its size and checksum, which the job's manifest lists; its name is made durable with the
+// others of the checkpoint, by Commit. On error nothing of the piece remains.
 func (w *PieceWriter) Finish() (PieceInfo, error) {
 	if w.err != nil {
 		return PieceInfo{}, w.err
 	}
-	if err := w.file.commit(); err != nil {
+	if err := w.file.commit(false); err != nil {
 		w.fail(err)
 		return PieceInfo{}, w.err
 	}
@@ -274,6 +274,9 @@ func (s *Store) Commit(k int, pieces []PieceInfo) error {
 		}
 	}
 	b, err := (&manifest{Format: formatVersion, Checkpoint: k, Job: s.job, Pieces: sorted}).encode()
+	if err == nil { // the pieces' names are durable before the manifest's
+		err = fsError(syncDir(ckptDir(s.dir, k)))
+	}
 	if err == nil {
 		err = writeAtomic(ckptDir(s.dir, k), manifestName, b)
 	}
@@ -366,9 +369,9 @@ func createAtomic(dir, name string) (*atomicFile, error) {
 	return &atomicFile{f: f, dir: dir, target: filepath.Join(dir, name)}, nil
 }
 
-// commit syncs the file, renames it into place and syncs the directory; on error the
-// temporary file is removed.
-func (a *atomicFile) commit() error {
+// commit syncs the file and renames it into place, then, with syncName, syncs the
+// directory, which makes the new name durable; on error the temporary file is removed.
+func (a *atomicFile) commit(syncName bool) error {
 	err := a.f.Sync()
 	if cerr := a.f.Close(); err == nil {
 		err = cerr
@@ -379,6 +382,9 @@ func (a *atomicFile) commit() error {
 	if err != nil {
 		os.Remove(a.f.Name())
 		return fsError(err)
+	}
+	if !syncName {
+		return nil
 	}
 	if err := syncDir(a.dir); err != nil {
 		os.Remove(a.target)
@@ -403,5 +409,5 @@ func writeAtomic(dir, name string, b []byte) error {
 		a.abort()
 		return fsError(err)
 	}
-	return a.commit()
+	return a.commit(true)
 }

@@ -26,8 +26,8 @@ import (
 // job. Checkpoint k is taken there, piece by piece, with no barrier: a location is copied
 // under its lock when the first request of round k is granted (location.granting), a task's
 // kept state when the task enters iteration k (Task.Iterate), into buffers allocated and
-// touched at the schedule (checkpointer.allocate); a writer goroutine makes each
-// piece durable in this process's directory and sends it to a partner process, which keeps a
+// touched at the schedule (checkpointer.allocate); a writer goroutine writes each piece
+// into this process's directory (fsync'd) and sends it to a partner process, which keeps a
 // copy in its own (package checkpoint does the storage). The writers start once every task
 // has copied its kept states, and work with a processor of their own (checkpointer.write),
 // so that the tasks wait for nothing but their copies.
@@ -595,8 +595,8 @@ func (c *checkpointer) partner() int {
 	return (c.j.rank + 1) % c.j.procs
 }
 
-// maybeDone tells rank 0 that this process's part of the checkpoint is durable, on two
-// processes, or that it failed.
+// maybeDone tells rank 0 that this process's part of the checkpoint is written (fsync'd)
+// on two processes, or that it failed.
 func (c *checkpointer) maybeDone() {
 	c.mu.Lock()
 	k, failed := c.k, c.failed
