@@ -12,15 +12,19 @@ import (
 // crowdProbe tells polling readers whether the host is oversubscribed: more runnable threads
 // than cores can run, counting every program's, not only this job's. A reader that polls
 // then only takes a core from a thread with work to do, so readers sleep at once instead,
-// and poll again once a sample finds the cores free. The count of a job alone on its cores
+// and poll again once the cores are free. The count of a job alone on its cores
 // (a polling or computing thread per core) often has a thread or two more, runtime and
-// kernel threads waking up: the threshold leaves them a margin (crowdMargin), which two
-// jobs polling on the same cores exceed. A polling reader takes a sample at most every
-// crowdSample; the zero value samples the kernel's count (/proc/loadavg), which a host
-// without it never exceeds.
+// kernel threads waking up: the threshold leaves them a margin (crowdThreshold), which two
+// jobs polling on the same cores exceed. The host changes from free to crowded, or back,
+// only when two samples running agree: a thread or two more for a moment (a sample in 20
+// on a 2-core host running one job, each costing the job 2ms of sleeping readers) is no
+// crowd, while two jobs polling exceed the threshold whenever their readers poll. A
+// polling reader takes a sample at most every crowdSample; the zero value samples the
+// kernel's count (/proc/loadavg), which a host without it never exceeds.
 type crowdProbe struct {
 	runnable func() int   // the host's runnable threads; nil: hostRunnable
 	next     atomic.Int64 // when the next sample is due, Unix ns
+	over     atomic.Bool  // the latest sample exceeded the threshold
 	crowded  atomic.Bool
 }
 
@@ -28,8 +32,7 @@ type crowdProbe struct {
 // microseconds, a thousandth of the time.
 const crowdSample = 2 * time.Millisecond
 
-// Crowded reports whether the latest sample found more runnable threads than cores, taking a
-// new sample when one is due.
+// Crowded reports whether the host is crowded, taking a new sample when one is due.
 func (p *crowdProbe) Crowded() bool {
 	now := time.Now().UnixNano()
 	if next := p.next.Load(); now >= next && p.next.CompareAndSwap(next, now+int64(crowdSample)) {
@@ -37,7 +40,9 @@ func (p *crowdProbe) Crowded() bool {
 		if runnable == nil {
 			runnable = hostRunnable
 		}
-		p.crowded.Store(runnable() > crowdThreshold())
+		if over := runnable() > crowdThreshold(); p.over.Swap(over) == over {
+			p.crowded.Store(over)
+		}
 	}
 	return p.crowded.Load()
 }

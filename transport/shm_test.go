@@ -39,19 +39,38 @@ func TestReaderGroupPollOn(t *testing.T) {
 	}
 }
 
-// No reader polls while the host has more runnable threads than cores, whoever they are;
-// polling resumes at the next sample that finds the cores free.
+// No reader polls while the host has more runnable threads than cores, whoever they are,
+// and polling resumes once the cores are free; either change takes two samples running
+// that agree, so that a thread or two waking up for a moment changes nothing.
 func TestReaderGroupBacksOffOnACrowdedHost(t *testing.T) {
-	runnable := crowdThreshold() + 1
+	crowded, alone := crowdThreshold()+1, runtime.NumCPU()+1 // alone: a job, and a thread of the runtime waking up
+	runnable := crowded
 	g := readerGroup{spin: time.Hour, idle: func() bool { return true }}
 	g.crowd.runnable = func() int { return runnable }
-	if g.pollOn(0) {
-		t.Fatalf("a reader polls with %d runnable threads on %d cores", runnable, runtime.NumCPU())
+	sample := func(n int) bool {
+		runnable = n
+		g.crowd.next.Store(0) // the next sample is due
+		return g.pollOn(0)
 	}
-	runnable = runtime.NumCPU() + 1 // a job alone, and a thread of the runtime waking up
-	g.crowd.next.Store(0)           // the next sample is due
+	for i, c := range []struct {
+		runnable int
+		poll     bool
+	}{
+		{crowded, true}, // one sample says crowded: a moment
+		{alone, true},
+		{crowded, true},
+		{crowded, false}, // two say crowded
+		{alone, false},   // one sample says free: readers sleep, so it may be theirs
+		{crowded, false},
+		{alone, false},
+		{alone, true}, // two say free
+	} {
+		if got := sample(c.runnable); got != c.poll {
+			t.Fatalf("sample %d (%d runnable threads on %d cores): pollOn = %v, want %v", i+1, c.runnable, runtime.NumCPU(), got, c.poll)
+		}
+	}
 	if !g.pollOn(0) {
-		t.Fatalf("a reader does not poll with %d runnable threads on %d cores", runnable, runtime.NumCPU())
+		t.Fatal("pollOn changed between two samples")
 	}
 }
 
