@@ -244,6 +244,21 @@ func (f *FIFO) Holders(fn func(holder *Request)) {
 	}
 }
 
+// Behind calls fn for every request of the entry right behind r's, cancelled ones included,
+// and returns that entry's mode; it returns 0 when r's entry is the last, or r is Idle. The
+// entry behind stays there until r's entry has left the FIFO: what Behind says of a granted
+// request holds until its entry is finished.
+func (r *Request) Behind(fn func(*Request)) Mode {
+	if r.entry == nil || r.entry.next == nil {
+		return 0
+	}
+	e := r.entry.next
+	for _, m := range e.members {
+		fn(m)
+	}
+	return e.mode
+}
+
 // State returns the life-cycle stage of r.
 func (r *Request) State() State { return r.state }
 

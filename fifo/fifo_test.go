@@ -185,6 +185,38 @@ func TestHoldersAreTheHeadEntry(t *testing.T) {
 	empty.Holders(func(*Request) { t.Fatal("an empty FIFO has holders") })
 }
 
+func TestBehindIsTheNextEntry(t *testing.T) {
+	var f FIFO
+	a, b := enqueue(t, &f, Read), enqueue(t, &f, Read)
+	w := enqueue(t, &f, Write)
+	w.Tag = "w"
+	behind := func(r *Request) (Mode, []any) {
+		var tags []any
+		m := r.Behind(func(o *Request) { tags = append(tags, o.Tag) })
+		return m, tags
+	}
+	for _, r := range []*Request{a, b} {
+		if m, tags := behind(r); m != Write || !slices.Equal(tags, []any{"w"}) {
+			t.Fatalf("behind a reader of the head: %v %v, want write [w]", m, tags)
+		}
+	}
+	if m, _ := behind(w); m != 0 {
+		t.Fatalf("behind the last entry: %v, want none", m)
+	}
+	c, d := enqueue(t, &f, Read), enqueue(t, &f, Read)
+	c.Tag, d.Tag = "c", "d"
+	if m, tags := behind(w); m != Read || !slices.Equal(tags, []any{"c", "d"}) {
+		t.Fatalf("behind the writer: %v %v, want read [c d]", m, tags)
+	}
+	release(t, &f, a)
+	if m, _ := behind(a); m != 0 {
+		t.Fatalf("behind a released request: %v, want none", m)
+	}
+	if m, tags := behind(b); m != Write || !slices.Equal(tags, []any{"w"}) {
+		t.Fatalf("behind the reader left: %v %v, want write [w]", m, tags)
+	}
+}
+
 func TestIterativeReadGroupStaysSmall(t *testing.T) {
 	var f FIFO
 	cur, next := &Request{Tag: "cur"}, &Request{Tag: "next"}

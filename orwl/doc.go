@@ -123,7 +123,9 @@
 //
 // Location data and mirrors of remote locations of 2 MiB or more live outside the Go heap,
 // mapped (package internal/hugemem): they are freed when Run returns, and when a Resize
-// replaces them, so a slice from Map must not outlive its section. The environment
+// replaces them, so a slice from Map must not outlive its section; a mirror that its
+// process will not read before the data changes, or that no request of its process needs
+// any more, gives its buffer to the next mirror that needs one. The environment
 // variable ORWL_HUGEPAGES=on asks for transparent huge pages for them (512 times fewer page
 // faults when they are first touched; faster where the system has the memory at hand, but
 // slower on a virtual machine whose host lends memory lazily), off refuses them; unset, the

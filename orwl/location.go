@@ -141,14 +141,20 @@ func (l *location) enqueue(r *fifo.Request, mode fifo.Mode, initial bool, pos, t
 	return err
 }
 
-// granting counts a FIFO operation that granted something, and takes the snapshot of an
-// armed checkpoint when the first request of its round is among the granted ones, before any
-// of them sees the data (checkpoint.go); l.mu held.
+// granting counts a FIFO operation that granted something, says for each grant to another
+// process whether it may say recycle (served.recyclable), and takes the snapshot of an armed
+// checkpoint when the first request of its round is among the granted ones, before any of
+// them sees the data (checkpoint.go); l.mu held.
 func (l *location) granting(granted []*fifo.Request) {
 	if len(granted) == 0 {
 		return
 	}
 	l.grants++
+	for _, r := range granted {
+		if s, ok := r.Tag.(*served); ok {
+			s.recycle = s.recyclable()
+		}
+	}
 	if l.snapRound == 0 {
 		return
 	}

@@ -27,7 +27,9 @@ const (
 	msgCheckpoint                             // ckptMsg: a step of a checkpoint (checkpoint.go)
 )
 
-// Flags, by message.
+// Flags, by message. A bit means one thing per message type: flagRecycle, which only grants
+// carry, has the bit of flagFailed, and flagDropped, which only releases carry, the bit of
+// flagRefused.
 const (
 	flagWrite    = 1 << iota // requestMsg: a write
 	flagInitial              // requestMsg: declared in the init phase, placed by the schedule
@@ -37,6 +39,9 @@ const (
 	flagDeadlock             // failMsg: the failure is a deadlock
 	flagPeerLost             // failMsg: the failure is a lost process
 	flagMore                 // grantMsg: another grant of the same FIFO operation follows for this process
+
+	flagRecycle = flagFailed  // grantMsg: the requester's copy is not read again before the data changes
+	flagDropped = flagRefused // releaseMsg: the requester's mirror holds nothing any more
 )
 
 // flags is f when set, else 0.
@@ -75,7 +80,9 @@ func decodeRequest(h *transport.Header) requestMsg {
 // grantMsg tells the requester that ticket is granted: with the data when its mirror does not
 // hold version yet (the payload), or that the owner refused the request (the payload says
 // why). The grants of one FIFO operation for one process are sent one after another, all but
-// the last with more set, and the requester delivers them together.
+// the last with more set, and the requester delivers them together. The last may say
+// recycle: the data changes before the requester's next grant, so its mirror may be given up
+// (see remoteQueue).
 type grantMsg struct {
 	loc     uint32
 	ticket  uint64
@@ -84,35 +91,40 @@ type grantMsg struct {
 	data    bool
 	refused bool
 	more    bool
+	recycle bool
 }
 
 func (m *grantMsg) header() transport.Header {
 	return transport.Header{Type: msgGrant, Key: m.loc, ID: m.ticket, Seq: m.version, Arg: int64(m.flow),
-		Flags: flags(m.data, flagData) | flags(m.refused, flagRefused) | flags(m.more, flagMore)}
+		Flags: flags(m.data, flagData) | flags(m.refused, flagRefused) | flags(m.more, flagMore) | flags(m.recycle, flagRecycle)}
 }
 
 func decodeGrant(h *transport.Header) grantMsg {
 	return grantMsg{loc: h.Key, ticket: h.ID, version: h.Seq, flow: trace.FlowID(h.Arg),
-		data: h.Flags&flagData != 0, refused: h.Flags&flagRefused != 0, more: h.Flags&flagMore != 0}
+		data: h.Flags&flagData != 0, refused: h.Flags&flagRefused != 0, more: h.Flags&flagMore != 0,
+		recycle: h.Flags&flagRecycle != 0}
 }
 
 // releaseMsg ends the access of ticket; a writer's release carries the data it leaves, and
-// a failed access (a write section that failed) carries why, and hands nothing on.
+// a failed access (a write section that failed) carries why, and hands nothing on. dropped
+// says that the requester's mirror holds nothing from now on: its next grant brings the data.
 type releaseMsg struct {
-	loc    uint32
-	ticket uint64
-	flow   trace.FlowID // the trace flow of the release, for the grant it causes
-	data   bool
-	failed bool
+	loc     uint32
+	ticket  uint64
+	flow    trace.FlowID // the trace flow of the release, for the grant it causes
+	data    bool
+	failed  bool
+	dropped bool
 }
 
 func (m *releaseMsg) header() transport.Header {
 	return transport.Header{Type: msgRelease, Key: m.loc, ID: m.ticket, Arg: int64(m.flow),
-		Flags: flags(m.data, flagData) | flags(m.failed, flagFailed)}
+		Flags: flags(m.data, flagData) | flags(m.failed, flagFailed) | flags(m.dropped, flagDropped)}
 }
 
 func decodeRelease(h *transport.Header) releaseMsg {
-	return releaseMsg{loc: h.Key, ticket: h.ID, flow: trace.FlowID(h.Arg), data: h.Flags&flagData != 0, failed: h.Flags&flagFailed != 0}
+	return releaseMsg{loc: h.Key, ticket: h.ID, flow: trace.FlowID(h.Arg), data: h.Flags&flagData != 0,
+		failed: h.Flags&flagFailed != 0, dropped: h.Flags&flagDropped != 0}
 }
 
 // problemsHeader is the header of a process's init-phase mistakes (msgProblems), and

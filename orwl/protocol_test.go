@@ -17,13 +17,13 @@ func TestMessagesRoundTrip(t *testing.T) {
 			t.Errorf("request %+v came back as %+v", m, got)
 		}
 	}
-	for _, m := range []grantMsg{{loc: 3, ticket: 9, version: 1 << 50, flow: 77, data: true}, {loc: 0, ticket: 1, refused: true}} {
+	for _, m := range []grantMsg{{loc: 3, ticket: 9, version: 1 << 50, flow: 77, data: true}, {loc: 0, ticket: 1, refused: true}, {loc: 2, ticket: 5, more: true}, {loc: 1, ticket: 4, version: 7, recycle: true}} {
 		h := m.header()
 		if got := decodeGrant(&h); got != m {
 			t.Errorf("grant %+v came back as %+v", m, got)
 		}
 	}
-	for _, m := range []releaseMsg{{loc: 5, ticket: 2, flow: 1, data: true}, {loc: 5, ticket: 2, failed: true}} {
+	for _, m := range []releaseMsg{{loc: 5, ticket: 2, flow: 1, data: true}, {loc: 5, ticket: 2, failed: true}, {loc: 1, ticket: 3, dropped: true}} {
 		h := m.header()
 		if got := decodeRelease(&h); got != m {
 			t.Errorf("release %+v came back as %+v", m, got)

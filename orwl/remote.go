@@ -6,6 +6,7 @@ import (
 
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
+	"github.com/orwl-go/orwl/internal/hugemem"
 	"github.com/orwl-go/orwl/trace"
 	"github.com/orwl-go/orwl/transport"
 )
@@ -13,6 +14,15 @@ import (
 // remoteQueue is the proxy of a location owned by another process. Its mirror holds the
 // data the last grant brought; it is reused across iterations. The owner knows which
 // version each mirror holds and sends the data only when it is newer.
+//
+// A mirror's buffer is given up, to the process's spares, when nothing reads it before the
+// data changes: once no grant of the queue is held, when the owner said that the data
+// changes before this process's next grant (a grant that says recycle: a one-shot read with
+// another process's write behind it), or when this process has no request on the location
+// any more. The release then says so, and the owner sends the data with the next grant. The
+// next mirror that needs a buffer takes a spare one (spareMirrors): a job that reads many
+// locations of other processes once each, a tiled factorisation, pays the page faults of a
+// fresh buffer only for the mirrors it reads at the same time.
 type remoteQueue struct {
 	n       *node
 	owner   int
@@ -22,9 +32,18 @@ type remoteQueue struct {
 
 	// batch holds the grants received with more set, until the last of their FIFO operation
 	// comes (used by the reader of the owner's connection only); grantMu is held while a
-	// batch's latches are granted, so Granted sees all of them or none.
+	// batch's latches are granted, so Granted sees all of them or none, and guards held and
+	// recycle.
 	batch   []*remoteTicket
 	grantMu sync.Mutex
+	held    int  // grants of the queue delivered and not given back
+	recycle bool // the last batch said recycle: the mirror is stale before its next grant
+
+	// sendMu orders the requests on the queue with the release that gives the mirror up
+	// (givenBack), and guards active: a request sent after that release finds the owner
+	// knowing that the mirror holds nothing.
+	sendMu sync.Mutex
+	active int // tickets requested and not given back
 }
 
 // requester is the state of this process's requests on the locations of other processes.
@@ -33,6 +52,51 @@ type requester struct {
 	tickets []*remoteTicket // by id (0 unused)
 	freeIDs []uint64        // ids of retired tickets, handed out again
 	lost    []error         // by rank, once lost
+	spare   spareMirrors
+}
+
+// spareMirrors are the buffers of mirrors given up (see remoteQueue), for the next mirror
+// that needs a buffer. Only mapped buffers are kept (hugemem.Threshold): a smaller one is Go
+// memory, as cheap to allocate again.
+type spareMirrors struct {
+	mu   sync.Mutex
+	bufs [][]byte
+}
+
+// take returns a buffer of n bytes for a grant's data to fill: a spare one of n to 2n
+// bytes, else a new one.
+func (s *spareMirrors) take(n int) []byte {
+	s.mu.Lock()
+	for i, b := range s.bufs {
+		if c := cap(b); c >= n && c <= 2*n {
+			last := len(s.bufs) - 1
+			s.bufs[i], s.bufs[last] = s.bufs[last], nil
+			s.bufs = s.bufs[:last]
+			s.mu.Unlock()
+			return b[:n]
+		}
+	}
+	s.mu.Unlock()
+	return filledBytes(n)
+}
+
+// keep adds b, a mirror's buffer that nothing uses any more, to the spares when it is
+// mapped.
+func (s *spareMirrors) keep(b []byte) {
+	if b == nil || !hugemem.Mapped(b) {
+		return
+	}
+	s.mu.Lock()
+	s.bufs = append(s.bufs, b)
+	s.mu.Unlock()
+}
+
+// free frees the spares, once nothing can take one.
+func (s *spareMirrors) free() {
+	for _, b := range s.bufs {
+		freeBytes(b)
+	}
+	s.bufs = nil
 }
 
 // remoteTicket is a request of this process on a remote location.
@@ -77,6 +141,8 @@ func (n *node) ticket(id uint64) *remoteTicket {
 func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Ticket, error) {
 	n := q.n
 	t, _ := reuse.(*remoteTicket)
+	q.sendMu.Lock()
+	defer q.sendMu.Unlock()
 	n.req.mu.Lock()
 	if err := n.req.lost[q.owner]; err != nil {
 		n.req.mu.Unlock()
@@ -87,6 +153,7 @@ func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Tic
 		t.h = h // a reused ticket is h's own (Queue.Request), and the deadlock watch reads it
 	}
 	t.active = true
+	q.active++
 	t.latch.Start()
 	n.req.mu.Unlock()
 	spec := h.Spec()
@@ -104,6 +171,7 @@ func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Tic
 	if err := send(q.owner, transport.Requester, m.header(), nil); err != nil {
 		n.req.mu.Lock()
 		t.active = false
+		q.active--
 		n.req.mu.Unlock()
 		return nil, err
 	}
@@ -150,9 +218,14 @@ func (t *remoteTicket) Cancel() {
 		return
 	}
 	if t.latch.State() == handle.LatchFailed {
+		t.q.sendMu.Lock()
 		n.req.mu.Lock()
-		t.active = false
+		if t.active {
+			t.active = false
+			t.q.active--
+		}
 		n.req.mu.Unlock()
+		t.q.sendMu.Unlock()
 	}
 }
 
@@ -163,24 +236,29 @@ func (t *remoteTicket) Cancel() {
 // release is on its way: a later request with the same id reaches the owner after it. In a
 // failed job nothing is sent: the owner fails with the job, and hands nothing on.
 func (n *node) sendRelease(t *remoteTicket, m releaseMsg, payload []byte, onTask bool) error {
+	q := t.q
+	q.sendMu.Lock()
+	defer q.sendMu.Unlock()
 	n.req.mu.Lock()
 	if !t.active {
 		n.req.mu.Unlock()
 		return fifo.ErrNotGranted
 	}
 	t.active = false
+	q.active--
 	if n.j.failed.Load() {
 		n.req.mu.Unlock()
 		return nil
 	}
 	retire := !t.h.Spec().Iterative || m.failed || t.latch.State() == handle.LatchCancelled
 	n.req.mu.Unlock()
-	m.loc, m.ticket, m.flow = t.q.loc, t.id, t.releaseFlow
+	m.loc, m.ticket, m.flow = q.loc, t.id, t.releaseFlow
 	if m.data {
-		payload = t.q.mirror
-		t.q.version = t.version + 1 // what the owner's data becomes
+		payload = q.mirror
+		q.version = t.version + 1 // what the owner's data becomes
 	}
-	err := n.send(onTask, t.q.owner, transport.Requester, m.header(), payload)
+	m.dropped = q.givenBack(!m.data)
+	err := n.send(onTask, q.owner, transport.Requester, m.header(), payload)
 	if retire {
 		n.req.mu.Lock()
 		n.req.tickets[t.id] = nil
@@ -189,6 +267,26 @@ func (n *node) sendRelease(t *remoteTicket, m releaseMsg, payload []byte, onTask
 		n.req.mu.Unlock()
 	}
 	return err
+}
+
+// givenBack counts a grant of q given back, q.sendMu held, and reports whether the mirror
+// is given up with it: when no grant of q is held any more, the mirror is mapped, the
+// release does not carry it back (mayDrop), and the last batch said recycle or no request
+// of q is left (see remoteQueue). The mirror then holds nothing, before the release that
+// says so is sent: the next grant's data finds it empty.
+func (q *remoteQueue) givenBack(mayDrop bool) bool {
+	q.grantMu.Lock()
+	q.held--
+	var spare []byte
+	if q.held == 0 {
+		if mayDrop && (q.recycle || q.active == 0) && hugemem.Mapped(q.mirror) {
+			spare, q.mirror, q.version = q.mirror, alignedBytes(0), 0
+		}
+		q.recycle = false
+	}
+	q.grantMu.Unlock()
+	q.n.req.spare.keep(spare)
+	return spare != nil
 }
 
 func (t *remoteTicket) where() uint32 { return t.q.loc }
@@ -218,7 +316,13 @@ func (n *node) grantSink(from int, h *transport.Header) ([]byte, error) {
 	if n.j.rec != nil {
 		t.transfer = n.j.rec.TaskTrack(t.h.Spec().Task).BeginTransfer(trace.Loc(n.j.locationAt(h.Key)), trace.In, from, int64(h.Len))
 	}
-	return resizeKeep(&t.q.mirror, int(h.Len)), nil
+	q := t.q
+	if size := int(h.Len); size > cap(q.mirror) {
+		freeBytes(q.mirror)
+		q.mirror = n.req.spare.take(size)
+	}
+	q.mirror = q.mirror[:h.Len]
+	return q.mirror, nil
 }
 
 // resizeKeep sets *b to n bytes, reallocating (8-byte aligned, freeing the old buffer) only
@@ -262,6 +366,8 @@ func (n *node) granted(from int, h *transport.Header, payload []byte) error {
 	// The grants of one FIFO operation reach their latches together (see Granted).
 	var cancelled []*remoteTicket
 	q.grantMu.Lock()
+	q.held += len(q.batch)
+	q.recycle = m.recycle
 	for _, b := range q.batch {
 		if !b.latch.Grant() {
 			cancelled = append(cancelled, b)

@@ -169,9 +169,9 @@ func (j *job) start(ctx context.Context, wg *sync.WaitGroup, fn TaskFunc) {
 }
 
 // freeBuffers frees the data of this process's locations, the mirrors of the others' and
-// the snapshot buffers of checkpoints (large ones are mapped outside the Go heap), once
-// nothing can use them: every task of this process has returned, the checkpoints' writer
-// too, and the mesh, whose readers fill mirrors, is closed.
+// their spares, and the snapshot buffers of checkpoints (large ones are mapped outside the
+// Go heap), once nothing can use them: every task of this process has returned, the
+// checkpoints' writer too, and the mesh, whose readers fill mirrors, is closed.
 func (j *job) freeBuffers() {
 	for _, l := range j.owned {
 		if l != nil {
@@ -184,6 +184,9 @@ func (j *job) freeBuffers() {
 			freeBytes(r.mirror)
 			r.mirror = nil
 		}
+	}
+	if j.node != nil {
+		j.node.req.spare.free()
 	}
 	j.ckpt.freeSnapshots()
 }
