@@ -66,14 +66,6 @@ func (n *node) Sink(from int, h *transport.Header) ([]byte, error) {
 	return nil, nil
 }
 
-// send sends a message, written at once by the caller when it is a task (see location).
-func (n *node) send(onTask bool, to int, role transport.Role, h transport.Header, payload []byte) error {
-	if onTask {
-		return n.mesh.SendNow(to, role, h, payload)
-	}
-	return n.mesh.Send(to, role, h, payload)
-}
-
 // Handle implements transport.Handler.
 func (n *node) Handle(from int, h *transport.Header, payload []byte) {
 	var err error

@@ -41,7 +41,8 @@ type remoteQueue struct {
 
 	// sendMu orders the requests on the queue with the release that gives the mirror up
 	// (givenBack), and guards active: a request sent after that release finds the owner
-	// knowing that the mirror holds nothing.
+	// knowing that the mirror holds nothing. Messages are only queued under it, never
+	// written (see transport.Mesh.Flush).
 	sendMu sync.Mutex
 	active int // tickets requested and not given back
 }
@@ -238,16 +239,17 @@ func (t *remoteTicket) Cancel() {
 func (n *node) sendRelease(t *remoteTicket, m releaseMsg, payload []byte, onTask bool) error {
 	q := t.q
 	q.sendMu.Lock()
-	defer q.sendMu.Unlock()
 	n.req.mu.Lock()
 	if !t.active {
 		n.req.mu.Unlock()
+		q.sendMu.Unlock()
 		return fifo.ErrNotGranted
 	}
 	t.active = false
 	q.active--
 	if n.j.failed.Load() {
 		n.req.mu.Unlock()
+		q.sendMu.Unlock()
 		return nil
 	}
 	retire := !t.h.Spec().Iterative || m.failed || t.latch.State() == handle.LatchCancelled
@@ -258,7 +260,13 @@ func (n *node) sendRelease(t *remoteTicket, m releaseMsg, payload []byte, onTask
 		q.version = t.version + 1 // what the owner's data becomes
 	}
 	m.dropped = q.givenBack(!m.data)
-	err := n.send(onTask, q.owner, transport.Requester, m.header(), payload)
+	// Queued under sendMu, so that it goes before any later request of q, and written
+	// after: a write that waits for room in the connection holds up no request.
+	err := n.mesh.SendAhead(q.owner, transport.Requester, m.header(), payload)
+	q.sendMu.Unlock()
+	if err == nil {
+		err = n.mesh.Flush(q.owner, transport.Requester, onTask)
+	}
 	if retire {
 		n.req.mu.Lock()
 		n.req.tickets[t.id] = nil
