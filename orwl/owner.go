@@ -182,13 +182,17 @@ func (n *node) released(from int, h *transport.Header, payload []byte) error {
 }
 
 // writeBackSink returns where the data of a write release goes: the location's data. Data
-// for a ticket that holds no write grant is refused: the peer is broken.
+// for a ticket that holds no write grant is refused, the peer is broken, unless the job has
+// failed (see grantSink).
 func (n *node) writeBackSink(from int, h *transport.Header) ([]byte, error) {
 	if !decodeRelease(h).data {
 		return nil, nil
 	}
 	s := n.servedGrant(from, h.ID)
 	if s == nil || s.req.Mode() != fifo.Write {
+		if n.j.failed.Load() {
+			return nil, nil
+		}
 		return nil, fmt.Errorf("orwl: write-back for ticket %d, which holds no write grant", h.ID)
 	}
 	if n.j.rec != nil {

@@ -312,13 +312,19 @@ func (t *remoteTicket) traceGrant(int, fifo.Mode) trace.FlowID { return t.grantF
 func (t *remoteTicket) traceRelease(_ int, _ fifo.Mode, flow trace.FlowID) { t.releaseFlow = flow }
 
 // grantSink returns where the data of a grant goes: the mirror of its ticket's location.
-// Data for a ticket that holds no grant to receive it is refused: the peer is broken.
+// Data for a ticket that holds no grant to receive it is refused, the peer is broken, unless
+// the job has failed: the owner granted it before it heard of the failure, and refusing it
+// would cut the connection, which the owner would take for this process's loss. It lands
+// in the connection's scratch memory then (nil), and Handle's error changes nothing.
 func (n *node) grantSink(from int, h *transport.Header) ([]byte, error) {
 	if !decodeGrant(h).data {
 		return nil, nil
 	}
 	t := n.ticket(h.ID)
 	if t == nil || t.q.owner != from {
+		if n.j.failed.Load() {
+			return nil, nil
+		}
 		return nil, fmt.Errorf("orwl: data for unknown ticket %d", h.ID)
 	}
 	if n.j.rec != nil {

@@ -2,6 +2,7 @@ package orwl
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"sync"
@@ -107,5 +108,29 @@ func TestRelayedLossOfThisProcessSaysSo(t *testing.T) {
 	jobs[0].node.Handle(1, &h, []byte("orwl: transport: process rank 2 lost: EOF"))
 	if err := jobs[0].failure(); err == nil || strings.Contains(err.Error(), "is the one the others lost") {
 		t.Fatalf("rank 0's failure, which names rank 2: %v", err)
+	}
+}
+
+// A grant with data for a ticket this process no longer waits for is a broken peer while the
+// job runs, and is discarded once the job has failed: the owner granted it before it heard of
+// the failure, and refusing it would cut the connection, so that the owner would blame this
+// process for the failure instead of the process that caused it.
+func TestLateGrantAfterFailureIsDiscarded(t *testing.T) {
+	jobs := connectedPair(t)
+	g := grantMsg{loc: 0, ticket: 7, version: 2, data: true}
+	h := g.header()
+	h.Len = 8
+	if _, err := jobs[1].node.Sink(0, &h); err == nil {
+		t.Fatal("a running job takes data for a ticket it does not know")
+	}
+	lost := errors.New("orwl: transport: process rank 2 lost: EOF")
+	jobs[1].fail(lost)
+	buf, err := jobs[1].node.Sink(0, &h)
+	if err != nil || buf != nil {
+		t.Fatalf("a failed job's sink for a late grant: %v, %v; want the transport's scratch (nil, nil)", buf, err)
+	}
+	jobs[1].node.Handle(0, &h, make([]byte, 8))
+	if err := jobs[1].failure(); !errors.Is(err, lost) {
+		t.Fatalf("the failed job's error became %v", err)
 	}
 }
