@@ -84,7 +84,7 @@ func (s *spareMirrors) take(n int) []byte {
 // keep adds b, a mirror's buffer that nothing uses any more, to the spares when it is
 // mapped.
 func (s *spareMirrors) keep(b []byte) {
-	if b == nil || !hugemem.Mapped(b) {
+	if !hugemem.Mapped(b) {
 		return
 	}
 	s.mu.Lock()
@@ -330,22 +330,16 @@ func (n *node) grantSink(from int, h *transport.Header) ([]byte, error) {
 	if n.j.rec != nil {
 		t.transfer = n.j.rec.TaskTrack(t.h.Spec().Task).BeginTransfer(trace.Loc(n.j.locationAt(h.Key)), trace.In, from, int64(h.Len))
 	}
-	q := t.q
-	if size := int(h.Len); size > cap(q.mirror) {
-		freeBytes(q.mirror)
-		q.mirror = n.req.spare.take(size)
-	}
-	q.mirror = q.mirror[:h.Len]
-	return q.mirror, nil
+	return resizeKeep(&t.q.mirror, int(h.Len), n.req.spare.take), nil
 }
 
-// resizeKeep sets *b to n bytes, reallocating (8-byte aligned, freeing the old buffer) only
-// when it must grow; its callers fill it with a payload at once, so a new buffer's pages
-// are faulted in by the allocation, in one system call (filledBytes).
-func resizeKeep(b *[]byte, n int) []byte {
+// resizeKeep sets *b to n bytes, reallocating with alloc (freeing the old buffer) only when
+// it must grow; its callers fill it with a payload at once, so alloc gives a buffer whose
+// pages are faulted in (filledBytes, or a spare mirror).
+func resizeKeep(b *[]byte, n int, alloc func(int) []byte) []byte {
 	if n > cap(*b) {
 		freeBytes(*b)
-		*b = filledBytes(n)
+		*b = alloc(n)
 	}
 	*b = (*b)[:n]
 	return *b
@@ -365,7 +359,7 @@ func (n *node) granted(from int, h *transport.Header, payload []byte) error {
 	}
 	q := t.q
 	if m.data {
-		resizeKeep(&q.mirror, int(h.Len)) // the payload is there; this sets the size, 0 included
+		resizeKeep(&q.mirror, int(h.Len), n.req.spare.take) // the payload is there; this sets the size, 0 included
 		q.version = m.version
 	} else if q.version != m.version {
 		return fmt.Errorf("grant of %s without data: this process's copy holds version %d, not %d", n.j.locationAt(m.loc), q.version, m.version)
