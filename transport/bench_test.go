@@ -167,3 +167,39 @@ func BenchmarkPingPong8B(b *testing.B) {
 		}
 	})
 }
+
+// loopConn serves the same bytes again and again, one copy per Read.
+type loopConn struct {
+	net.Conn
+	b   []byte
+	off int
+}
+
+func (l *loopConn) Read(p []byte) (int, error) {
+	n := copy(p, l.b[l.off:])
+	l.off = (l.off + n) % len(l.b)
+	return n, nil
+}
+
+// BenchmarkReadSmallMessage: what a connection's reader spends on one message of 8 payload
+// bytes that arrives alone, masked (from the dialer, over a socket) or not.
+func BenchmarkReadSmallMessage(b *testing.B) {
+	for _, masked := range []bool{false, true} {
+		b.Run(map[bool]string{false: "unmasked", true: "masked"}[masked], func(b *testing.B) {
+			src := newWire(nil, masked)
+			src.wbuf = make([]byte, 0, 1<<10)
+			h := Header{Type: TypeUser, Len: 8}
+			src.writeFrame(opBinary, true, headerSize+8, &h, true, make([]byte, 8))
+			w := newWire(&loopConn{b: src.wbuf}, !masked)
+			w.grow(func(r io.Reader) io.Reader { return r })
+			buf := make([]byte, 8)
+			dest := func(*Header) ([]byte, error) { return buf, nil }
+			var rh Header
+			for b.Loop() {
+				if _, err := w.readMessage(&rh, dest); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -33,8 +33,14 @@ type conn struct {
 	quietEnd   atomic.Bool
 	writerDone atomic.Bool
 
-	lastRecv  atomic.Int64 // Mesh.now() when the last bytes arrived, payloads included
-	receiving atomic.Bool  // the reader is reading a user message's payload (Mesh.Receiving)
+	// When bytes last arrived, payloads included: the reader counts its reads that bring
+	// bytes (arrivals), and heard stamps lastRecv with the time it first sees the count
+	// changed, so that no read pays for the clock.
+	arrivals atomic.Uint64
+	seen     atomic.Uint64 // arrivals as heard last saw it
+	lastRecv atomic.Int64  // Mesh.now()
+
+	receiving atomic.Bool // the reader is reading a user message's payload (Mesh.Receiving)
 
 	rh      Header // reader's current header
 	scratch []byte // reader's payload buffer when Sink gives none
@@ -53,19 +59,31 @@ func newConn(m *Mesh, peer int, role Role, w *wire) *conn {
 	return c
 }
 
-// stampReader records the time of every read that brings bytes: a peer that is sending, even
-// one long payload, is alive.
+// stampReader counts the reads that bring bytes: a peer that is sending, even one long
+// payload, is alive (see heard).
 type stampReader struct {
-	r io.Reader
-	c *conn
+	r     io.Reader
+	c     *conn
+	count uint64
 }
 
 func (s *stampReader) Read(p []byte) (int, error) {
 	n, err := s.r.Read(p)
 	if n > 0 {
-		s.c.lastRecv.Store(s.c.m.now())
+		s.count++
+		s.c.arrivals.Store(s.count)
 	}
 	return n, err
+}
+
+// heard returns when bytes last arrived from the peer, at time now: at most now, and no
+// earlier than the first call that followed their arrival. The heartbeat calls it every
+// period, so the stamp is late by one period at most.
+func (c *conn) heard(now int64) int64 {
+	if a := c.arrivals.Load(); c.seen.Swap(a) != a {
+		c.lastRecv.Store(now)
+	}
+	return c.lastRecv.Load()
 }
 
 // sendMode is how a message leaves: handed to the writer goroutine (queued), written by the
@@ -320,7 +338,18 @@ func (c *conn) readMessage() error {
 	}
 	c.m.peers[c.peer].sent.Load()
 	c.m.h.Handle(c.peer, &c.rh, p)
+	c.yieldWhenIdle()
 	return nil
+}
+
+// yieldWhenIdle yields the reader's processor when the connection goes through shared memory
+// and nothing more has arrived: the reader would yield anyway as it polls for the next
+// message (shmConn.Read), and the goroutine that Handle has just woken, a task granted
+// perhaps, runs now rather than after the reader has gone down to the ring and back.
+func (c *conn) yieldWhenIdle() {
+	if s, ok := c.w.nc.(*shmConn); ok && c.w.br.Buffered() == 0 && s.drained() {
+		runtime.Gosched()
+	}
 }
 
 // frameError makes a message that broke the rules a *FrameError; other errors are the

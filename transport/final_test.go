@@ -340,7 +340,9 @@ func TestCloseAfterFinalBarrierWithAQuietPeer(t *testing.T) {
 		go func() { done0 <- meshes[0].FinalBarrier(ctx, false) }()
 		waitFinal(meshes[1], 0)
 		for i := range meshes[1].peers[0].conns { // rank 0 has been quiet for an hour
-			meshes[1].peers[0].conns[i].Load().lastRecv.Store(meshes[1].now() - int64(time.Hour))
+			c := meshes[1].peers[0].conns[i].Load()
+			c.seen.Store(c.arrivals.Load())
+			c.lastRecv.Store(meshes[1].now() - int64(time.Hour))
 		}
 		if err := meshes[1].FinalBarrier(ctx, false); err != nil {
 			t.Fatal(err)

@@ -99,6 +99,14 @@ func appendHeader(b []byte, h *Header) []byte {
 // a short buffer, yields an error wrapping ErrBadHeader. It never allocates
 // on success and never reads past b.
 func decodeHeader(b []byte) (Header, int, error) {
+	if h, ok := decodeFixedHeader(b); ok {
+		return h, headerSize, nil
+	}
+	return decodeAnyHeader(b)
+}
+
+// decodeAnyHeader is decodeHeader for any integer forms.
+func decodeAnyHeader(b []byte) (Header, int, error) {
 	var h Header
 	if len(b) == 0 {
 		return h, 0, fmt.Errorf("%w: empty", ErrBadHeader)
@@ -151,6 +159,24 @@ func decodeHeader(b []byte) (Header, int, error) {
 		}
 	}
 	return h, p, nil
+}
+
+// decodeFixedHeader decodes a header in the form appendHeader writes, which every field's
+// value fits; ok is false for any other form.
+func decodeFixedHeader(b []byte) (h Header, ok bool) {
+	if len(b) < headerSize || b[0] != mpFixArray7 || b[1] != mpUint8 || b[3] != mpUint8 || b[5] != mpUint32 ||
+		b[10] != mpUint64 || b[19] != mpUint64 || b[28] != mpInt64 || b[37] != mpUint64 {
+		return h, false
+	}
+	return Header{
+		Type:  b[2],
+		Flags: b[4],
+		Key:   binary.BigEndian.Uint32(b[6:]),
+		ID:    binary.BigEndian.Uint64(b[11:]),
+		Seq:   binary.BigEndian.Uint64(b[20:]),
+		Arg:   int64(binary.BigEndian.Uint64(b[29:])),
+		Len:   binary.BigEndian.Uint64(b[38:]),
+	}, true
 }
 
 var fieldNames = [7]string{"Type", "Flags", "Key", "ID", "Seq", "Arg", "Len"}

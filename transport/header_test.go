@@ -120,6 +120,11 @@ func FuzzDecodeHeader(f *testing.F) {
 		if n < 8 || n > len(b) || n > maxHeaderSize {
 			t.Fatalf("used %d bytes of %d", n, len(b))
 		}
+		if fixed, ok := decodeFixedHeader(b); ok {
+			if any, n, err := decodeAnyHeader(b); err != nil || any != fixed || n != headerSize {
+				t.Fatalf("fixed form %x: %+v; any form: %+v %d %v", b, fixed, any, n, err)
+			}
+		}
 		h2, n2, err := decodeHeader(appendHeader(nil, &h))
 		if err != nil || h2 != h || n2 != headerSize {
 			t.Fatalf("re-encoding %+v: %+v %d %v", h, h2, n2, err)

@@ -614,7 +614,7 @@ func (m *Mesh) beat(now, last int64) {
 			if c == nil {
 				continue
 			}
-			if silent := time.Duration(now - max(c.lastRecv.Load(), since)); silent > m.cfg.PeerTimeout {
+			if silent := time.Duration(now - max(c.heard(now), since)); silent > m.cfg.PeerTimeout {
 				m.lose(j, fmt.Errorf("nothing received on the %s connection for %v (peer timeout %v)", c.role, silent.Round(time.Millisecond), m.cfg.PeerTimeout))
 				break
 			}
@@ -633,7 +633,7 @@ func (m *Mesh) pauseThreshold() time.Duration {
 func (m *Mesh) goneQuiet(rank int) bool {
 	now := m.now()
 	for i := range m.peers[rank].conns {
-		if c := m.peers[rank].conns[i].Load(); c != nil && time.Duration(now-c.lastRecv.Load()) < 2*m.cfg.Heartbeat {
+		if c := m.peers[rank].conns[i].Load(); c != nil && time.Duration(now-c.heard(now)) < 2*m.cfg.Heartbeat {
 			return false
 		}
 	}

@@ -371,7 +371,7 @@ func TestMismatchedSecretsFailStart(t *testing.T) {
 // peer with role would, straight to the socket (the test keeps the writer idle).
 func injectRaw(m *Mesh, peer int, role Role, op byte, fin bool, raw []byte) error {
 	c := m.peers[peer].conns[role].Load()
-	w := &wire{nc: c.w.nc, client: c.w.client, wbuf: make([]byte, 0, maxWSHeader+len(raw))} // one write
+	w := &wire{nc: c.w.nc, masks: c.w.masks, wbuf: make([]byte, 0, maxWSHeader+len(raw))} // one write
 	if err := w.writeFrame(op, fin, len(raw), nil, false, raw); err != nil {
 		return err
 	}

@@ -133,6 +133,7 @@ func newToken() []byte {
 func (w *wire) useShm(c *shmConn) {
 	w.nc = c
 	w.src.r = c
+	w.masks, w.peerMasks = false, false
 }
 
 // readerGroup is what the readers of one mesh's shared-memory connections share: how long
@@ -204,6 +205,9 @@ func (c *shmConn) Read(p []byte) (int, error) {
 		poll = poller{}
 	}
 }
+
+// drained reports whether the reader has read everything the peer wrote so far.
+func (c *shmConn) drained() bool { return c.in.h.written.Load() == c.in.h.read.Load() }
 
 // sleep waits on the socket until the peer's next write into the in ring (read up to r)
 // wakes it, or returns the socket's error once the ring is drained.

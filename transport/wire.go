@@ -18,16 +18,18 @@ import (
 // message, fragmented into frames of at most fragmentSize payload bytes; a close frame
 // (opcode 8) ends a direction; pings and pongs are skipped (the mesh has its own
 // heartbeats). The dialing side masks what it sends, as the RFC requires of clients; the
-// accepting side does not. The upgrade protocol has the client speak first, so no byte can
-// be buffered inside gorilla when the mesh takes over.
+// accepting side does not, and neither side does once the connection goes through shared
+// memory (useShm), where no proxy reads the frames. The upgrade protocol has the client speak
+// first, so no byte can be buffered inside gorilla when the mesh takes over.
 //
 // A new wire has small buffers, so that a connection that has not proved it knows the job's
 // secret costs little memory; grow gives an authenticated one its full buffers.
 type wire struct {
-	nc     net.Conn
-	src    source // what br reads: nc, or the shared memory that replaced it (useShm)
-	br     *bufio.Reader
-	client bool // this side dialed: it masks what it sends
+	nc        net.Conn
+	src       source // what br reads: nc, or the shared memory that replaced it (useShm)
+	br        *bufio.Reader
+	masks     bool // this side masks what it sends: it dialed, and the bytes go through a socket
+	peerMasks bool // the peer masks what it sends
 
 	wbuf []byte      // pending output (frames coalesced per writer batch)
 	vec  net.Buffers // for vectored writes of large unmasked payloads
@@ -56,7 +58,7 @@ const (
 var errProtocol = errors.New("transport: websocket protocol violation")
 
 func newWire(nc net.Conn, client bool) *wire {
-	w := &wire{nc: nc, src: source{nc}, client: client}
+	w := &wire{nc: nc, src: source{nc}, masks: client, peerMasks: !client}
 	w.br = bufio.NewReaderSize(&w.src, handshakeBuf)
 	w.rng.Seed(rand.Uint64(), rand.Uint64())
 	return w
@@ -82,7 +84,7 @@ func (w *wire) appendWSHeader(b []byte, op byte, fin bool, n int) ([]byte, uint3
 	}
 	b = append(b, op)
 	var m byte
-	if w.client {
+	if w.masks {
 		m = maskBit
 	}
 	switch {
@@ -94,7 +96,7 @@ func (w *wire) appendWSHeader(b []byte, op byte, fin bool, n int) ([]byte, uint3
 		b = append(b, m|127)
 		b = binary.BigEndian.AppendUint64(b, uint64(n))
 	}
-	if !w.client {
+	if !w.masks {
 		return b, 0
 	}
 	key := uint32(w.rng.Uint64())
@@ -141,7 +143,7 @@ func (w *wire) writeFrame(op byte, fin bool, n int, h *Header, withHeader bool, 
 	if withHeader {
 		w.wbuf = appendHeader(w.wbuf, h)
 	}
-	if !w.client && len(p) >= directLimit {
+	if !w.masks && len(p) >= directLimit {
 		w.arr[0], w.arr[1] = w.wbuf, p
 		w.vec = w.arr[:]
 		_, err := w.vec.WriteTo(w.nc)
@@ -150,7 +152,7 @@ func (w *wire) writeFrame(op byte, fin bool, n int, h *Header, withHeader bool, 
 		return err
 	}
 	pos := 0
-	if w.client {
+	if w.masks {
 		pos = maskBytes(key, 0, w.wbuf[body:])
 	}
 	for len(p) > 0 {
@@ -162,7 +164,7 @@ func (w *wire) writeFrame(op byte, fin bool, n int, h *Header, withHeader bool, 
 		k := min(len(p), cap(w.wbuf)-len(w.wbuf))
 		off := len(w.wbuf)
 		w.wbuf = w.wbuf[:off+k]
-		if w.client {
+		if w.masks {
 			pos = maskCopy(key, pos, w.wbuf[off:], p[:k])
 		} else {
 			copy(w.wbuf[off:], p[:k])
@@ -178,7 +180,7 @@ func (w *wire) writeClose(status []byte) error {
 	w.wbuf, key = w.appendWSHeader(w.wbuf, opClose, true, len(status))
 	off := len(w.wbuf)
 	w.wbuf = append(w.wbuf, status...)
-	if w.client {
+	if w.masks {
 		maskBytes(key, 0, w.wbuf[off:])
 	}
 	return nil
@@ -281,7 +283,7 @@ func (w *wire) readWSHeader() (frameInfo, error) {
 		return f, fmt.Errorf("%w: reserved bits set", errProtocol)
 	}
 	f.masked = b1&maskBit != 0
-	if f.masked == w.client {
+	if f.masked != w.peerMasks {
 		return f, fmt.Errorf("%w: wrong masking", errProtocol)
 	}
 	f.n = int64(b1 & 0x7f)
