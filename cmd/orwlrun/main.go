@@ -12,7 +12,9 @@
 // with "[rank] ". SIGINT and SIGTERM are forwarded to every process. When a
 // process fails, the others get SIGTERM, then SIGKILL after the grace
 // period, and orwlrun exits with the failed process's status (128+signal
-// for a process killed by a signal).
+// for a process killed by a signal). The failed process is the first to
+// end by a signal within 50ms of the first failure, if any, since the
+// others then fail because they lost it; else the first to fail.
 //
 // With -restarts N, a job in which a process failed (a non-zero status, a signal) is
 // started again, whole, once the others are stopped, up to N times: each attempt gets a

@@ -268,7 +268,12 @@ func (l *launcher) supervise(procs []*proc, exited <-chan *proc) outcome {
 		case p := <-exited:
 			left--
 			if c := exitCode(p.err); c != 0 && out.status == 0 {
-				out.status, out.failed = c, p
+				if !signalled(p.err) {
+					var n int
+					p, n = blame(p, exited, left)
+					left -= n
+				}
+				out.status, out.failed = exitCode(p.err), p
 				l.say("rank %d failed (%v); stopping the others", p.rank, p.err)
 				if !stopping {
 					stopping = true
@@ -332,14 +337,50 @@ type proc struct {
 }
 
 // exitCode turns a process's Wait error into an exit status.
+// blameWait is how long the launcher waits, after a process has failed on its own, for
+// another one to end by a signal.
+const blameWait = 50 * time.Millisecond
+
+// blame returns the process to name for a job whose first failure is failed, which exited on
+// its own: the first of the others to end by a signal within blameWait, if any, since
+// failed most likely lost that one (the survivors of a killed process see its connections
+// end as it dies, and may be reaped before it), else failed. It also returns how many
+// processes it received from exited, at most left.
+func blame(failed *proc, exited <-chan *proc, left int) (*proc, int) {
+	t := time.NewTimer(blameWait)
+	defer t.Stop()
+	for n := 0; n < left; {
+		select {
+		case p := <-exited:
+			n++
+			if signalled(p.err) {
+				return p, n
+			}
+		case <-t.C:
+			return failed, n
+		}
+	}
+	return failed, left
+}
+
+// signalled reports whether err is that of a process that a signal ended.
+func signalled(err error) bool {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		ws, ok := ee.Sys().(syscall.WaitStatus)
+		return ok && ws.Signaled()
+	}
+	return false
+}
+
 func exitCode(err error) int {
 	if err == nil {
 		return 0
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
+		if signalled(err) {
+			return 128 + int(ee.Sys().(syscall.WaitStatus).Signal())
 		}
 		if c := ee.ExitCode(); c > 0 {
 			return c

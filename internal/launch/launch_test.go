@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -73,6 +74,24 @@ func helper(mode string) int {
 			block()
 		}
 		fmt.Printf("attempt %s secret %s\n", os.Getenv("ORWL_ATTEMPT"), os.Getenv("ORWL_SECRET"))
+		return 0
+	case "blame":
+		// Rank 0 fails as a process does that lost a peer; rank 1, the peer, is killed a
+		// moment after rank 0 has exited (the FIFO's end tells it).
+		fifo := os.Getenv("LAUNCH_TEST_FIFO")
+		if rank == 0 {
+			if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+				defer f.Close()
+			}
+			fmt.Println("lost rank 1")
+			return 1
+		}
+		if f, err := os.OpenFile(fifo, os.O_RDONLY, 0); err == nil {
+			f.Read(make([]byte, 1)) // the end of rank 0
+		}
+		time.Sleep(5 * time.Millisecond)
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		block()
 		return 0
 	case "always":
 		fmt.Printf("attempt %s failing\n", os.Getenv("ORWL_ATTEMPT"))
@@ -241,6 +260,24 @@ func TestFailureStopsOthers(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "[1] failing\n") {
 		t.Errorf("stdout:\n%s", out.String())
+	}
+}
+
+// A process killed by a signal is named as the job's failure even when another process, which
+// failed because it lost it, has exited a moment earlier.
+func TestKilledProcessIsBlamed(t *testing.T) {
+	t.Setenv(helperEnv, "blame")
+	fifo := t.TempDir() + "/end"
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("LAUNCH_TEST_FIFO", fifo)
+	var out, errOut syncBuffer
+	status := Run(Options{Procs: 2, Argv: []string{os.Args[0]}, Grace: -1, Name: "tester",
+		Stdout: &out, Stderr: &errOut})
+	want := "tester: rank 1 failed (signal: killed); stopping the others\n"
+	if status != 137 || errOut.String() != want {
+		t.Errorf("status %d, stderr %q; want 137, %q", status, errOut.String(), want)
 	}
 }
 
