@@ -112,9 +112,13 @@ func Free(b []byte) {
 
 // Mapped reports whether b starts a buffer that Alloc mapped and Free has not freed.
 func Mapped(b []byte) bool {
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	if p == nil {
+		return false
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	_, ok := mapped[unsafe.Pointer(unsafe.SliceData(b))]
+	_, ok := mapped[p]
 	return ok
 }
 
