@@ -76,9 +76,9 @@ func (s *stampReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// heard returns when bytes last arrived from the peer, at time now: at most now, and no
-// earlier than the first call that followed their arrival. The heartbeat calls it every
-// period, so the stamp is late by one period at most.
+// heard returns when bytes last arrived from the peer, as seen at time now: the time of the
+// first call of heard after their arrival, which the heartbeat makes every period, so the
+// stamp is late by one period at most.
 func (c *conn) heard(now int64) int64 {
 	if a := c.arrivals.Load(); c.seen.Swap(a) != a {
 		c.lastRecv.Store(now)

@@ -14,7 +14,7 @@
 //
 // Wire: gorilla/websocket performs the HTTP upgrade; after it the mesh reads
 // and writes the RFC 6455 frames itself (one final binary frame per message,
-// client frames masked but in shared memory), so that nothing is allocated or copied per message
+// client frames masked on sockets), so that nothing is allocated or copied per message
 // and the payload of an unmasked frame goes from the sender's memory to the
 // socket (writev) and from the socket into Handler.Sink's buffer.
 //
