@@ -81,12 +81,8 @@ func (s *spareMirrors) take(n int) []byte {
 	return filledBytes(n)
 }
 
-// keep adds b, a mirror's buffer that nothing uses any more, to the spares when it is
-// mapped.
+// keep adds b, a mapped mirror's buffer that nothing uses any more, to the spares.
 func (s *spareMirrors) keep(b []byte) {
-	if !hugemem.Mapped(b) {
-		return
-	}
 	s.mu.Lock()
 	s.bufs = append(s.bufs, b)
 	s.mu.Unlock()
@@ -293,8 +289,11 @@ func (q *remoteQueue) givenBack(mayDrop bool) bool {
 		q.recycle = false
 	}
 	q.grantMu.Unlock()
+	if spare == nil {
+		return false
+	}
 	q.n.req.spare.keep(spare)
-	return spare != nil
+	return true
 }
 
 func (t *remoteTicket) where() uint32 { return t.q.loc }

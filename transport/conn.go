@@ -62,16 +62,14 @@ func newConn(m *Mesh, peer int, role Role, w *wire) *conn {
 // stampReader counts the reads that bring bytes: a peer that is sending, even one long
 // payload, is alive (see heard).
 type stampReader struct {
-	r     io.Reader
-	c     *conn
-	count uint64
+	r io.Reader
+	c *conn
 }
 
 func (s *stampReader) Read(p []byte) (int, error) {
 	n, err := s.r.Read(p)
 	if n > 0 {
-		s.count++
-		s.c.arrivals.Store(s.count)
+		s.c.arrivals.Add(1)
 	}
 	return n, err
 }

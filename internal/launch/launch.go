@@ -268,7 +268,7 @@ func (l *launcher) supervise(procs []*proc, exited <-chan *proc) outcome {
 		case p := <-exited:
 			left--
 			if c := exitCode(p.err); c != 0 && out.status == 0 {
-				if !signalled(p.err) {
+				if _, ok := signalled(p.err); !ok {
 					var n int
 					p, n = blame(p, exited, left)
 					left -= n
@@ -353,7 +353,7 @@ func blame(failed *proc, exited <-chan *proc, left int) (*proc, int) {
 		select {
 		case p := <-exited:
 			n++
-			if signalled(p.err) {
+			if _, ok := signalled(p.err); ok {
 				return p, n
 			}
 		case <-t.C:
@@ -363,25 +363,26 @@ func blame(failed *proc, exited <-chan *proc, left int) (*proc, int) {
 	return failed, left
 }
 
-// signalled reports whether err is that of a process that a signal ended.
-func signalled(err error) bool {
+// signalled returns the signal that ended the process whose Wait returned err, if one did.
+func signalled(err error) (syscall.Signal, bool) {
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		ws, ok := ee.Sys().(syscall.WaitStatus)
-		return ok && ws.Signaled()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return ws.Signal(), true
+		}
 	}
-	return false
+	return 0, false
 }
 
 func exitCode(err error) int {
 	if err == nil {
 		return 0
 	}
+	if sig, ok := signalled(err); ok {
+		return 128 + int(sig)
+	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		if signalled(err) {
-			return 128 + int(ee.Sys().(syscall.WaitStatus).Signal())
-		}
 		if c := ee.ExitCode(); c > 0 {
 			return c
 		}

@@ -173,6 +173,21 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// runWithFIFO runs procs processes of the helper in mode, which share a FIFO
+// (LAUNCH_TEST_FIFO) to order their steps, killed at once when stopped (Grace -1).
+func runWithFIFO(t *testing.T, mode string, procs int) (status int, out, errOut *syncBuffer) {
+	t.Setenv(helperEnv, mode)
+	fifo := t.TempDir() + "/fifo"
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("LAUNCH_TEST_FIFO", fifo)
+	out, errOut = &syncBuffer{}, &syncBuffer{}
+	status = Run(Options{Procs: procs, Argv: []string{os.Args[0]}, Grace: -1, Name: "tester",
+		Stdout: out, Stderr: errOut})
+	return status, out, errOut
+}
+
 // Every line gets its rank's prefix, on the stream it was printed to, a line without a
 // final newline included; every process gets the job's environment and Env.
 func TestPrefixesAndEnv(t *testing.T) {
@@ -240,15 +255,7 @@ func TestSharedWriterWholeLines(t *testing.T) {
 // When one process fails, the others get SIGTERM, and SIGKILL after the grace period;
 // the status is the failed process's, and the messages carry Name.
 func TestFailureStopsOthers(t *testing.T) {
-	t.Setenv(helperEnv, "fail")
-	fifo := t.TempDir() + "/ready"
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("LAUNCH_TEST_FIFO", fifo)
-	var out, errOut syncBuffer
-	status := Run(Options{Procs: 3, Argv: []string{os.Args[0]}, Grace: -1, Name: "tester",
-		Stdout: &out, Stderr: &errOut})
+	status, out, errOut := runWithFIFO(t, "fail", 3)
 	if status != 3 {
 		t.Fatalf("status %d, want 3\nstdout:\n%s\nstderr:\n%s", status, out.String(), errOut.String())
 	}
@@ -266,15 +273,7 @@ func TestFailureStopsOthers(t *testing.T) {
 // A process killed by a signal is named as the job's failure even when another process, which
 // failed because it lost it, has exited a moment earlier.
 func TestKilledProcessIsBlamed(t *testing.T) {
-	t.Setenv(helperEnv, "blame")
-	fifo := t.TempDir() + "/end"
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("LAUNCH_TEST_FIFO", fifo)
-	var out, errOut syncBuffer
-	status := Run(Options{Procs: 2, Argv: []string{os.Args[0]}, Grace: -1, Name: "tester",
-		Stdout: &out, Stderr: &errOut})
+	status, _, errOut := runWithFIFO(t, "blame", 2)
 	want := "tester: rank 1 failed (signal: killed); stopping the others\n"
 	if status != 137 || errOut.String() != want {
 		t.Errorf("status %d, stderr %q; want 137, %q", status, errOut.String(), want)
