@@ -120,6 +120,33 @@ type HostPinner interface {
 	UnpinHost(s []float64) error
 }
 
+// Accumulator is implemented by kernels that can keep the result of a chain of products in
+// their own memory between calls (a GPU kernel: on the device), so that only the operands
+// of each product travel: C = A₁·B₁ + A₂·B₂ + ..., then C copied out once. Programs find it
+// by type assertion on a Gemm, as [HostPinner]; a kernel without it does the same with
+// Dgemm calls on a host C.
+type Accumulator interface {
+	// NewAccumulation returns an m×n matrix C held by the kernel, its content undefined
+	// until an Add with beta 0. It stays valid, and keeps its memory, until its Close or
+	// the kernel's; one goroutine at a time may use it.
+	NewAccumulation(m, n int) (Accumulation, error)
+}
+
+// Accumulation is an m×n matrix C held by a kernel (see [Accumulator]).
+type Accumulation interface {
+	// Add computes C = alpha·A·B + beta·C for the row-major m×k matrix A (leading
+	// dimension lda) and k×n matrix B (ldb); when beta is 0, C is not read. It may return
+	// before the product is computed, but only once a and b are no longer read: the caller
+	// may change or release them then. Bad sizes or slices too short return an error that
+	// names them, before anything is queued.
+	Add(k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64) error
+	// Store waits for every product added so far and copies C into the row-major c
+	// (leading dimension ldc). C is kept: more products may follow.
+	Store(c []float64, ldc int) error
+	// Close releases the kernel memory of C and of the operands; it is idempotent.
+	Close() error
+}
+
 // Names understood by [Get] besides the registered plugin names.
 const (
 	// Default is the kernel used when no name is given: pure-Go gonum.

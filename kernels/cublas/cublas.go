@@ -26,6 +26,10 @@
 //   - Device-resident matrices (Kernel.NewMatrix, Matrix.Upload,
 //     Kernel.Gemm, Matrix.Download): upload once, multiply many times,
 //     download once; Kernel.Gemm is asynchronous and costs one cuBLAS call.
+//   - Accumulations (Kernel.NewAccumulation, kernels.Accumulator): C stays on
+//     the device while a chain of products is added to it, each product's
+//     operands uploaded while earlier products compute; C is downloaded once,
+//     in chunks overlapped with the last products. SUMMA's steps use it.
 //
 // Argument checks of Dgemm are kernels.CheckDgemm's, so invalid arguments
 // panic exactly as gonum does, before any CUDA call. Sizes and leading
@@ -88,6 +92,7 @@ type Kernel struct {
 	work              [3]devBuf // A, B, C of host-slice Dgemm
 	up, down          ring
 	matrices          map[*Matrix]struct{}
+	accums            map[*accumulation]struct{}
 	closed            bool
 }
 
@@ -112,7 +117,7 @@ func New(dev int) (*Kernel, error) {
 	if err := Load(); err != nil {
 		return nil, err
 	}
-	g := &Kernel{dev: int32(dev), matrices: map[*Matrix]struct{}{}}
+	g := &Kernel{dev: int32(dev), matrices: map[*Matrix]struct{}{}, accums: map[*accumulation]struct{}{}}
 	err := g.on(func() error {
 		if err := status(lib.create(&g.handle)); err != nil {
 			return fmt.Errorf("cublasCreate: %w", err)
@@ -156,7 +161,7 @@ func (g *Kernel) on(f func() error) error {
 }
 
 // Close waits for queued work and releases the handle, streams, events,
-// buffers and the kernel's remaining Matrix values. Using g afterwards
+// buffers and the kernel's remaining Matrix values and accumulations. Using g afterwards
 // returns (or panics with) an error. Close is idempotent.
 func (g *Kernel) Close() error {
 	g.mu.Lock()
@@ -176,6 +181,9 @@ func (g *Kernel) Close() error {
 		errs = append(errs, g.drain())
 		for m := range g.matrices {
 			keep(lib.free(m.ptr))
+		}
+		for acc := range g.accums {
+			errs = append(errs, acc.release())
 		}
 		for _, b := range g.work {
 			if b.ptr != 0 {

@@ -16,6 +16,7 @@ const (
 	ErrDevicesUnavailable   CUDAError = 46  // cudaErrorDevicesUnavailable: exclusive or prohibited mode
 	ErrNoDevice             CUDAError = 100 // cudaErrorNoDevice
 	ErrInvalidDevice        CUDAError = 101 // cudaErrorInvalidDevice
+	ErrNotReady             CUDAError = 600 // cudaErrorNotReady: queued work not yet complete (not a failure)
 	ErrIllegalAddress       CUDAError = 700 // cudaErrorIllegalAddress
 	ErrHostAlreadyPinned    CUDAError = 712 // cudaErrorHostMemoryAlreadyRegistered
 	ErrHostNotPinned        CUDAError = 713 // cudaErrorHostMemoryNotRegistered

@@ -50,6 +50,8 @@ type cuda struct {
 	eventDestroy      func(e uintptr) int32
 	eventRecord       func(e, s uintptr) int32
 	eventSynchronize  func(e uintptr) int32
+	eventQuery        func(e uintptr) int32
+	memGetInfo        func(free, total *uintptr) int32
 	streamWaitEvent   func(s, e uintptr, flags uint32) int32
 
 	create    func(h *uintptr) int32
@@ -189,6 +191,8 @@ func (c *cuda) resolve(hrt, hbl uintptr) error {
 		{hrt, "cudaEventDestroy", &c.eventDestroy},
 		{hrt, "cudaEventRecord", &c.eventRecord},
 		{hrt, "cudaEventSynchronize", &c.eventSynchronize},
+		{hrt, "cudaEventQuery", &c.eventQuery},
+		{hrt, "cudaMemGetInfo", &c.memGetInfo},
 		{hrt, "cudaStreamWaitEvent", &c.streamWaitEvent},
 		{hbl, "cublasCreate_v2", &c.create},
 		{hbl, "cublasDestroy_v2", &c.destroy},

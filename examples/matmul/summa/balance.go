@@ -60,11 +60,13 @@ func (w *columnSplit) generate() error {
 	}
 	mem = w.generateA(mem)
 	w.aFull, w.bFull, w.cFull = mem[:p.N*p.N], mem[p.N*p.N:2*p.N*p.N], mem[2*p.N*p.N:3*p.N*p.N]
-	for i := range p.N {
-		for j := range p.N {
-			w.bFull[i*p.N+j] = MatrixB(p.Seed, p.N, i, j)
+	inParallel(p.N, p.N, func(i0, i1 int) {
+		for i := i0; i < i1; i++ {
+			for j := range p.N {
+				w.bFull[i*p.N+j] = MatrixB(p.Seed, p.N, i, j)
+			}
 		}
-	}
+	})
 	weights := p.Split
 	if weights == nil {
 		weights = make([]float64, p.Grid.Tasks())

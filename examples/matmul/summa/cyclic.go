@@ -3,10 +3,12 @@ package summa
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"gonum.org/v1/gonum/blas"
 
+	"github.com/orwl-go/orwl/kernels"
 	"github.com/orwl-go/orwl/orwl"
 )
 
@@ -22,6 +24,9 @@ type blockCyclic struct {
 	aR               []panelHandles // A panels of my grid row, by grid column and buffer
 	bR               []panelHandles // B panels of my grid column, by grid row and buffer
 	remoteA, remoteB []bool         // the A (B) locations of grid column q (row p) are in another process
+	// acc keeps my part of C in my kernel's memory across the steps of a multiplication,
+	// when the kernel can (kernels.Accumulator: on the GPU); nil otherwise.
+	acc kernels.Accumulation
 }
 
 // schedulePlan is the steps of a block-cyclic job and how often each owner uses each
@@ -51,11 +56,13 @@ func (s *blockCyclic) generate() error {
 		wd := blockWidth(p.N, p.NB, I)
 		panel := mem[: wd*nloc : wd*nloc]
 		mem = mem[wd*nloc:]
-		for r := range wd {
-			for j, gj := range s.cols {
-				panel[r*nloc+j] = MatrixB(p.Seed, p.N, I*p.NB+r, gj)
+		inParallel(wd, nloc, func(r0, r1 int) {
+			for r := r0; r < r1; r++ {
+				for j, gj := range s.cols {
+					panel[r*nloc+j] = MatrixB(p.Seed, p.N, I*p.NB+r, gj)
+				}
 			}
-		}
+		})
 		s.bPanels = append(s.bPanels, panel)
 	}
 	return nil
@@ -111,6 +118,12 @@ func (s *blockCyclic) compute(ctx context.Context) error {
 	if s.c, err = s.alloc(len(s.rows) * len(s.cols)); err != nil {
 		return err
 	}
+	if ac, ok := s.gemm.(kernels.Accumulator); ok && len(s.rows) > 0 && len(s.cols) > 0 {
+		if s.acc, err = ac.NewAccumulation(len(s.rows), len(s.cols)); err != nil {
+			return fmt.Errorf("task %d: %w", s.me, err)
+		}
+		defer s.acc.Close()
+	}
 	for st := range min(lookahead, len(s.steps)) {
 		if err := s.publishPanels(ctx, st); err != nil {
 			return err
@@ -126,6 +139,9 @@ func (s *blockCyclic) compute(ctx context.Context) error {
 			return err
 		}
 		if (st+1)%(len(s.steps)/s.p.Reps) == 0 {
+			if err := s.storeC(); err != nil {
+				return err
+			}
 			s.endRep()
 		}
 		if s.me == 0 && s.p.Progress != nil {
@@ -204,11 +220,30 @@ func (s *blockCyclic) multiply(ctx context.Context, st int) error {
 			beta = 0
 		}
 		a, b = a[:mloc*wd], b[:wd*nloc]
-		s.gemm.Dgemm(blas.NoTrans, blas.NoTrans, mloc, nloc, wd, 1, a, wd, b, nloc, beta, s.c, nloc)
+		if s.acc != nil {
+			err = s.acc.Add(wd, 1, a, wd, b, nloc, beta)
+		} else {
+			s.gemm.Dgemm(blas.NoTrans, blas.NoTrans, mloc, nloc, wd, 1, a, wd, b, nloc, beta, s.c, nloc)
+		}
 		s.stats.Flops += 2 * float64(mloc) * float64(nloc) * float64(wd)
 	}
 	s.stats.Compute += time.Since(t1)
-	return errors.Join(release(hb), release(ha))
+	return errors.Join(err, release(hb), release(ha))
+}
+
+// storeC copies my part of C out of my kernel's accumulation, when it keeps one: at the
+// end of every multiplication.
+func (s *blockCyclic) storeC() error {
+	if s.acc == nil {
+		return nil
+	}
+	t0 := time.Now()
+	err := s.acc.Store(s.c, len(s.cols))
+	s.stats.Compute += time.Since(t0)
+	if err != nil {
+		return fmt.Errorf("task %d: %w", s.me, err)
+	}
+	return nil
 }
 
 // acquirePanel acquires h, a panel location read in the 2-D algorithm, and returns its

@@ -84,7 +84,9 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"runtime"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/orwl-go/orwl/internal/hugemem"
@@ -393,14 +395,33 @@ func (w *worker) generateA(mem []float64) []float64 {
 		wd := blockWidth(p.N, p.NB, J)
 		panel := mem[: mloc*wd : mloc*wd]
 		mem = mem[mloc*wd:]
-		for i, gi := range w.rows {
-			for c := range wd {
-				panel[i*wd+c] = MatrixA(p.Seed, p.N, gi, J*p.NB+c)
+		inParallel(mloc, wd, func(i0, i1 int) {
+			for i := i0; i < i1; i++ {
+				for c := range wd {
+					panel[i*wd+c] = MatrixA(p.Seed, p.N, w.rows[i], J*p.NB+c)
+				}
 			}
-		}
+		})
 		w.aPanels = append(w.aPanels, panel)
 	}
 	return mem
+}
+
+// inParallel runs f over the rows [0, rows) of a matrix with cols columns, split among
+// up to GOMAXPROCS goroutines with at least a million entries each: generating and
+// checking the operands of a large multiplication costs seconds on one core.
+func inParallel(rows, cols int, f func(r0, r1 int)) {
+	workers := min(runtime.GOMAXPROCS(0), rows, max(1, rows*cols>>20))
+	if workers <= 1 {
+		f(0, rows)
+		return
+	}
+	var wg sync.WaitGroup
+	per := (rows + workers - 1) / workers
+	for r0 := 0; r0 < rows; r0 += per {
+		wg.Go(func() { f(r0, min(r0+per, rows)) })
+	}
+	wg.Wait()
 }
 
 // skipStep is a step whose product every task leaves out (in balanced runs, a panel of A
@@ -419,15 +440,17 @@ func (w *worker) freivalds(y, z, bound []float64) {
 	}
 	nloc := len(w.cols)
 	bx, babs := make([]float64, len(w.aCols)), make([]float64, len(w.aCols))
-	for c, r := range w.aCols {
-		var s, sa float64
-		for j := range p.N {
-			v := MatrixB(p.Seed, p.N, r, j) * x[j]
-			s += v
-			sa += math.Abs(v)
+	inParallel(len(w.aCols), p.N, func(c0, c1 int) {
+		for c := c0; c < c1; c++ {
+			var s, sa float64
+			for j := range p.N {
+				v := MatrixB(p.Seed, p.N, w.aCols[c], j) * x[j]
+				s += v
+				sa += math.Abs(v)
+			}
+			bx[c], babs[c] = s, sa
 		}
-		bx[c], babs[c] = s, sa
-	}
+	})
 	for i := range w.rows {
 		var s float64
 		for c, gj := range w.cols {

@@ -461,3 +461,90 @@ func TestReportRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// accumulatingName is a gonum kernel that offers kernels.Accumulator, with C in memory of
+// its own, and counts the calls: the capability as the GPU kernel offers it, without a GPU.
+const accumulatingName = "accumulating-gonum"
+
+var accCalls struct {
+	sync.Mutex
+	open, adds, stores int
+}
+
+type accumulating struct{ kernels.Gemm }
+
+type hostAccumulation struct {
+	g    kernels.Gemm
+	m, n int
+	c    []float64
+}
+
+func (k accumulating) NewAccumulation(m, n int) (kernels.Accumulation, error) {
+	accCalls.Lock()
+	defer accCalls.Unlock()
+	accCalls.open++
+	return &hostAccumulation{g: k.Gemm, m: m, n: n, c: make([]float64, m*n)}, nil
+}
+
+func (h *hostAccumulation) Add(k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64) error {
+	h.g.Dgemm(blas.NoTrans, blas.NoTrans, h.m, h.n, k, alpha, a, lda, b, ldb, beta, h.c, h.n)
+	accCalls.Lock()
+	defer accCalls.Unlock()
+	accCalls.adds++
+	return nil
+}
+
+func (h *hostAccumulation) Store(c []float64, ldc int) error {
+	for i := range h.m {
+		copy(c[i*ldc:i*ldc+h.n], h.c[i*h.n:(i+1)*h.n])
+	}
+	accCalls.Lock()
+	defer accCalls.Unlock()
+	accCalls.stores++
+	return nil
+}
+
+func (h *hostAccumulation) Close() error {
+	accCalls.Lock()
+	defer accCalls.Unlock()
+	accCalls.open--
+	return nil
+}
+
+func init() {
+	kernels.Register(kernels.Plugin{Name: accumulatingName, Device: kernels.CPU, Priority: -1,
+		Check: func() error { return nil },
+		New: func() (kernels.Gemm, error) {
+			g, err := kernels.Get("gonum")
+			return accumulating{g}, err
+		}})
+}
+
+// TestAccumulatingKernels: a task whose kernel keeps C (kernels.Accumulator) adds every
+// step's product to its accumulation and stores C once per multiplication, and the result
+// is bit-identical to the same job on plain kernels; every accumulation is closed.
+func TestAccumulatingKernels(t *testing.T) {
+	p := Params{N: 40, NB: 8, Grid: Grid{2, 2}, Reps: 3, Seed: 5, Verify: Exact}
+	p.Kernels = []string{"gonum", "gonum", "gonum", "gonum"}
+	plain, err := Run(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Kernels = []string{accumulatingName, "gonum", accumulatingName, "gonum"}
+	accCalls.Lock()
+	accCalls.adds, accCalls.stores = 0, 0 // other tests run every registered kernel
+	accCalls.Unlock()
+	res, err := Run(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Verified || res.Checksum != plain.Checksum {
+		t.Fatalf("verified %v, checksum %x; want true and the plain run's %x", res.Verified, res.Checksum, plain.Checksum)
+	}
+	accCalls.Lock()
+	defer accCalls.Unlock()
+	// Tasks 0 and 2 each add one product per block column (5) per multiplication.
+	if accCalls.adds != 2*5*p.Reps || accCalls.stores != 2*p.Reps || accCalls.open != 0 {
+		t.Fatalf("%d adds, %d stores, %d accumulations open at the end; want %d, %d, 0", accCalls.adds, accCalls.stores, accCalls.open, 2*5*p.Reps, 2*p.Reps)
+	}
+}
