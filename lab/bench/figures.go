@@ -62,7 +62,7 @@ func figuresSetup(fs *flag.FlagSet) func(*report) error {
 	fs.IntVar(&f.mmRounds, "matmul-rounds", 2, "rounds of every measurement of the matmul sweep")
 	fs.StringVar(&f.firstSizes, "first-n", "4096,6144", "matrix sizes of the first-multiplication comparison")
 	fs.IntVar(&f.firstRounds, "first-rounds", 5, "alternations of the first-multiplication comparison")
-	fs.StringVar(&f.sections, "sections", "locks,kernels,matmul,first,hybrid,stencil,wavefront,cholesky,checkpoint,hosts,grant,faults", "the measurements to make; the Figures section is rewritten with these only (try fewer on a copy of the README)")
+	fs.StringVar(&f.sections, "sections", "locks,kernels,matmul,first,hybrid,stencil,wavefront,cholesky,checkpoint,hosts,grant,faults,gpu", "the measurements to make; the Figures section is rewritten with these only (try fewer on a copy of the README); gpu measures nothing: it rewrites the GPU part alone from the results of bench gpu in the results folder's gpu/")
 	fs.StringVar(&f.stencilArgs, "stencil-args", "", "more flags of the stencil command (for example -sizes 1000 -rounds 1)")
 	fs.StringVar(&f.wavefrontArgs, "wavefront-args", "", "more flags of the wavefront command (for example -n 20000 -rounds 1)")
 	return func(*report) error { return benchFigures(f) }
@@ -84,7 +84,7 @@ func benchFigures(f *figuresFlags) error {
 	want := map[string]bool{}
 	for _, name := range splitList(f.sections) {
 		switch name {
-		case "locks", "kernels", "matmul", "first", "hybrid", "stencil", "wavefront", "cholesky", "checkpoint", "hosts", "grant", "faults":
+		case "locks", "kernels", "matmul", "first", "hybrid", "stencil", "wavefront", "cholesky", "checkpoint", "hosts", "grant", "faults", "gpu":
 			want[name] = true
 		default:
 			return badFlags("-sections: unknown section %q", name)
@@ -97,6 +97,15 @@ func benchFigures(f *figuresFlags) error {
 	text, err := os.ReadFile(f.readme)
 	if err != nil {
 		return err
+	}
+	if want["gpu"] {
+		if text, err = gpuFigures(text, filepath.Join(out, "gpu"), links+"/gpu"); err != nil {
+			return fmt.Errorf("%s: %w", f.readme, err)
+		}
+		delete(want, "gpu")
+		if len(want) == 0 {
+			return os.WriteFile(f.readme, text, 0o644)
+		}
 	}
 	begin, end := bytes.Index(text, []byte(figuresBegin)), bytes.Index(text, []byte(figuresEnd))
 	if begin < 0 || end < begin {

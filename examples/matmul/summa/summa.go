@@ -50,6 +50,11 @@
 // position 1, as ORWL's discipline asks. Schedule puts, on every location, the owner's
 // write (position 0) before the readers (position 1), which starts every cycle right.
 //
+// A task whose kernel can keep C in its own memory (kernels.Accumulator: the cuBLAS kernel,
+// on the device) adds each step's product to that accumulation instead of calling Dgemm on
+// its host C, and copies C out once per multiplication: then only the panels cross the bus,
+// each while the previous steps compute.
+//
 // The algorithm fits ORWL because SUMMA is a fixed, data-independent sequence of accesses
 // to a few shared panels: exactly the iterative pattern that ORWL's ordered FIFOs
 // describe once, at Schedule, and then run without any central coordination or

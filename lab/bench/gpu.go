@@ -1,0 +1,302 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/orwl-go/orwl/examples/matmul/summa"
+	"github.com/orwl-go/orwl/kernels"
+	"github.com/orwl-go/orwl/kernels/cublas"
+)
+
+// gpu: the figures of a machine with an NVIDIA GPU, in one run, each against its reference
+// measured in the same run:
+//
+//   - summa: the 2-D SUMMA of examples/matmul in one task on the cuBLAS kernel, which keeps
+//     C on the device across the steps (kernels.Accumulator) and uploads each step's panels
+//     from pinned memory while the previous products compute, host to host, against
+//     max(one cublasDgemm on device-resident operands, the pinned transfers a host-to-host
+//     product needs: A and B up, C down), both from the raw CUDA reference, at the same N;
+//   - hybrid: bench hybrid with the cuBLAS kernel on one task and the fastest CPU kernel on
+//     the other cores-1 (one thread each): dynamic balancing against the best static split
+//     and against the GPU alone (share 1);
+//   - procs: bench matmul with one process per core and one kernel thread each, against the
+//     roofline (one process, one kernel call, all cores);
+//   - cholesky: gpuCholeskyRows (the tiled Cholesky on the GPU and hybrid, against OpenBLAS
+//     dpotrf on all cores and cuSOLVER's potrf).
+//
+// Rows are written after every section, so that a run cut short keeps what it measured;
+// hybrid and matmul write their own tables into -out too. On a machine without a GPU it
+// says why and measures nothing.
+
+func init() {
+	register(command{
+		name:    "gpu",
+		summary: "SUMMA on cuBLAS against the device's bound, hybrid balancing, one process per core, Cholesky on the GPU",
+		files:   tableFiles("gpu", "hybrid.txt", "hybrid.json", "matmul.txt", "matmul.json"),
+		setup:   benchGPU,
+	})
+}
+
+// gpuRow is one line of the gpu table: a measurement and its ratio to the row it is compared with.
+type gpuRow struct {
+	Figure  string  `json:"figure"` // summa, hybrid, procs or cholesky
+	Impl    string  `json:"impl"`
+	N       int     `json:"n"`
+	Seconds float64 `json:"seconds"`
+	GFlops  float64 `json:"gflops"`
+	Ref     string  `json:"ref,omitempty"`   // Impl of the reference row
+	Ratio   float64 `json:"ratio,omitempty"` // GFLOP/s over the reference's
+	Note    string  `json:"note,omitempty"`
+	Device  string  `json:"device"` // the GPU and the host's cores
+	Date    string  `json:"date"`   // of the run, UTC
+}
+
+func benchGPU(fs *flag.FlagSet) func(rep *report) error {
+	cores := runtime.NumCPU()
+	sections := fs.String("sections", "summa,hybrid,cholesky,procs", "sections to measure (always in that order)")
+	summaN := fs.String("summa-n", "16384,32768", "SUMMA sizes N")
+	summaNB := fs.String("summa-nb", "1024,2048", "SUMMA block sizes NB (each N is run with each)")
+	reps := fs.Int("reps", 3, "multiplications per SUMMA run; the fastest counts")
+	hybridN := fs.Int("hybrid-n", 8192, "N of the hybrid runs")
+	shares := fs.String("hybrid-shares", "1,0.995,0.99,0.98,0.97,0.96,0.94,0.9", "static GPU shares the hybrid run tries")
+	procsN := fs.Int("procs-n", 16384, "N of the one-process-per-core run")
+	cholN := fs.String("cholesky-n", "16384", "Cholesky sizes N")
+	rounds := fs.Int("rounds", 2, "measurements of the reference and Cholesky rows; the best counts")
+	return func(rep *report) error {
+		want := map[string]bool{}
+		for _, s := range splitList(*sections) {
+			switch s {
+			case "summa", "hybrid", "procs", "cholesky":
+				want[s] = true
+			default:
+				return badFlags("-sections: unknown section %q", s)
+			}
+		}
+		sizes, err := intList(*summaN)
+		if err != nil {
+			return badFlags("-summa-n: %w", err)
+		}
+		nbs, err := intList(*summaNB)
+		if err != nil {
+			return badFlags("-summa-nb: %w", err)
+		}
+		cholSizes, err := intList(*cholN)
+		if err != nil {
+			return badFlags("-cholesky-n: %w", err)
+		}
+		if *reps < 1 || *rounds < 1 || *hybridN < 1 || *procsN < 1 {
+			return badFlags("-reps, -rounds, -hybrid-n and -procs-n must be at least 1")
+		}
+		if err := cublas.Load(); err != nil {
+			return fmt.Errorf("gpu: no usable GPU here: %w", err)
+		}
+		name, err := cublas.DeviceName(0)
+		if err != nil {
+			return err
+		}
+		device := fmt.Sprintf("%s, %d cores", name, cores)
+		rep.header("%s", device)
+		rep.line("%-9s %-18s %6s %9s %9s %-18s %7s  %s\n", "figure", "impl", "N", "seconds", "GFLOP/s", "ref", "ratio", "note")
+		var rows []gpuRow
+		emit := func(r gpuRow) {
+			r.Device, r.Date = device, time.Now().UTC().Format("2006-01-02")
+			rows = append(rows, r)
+			rep.row(r)
+			rep.line("%-9s %-18s %6d %9.4f %9.1f %-18s %7.3f  %s\n", r.Figure, r.Impl, r.N, r.Seconds, r.GFlops, r.Ref, r.Ratio, r.Note)
+		}
+		// Each section goes on after another's failure, and the rows so far are written.
+		var errs []error
+		section := func(name string, run func() error) {
+			if !want[name] {
+				return
+			}
+			fmt.Fprintf(os.Stderr, "gpu: %s\n", name)
+			if err := run(); err != nil {
+				fmt.Fprintf(os.Stderr, "gpu: %s: %v\n", name, err)
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			}
+			errs = append(errs, rep.write(rows))
+		}
+		section("summa", func() error { return gpuSumma(sizes, nbs, *reps, *rounds, emit) })
+		section("hybrid", func() error { return gpuHybrid(rep.out, *hybridN, cores, *shares, emit) })
+		section("cholesky", func() error {
+			for _, n := range cholSizes {
+				crows, err := gpuCholeskyRows(n, *rounds, cores)
+				for _, r := range crows {
+					emit(r)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		section("procs", func() error { return gpuProcs(rep.out, *procsN, cores, emit) })
+		return errors.Join(errs...)
+	}
+}
+
+// gpuSumma measures the device's bound at each N, then the SUMMA at each NB.
+func gpuSumma(sizes, nbs []int, reps, rounds int, emit func(gpuRow)) error {
+	raw, err := newRawCUDA()
+	if err != nil {
+		return err
+	}
+	for _, n := range sizes {
+		flops := summa.Flops(n)
+		b, err := raw.alloc(n)
+		if err != nil {
+			return fmt.Errorf("N=%d: %w", n, err)
+		}
+		if _, err := raw.gemm(b, 1); err != nil { // cuBLAS's first call loads its kernels
+			raw.release(b)
+			return err
+		}
+		compute, err := bestOf(rounds, func() (float64, error) { d, err := raw.gemm(b, 1); return d.Seconds(), err })
+		if err != nil {
+			raw.release(b)
+			return err
+		}
+		transfers, err := bestOf(rounds, func() (float64, error) { d, err := raw.transfer(b, 1); return d.Seconds(), err })
+		raw.release(b)
+		if err != nil {
+			return err
+		}
+		bound := max(compute, transfers)
+		emit(gpuRow{Figure: "summa", Impl: "cublas-compute", N: n, Seconds: compute, GFlops: flops / compute / 1e9, Note: "one cublasDgemm, device-resident"})
+		emit(gpuRow{Figure: "summa", Impl: "pinned-transfers", N: n, Seconds: transfers, GFlops: flops / transfers / 1e9, Note: "A, B up and C down, pinned, cudaMemcpy"})
+		emit(gpuRow{Figure: "summa", Impl: "bound", N: n, Seconds: bound, GFlops: flops / bound / 1e9, Note: "max of the two"})
+		for _, nb := range nbs {
+			res, err := runORWL(orwlJob{N: n, NB: nb, Grid: "1x1", Kernels: []string{cublas.Name}, Threads: 1, Reps: reps}, 1)
+			if err != nil {
+				return fmt.Errorf("N=%d NB=%d: %w", n, nb, err)
+			}
+			if !res.Verified {
+				return fmt.Errorf("N=%d NB=%d: the product failed its check", n, nb)
+			}
+			emit(gpuRow{Figure: "summa", Impl: "orwl-summa", N: n, Seconds: res.Seconds, GFlops: flops / res.Seconds / 1e9, Ref: "bound",
+				Ratio: bound / res.Seconds, Note: fmt.Sprintf("nb=%d, 1 task, host to host, %.2fx the bound's time; first multiplication %.3fs", nb, res.Seconds/bound, res.FirstSeconds)})
+		}
+	}
+	return nil
+}
+
+// gpuHybrid runs bench hybrid with the GPU on one task and the fastest CPU kernel on the
+// other cores-1, and reports its confirmation rows and the GPU alone.
+func gpuHybrid(out string, n, cores int, shares string, emit func(gpuRow)) error {
+	cpu := kernels.AvailableOn(kernels.CPU)
+	if len(cpu) == 0 {
+		return errors.New("no CPU kernel")
+	}
+	mix := cublas.Name + ":1," + cpu[0]
+	hy, err := selfRows[hybridRow](out, "hybrid", "-kernel", mix, "-tasks", strconv.Itoa(cores), "-n", strconv.Itoa(n),
+		"-reps", "6", "-rounds", "1", "-shares", shares)
+	if err != nil {
+		return err
+	}
+	flops := summa.Flops(n)
+	var static, alone *hybridRow
+	for i, r := range hy {
+		switch {
+		case r.Mode == "confirm-static":
+			static = &hy[i]
+		case r.Mode == "static" && r.Share == 1:
+			alone = &hy[i]
+		}
+	}
+	if static == nil || alone == nil {
+		return fmt.Errorf("hybrid gave no confirmation or no GPU-alone row: %+v", hy)
+	}
+	for _, r := range hy {
+		if r.Mode != "confirm-dynamic" {
+			continue
+		}
+		emit(gpuRow{Figure: "hybrid", Impl: "dynamic", N: n, Seconds: r.Seconds, GFlops: r.GFlops, Ref: "best-static", Ratio: static.Seconds / r.Seconds,
+			Note: fmt.Sprintf("%s, %d tasks; final GPU share %.4f; %.2fx the best static split's time, %.2fx the GPU alone's", mix, r.Tasks, r.Share, r.Seconds/static.Seconds, r.Seconds/alone.Seconds)})
+	}
+	emit(gpuRow{Figure: "hybrid", Impl: "best-static", N: n, Seconds: static.Seconds, GFlops: flops / static.Seconds / 1e9, Note: fmt.Sprintf("GPU share %.4f", static.Share)})
+	emit(gpuRow{Figure: "hybrid", Impl: "gpu-alone", N: n, Seconds: alone.Seconds, GFlops: flops / alone.Seconds / 1e9, Note: "static share 1: the CPU tasks compute nothing"})
+	return nil
+}
+
+// gpuProcs runs bench matmul with one process per core against the roofline.
+func gpuProcs(out string, n, cores int, emit func(gpuRow)) error {
+	cpu := kernels.AvailableOn(kernels.CPU)
+	if len(cpu) == 0 {
+		return errors.New("no CPU kernel")
+	}
+	mm, err := selfRows[mmResult](out, "matmul", "-n", strconv.Itoa(n), "-procs", strconv.Itoa(cores), "-kernel", cpu[0],
+		"-reps", "2", "-rounds", "1", "-starpu=false", "-scalapack=false")
+	if err != nil {
+		return err
+	}
+	for _, r := range mm {
+		row := gpuRow{Figure: "procs", Impl: r.Impl, N: r.N, Seconds: r.Seconds, GFlops: r.GFlops,
+			Note: fmt.Sprintf("%s, %d process(es), grid %s, %d thread(s) each", r.Kernel, r.Procs, r.Grid, r.Threads)}
+		if r.Impl != "roofline" {
+			row.Ref, row.Ratio = "roofline", r.Roofline
+		}
+		emit(row)
+	}
+	return nil
+}
+
+// Markers of the README's GPU figures, which figures rewrites from the stored results of
+// bench gpu (measured on another machine) rather than measuring them.
+const (
+	gpuFiguresBegin = "<!-- gpu-figures:begin -->"
+	gpuFiguresEnd   = "<!-- gpu-figures:end -->"
+)
+
+// gpuFigures returns readme with its GPU figures rewritten from dir/gpu.json (links is dir
+// as the README links it); without that file they say that no GPU run is stored.
+func gpuFigures(readme []byte, dir, links string) ([]byte, error) {
+	begin, end := bytes.Index(readme, []byte(gpuFiguresBegin)), bytes.Index(readme, []byte(gpuFiguresEnd))
+	if begin < 0 || end < begin {
+		return nil, fmt.Errorf("no %s ... %s section", gpuFiguresBegin, gpuFiguresEnd)
+	}
+	var b strings.Builder
+	b.WriteString(gpuFiguresBegin + "\n")
+	data, err := os.ReadFile(filepath.Join(dir, "gpu.json"))
+	var rows []gpuRow
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		b.WriteString("No GPU run is stored: `go run ./lab/bench gpu -out lab/results/gpu` on a machine with an NVIDIA GPU measures these figures.\n")
+	case err != nil:
+		return nil, err
+	default:
+		if err := json.Unmarshal(data, &rows); err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "gpu.json"), err)
+		}
+	}
+	if len(rows) > 0 {
+		fmt.Fprintf(&b, "Measured by `go run ./lab/bench gpu` on %s, on %s (tables: [gpu](%s/gpu.txt), [hybrid](%s/hybrid.txt), [matmul](%s/matmul.txt)).\n"+
+			"Ratios are GFLOP/s over the reference's, both measured in that run.\n\n", rows[0].Device, rows[0].Date, links, links, links)
+		b.WriteString("| figure | measured | N | seconds | GFLOP/s | reference | ratio | note |\n|---|---|---|---|---|---|---|---|\n")
+		for _, r := range rows {
+			if r.Ref == "" {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %s | %d | %.4f | %.1f | %s | %.3f | %s |\n", r.Figure, r.Impl, r.N, r.Seconds, r.GFlops, r.Ref, r.Ratio, r.Note)
+		}
+		b.WriteString("\n| reference | N | seconds | GFLOP/s | what |\n|---|---|---|---|---|\n")
+		for _, r := range rows {
+			if r.Ref == "" {
+				fmt.Fprintf(&b, "| %s: %s | %d | %.4f | %.1f | %s |\n", r.Figure, r.Impl, r.N, r.Seconds, r.GFlops, r.Note)
+			}
+		}
+	}
+	out := append([]byte{}, readme[:begin]...)
+	out = append(out, b.String()...)
+	return append(out, readme[end:]...), nil
+}
