@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"runtime"
+	"strconv"
 	"testing"
 
 	"github.com/orwl-go/orwl/kernels"
@@ -10,7 +13,9 @@ import (
 
 // TestGPUCholeskyRows measures the rows at a small order where cublas (a GPU, or a
 // stand-in set with ORWL_CUDA_LIB), libcusolver and OpenBLAS are available: every row is
-// there, timed, verified (or gpuCholeskyRows fails), and compared with its reference.
+// there, timed, verified (or gpuCholeskyRows fails), and compared with its reference. On a
+// GPU, ORWL_BENCH_GPU_CHOLESKY_N=16384 (say) measures that order instead, on every core,
+// and logs the rows.
 func TestGPUCholeskyRows(t *testing.T) {
 	if _, err := cublas.SolverLibrary(); err != nil {
 		t.Skipf("cublas or cusolver unavailable: %v", err)
@@ -18,8 +23,15 @@ func TestGPUCholeskyRows(t *testing.T) {
 	if _, err := kernels.GetCholesky(openblas.Name); err != nil {
 		t.Skipf("openblas unavailable: %v", err)
 	}
-	const n = 512
-	rows, err := gpuCholeskyRows(n, 2, 3)
+	n, cores := 512, 3
+	if env := os.Getenv("ORWL_BENCH_GPU_CHOLESKY_N"); env != "" {
+		var err error
+		if n, err = strconv.Atoi(env); err != nil {
+			t.Fatalf("ORWL_BENCH_GPU_CHOLESKY_N=%q: %v", env, err)
+		}
+		cores = runtime.NumCPU()
+	}
+	rows, err := gpuCholeskyRows(n, 2, cores)
 	if err != nil {
 		t.Fatal(err)
 	}
