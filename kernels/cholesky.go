@@ -68,10 +68,11 @@ type Trtri interface {
 // Cholesky is a kernel with everything a tiled Cholesky factorisation calls:
 // [Gemm] and the optional capabilities [Potrf], [Trsm], [Syrk], [Trmm] and
 // [Trtri] (a panel may be solved by multiplying with the inverted diagonal
-// tile instead of a triangular solve). The CPU
-// plugins (gonum, openblas) implement it; a kernel that does not (cublas)
-// still serves Gemm. Get a kernel with [Get] and type-assert it, or call
-// [GetCholesky]. The concurrency rules are those of Gemm.
+// tile instead of a triangular solve). The gonum, openblas and cublas plugins
+// implement it (openblas only when its library has LAPACK; cublas with cuSOLVER
+// for Dpotrf and Dtrtri); a kernel that does not still serves Gemm. Get a kernel
+// with [Get] and type-assert it, or call [GetCholesky]. The concurrency rules are
+// those of Gemm.
 type Cholesky interface {
 	Gemm
 	Potrf
@@ -99,5 +100,5 @@ func GetCholesky(name string) (Cholesky, error) {
 	if c, ok := g.(io.Closer); ok {
 		c.Close()
 	}
-	return nil, fmt.Errorf("%w: %s has no Dpotrf, Dtrsm, Dsyrk, Dtrmm and Dtrtri (the CPU kernels have them)", ErrUnsupported, g.Name())
+	return nil, fmt.Errorf("%w: %s has no Dpotrf, Dtrsm, Dsyrk, Dtrmm and Dtrtri", ErrUnsupported, g.Name())
 }

@@ -27,9 +27,11 @@
 // Flags that make no sense are reported in one line on standard error with exit status 2;
 // a failed run exits with status 1; a failed verification with status 3.
 //
-// -kernel takes a kernel name with the Cholesky operations (gonum, openblas), "cpu" (the
-// fastest available CPU kernel, the default), or a mix such as "openblas:1,gonum" (tasks
-// assigned in id order). -trace FILE records every request, grant, wait, section and
+// -kernel takes a kernel name with the Cholesky operations (gonum, openblas, cublas), "cpu"
+// (the fastest available CPU kernel, the default), or a mix such as "cublas:1,openblas"
+// (tasks assigned in id order: task 0 on the GPU, the others on OpenBLAS; -threads sets
+// the threads of the CPU kernels only). The tiles are dealt as for CPU kernels alone,
+// whatever the kernel of their owner. -trace FILE records every request, grant, wait, section and
 // transfer of the job; the process of rank 0 writes them to FILE as Chrome trace event
 // JSON (open it in Perfetto, or draw it with cmd/orwltrace) and prints a summary.
 package main
@@ -91,7 +93,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	grid := fs.String("grid", "", "task grid PxQ (default: the most square grid of -tasks, with P <= Q)")
 	tasks := fs.Int("tasks", 0, "tasks (default: P*Q of -grid, else -np, else the launcher's process count, else one per core)")
 	np := fs.Int("np", 0, "processes started on this machine (default: min(tasks, cores)); ignored under a launcher")
-	kernel := fs.String("kernel", "cpu", "kernel: cpu, gonum, openblas, or a mix such as openblas:1,gonum")
+	kernel := fs.String("kernel", "cpu", "kernel: cpu, gonum, openblas, cublas, or a mix such as cublas:1,openblas")
 	threads := fs.Int("threads", 0, "kernel threads per process (default: cores / tasks on this host, at least 1)")
 	reps := fs.Int("reps", 1, "factorisations; seconds is the fastest, first_gflops the first's")
 	seed := fs.Uint64("seed", 1, "seed of A and of the verification vector")

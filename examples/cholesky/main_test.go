@@ -131,6 +131,24 @@ func TestBadFlags(t *testing.T) {
 	}
 }
 
+// TestGPUMix runs task 0 on the cublas kernel and the others on the fastest CPU kernel,
+// in one process, where cublas is available (a GPU, or a stand-in set with ORWL_CUDA_LIB);
+// the factor must verify.
+func TestGPUMix(t *testing.T) {
+	if _, err := kernels.GetCholesky("cublas"); err != nil {
+		t.Skipf("cublas unavailable: %v", err)
+	}
+	cpu := kernels.AvailableOn(kernels.CPU)[0]
+	var out, errs bytes.Buffer
+	args := []string{"-n", "300", "-nb", "64", "-tasks", "4", "-np", "1", "-threads", "1", "-kernel", "cublas:1," + cpu}
+	if status := run(args, &out, &errs); status != 0 || !strings.Contains(out.String(), "verified=true") {
+		t.Fatalf("%q: status %d\n%s%s", args, status, out.String(), errs.String())
+	}
+	if !strings.Contains(out.String(), "kernel=cublas:1,"+cpu) {
+		t.Fatalf("the summary does not name the mix:\n%s", out.String())
+	}
+}
+
 // TestTraceFile: -trace writes the job's Chrome trace, which names the tile locations and
 // every task's waits.
 func TestTraceFile(t *testing.T) {

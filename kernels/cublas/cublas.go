@@ -1,6 +1,13 @@
 // Package cublas registers the "cublas" kernel: NVIDIA cuBLAS DGEMM on a
 // CUDA GPU, with libcudart and libcublas opened at run time through
-// github.com/ebitengine/purego. It needs no cgo and no CUDA toolkit at build
+// github.com/ebitengine/purego. The kernel also implements kernels.Cholesky:
+// Dtrsm, Dtrmm and Dsyrk with cuBLAS, Dpotrf and Dtrtri with cuSOLVER
+// (cusolverDnDpotrf, cusolverDnXtrtri), whose libcusolver is opened on the
+// first call that needs it (see SolverLibrary), so that Dgemm users never need
+// it; where it is missing, those two panic with an error naming the paths
+// tried. The Cholesky operations work on host slices like Dgemm, one
+// synchronous upload, computation and download per call, on the compute
+// stream (see cholesky.go). It needs no cgo and no CUDA toolkit at build
 // time: a CGO_ENABLED=0 binary runs it wherever the libraries and a GPU are
 // present, and reports why not elsewhere (see Load for the library search).
 //
@@ -31,12 +38,13 @@
 //     operands uploaded while earlier products compute; C is downloaded once,
 //     in chunks overlapped with the last products. SUMMA's steps use it.
 //
-// Argument checks of Dgemm are kernels.CheckDgemm's, so invalid arguments
-// panic exactly as gonum does, before any CUDA call. Sizes and leading
+// Argument checks are kernels.CheckDgemm's (and CheckDpotrf's, CheckDtrsm's,
+// CheckDsyrk's and CheckDtrtri's), so invalid arguments panic exactly as gonum
+// does, before any CUDA call. Sizes and leading
 // dimensions above math.MaxInt32 panic (cuBLAS's 32-bit interface). CUDA and
-// cuBLAS failures are errors of type CUDAError and Status, with names;
-// Dgemm, whose contract has no error result, panics with them (DgemmErr
-// returns them).
+// cuBLAS failures are errors of type CUDAError and Status (SolverStatus for
+// cuSOLVER), with names; Dgemm and the Cholesky operations, whose contracts
+// have no error result, panic with them (DgemmErr returns them).
 //
 // This package must not use cgo, need CUDA at build time, or touch the GPU
 // before a kernel or a function of it is used.
@@ -79,7 +87,7 @@ var maxBlocks = maxPanels
 var panelBytes = 32 << 20
 
 // Kernel is a cuBLAS context on one device: a cuBLAS handle, three streams,
-// events, device work buffers reused by host-slice Dgemm calls (grown on
+// events, device work buffers reused by host-slice calls (grown on
 // demand, kept until Close) and pinned staging buffers. Its methods are safe
 // for concurrent use but serialized; use one Kernel per goroutine for
 // concurrent GPU work. Close releases everything.
@@ -89,12 +97,25 @@ type Kernel struct {
 	handle            uintptr
 	sUp, sComp, sDown uintptr
 	evB, evUp, evComp [maxPanels]uintptr
-	work              [3]devBuf // A, B, C of host-slice Dgemm
+	work              [numWork]devBuf
 	up, down          ring
+	solverHandle      uintptr   // cuSOLVER handle, made on first use (Dpotrf, Dtrtri)
+	scratch           []float64 // pinned: results to copy in part, and cuSOLVER's info
+	solverHost        []float64 // pinned: cuSOLVER's host workspace
 	matrices          map[*Matrix]struct{}
 	accums            map[*accumulation]struct{}
 	closed            bool
 }
+
+// Device work buffers (indices of Kernel.work), grown on demand and kept until Close.
+const (
+	workA      = iota // A of Dgemm and of the Cholesky operations
+	workB             // B of Dgemm, Dtrsm, Dtrmm
+	workC             // C of Dgemm and Dsyrk
+	workSolver        // cuSOLVER's device workspace
+	workInfo          // cuSOLVER's info
+	numWork
+)
 
 // devBuf is a grow-only device allocation.
 type devBuf struct {
@@ -190,6 +211,11 @@ func (g *Kernel) Close() error {
 				keep(lib.free(b.ptr))
 			}
 		}
+		for _, h := range [][]float64{g.scratch, g.solverHost} {
+			if h != nil {
+				errs = append(errs, FreeHost(h))
+			}
+		}
 		for _, r := range []*ring{&g.up, &g.down} {
 			for _, s := range r.slots {
 				if s.buf != nil {
@@ -212,6 +238,9 @@ func (g *Kernel) Close() error {
 		}
 		if g.handle != 0 {
 			errs = append(errs, status(lib.destroy(g.handle)))
+		}
+		if g.solverHandle != 0 {
+			errs = append(errs, solverStatus(solverLib.destroy(g.solverHandle)))
 		}
 		return errors.Join(errs...)
 	})
@@ -310,15 +339,15 @@ func (g *Kernel) pipeline(tA, tB blas.Transpose, m, n, k int, alpha float64, a [
 	if bT {
 		bCols = k
 	}
-	dA, err := g.grow(0, m*k)
+	dA, err := g.grow(workA, m*k)
 	if err != nil {
 		return err
 	}
-	dB, err := g.grow(1, k*n)
+	dB, err := g.grow(workB, k*n)
 	if err != nil {
 		return err
 	}
-	dC, err := g.grow(2, m*n)
+	dC, err := g.grow(workC, m*n)
 	if err != nil {
 		return err
 	}

@@ -278,3 +278,12 @@ func TestErrorNames(t *testing.T) {
 		t.Fatalf("ErrNoDevice.Error() = %q", ErrNoDevice.Error())
 	}
 }
+
+func TestCholesky(t *testing.T) { kernelstest.Cholesky(t, kernel(t)) }
+
+// TestCholeskyStaged runs the Cholesky suite with transfers staged in several chunks.
+func TestCholeskyStaged(t *testing.T) {
+	g := kernel(t)
+	small(t)
+	kernelstest.Cholesky(t, g)
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,8 @@ var majors = []string{"13", "12"}
 // pointers are uintptr, host pointers unsafe.Pointer.
 type cuda struct {
 	cudartPath, cublasPath string
+	// dirs are the directories searched, in order (libcusolver is looked for there too).
+	dirs []string
 
 	getDeviceCount    func(n *int32) int32
 	setDevice         func(dev int32) int32
@@ -58,6 +61,9 @@ type cuda struct {
 	destroy   func(h uintptr) int32
 	setStream func(h, s uintptr) int32
 	dgemm     func(h uintptr, tA, tB, m, n, k int32, alpha *float64, a uintptr, lda int32, b uintptr, ldb int32, beta *float64, c uintptr, ldc int32) int32
+	dtrsm     func(h uintptr, side, uplo, tA, diag, m, n int32, alpha *float64, a uintptr, lda int32, b uintptr, ldb int32) int32
+	dtrmm     func(h uintptr, side, uplo, tA, diag, m, n int32, alpha *float64, a uintptr, lda int32, b uintptr, ldb int32, c uintptr, ldc int32) int32
+	dsyrk     func(h uintptr, uplo, t, n, k int32, alpha *float64, a uintptr, lda int32, beta *float64, c uintptr, ldc int32) int32
 }
 
 // CUDA runtime constants used here.
@@ -132,7 +138,8 @@ func searchDirs(extra []string) []string {
 func open(extra []string) (*cuda, error) {
 	var tried []string
 	// Absolute paths first, then the bare soname for the loader's search.
-	places := append(searchDirs(extra), "")
+	dirs := searchDirs(extra)
+	places := append(slices.Clip(dirs), "")
 	for _, major := range majors {
 		for _, dir := range places {
 			rt, bl := "libcudart.so."+major, "libcublas.so."+major
@@ -153,7 +160,7 @@ func open(extra []string) (*cuda, error) {
 				tried = append(tried, fmt.Sprintf("%s (%v)", bl, err))
 				continue
 			}
-			c := &cuda{cudartPath: rt, cublasPath: bl}
+			c := &cuda{cudartPath: rt, cublasPath: bl, dirs: dirs}
 			if err := c.resolve(hrt, hbl); err != nil {
 				return nil, err
 			}
@@ -198,6 +205,9 @@ func (c *cuda) resolve(hrt, hbl uintptr) error {
 		{hbl, "cublasDestroy_v2", &c.destroy},
 		{hbl, "cublasSetStream_v2", &c.setStream},
 		{hbl, "cublasDgemm_v2", &c.dgemm},
+		{hbl, "cublasDtrsm_v2", &c.dtrsm},
+		{hbl, "cublasDtrmm_v2", &c.dtrmm},
+		{hbl, "cublasDsyrk_v2", &c.dsyrk},
 	}
 	for _, s := range syms {
 		p, err := purego.Dlsym(s.h, s.name)

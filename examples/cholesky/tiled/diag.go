@@ -22,8 +22,13 @@ const diagonalCut = 32
 // which spends its time in Dtrmm and Dsyrk. The products with explicit inverses make the
 // error grow with the condition of the diagonal blocks, as the panel's multiplications
 // with L(k,k)⁻¹ do; the factorisation's residual check bounds the result.
+//
+// A GPU kernel (Device kernels.GPU) gets the whole tile in one Dpotrf and one Dtrtri: each
+// of its calls moves its operands between host and device memory, which the hundreds of
+// small calls of the recursion would repeat, and its library factors and inverts a tile
+// at the rate of its products anyway.
 func factorDiagonal(k kernels.Cholesky, n int, a, inv []float64, ld int) bool {
-	if n <= diagonalCut {
+	if n <= diagonalCut || k.Device() == kernels.GPU {
 		if !k.Dpotrf(blas.Lower, n, a, ld) {
 			return false
 		}

@@ -2,6 +2,7 @@ package tiled
 
 import (
 	"context"
+	"maps"
 	"math"
 	"slices"
 	"testing"
@@ -183,6 +184,77 @@ func TestFactorDiagonal(t *testing.T) {
 		a0[(n-1)*ld+n-1] = -float64(n) // the last pivot turns negative
 		if factorDiagonal(k, n, a0, inv, ld) {
 			t.Fatalf("n=%d: a matrix that is not positive definite factored", n)
+		}
+	}
+}
+
+// gpuCounter is a Cholesky kernel that says it computes on a GPU and counts the calls of
+// each operation.
+type gpuCounter struct {
+	kernels.Cholesky
+	calls map[string]int
+}
+
+func (g gpuCounter) Device() kernels.Device { return kernels.GPU }
+func (g gpuCounter) Dpotrf(ul blas.Uplo, n int, a []float64, lda int) bool {
+	g.calls["potrf"]++
+	return g.Cholesky.Dpotrf(ul, n, a, lda)
+}
+func (g gpuCounter) Dtrtri(ul blas.Uplo, d blas.Diag, n int, a []float64, lda int) bool {
+	g.calls["trtri"]++
+	return g.Cholesky.Dtrtri(ul, d, n, a, lda)
+}
+func (g gpuCounter) Dtrmm(s blas.Side, ul blas.Uplo, tA blas.Transpose, d blas.Diag, m, n int, alpha float64, a []float64, lda int, b []float64, ldb int) {
+	g.calls["trmm"]++
+	g.Cholesky.Dtrmm(s, ul, tA, d, m, n, alpha, a, lda, b, ldb)
+}
+func (g gpuCounter) Dsyrk(ul blas.Uplo, t blas.Transpose, n, k int, alpha float64, a []float64, lda int, beta float64, c []float64, ldc int) {
+	g.calls["syrk"]++
+	g.Cholesky.Dsyrk(ul, t, n, k, alpha, a, lda, beta, c, ldc)
+}
+
+// TestFactorDiagonalGPU: on a GPU kernel, factorDiagonal factors a tile far above
+// diagonalCut with one Dpotrf and one Dtrtri, giving gonum's L and L⁻¹ bit for bit (the
+// same calls), the upper triangles untouched.
+func TestFactorDiagonalGPU(t *testing.T) {
+	cpu, err := kernels.GetCholesky("gonum")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := gpuCounter{cpu, map[string]int{}}
+	const n, ld = 5*diagonalCut + 3, 5*diagonalCut + 5
+	a, inv := make([]float64, n*ld), make([]float64, n*ld)
+	for i := range n {
+		for j := range ld {
+			a[i*ld+j], inv[i*ld+j] = math.NaN(), math.NaN()
+			if j <= i {
+				a[i*ld+j] = MatrixA(3, n, i, j)
+			}
+		}
+	}
+	want := slices.Clone(a)
+	if !(lapack.Implementation{}).Dpotrf(blas.Lower, n, want, ld) {
+		t.Fatal("gonum: not positive definite")
+	}
+	wantInv := slices.Clone(want)
+	(lapack.Implementation{}).Dtrtri(blas.Lower, blas.NonUnit, n, wantInv, ld)
+	if !factorDiagonal(k, n, a, inv, ld) {
+		t.Fatal("not positive definite")
+	}
+	if want := map[string]int{"potrf": 1, "trtri": 1}; !maps.Equal(k.calls, want) {
+		t.Fatalf("calls %v, want %v", k.calls, want)
+	}
+	for i := range n {
+		for j := range ld {
+			if j > i {
+				if !math.IsNaN(a[i*ld+j]) || !math.IsNaN(inv[i*ld+j]) {
+					t.Fatalf("[%d][%d] above the diagonal written", i, j)
+				}
+				continue
+			}
+			if a[i*ld+j] != want[i*ld+j] || inv[i*ld+j] != wantInv[i*ld+j] {
+				t.Fatalf("[%d][%d]: L %v, L⁻¹ %v; gonum %v, %v", i, j, a[i*ld+j], inv[i*ld+j], want[i*ld+j], wantInv[i*ld+j])
+			}
 		}
 	}
 }
