@@ -9,7 +9,8 @@ import (
 
 // An accumulation (kernels.Accumulation) keeps C on the device across products. Each Add
 // uploads its A and B into device buffers of their own and queues their product behind
-// those already on the GPU, at most queueDepth deep; a product added while queueDepth are
+// those already on the GPU, at most queueDepth deep (onto an idle GPU, tile by tile as the
+// operands go up, see tiled); a product added while queueDepth are
 // computing waits on the device as pending, its operands uploaded. Store computes the
 // pending products chunk of C's rows by chunk, and downloads each chunk while the next one
 // is computed: when the GPU is the bottleneck, uploads run ahead of the products and only
@@ -21,7 +22,17 @@ import (
 var queueDepth = 2
 
 // storeChunks is the number of row chunks Store computes and downloads C in.
-const storeChunks = 8
+const storeChunks = 16
+
+// firstTiles is the number of row chunks of A, and of column chunks of B, that a product
+// added to an idle GPU is uploaded in, interleaved, each piece of the product queued as
+// soon as its chunks are up: the GPU starts after 1/firstTiles of the operands instead of
+// all of them.
+const firstTiles = 4
+
+// tileWhenIdle enables that (a variable so that tests can take the other path on a fake
+// device, where the GPU is always idle).
+var tileWhenIdle = true
 
 var _ kernels.Accumulator = (*Kernel)(nil)
 
@@ -31,6 +42,7 @@ type accumulation struct {
 	m, n    int
 	c       uintptr // m×n, leading dimension n
 	chunkEv [storeChunks]uintptr
+	tileEv  [firstTiles]uintptr
 	// budget bounds the bytes of operands kept on the device; used counts them.
 	budget, used int
 	// pending products are uploaded and not queued; queued ones run or ran on the
@@ -67,8 +79,8 @@ func (g *Kernel) NewAccumulation(m, n int) (kernels.Accumulation, error) {
 		if err := lib.check(lib.malloc(&acc.c, uintptr(m*n*8))); err != nil {
 			return fmt.Errorf("cudaMalloc(%d bytes): %w", m*n*8, err)
 		}
-		for i := range acc.chunkEv {
-			if err := lib.check(lib.eventCreate(&acc.chunkEv[i], eventDisableTiming)); err != nil {
+		for _, e := range append(ptrs(acc.chunkEv[:]), ptrs(acc.tileEv[:])...) {
+			if err := lib.check(lib.eventCreate(e, eventDisableTiming)); err != nil {
 				return fmt.Errorf("cudaEventCreate: %w", err)
 			}
 		}
@@ -111,22 +123,78 @@ func (acc *accumulation) Add(k int, alpha float64, a []float64, lda int, b []flo
 		}
 		g := acc.g
 		op.k, op.alpha, op.beta = k, alpha, beta
-		if err := g.h2d(devMat{op.a.ptr, k}, hostMat{a, lda, m, k}, g.sUp); err != nil {
-			return err
-		}
-		if err := g.h2d(devMat{op.b.ptr, n}, hostMat{b, ldb, k, n}, g.sUp); err != nil {
-			return err
-		}
-		if err := lib.check(lib.eventRecord(op.up, g.sUp)); err != nil {
-			return err
+		if tileWhenIdle && len(acc.queued) == 0 && len(acc.pending) == 0 {
+			// The GPU is idle: compute while the operands go up.
+			if err := acc.tiled(op, a, lda, b, ldb); err != nil {
+				return err
+			}
+			acc.queued = append(acc.queued, op)
+		} else {
+			if err := g.h2d(devMat{op.a.ptr, k}, hostMat{a, lda, m, k}, g.sUp); err != nil {
+				return err
+			}
+			if err := g.h2d(devMat{op.b.ptr, n}, hostMat{b, ldb, k, n}, g.sUp); err != nil {
+				return err
+			}
+			if err := lib.check(lib.eventRecord(op.up, g.sUp)); err != nil {
+				return err
+			}
+			acc.pending = append(acc.pending, op)
 		}
 		// a and b are read until the upload completes.
 		if err := lib.check(lib.eventSynchronize(op.up)); err != nil {
 			return err
 		}
-		acc.pending = append(acc.pending, op)
 		return acc.feed()
 	})
+}
+
+// tiled uploads A in firstTiles chunks of rows and B in as many chunks of columns,
+// interleaved, and queues the product tile by tile: tile (i, j) of C, from A's chunk i and
+// B's chunk j, right after the later of the two is up. It records op.up after the last
+// upload and op.done after the last tile.
+func (acc *accumulation) tiled(op *operands, a []float64, lda int, b []float64, ldb int) error {
+	g, m, n, k := acc.g, acc.m, acc.n, op.k
+	rows, cols := (m+firstTiles-1)/firstTiles, (n+firstTiles-1)/firstTiles
+	tile := func(i, j int) error {
+		r0, c0 := i*rows, j*cols
+		if r0 >= m || c0 >= n {
+			return nil
+		}
+		r1, c1 := min(r0+rows, m), min(c0+cols, n)
+		return g.gemm(0, 0, c1-c0, r1-r0, k, op.alpha, devMat{op.b.ptr + uintptr(c0*8), n},
+			devMat{op.a.ptr + uintptr(r0*k*8), k}, op.beta, devMat{acc.c + uintptr((r0*n+c0)*8), n})
+	}
+	for s := range firstTiles {
+		if r0 := s * rows; r0 < m {
+			if err := g.h2d(devMat{op.a.ptr + uintptr(r0*k*8), k}, hostMat{a[r0*lda:], lda, min(rows, m-r0), k}, g.sUp); err != nil {
+				return err
+			}
+		}
+		if c0 := s * cols; c0 < n {
+			if err := g.h2d(devMat{op.b.ptr + uintptr(c0*8), n}, hostMat{b[c0:], ldb, k, min(cols, n-c0)}, g.sUp); err != nil {
+				return err
+			}
+		}
+		// Uploads complete in order: after this event, chunks 0..s of A and B are up.
+		if err := g.record(acc.tileEv[s], g.sUp, g.sComp); err != nil {
+			return err
+		}
+		for i := 0; i <= s; i++ {
+			if err := tile(i, s); err != nil {
+				return err
+			}
+		}
+		for j := 0; j < s; j++ {
+			if err := tile(s, j); err != nil {
+				return err
+			}
+		}
+	}
+	if err := lib.check(lib.eventRecord(op.up, g.sUp)); err != nil {
+		return err
+	}
+	return lib.check(lib.eventRecord(op.done, g.sComp))
 }
 
 // Store implements kernels.Accumulation.
@@ -343,7 +411,7 @@ func (acc *accumulation) release() error {
 		}
 	}
 	acc.pending, acc.queued, acc.spare = nil, nil, nil
-	for _, e := range acc.chunkEv {
+	for _, e := range append(acc.chunkEv[:], acc.tileEv[:]...) {
 		if e != 0 {
 			errs = append(errs, lib.check(lib.eventDestroy(e)))
 		}

@@ -10,8 +10,8 @@ import (
 
 // TestAccumulation adds a chain of products with varied k, scalars and leading dimensions
 // to an accumulation, from Go slices and pinned slices, stores C twice in between, and
-// compares with gonum; in each way products can wait: queued at once, all pending until
-// Store, and operands over their budget.
+// compares with gonum; in each way products can go: tile by tile onto an idle GPU, queued
+// at once, all pending until Store, and operands over their budget.
 func TestAccumulation(t *testing.T) {
 	g := kernel(t)
 	small(t)
@@ -32,11 +32,12 @@ func TestAccumulation(t *testing.T) {
 		name   string
 		depth  int
 		budget int // 0: as NewAccumulation set it
-	}{{"queued", 2, 0}, {"pending", 0, 0}, {"budget", 1, 8 * (m*11 + 11*n)}}
+		tile   bool
+	}{{"tiled", 2, 0, true}, {"queued", 2, 0, false}, {"pending", 0, 0, false}, {"budget", 1, 8 * (m*11 + 11*n), false}}
 	for _, way := range ways {
 		for _, pinned := range []bool{false, true} {
-			depth := queueDepth
-			queueDepth = way.depth
+			depth, tile := queueDepth, tileWhenIdle
+			queueDepth, tileWhenIdle = way.depth, way.tile
 			acc, err := g.NewAccumulation(m, n)
 			if err != nil {
 				t.Fatal(err)
@@ -75,7 +76,7 @@ func TestAccumulation(t *testing.T) {
 					}
 				}
 			}
-			queueDepth = depth
+			queueDepth, tileWhenIdle = depth, tile
 			if err := acc.Close(); err != nil {
 				t.Fatal(err)
 			}

@@ -34,7 +34,8 @@ import (
 //   - cholesky: gpuCholeskyRows (the tiled Cholesky on the GPU and hybrid, against OpenBLAS
 //     dpotrf on all cores and cuSOLVER's potrf).
 //
-// Rows are written after every section, so that a run cut short keeps what it measured;
+// Rows are written as they come, so that a run cut short keeps what it measured,
+// and a run of some sections (-sections) keeps the other sections' rows of -out's gpu.json;
 // hybrid and matmul write their own tables into -out too. On a machine without a GPU it
 // says why and measures nothing.
 
@@ -65,11 +66,13 @@ func benchGPU(fs *flag.FlagSet) func(rep *report) error {
 	cores := runtime.NumCPU()
 	sections := fs.String("sections", "summa,hybrid,cholesky,procs", "sections to measure (always in that order)")
 	summaN := fs.String("summa-n", "16384,32768", "SUMMA sizes N")
-	summaNB := fs.String("summa-nb", "1024,2048", "SUMMA block sizes NB (each N is run with each)")
+	summaNB := fs.String("summa-nb", "2048", "SUMMA block sizes NB (each N is run with each)")
 	reps := fs.Int("reps", 3, "multiplications per SUMMA run; the fastest counts")
 	hybridN := fs.Int("hybrid-n", 8192, "N of the hybrid runs")
-	shares := fs.String("hybrid-shares", "1,0.995,0.99,0.98,0.97,0.96,0.94,0.9", "static GPU shares the hybrid run tries")
+	hybridReps := fs.Int("hybrid-reps", 10, "multiplications per hybrid job (the balancer's search takes about 5; the fastest counts)")
+	shares := fs.String("hybrid-shares", "1,0.99,0.98,0.96,0.93", "static GPU shares the hybrid run tries")
 	procsN := fs.Int("procs-n", 16384, "N of the one-process-per-core run")
+	procsReps := fs.Int("procs-reps", 2, "multiplications per measurement of the one-process-per-core run and its roofline")
 	cholN := fs.String("cholesky-n", "16384", "Cholesky sizes N")
 	rounds := fs.Int("rounds", 2, "measurements of the reference and Cholesky rows; the best counts")
 	return func(rep *report) error {
@@ -94,8 +97,8 @@ func benchGPU(fs *flag.FlagSet) func(rep *report) error {
 		if err != nil {
 			return badFlags("-cholesky-n: %w", err)
 		}
-		if *reps < 1 || *rounds < 1 || *hybridN < 1 || *procsN < 1 {
-			return badFlags("-reps, -rounds, -hybrid-n and -procs-n must be at least 1")
+		if *reps < 1 || *rounds < 1 || *hybridN < 1 || *hybridReps < 2 || *procsN < 1 || *procsReps < 1 {
+			return badFlags("-reps, -rounds, -hybrid-n, -procs-n and -procs-reps must be at least 1, -hybrid-reps at least 2")
 		}
 		if err := cublas.Load(); err != nil {
 			return fmt.Errorf("gpu: no usable GPU here: %w", err)
@@ -107,14 +110,30 @@ func benchGPU(fs *flag.FlagSet) func(rep *report) error {
 		device := fmt.Sprintf("%s, %d cores", name, cores)
 		rep.header("%s", device)
 		rep.line("%-9s %-18s %6s %9s %9s %-18s %7s  %s\n", "figure", "impl", "N", "seconds", "GFLOP/s", "ref", "ratio", "note")
+		// A run of some sections replaces their rows in -out's gpu.json and keeps the others'.
 		var rows []gpuRow
+		if data, err := os.ReadFile(filepath.Join(rep.out, "gpu.json")); err == nil {
+			var old []gpuRow
+			if err := json.Unmarshal(data, &old); err != nil {
+				return fmt.Errorf("%s: %w", filepath.Join(rep.out, "gpu.json"), err)
+			}
+			for _, r := range old {
+				if !want[r.Figure] {
+					rows = append(rows, r)
+					rep.line("%-9s %-18s %6d %9.4f %9.1f %-18s %7.3f  %s (kept from %s)\n", r.Figure, r.Impl, r.N, r.Seconds, r.GFlops, r.Ref, r.Ratio, r.Note, r.Date)
+				}
+			}
+		}
 		emit := func(r gpuRow) {
 			r.Device, r.Date = device, time.Now().UTC().Format("2006-01-02")
 			rows = append(rows, r)
 			rep.row(r)
 			rep.line("%-9s %-18s %6d %9.4f %9.1f %-18s %7.3f  %s\n", r.Figure, r.Impl, r.N, r.Seconds, r.GFlops, r.Ref, r.Ratio, r.Note)
+			if err := rep.write(rows); err != nil { // every row at once: a run cut short keeps it
+				fmt.Fprintf(os.Stderr, "gpu: %v\n", err)
+			}
 		}
-		// Each section goes on after another's failure, and the rows so far are written.
+		// Each section goes on after another's failure.
 		var errs []error
 		section := func(name string, run func() error) {
 			if !want[name] {
@@ -125,10 +144,9 @@ func benchGPU(fs *flag.FlagSet) func(rep *report) error {
 				fmt.Fprintf(os.Stderr, "gpu: %s: %v\n", name, err)
 				errs = append(errs, fmt.Errorf("%s: %w", name, err))
 			}
-			errs = append(errs, rep.write(rows))
 		}
 		section("summa", func() error { return gpuSumma(sizes, nbs, *reps, *rounds, emit) })
-		section("hybrid", func() error { return gpuHybrid(rep.out, *hybridN, cores, *shares, emit) })
+		section("hybrid", func() error { return gpuHybrid(rep.out, *hybridN, *hybridReps, cores, *shares, emit) })
 		section("cholesky", func() error {
 			for _, n := range cholSizes {
 				crows, err := gpuCholeskyRows(n, *rounds, cores)
@@ -141,7 +159,7 @@ func benchGPU(fs *flag.FlagSet) func(rep *report) error {
 			}
 			return nil
 		})
-		section("procs", func() error { return gpuProcs(rep.out, *procsN, cores, emit) })
+		section("procs", func() error { return gpuProcs(rep.out, *procsN, *procsReps, cores, emit) })
 		return errors.Join(errs...)
 	}
 }
@@ -193,14 +211,14 @@ func gpuSumma(sizes, nbs []int, reps, rounds int, emit func(gpuRow)) error {
 
 // gpuHybrid runs bench hybrid with the GPU on one task and the fastest CPU kernel on the
 // other cores-1, and reports its confirmation rows and the GPU alone.
-func gpuHybrid(out string, n, cores int, shares string, emit func(gpuRow)) error {
+func gpuHybrid(out string, n, reps, cores int, shares string, emit func(gpuRow)) error {
 	cpu := kernels.AvailableOn(kernels.CPU)
 	if len(cpu) == 0 {
 		return errors.New("no CPU kernel")
 	}
 	mix := cublas.Name + ":1," + cpu[0]
 	hy, err := selfRows[hybridRow](out, "hybrid", "-kernel", mix, "-tasks", strconv.Itoa(cores), "-n", strconv.Itoa(n),
-		"-reps", "6", "-rounds", "1", "-shares", shares)
+		"-reps", strconv.Itoa(reps), "-rounds", "1", "-shares", shares)
 	if err != nil {
 		return err
 	}
@@ -230,13 +248,13 @@ func gpuHybrid(out string, n, cores int, shares string, emit func(gpuRow)) error
 }
 
 // gpuProcs runs bench matmul with one process per core against the roofline.
-func gpuProcs(out string, n, cores int, emit func(gpuRow)) error {
+func gpuProcs(out string, n, reps, cores int, emit func(gpuRow)) error {
 	cpu := kernels.AvailableOn(kernels.CPU)
 	if len(cpu) == 0 {
 		return errors.New("no CPU kernel")
 	}
 	mm, err := selfRows[mmResult](out, "matmul", "-n", strconv.Itoa(n), "-procs", strconv.Itoa(cores), "-kernel", cpu[0],
-		"-reps", "2", "-rounds", "1", "-starpu=false", "-scalapack=false")
+		"-reps", strconv.Itoa(reps), "-rounds", "1", "-shared=false", "-starpu=false", "-scalapack=false")
 	if err != nil {
 		return err
 	}

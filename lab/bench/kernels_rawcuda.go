@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"runtime"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -78,9 +80,16 @@ func (r *rawCUDA) alloc(n int) (*rawBufs, error) {
 		return nil, fmt.Errorf("cudaMallocHost: %w", cublas.CUDAError(code))
 	}
 	h := unsafe.Slice((*float64)(bufs.host), 3*n*n)
-	for i := range h {
-		h[i] = float64(i%17)/17 - 0.5
+	var wg sync.WaitGroup
+	per := (len(h) + runtime.NumCPU() - 1) / runtime.NumCPU()
+	for i0 := 0; i0 < len(h); i0 += per {
+		wg.Go(func() {
+			for i := i0; i < min(i0+per, len(h)); i++ {
+				h[i] = float64(i%17)/17 - 0.5
+			}
+		})
 	}
+	wg.Wait()
 	// Device operands get defined values.
 	if err := r.upload(bufs); err != nil {
 		r.release(bufs)

@@ -93,6 +93,7 @@ func benchMatmul(fs *flag.FlagSet) func(rep *report) error {
 	kernel := fs.String("kernel", "", "kernel plugin (default: the fastest available CPU kernel)")
 	reps := fs.Int("reps", 2, "multiplications per measurement; seconds is the fastest of them (every row)")
 	rounds := fs.Int("rounds", 3, "measurements of every row; the best is reported (the machine may be shared)")
+	withShared := fs.Bool("shared", true, "measure the shared-memory Go version (goroutines, no ORWL)")
 	withStarpu := fs.Bool("starpu", true, "measure StarPU's dgemm example when installed")
 	starpuBin := fs.String("starpu-bin", "", "StarPU's dgemm example (default: starpu_dgemm on PATH, or Debian's starpu-examples)")
 	withScalapack := fs.Bool("scalapack", true, "measure ScaLAPACK PDGEMM when mpicc, mpirun and libscalapack-openmpi are present")
@@ -170,14 +171,16 @@ func benchMatmul(fs *flag.FlagSet) func(rep *report) error {
 					base.NB = summa.DefaultNB(n, grid)
 				}
 
-				sh := base
-				sh.Impl, sh.NB = "shared", n
-				if sh.Seconds, err = bestOf(*rounds, func() (float64, error) { return timeShared(g, n, np, threads, *reps) }); err != nil {
-					return err
+				if *withShared {
+					sh := base
+					sh.Impl, sh.NB = "shared", n
+					if sh.Seconds, err = bestOf(*rounds, func() (float64, error) { return timeShared(g, n, np, threads, *reps) }); err != nil {
+						return err
+					}
+					finish(&sh, roof.GFlops)
+					emit(sh)
+					printRow(sh, fmt.Sprintf("%d goroutines, rows of C", np))
 				}
-				finish(&sh, roof.GFlops)
-				emit(sh)
-				printRow(sh, fmt.Sprintf("%d goroutines, rows of C", np))
 
 				ow := base
 				ow.Impl = "orwl"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"gonum.org/v1/gonum/blas"
@@ -152,15 +153,29 @@ func cutPoints(n int, weights []float64) []int {
 // max rate)^bias and searches the bias: 0 first, then up by biasStep while the
 // multiplication is not clearly slower than the fastest so far (by more than
 // searchSlack, which lets the search cross a flat stretch that the machine's noise makes
-// uneven); the first that is clearly slower ends the search and brings back the bias of
-// the fastest. The first multiplication (equal or given shares) is not judged.
+// uneven); the first that is clearly slower ends the search and brings back the fastest
+// split measured. Every weighed split keeps at least one granule of columns per task, so
+// that every task stays measured; but a slow task may cost more than its columns are worth
+// (a CPU task beside a GPU reads the whole of A for a few columns). So right after bias 0,
+// when some tasks are less than half as fast as the fastest, the search measures once the
+// split without them (the fast tasks in proportion to their rates, the others idle), and
+// keeps it if it is the fastest. The first multiplication (equal or given shares) is not
+// judged.
 type balancer struct {
-	n         int     // columns
-	bias      float64 // of the split being measured
-	best      float64 // bias of the fastest multiplication so far
-	bestTime  float64 // its seconds; 0 before the first judged one
-	judged    bool    // the split being measured came from the balancer
-	searching bool
+	n         int
+	split     split     // being measured
+	best      split     // the fastest multiplication's so far
+	bestTime  float64   // its seconds; 0 before the first judged one
+	judged    bool      // the split being measured came from the balancer
+	searching bool      //
+	rates     []float64 // every task's last measured rate (flop/s); 0 before any
+}
+
+// split is a candidate of the balancer: the bias of weighed shares, or only the fast
+// tasks (fast non-nil: the tasks that keep columns).
+type split struct {
+	bias float64
+	fast []bool
 }
 
 // biasStep is the balancer's step of bias; searchSlack the relative slowdown it takes for
@@ -175,28 +190,63 @@ func newBalancer(n int) *balancer { return &balancer{n: n, searching: true} }
 // next takes every task's flops and seconds in the last multiplication and returns the
 // weights of the next one.
 func (b *balancer) next(flops, secs []float64) []float64 {
-	rates := make([]float64, len(flops))
+	if b.rates == nil {
+		b.rates = make([]float64, len(flops))
+	}
 	took := 0.0 // the multiplication's time: its slowest task's
 	for k := range flops {
 		if secs[k] > 0 {
-			rates[k] = flops[k] / secs[k]
+			b.rates[k] = flops[k] / secs[k] // a task without columns keeps its last rate
 		}
 		took = max(took, secs[k])
 	}
 	if b.judged {
 		if b.bestTime == 0 || took < b.bestTime {
-			b.best, b.bestTime = b.bias, took
+			b.best, b.bestTime = b.split, took
 		}
 		switch {
 		case !b.searching:
-		case took <= b.bestTime*(1+searchSlack):
-			b.bias += biasStep
+		case b.split.fast != nil: // the fast tasks alone: back to the bias search
+			b.split = split{bias: biasStep}
+		case took > b.bestTime*(1+searchSlack):
+			b.searching, b.split = false, b.best
+		case b.split.bias == 0 && slowTasks(b.rates) != nil:
+			b.split = split{fast: slowTasks(b.rates)}
 		default:
-			b.searching, b.bias = false, b.best
+			b.split.bias += biasStep
 		}
 	}
 	b.judged = true
-	return balancedWeights(rates, b.n, b.bias)
+	if b.split.fast != nil {
+		return fastWeights(b.rates, b.split.fast)
+	}
+	return balancedWeights(b.rates, b.n, b.split.bias)
+}
+
+// slowTasks returns, when some tasks have less than half the top rate, which tasks do
+// not (the fast ones); nil otherwise.
+func slowTasks(rates []float64) []bool {
+	top := slices.Max(rates)
+	fast, slow := make([]bool, len(rates)), false
+	for k, v := range rates {
+		fast[k] = v >= top/2
+		slow = slow || !fast[k]
+	}
+	if !slow {
+		return nil
+	}
+	return fast
+}
+
+// fastWeights gives the fast tasks weights in proportion to their rates, the others none.
+func fastWeights(rates []float64, fast []bool) []float64 {
+	weights := make([]float64, len(rates))
+	for k, v := range rates {
+		if fast[k] {
+			weights[k] = v
+		}
+	}
+	return weights
 }
 
 // balancedWeights turns the rates measured in a multiplication of n columns into the

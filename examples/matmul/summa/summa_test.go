@@ -277,16 +277,17 @@ func TestBalancedWeights(t *testing.T) {
 // computes 4 columns per second while a slow one computes 1, and alone computes `alone`
 // per second once the slow one is done. Shares in proportion to the rates (bias 0) make
 // both finish together: the fastest split when the tasks do not slow each other down
-// (alone = 4); when they do (alone = 6), giving the slow one less is faster, down to the
-// floor of one granule.
+// (alone = 4); when they do (alone = 6), the fast task alone is faster. The slow task is
+// less than half as fast, so the split without it is measured right after bias 0 (-1
+// below), then the search goes on from bias 0.5, and settles on the fastest split.
 func TestBalancerSearch(t *testing.T) {
 	const n = 800.0
 	for _, c := range []struct {
-		alone  float64
-		biases []float64
+		alone float64
+		seq   []float64
 	}{
-		{4, []float64{0, 0.5, 0, 0, 0, 0}}, // the probe is slower: back to bias 0 for good
-		{6, []float64{0, 0.5, 1, 1.5, 2, 2.5}},
+		{4, []float64{0, -1, 0.5, 0, 0, 0}},
+		{6, []float64{0, -1, 0.5, -1, -1, -1}},
 	} {
 		model := func(w []float64) (flops, secs []float64) {
 			fast, slow := w[0]/(w[0]+w[1])*n, w[1]/(w[0]+w[1])*n
@@ -298,23 +299,60 @@ func TestBalancerSearch(t *testing.T) {
 		}
 		b := newBalancer(n)
 		w := []float64{1, 1}
-		var biases, times []float64
+		var seq, times []float64
 		for range 6 {
 			flops, secs := model(w)
 			times = append(times, max(secs[0], secs[1]))
 			w = b.next(flops, secs)
-			biases = append(biases, b.bias)
-		}
-		if !slices.Equal(biases, c.biases) {
-			t.Fatalf("alone %g: biases %v (times %v), want %v", c.alone, biases, times, c.biases)
-		}
-		// Each multiplication from the second on is as fast as the fastest before it, but
-		// for the one probe that was slower.
-		for r := 2; r < len(times); r++ {
-			if probe := c.alone == 4 && r == 2; !probe && times[r] > slices.Min(times[1:r])*(1+1e-9) {
-				t.Fatalf("alone %g: times %v: multiplication %d is slower than the best before it", c.alone, times, r+1)
+			if b.split.fast != nil {
+				seq = append(seq, -1)
+			} else {
+				seq = append(seq, b.split.bias)
 			}
 		}
+		if !slices.Equal(seq, c.seq) {
+			t.Fatalf("alone %g: splits %v (times %v), want %v", c.alone, seq, times, c.seq)
+		}
+		// Once the search is over, every multiplication is as fast as the fastest measured.
+		if best := slices.Min(times); times[4] != best || times[5] != best {
+			t.Fatalf("alone %g: times %v: the last two are not the fastest", c.alone, times)
+		}
+	}
+}
+
+// TestBalancerDropsTasksThatOnlyCost plays the balancer against a fast task (4 columns per
+// second) and three slow ones (1 column per second) that each pay a fixed 250 seconds for
+// any columns at all, as CPU tasks of a GPU job pay for reading the whole of A: even one
+// granule makes a slow task slower than the fast one alone (200 seconds). The balancer
+// must find that split, the slow tasks without columns, and keep it.
+func TestBalancerDropsTasksThatOnlyCost(t *testing.T) {
+	const n, fixed = 800.0, 250.0
+	model := func(w []float64) (flops, secs []float64) {
+		total := w[0] + w[1] + w[2] + w[3]
+		flops, secs = make([]float64, 4), make([]float64, 4)
+		for k := range w {
+			cols := math.Round(w[k] / total * n)
+			flops[k] = cols
+			switch {
+			case cols == 0:
+			case k == 0:
+				secs[k] = cols / 4
+			default:
+				secs[k] = fixed + cols
+			}
+		}
+		return flops, secs
+	}
+	b := newBalancer(n)
+	w := []float64{1, 1, 1, 1}
+	var times []float64
+	for range 8 {
+		flops, secs := model(w)
+		times = append(times, slices.Max(secs))
+		w = b.next(flops, secs)
+	}
+	if last := times[len(times)-3:]; !slices.Equal(last, []float64{200, 200, 200}) {
+		t.Fatalf("times %v: the last three are not the fast task alone's 200 s", times)
 	}
 }
 
@@ -324,8 +362,8 @@ func TestBalancerSlack(t *testing.T) {
 	b := newBalancer(800)
 	var biases []float64
 	for _, took := range []float64{400, 100, 101, 99, 101.5, 103, 90} {
-		b.next([]float64{4 * took, took}, []float64{took, took})
-		biases = append(biases, b.bias)
+		b.next([]float64{took, took}, []float64{took, took})
+		biases = append(biases, b.split.bias)
 	}
 	// Judged: 100 (best), 101 (1% slower: go on), 99 (best), 101.5 (2.5% slower: back to
 	// the bias of 99, 1.0, for good).
