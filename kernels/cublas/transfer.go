@@ -1,9 +1,9 @@
 package cublas
 
 import (
-	"runtime"
-	"sync"
 	"unsafe"
+
+	"github.com/orwl-go/orwl/internal/parallel"
 )
 
 // Transfers between host slices and device memory. Slices inside pinned
@@ -175,9 +175,9 @@ func (g *Kernel) d2h(dst hostMat, src devMat, stream uintptr) error {
 }
 
 // packRows copies the block h into buf, compact (leading dimension
-// h.cols), with the goroutines of parallel.
+// h.cols), on several goroutines (parallel.Rows) when it is large.
 func packRows(buf []float64, h hostMat) {
-	parallel(h, func(r0, r1 int) {
+	parallel.Rows(h.rows, stagingRows(h), func(r0, r1 int) {
 		if h.ld == h.cols {
 			// One long copy per goroutine: Go's memmove switches to
 			// non-temporal stores above 1 MiB, which nearly halves the
@@ -194,7 +194,7 @@ func packRows(buf []float64, h hostMat) {
 // unpackRows copies the compact buf (leading dimension h.cols) into the
 // block h, like packRows in the other direction.
 func unpackRows(h hostMat, buf []float64) {
-	parallel(h, func(r0, r1 int) {
+	parallel.Rows(h.rows, stagingRows(h), func(r0, r1 int) {
 		if h.ld == h.cols {
 			copy(h.s[r0*h.ld:r1*h.ld], buf[r0*h.cols:r1*h.cols])
 			return
@@ -205,19 +205,5 @@ func unpackRows(h hostMat, buf []float64) {
 	})
 }
 
-// parallel runs f over the rows [0, h.rows) split among up to GOMAXPROCS
-// goroutines, with at least 1 MiB of data each.
-func parallel(h hostMat, f func(r0, r1 int)) {
-	rows := h.rows
-	workers := min(runtime.GOMAXPROCS(0), rows, max(1, rows*h.cols*8/(1<<20)))
-	if workers <= 1 {
-		f(0, rows)
-		return
-	}
-	var wg sync.WaitGroup
-	per := (rows + workers - 1) / workers
-	for r0 := 0; r0 < rows; r0 += per {
-		wg.Go(func() { f(r0, min(r0+per, rows)) })
-	}
-	wg.Wait()
-}
+// stagingRows is the fewest rows of h worth a goroutine of their own when staging: 1 MiB.
+func stagingRows(h hostMat) int { return max(1, (1<<20)/max(1, h.cols*8)) }

@@ -174,7 +174,7 @@ func gpuSumma(sizes, nbs []int, reps, rounds int, emit func(gpuRow)) error {
 		flops := summa.Flops(n)
 		b, err := raw.alloc(n)
 		if err != nil {
-			return fmt.Errorf("N=%d: %w", n, err)
+			return fmt.Errorf("the reference at N=%d: %w", n, err)
 		}
 		if _, err := raw.gemm(b, 1); err != nil { // cuBLAS's first call loads its kernels
 			raw.release(b)
@@ -197,10 +197,10 @@ func gpuSumma(sizes, nbs []int, reps, rounds int, emit func(gpuRow)) error {
 		for _, nb := range nbs {
 			res, err := runORWL(orwlJob{N: n, NB: nb, Grid: "1x1", Kernels: []string{cublas.Name}, Threads: 1, Reps: reps}, 1)
 			if err != nil {
-				return fmt.Errorf("N=%d NB=%d: %w", n, nb, err)
+				return fmt.Errorf("the SUMMA at N=%d, NB=%d: %w", n, nb, err)
 			}
 			if !res.Verified {
-				return fmt.Errorf("N=%d NB=%d: the product failed its check", n, nb)
+				return fmt.Errorf("the SUMMA at N=%d, NB=%d: the product failed its check", n, nb)
 			}
 			emit(gpuRow{Figure: "summa", Impl: "orwl-summa", N: n, Seconds: res.Seconds, GFlops: flops / res.Seconds / 1e9, Ref: "bound",
 				Ratio: bound / res.Seconds, Note: fmt.Sprintf("nb=%d, 1 task, host to host, %.2fx the bound's time; first multiplication %.3fs", nb, res.Seconds/bound, res.FirstSeconds)})

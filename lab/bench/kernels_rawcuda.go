@@ -2,13 +2,12 @@ package main
 
 import (
 	"fmt"
-	"runtime"
-	"sync"
 	"time"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
 
+	"github.com/orwl-go/orwl/internal/parallel"
 	"github.com/orwl-go/orwl/kernels/cublas"
 )
 
@@ -80,16 +79,11 @@ func (r *rawCUDA) alloc(n int) (*rawBufs, error) {
 		return nil, fmt.Errorf("cudaMallocHost: %w", cublas.CUDAError(code))
 	}
 	h := unsafe.Slice((*float64)(bufs.host), 3*n*n)
-	var wg sync.WaitGroup
-	per := (len(h) + runtime.NumCPU() - 1) / runtime.NumCPU()
-	for i0 := 0; i0 < len(h); i0 += per {
-		wg.Go(func() {
-			for i := i0; i < min(i0+per, len(h)); i++ {
-				h[i] = float64(i%17)/17 - 0.5
-			}
-		})
-	}
-	wg.Wait()
+	parallel.Rows(len(h), 1<<20, func(i0, i1 int) {
+		for i := i0; i < i1; i++ {
+			h[i] = float64(i%17)/17 - 0.5
+		}
+	})
 	// Device operands get defined values.
 	if err := r.upload(bufs); err != nil {
 		r.release(bufs)

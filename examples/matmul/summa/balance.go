@@ -9,6 +9,7 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 
+	"github.com/orwl-go/orwl/internal/parallel"
 	"github.com/orwl-go/orwl/orwl"
 )
 
@@ -61,7 +62,7 @@ func (w *columnSplit) generate() error {
 	}
 	mem = w.generateA(mem)
 	w.aFull, w.bFull, w.cFull = mem[:p.N*p.N], mem[p.N*p.N:2*p.N*p.N], mem[2*p.N*p.N:3*p.N*p.N]
-	inParallel(p.N, p.N, func(i0, i1 int) {
+	parallel.Rows(p.N, genRows(p.N), func(i0, i1 int) {
 		for i := i0; i < i1; i++ {
 			for j := range p.N {
 				w.bFull[i*p.N+j] = MatrixB(p.Seed, p.N, i, j)

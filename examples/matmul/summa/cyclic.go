@@ -8,6 +8,7 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 
+	"github.com/orwl-go/orwl/internal/parallel"
 	"github.com/orwl-go/orwl/kernels"
 	"github.com/orwl-go/orwl/orwl"
 )
@@ -56,7 +57,7 @@ func (s *blockCyclic) generate() error {
 		wd := blockWidth(p.N, p.NB, I)
 		panel := mem[: wd*nloc : wd*nloc]
 		mem = mem[wd*nloc:]
-		inParallel(wd, nloc, func(r0, r1 int) {
+		parallel.Rows(wd, genRows(nloc), func(r0, r1 int) {
 			for r := r0; r < r1; r++ {
 				for j, gj := range s.cols {
 					panel[r*nloc+j] = MatrixB(p.Seed, p.N, I*p.NB+r, gj)

@@ -89,12 +89,11 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"runtime"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/orwl-go/orwl/internal/hugemem"
+	"github.com/orwl-go/orwl/internal/parallel"
 	"github.com/orwl-go/orwl/kernels"
 	"github.com/orwl-go/orwl/orwl"
 )
@@ -400,7 +399,7 @@ func (w *worker) generateA(mem []float64) []float64 {
 		wd := blockWidth(p.N, p.NB, J)
 		panel := mem[: mloc*wd : mloc*wd]
 		mem = mem[mloc*wd:]
-		inParallel(mloc, wd, func(i0, i1 int) {
+		parallel.Rows(mloc, genRows(wd), func(i0, i1 int) {
 			for i := i0; i < i1; i++ {
 				for c := range wd {
 					panel[i*wd+c] = MatrixA(p.Seed, p.N, w.rows[i], J*p.NB+c)
@@ -412,22 +411,10 @@ func (w *worker) generateA(mem []float64) []float64 {
 	return mem
 }
 
-// inParallel runs f over the rows [0, rows) of a matrix with cols columns, split among
-// up to GOMAXPROCS goroutines with at least a million entries each: generating and
-// checking the operands of a large multiplication costs seconds on one core.
-func inParallel(rows, cols int, f func(r0, r1 int)) {
-	workers := min(runtime.GOMAXPROCS(0), rows, max(1, rows*cols>>20))
-	if workers <= 1 {
-		f(0, rows)
-		return
-	}
-	var wg sync.WaitGroup
-	per := (rows + workers - 1) / workers
-	for r0 := 0; r0 < rows; r0 += per {
-		wg.Go(func() { f(r0, min(r0+per, rows)) })
-	}
-	wg.Wait()
-}
+// genRows is the fewest rows of cols entries worth a goroutine of their own when A and B
+// are generated or checked (a million entries): at large N that work takes seconds on
+// one core.
+func genRows(cols int) int { return max(1, (1<<20)/max(1, cols)) }
 
 // skipStep is a step whose product every task leaves out (in balanced runs, a panel of A
 // that every task leaves out of its copy of A): tests set it to check that verification
@@ -445,7 +432,7 @@ func (w *worker) freivalds(y, z, bound []float64) {
 	}
 	nloc := len(w.cols)
 	bx, babs := make([]float64, len(w.aCols)), make([]float64, len(w.aCols))
-	inParallel(len(w.aCols), p.N, func(c0, c1 int) {
+	parallel.Rows(len(w.aCols), genRows(p.N), func(c0, c1 int) {
 		for c := c0; c < c1; c++ {
 			var s, sa float64
 			for j := range p.N {
