@@ -163,12 +163,12 @@ func cutPoints(n int, weights []float64) []int {
 // keeps it if it is the fastest. The first multiplication (equal or given shares) is not
 // judged.
 type balancer struct {
-	n         int
+	n         int       // columns
 	split     split     // being measured
 	best      split     // the fastest multiplication's so far
 	bestTime  float64   // its seconds; 0 before the first judged one
 	judged    bool      // the split being measured came from the balancer
-	searching bool      //
+	searching bool      // the search is not over
 	rates     []float64 // every task's last measured rate (flop/s); 0 before any
 }
 
