@@ -135,7 +135,7 @@ type Accumulator interface {
 // Accumulation is an m×n matrix C held by a kernel (see [Accumulator]).
 type Accumulation interface {
 	// Add computes C = alpha·A·B + beta·C for the row-major m×k matrix A (leading
-	// dimension lda) and k×n matrix B (ldb); when beta is 0, C is not read. It may return
+	// dimension lda) and k×n matrix B (ldb), k >= 1; when beta is 0, C is not read. It may return
 	// before the product is computed, but only once a and b are no longer read: the caller
 	// may change or release them then. Bad sizes or slices too short return an error that
 	// names them, before anything is queued.
