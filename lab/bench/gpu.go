@@ -37,7 +37,9 @@ import (
 // Rows are written as they come, so that a run cut short keeps what it measured,
 // and a run of some sections (-sections) keeps the other sections' rows of -out's gpu.json;
 // hybrid and matmul write their own tables into -out too. On a machine without a GPU it
-// says why and measures nothing.
+// says why and measures nothing. A GPU machine needs no Go and no compiler: build the
+// harness here with CGO_ENABLED=0 go build ./lab/bench and copy it there; it needs the
+// NVIDIA driver, CUDA's libcudart, libcublas and libcusolver, and libopenblas.so.0.
 
 func init() {
 	register(command{
