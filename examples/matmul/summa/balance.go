@@ -154,22 +154,24 @@ func cutPoints(n int, weights []float64) []int {
 // max rate)^bias and searches the bias: 0 first, then up by biasStep while the
 // multiplication is not clearly slower than the fastest so far (by more than
 // searchSlack, which lets the search cross a flat stretch that the machine's noise makes
-// uneven); the first that is clearly slower ends the search and brings back the fastest
-// split measured. Every weighed split keeps at least one granule of columns per task, so
-// that every task stays measured; but a slow task may cost more than its columns are worth
-// (a CPU task beside a GPU reads the whole of A for a few columns). So right after bias 0,
-// when some tasks are less than half as fast as the fastest, the search measures once the
-// split without them (the fast tasks in proportion to their rates, the others idle), and
-// keeps it if it is the fastest. The first multiplication (equal or given shares) is not
-// judged.
+// uneven); the first that is clearly slower, or the first whose next step would not move
+// the columns any more, ends the search and brings back the fastest split measured.
+// Every weighed split keeps at least one granule of columns per task, so that every task
+// stays measured; but a slow task may cost more than its columns are worth (a CPU task
+// beside a GPU reads the whole of A for a few columns). So right after bias 0, when some
+// tasks are less than half as fast as the fastest, the search measures once the split
+// without them (the fast tasks in proportion to their rates, the others idle), then goes
+// on with the weighed splits, which it compares with each other only; the fastest split of
+// all is kept at the end. The first multiplication (equal or given shares) is not judged.
 type balancer struct {
-	n         int       // columns
-	split     split     // being measured
-	best      split     // the fastest multiplication's so far
-	bestTime  float64   // its seconds; 0 before the first judged one
-	judged    bool      // the split being measured came from the balancer
-	searching bool      // the search is not over
-	rates     []float64 // every task's last measured rate (flop/s); 0 before any
+	n           int       // columns
+	split       split     // being measured
+	best        split     // the fastest multiplication's so far
+	bestTime    float64   // its seconds; 0 before the first judged one
+	weighedTime float64   // the fastest weighed split's seconds; 0 before one
+	judged      bool      // the split being measured came from the balancer
+	searching   bool      // the search is not over
+	rates       []float64 // every task's last measured rate (flop/s); 0 before any
 }
 
 // split is a candidate of the balancer: the bias of weighed shares, or only the fast
@@ -205,11 +207,15 @@ func (b *balancer) next(flops, secs []float64) []float64 {
 		if b.bestTime == 0 || took < b.bestTime {
 			b.best, b.bestTime = b.split, took
 		}
+		weighed := b.split.fast == nil
+		if weighed && (b.weighedTime == 0 || took < b.weighedTime) {
+			b.weighedTime = took
+		}
 		switch {
 		case !b.searching:
-		case b.split.fast != nil: // the fast tasks alone: back to the bias search
+		case !weighed: // the fast tasks alone: back to the bias search
 			b.split = split{bias: biasStep}
-		case took > b.bestTime*(1+searchSlack):
+		case took > b.weighedTime*(1+searchSlack) || b.settled():
 			b.searching, b.split = false, b.best
 		case b.split.bias == 0 && slowTasks(b.rates) != nil:
 			b.split = split{fast: slowTasks(b.rates)}
@@ -222,6 +228,13 @@ func (b *balancer) next(flops, secs []float64) []float64 {
 		return fastWeights(b.rates, b.split.fast)
 	}
 	return balancedWeights(b.rates, b.n, b.split.bias)
+}
+
+// settled reports whether the next step of bias would give every task the columns the
+// current one gives it.
+func (b *balancer) settled() bool {
+	now := cutPoints(b.n, balancedWeights(b.rates, b.n, b.split.bias))
+	return slices.Equal(now, cutPoints(b.n, balancedWeights(b.rates, b.n, b.split.bias+biasStep)))
 }
 
 // slowTasks returns, when some tasks have less than half the top rate, which tasks do

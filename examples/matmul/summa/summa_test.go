@@ -279,15 +279,17 @@ func TestBalancedWeights(t *testing.T) {
 // both finish together: the fastest split when the tasks do not slow each other down
 // (alone = 4); when they do (alone = 6), the fast task alone is faster. The slow task is
 // less than half as fast, so the split without it is measured right after bias 0 (-1
-// below), then the search goes on from bias 0.5, and settles on the fastest split.
+// below); then the weighed splits go on from bias 0.5 until one is clearly slower than
+// the fastest weighed one (alone = 4) or the slow task is down to its granule (alone =
+// 6, bias 1.5), and the fastest split of all is kept.
 func TestBalancerSearch(t *testing.T) {
 	const n = 800.0
 	for _, c := range []struct {
 		alone float64
 		seq   []float64
 	}{
-		{4, []float64{0, -1, 0.5, 0, 0, 0}},
-		{6, []float64{0, -1, 0.5, -1, -1, -1}},
+		{4, []float64{0, -1, 0.5, 0, 0, 0, 0, 0}},
+		{6, []float64{0, -1, 0.5, 1, 1.5, -1, -1, -1}},
 	} {
 		model := func(w []float64) (flops, secs []float64) {
 			fast, slow := w[0]/(w[0]+w[1])*n, w[1]/(w[0]+w[1])*n
@@ -300,7 +302,7 @@ func TestBalancerSearch(t *testing.T) {
 		b := newBalancer(n)
 		w := []float64{1, 1}
 		var seq, times []float64
-		for range 6 {
+		for range 8 {
 			flops, secs := model(w)
 			times = append(times, max(secs[0], secs[1]))
 			w = b.next(flops, secs)
@@ -314,7 +316,7 @@ func TestBalancerSearch(t *testing.T) {
 			t.Fatalf("alone %g: splits %v (times %v), want %v", c.alone, seq, times, c.seq)
 		}
 		// Once the search is over, every multiplication is as fast as the fastest measured.
-		if best := slices.Min(times); times[4] != best || times[5] != best {
+		if best := slices.Min(times); times[6] != best || times[7] != best {
 			t.Fatalf("alone %g: times %v: the last two are not the fastest", c.alone, times)
 		}
 	}
@@ -356,13 +358,25 @@ func TestBalancerDropsTasksThatOnlyCost(t *testing.T) {
 	}
 }
 
+// TestBalancerSettles: tasks of equal rates get the same columns whatever the bias, so the
+// search ends at bias 0 instead of measuring splits that are all the same.
+func TestBalancerSettles(t *testing.T) {
+	b := newBalancer(800)
+	for range 4 {
+		b.next([]float64{100, 100}, []float64{1, 1})
+	}
+	if b.searching || b.split.bias != 0 || b.split.fast != nil {
+		t.Fatalf("searching %v, split %+v; want the search over at bias 0", b.searching, b.split)
+	}
+}
+
 // TestBalancerSlack: a multiplication less than searchSlack slower than the fastest does
 // not end the search; one clearly slower does, and brings back the fastest one's bias.
 func TestBalancerSlack(t *testing.T) {
 	b := newBalancer(800)
 	var biases []float64
 	for _, took := range []float64{400, 100, 101, 99, 101.5, 103, 90} {
-		b.next([]float64{took, took}, []float64{took, took})
+		b.next([]float64{1.5 * took, took}, []float64{took, took})
 		biases = append(biases, b.split.bias)
 	}
 	// Judged: 100 (best), 101 (1% slower: go on), 99 (best), 101.5 (2.5% slower: back to
