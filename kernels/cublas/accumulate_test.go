@@ -46,17 +46,7 @@ func TestAccumulation(t *testing.T) {
 				acc.(*accumulation).budget = way.budget
 			}
 			want := make([]float64, m*n)
-			alloc := func(l int) []float64 {
-				if !pinned {
-					return make([]float64, l)
-				}
-				s, err := AllocHost(l)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { FreeHost(s) })
-				return s
-			}
+			alloc := func(l int) []float64 { return hostSlice(t, l, pinned) }
 			for i, p := range chain {
 				a, b := fill(alloc((m-1)*p.lda+p.k)), fill(alloc((p.k-1)*p.ldb+n))
 				gonum.Implementation{}.Dgemm(blas.NoTrans, blas.NoTrans, m, n, p.k, p.alpha, a, p.lda, b, p.ldb, p.beta, want, n)

@@ -66,11 +66,7 @@ func (g *Kernel) Dpotrf(ul blas.Uplo, n int, a []float64, lda int) bool {
 	s := mustSolver()
 	var info int32
 	g.exec(func() error {
-		h, err := g.solver(s)
-		if err != nil {
-			return err
-		}
-		dA, err := g.upload(workA, hostMat{a, lda, n, n})
+		h, dA, err := g.solverOn(s, a, lda, n)
 		if err != nil {
 			return err
 		}
@@ -121,11 +117,7 @@ func (g *Kernel) Dtrtri(ul blas.Uplo, d blas.Diag, n int, a []float64, lda int) 
 	s := mustSolver()
 	var info int32
 	g.exec(func() error {
-		h, err := g.solver(s)
-		if err != nil {
-			return err
-		}
-		dA, err := g.upload(workA, hostMat{a, lda, n, n})
+		h, dA, err := g.solverOn(s, a, lda, n)
 		if err != nil {
 			return err
 		}
@@ -342,6 +334,16 @@ func (g *Kernel) solver(s *solver) (uintptr, error) {
 		return 0, fmt.Errorf("cusolverDnSetStream: %w", err)
 	}
 	return h, nil
+}
+
+// solverOn returns g's cuSOLVER handle and, queued for upload into work buffer workA,
+// the n×n matrix a (leading dimension lda): what Dpotrf and Dtrtri start with.
+func (g *Kernel) solverOn(s *solver, a []float64, lda, n int) (h, dA uintptr, err error) {
+	if h, err = g.solver(s); err != nil {
+		return 0, 0, err
+	}
+	dA, err = g.upload(workA, hostMat{a, lda, n, n})
+	return h, dA, err
 }
 
 // upload queues on the compute stream the copy of the host block h into work buffer i,

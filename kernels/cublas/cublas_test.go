@@ -78,17 +78,7 @@ func TestPipeline(t *testing.T) {
 					rb, cb = n, k
 				}
 				lda, ldb, ldc := ca+pad, cb+pad, n+pad
-				alloc := func(l int) []float64 {
-					if !pin {
-						return make([]float64, l)
-					}
-					s, err := AllocHost(l)
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { FreeHost(s) })
-					return s
-				}
+				alloc := func(l int) []float64 { return hostSlice(t, l, pin) }
 				a, b, c := alloc(ra*lda), alloc(rb*ldb), alloc(m*ldc)
 				fill(a)
 				fill(b)
@@ -103,6 +93,21 @@ func TestPipeline(t *testing.T) {
 			}
 		}
 	}
+}
+
+// hostSlice returns l float64s of Go memory, or of pinned memory (AllocHost) freed at the
+// end of the test.
+func hostSlice(t *testing.T, l int, pinned bool) []float64 {
+	t.Helper()
+	if !pinned {
+		return make([]float64, l)
+	}
+	s, err := AllocHost(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { FreeHost(s) })
+	return s
 }
 
 // near compares element-wise, up to rounding of k-term sums of products of
