@@ -16,7 +16,7 @@
 // calling cublasDgemm with the operands swapped (B first, then A, sizes n, m,
 // k). No data is transposed or copied for it.
 //
-// Three ways to use it, from simplest to fastest:
+// Four ways to use it, from simplest to fastest:
 //
 //   - Kernel.Dgemm on host slices (the kernels.Gemm contract): copies op(A),
 //     op(B) and C to the device, multiplies, and copies C back before
