@@ -65,37 +65,27 @@ type operands struct {
 // operands of its products may use up to half of the device memory free after C's
 // allocation.
 func (g *Kernel) NewAccumulation(m, n int) (kernels.Accumulation, error) {
-	if m <= 0 || n <= 0 {
-		return nil, fmt.Errorf("cublas: NewAccumulation(%d, %d): sizes must be positive", m, n)
-	}
-	checkInt32(m, n)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return nil, errClosed
-	}
 	acc := &accumulation{g: g, m: m, n: n}
-	err := g.on(func() error {
+	err := g.create("NewAccumulation", m, n, func() error {
 		if err := lib.check(lib.malloc(&acc.c, uintptr(m*n*8))); err != nil {
 			return fmt.Errorf("cudaMalloc(%d bytes): %w", m*n*8, err)
 		}
 		for _, e := range append(ptrs(acc.chunkEv[:]), ptrs(acc.tileEv[:])...) {
 			if err := lib.check(lib.eventCreate(e, eventDisableTiming)); err != nil {
-				return fmt.Errorf("cudaEventCreate: %w", err)
+				return errors.Join(fmt.Errorf("cudaEventCreate: %w", err), acc.release())
 			}
 		}
 		var free, total uintptr
 		if err := lib.check(lib.memGetInfo(&free, &total)); err != nil {
-			return fmt.Errorf("cudaMemGetInfo: %w", err)
+			return errors.Join(fmt.Errorf("cudaMemGetInfo: %w", err), acc.release())
 		}
 		acc.budget = int(free / 2)
+		g.accums[acc] = struct{}{}
 		return nil
 	})
 	if err != nil {
-		g.on(acc.release)
 		return nil, err
 	}
-	g.accums[acc] = struct{}{}
 	return acc, nil
 }
 
@@ -291,15 +281,23 @@ func (acc *accumulation) feed() error {
 		if len(acc.queued) >= queueDepth {
 			return nil
 		}
-		op := acc.pending[0]
-		if err := acc.launch(op, 0, acc.m); err != nil {
+		if err := acc.queueOldest(); err != nil {
 			return err
 		}
-		if err := lib.check(lib.eventRecord(op.done, acc.g.sComp)); err != nil {
-			return err
-		}
-		acc.pending, acc.queued = acc.pending[1:], append(acc.queued, op)
 	}
+	return nil
+}
+
+// queueOldest queues the product of the oldest pending operands, on all of C.
+func (acc *accumulation) queueOldest() error {
+	op := acc.pending[0]
+	if err := acc.launch(op, 0, acc.m); err != nil {
+		return err
+	}
+	if err := lib.check(lib.eventRecord(op.done, acc.g.sComp)); err != nil {
+		return err
+	}
+	acc.pending, acc.queued = acc.pending[1:], append(acc.queued, op)
 	return nil
 }
 
@@ -349,14 +347,9 @@ func (acc *accumulation) take(k int) (*operands, error) {
 				return nil, err
 			}
 		case len(acc.pending) > 0:
-			op := acc.pending[0]
-			if err := acc.launch(op, 0, acc.m); err != nil {
+			if err := acc.queueOldest(); err != nil {
 				return nil, err
 			}
-			if err := lib.check(lib.eventRecord(op.done, acc.g.sComp)); err != nil {
-				return nil, err
-			}
-			acc.pending, acc.queued = acc.pending[1:], append(acc.queued, op)
 		default: // nothing to wait for: try anyway, cudaMalloc will tell
 			acc.budget = acc.used + aBytes + bBytes
 		}

@@ -19,22 +19,34 @@ type Matrix struct {
 
 // NewMatrix allocates an uninitialized rows×cols matrix on g's device.
 func (g *Kernel) NewMatrix(rows, cols int) (*Matrix, error) {
+	mat := &Matrix{g: g, rows: rows, cols: cols}
+	err := g.create("NewMatrix", rows, cols, func() error {
+		if err := lib.check(lib.malloc(&mat.ptr, uintptr(rows*cols*8))); err != nil {
+			return fmt.Errorf("cudaMalloc(%d bytes): %w", rows*cols*8, err)
+		}
+		g.matrices[mat] = struct{}{}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return mat, nil
+}
+
+// create checks the sizes of a rows×cols object that op makes on the device, then runs
+// build on g's device thread under g's lock, unless g is closed. build registers the object
+// with g when it succeeds, and frees what it allocated when it fails.
+func (g *Kernel) create(op string, rows, cols int, build func() error) error {
 	if rows <= 0 || cols <= 0 {
-		return nil, fmt.Errorf("cublas: NewMatrix(%d, %d): sizes must be positive", rows, cols)
+		return fmt.Errorf("cublas: %s(%d, %d): sizes must be positive", op, rows, cols)
 	}
 	checkInt32(rows, cols)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
-		return nil, errClosed
+		return errClosed
 	}
-	mat := &Matrix{g: g, rows: rows, cols: cols}
-	err := g.on(func() error { return lib.check(lib.malloc(&mat.ptr, uintptr(rows*cols*8))) })
-	if err != nil {
-		return nil, fmt.Errorf("cudaMalloc(%d bytes): %w", rows*cols*8, err)
-	}
-	g.matrices[mat] = struct{}{}
-	return mat, nil
+	return g.on(build)
 }
 
 // Rows returns the number of rows.

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/orwl-go/orwl/examples/matmul/summa"
-	"github.com/orwl-go/orwl/kernels"
 	"github.com/orwl-go/orwl/kernels/cublas"
 )
 
@@ -105,11 +104,11 @@ func benchGPU(fs *flag.FlagSet) func(rep *report) error {
 		if err := cublas.Load(); err != nil {
 			return fmt.Errorf("gpu: no usable GPU here: %w", err)
 		}
-		name, err := cublas.DeviceName(0)
+		card, err := cublas.DeviceName(0)
 		if err != nil {
 			return err
 		}
-		device := fmt.Sprintf("%s, %d cores", name, cores)
+		device := fmt.Sprintf("%s, %d cores", card, cores)
 		rep.header("%s", device)
 		rep.line("%-9s %-18s %6s %9s %9s %-18s %7s  %s\n", "figure", "impl", "N", "seconds", "GFLOP/s", "ref", "ratio", "note")
 		// A run of some sections replaces their rows in -out's gpu.json and keeps the others'.
@@ -214,11 +213,11 @@ func gpuSumma(sizes, nbs []int, reps, rounds int, emit func(gpuRow)) error {
 // gpuHybrid runs bench hybrid with the GPU on one task and the fastest CPU kernel on the
 // other cores-1, and reports its confirmation rows and the GPU alone.
 func gpuHybrid(out string, n, reps, cores int, shares string, emit func(gpuRow)) error {
-	cpu := kernels.AvailableOn(kernels.CPU)
-	if len(cpu) == 0 {
-		return errors.New("no CPU kernel")
+	cpu, err := fastestCPUKernel()
+	if err != nil {
+		return err
 	}
-	mix := cublas.Name + ":1," + cpu[0]
+	mix := cublas.Name + ":1," + cpu
 	hy, err := selfRows[hybridRow](out, "hybrid", "-kernel", mix, "-tasks", strconv.Itoa(cores), "-n", strconv.Itoa(n),
 		"-reps", strconv.Itoa(reps), "-rounds", "1", "-shares", shares)
 	if err != nil {
@@ -251,11 +250,11 @@ func gpuHybrid(out string, n, reps, cores int, shares string, emit func(gpuRow))
 
 // gpuProcs runs bench matmul with one process per core against the roofline.
 func gpuProcs(out string, n, reps, cores int, emit func(gpuRow)) error {
-	cpu := kernels.AvailableOn(kernels.CPU)
-	if len(cpu) == 0 {
-		return errors.New("no CPU kernel")
+	cpu, err := fastestCPUKernel()
+	if err != nil {
+		return err
 	}
-	mm, err := selfRows[mmResult](out, "matmul", "-n", strconv.Itoa(n), "-procs", strconv.Itoa(cores), "-kernel", cpu[0],
+	mm, err := selfRows[mmResult](out, "matmul", "-n", strconv.Itoa(n), "-procs", strconv.Itoa(cores), "-kernel", cpu,
 		"-reps", strconv.Itoa(reps), "-rounds", "1", "-shared=false", "-starpu=false", "-scalapack=false")
 	if err != nil {
 		return err

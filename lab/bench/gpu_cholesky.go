@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
-	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/orwl-go/orwl/examples/cholesky/tiled"
 	"github.com/orwl-go/orwl/examples/matmul/summa"
+	"github.com/orwl-go/orwl/internal/parallel"
 	"github.com/orwl-go/orwl/kernels"
 	"github.com/orwl-go/orwl/kernels/cublas"
 	"github.com/orwl-go/orwl/kernels/openblas"
@@ -169,7 +168,7 @@ func orwlCholesky(n, nb int, names []string, seed uint64) (time.Duration, error)
 
 // fillSPD writes the row-major n×n matrix A of seed (tiled.MatrixA, both triangles) into a.
 func fillSPD(a []float64, n int, seed uint64) {
-	inParallel(n, func(_, i0, i1 int) {
+	parallel.Rows(n, 1, func(i0, i1 int) {
 		for i := i0; i < i1; i++ {
 			for j := range n {
 				a[i*n+j] = tiled.MatrixA(seed, n, i, j)
@@ -179,8 +178,8 @@ func fillSPD(a []float64, n int, seed uint64) {
 }
 
 // checkFactor returns an error unless the lower triangle of the row-major n×n l holds a
-// Cholesky factor of the matrix of seed whose scaled residual, as tiled.Result.Residual
-// defines it, is below tiled.ResidualBound.
+// Cholesky factor of the matrix of seed whose scaled residual (tiled.ScaledResidual) is
+// below tiled.ResidualBound.
 func checkFactor(l []float64, n int, seed uint64) error {
 	if r := factorResidual(l, n, seed); !(r < tiled.ResidualBound) {
 		return fmt.Errorf("the factor did not verify (residual %g)", r)
@@ -188,71 +187,48 @@ func checkFactor(l []float64, n int, seed uint64) error {
 	return nil
 }
 
-// factorResidual returns √n·‖A·x − L·(Lᵀ·x)‖₂ / (‖x‖₂·‖A‖_F·n·ε) for the factor L in the
-// lower triangle of the row-major n×n l, A the matrix of seed (generated again), x a
-// vector of entries uniform in [-1, 1).
+// factorResidual returns tiled.ScaledResidual for the factor L in the lower triangle of
+// the row-major n×n l, A the matrix of seed (generated again), x a vector of entries
+// uniform in [-1, 1).
 func factorResidual(l []float64, n int, seed uint64) float64 {
 	x := make([]float64, n)
 	for i := range x {
 		x[i] = summa.Element(seed, 13, 1, 0, i)
 	}
-	workers := min(runtime.GOMAXPROCS(0), n)
-	parts := make([][]float64, workers)
-	inParallel(n, func(w, i0, i1 int) { // z = Lᵀ·x, a part per worker
-		z := make([]float64, n)
+	var mu sync.Mutex
+	z := make([]float64, n) // Lᵀ·x, summed over the goroutines' rows
+	parallel.Rows(n, 1, func(i0, i1 int) {
+		part := make([]float64, n)
 		for i := i0; i < i1; i++ {
 			for j, v := range l[i*n : i*n+i+1] {
-				z[j] += v * x[i]
+				part[j] += v * x[i]
 			}
 		}
-		parts[w] = z
-	})
-	z := make([]float64, n)
-	for _, p := range parts {
-		for j, v := range p {
+		mu.Lock()
+		defer mu.Unlock()
+		for j, v := range part {
 			z[j] += v
 		}
-	}
-	diff := make([]float64, n)
-	normA := make([]float64, workers)
-	inParallel(n, func(w, i0, i1 int) { // L·z and A·x
+	})
+	y, ax := make([]float64, n), make([]float64, n)
+	var normA2 float64
+	parallel.Rows(n, 1, func(i0, i1 int) { // L·z, A·x and ‖A‖_F²
+		var a2 float64
 		for i := i0; i < i1; i++ {
-			var lz, ax float64
 			for j, v := range l[i*n : i*n+i+1] {
-				lz += v * z[j]
+				y[i] += v * z[j]
 			}
 			for j := range n {
 				aij := tiled.MatrixA(seed, n, i, j)
-				ax += aij * x[j]
-				normA[w] += aij * aij
+				ax[i] += aij * x[j]
+				a2 += aij * aij
 			}
-			diff[i] = ax - lz
 		}
+		mu.Lock()
+		defer mu.Unlock()
+		normA2 += a2
 	})
-	var d2, x2, a2 float64
-	for i := range n {
-		d2 += diff[i] * diff[i]
-		x2 += x[i] * x[i]
-	}
-	for _, v := range normA {
-		a2 += v
-	}
-	return math.Sqrt(float64(n)) * math.Sqrt(d2/x2) / (math.Sqrt(a2) * float64(n) * 0x1p-52)
-}
-
-// inParallel splits the rows [0, n) into min(GOMAXPROCS, n) contiguous ranges and runs
-// f(worker, i0, i1) on each in its own goroutine, returning when all are done.
-func inParallel(n int, f func(w, i0, i1 int)) {
-	workers := min(runtime.GOMAXPROCS(0), n)
-	per := (n + workers - 1) / workers
-	var wg sync.WaitGroup
-	for w := range workers {
-		i0, i1 := w*per, min(n, (w+1)*per)
-		if i0 < i1 {
-			wg.Go(func() { f(w, i0, i1) })
-		}
-	}
-	wg.Wait()
+	return tiled.ScaledResidual(ax, y, x, normA2)
 }
 
 // rawSolver is the cuSOLVER reference: cusolverDnDpotrf called through purego on the

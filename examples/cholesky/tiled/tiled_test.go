@@ -136,6 +136,22 @@ func TestScheduleIsTopological(t *testing.T) {
 	}
 }
 
+// lowerTile returns an n×n tile with leading dimension ld holding the lower triangle of
+// the matrix of seed (MatrixA), NaN above it and in the padding, and a tile of NaNs of the
+// same shape for its inverse.
+func lowerTile(seed uint64, n, ld int) (a, inv []float64) {
+	a, inv = make([]float64, n*ld), make([]float64, n*ld)
+	for i := range n {
+		for j := range ld {
+			a[i*ld+j], inv[i*ld+j] = math.NaN(), math.NaN()
+			if j <= i {
+				a[i*ld+j] = MatrixA(seed, n, i, j)
+			}
+		}
+	}
+	return a, inv
+}
+
 // TestFactorDiagonal: factorDiagonal's L equals gonum's Dpotrf and its L⁻¹ gonum's Dtrtri
 // of it, on orders that recurse (odd halves included) with a padded leading dimension;
 // the upper triangles (NaN) are not read nor written; a matrix that is not positive
@@ -147,15 +163,7 @@ func TestFactorDiagonal(t *testing.T) {
 	}
 	for _, n := range []int{1, diagonalCut, diagonalCut + 1, 5*diagonalCut + 3} {
 		ld := n + 2
-		a, inv := make([]float64, n*ld), make([]float64, n*ld)
-		for i := range n {
-			for j := range ld {
-				a[i*ld+j], inv[i*ld+j] = math.NaN(), math.NaN()
-				if j <= i {
-					a[i*ld+j] = MatrixA(7, n, i, j)
-				}
-			}
-		}
+		a, inv := lowerTile(7, n, ld)
 		a0, want := slices.Clone(a), slices.Clone(a)
 		if !(lapack.Implementation{}).Dpotrf(blas.Lower, n, want, ld) {
 			t.Fatal("gonum: not positive definite")
@@ -223,15 +231,7 @@ func TestFactorDiagonalGPU(t *testing.T) {
 	}
 	k := gpuCounter{cpu, map[string]int{}}
 	const n, ld = 5*diagonalCut + 3, 5*diagonalCut + 5
-	a, inv := make([]float64, n*ld), make([]float64, n*ld)
-	for i := range n {
-		for j := range ld {
-			a[i*ld+j], inv[i*ld+j] = math.NaN(), math.NaN()
-			if j <= i {
-				a[i*ld+j] = MatrixA(3, n, i, j)
-			}
-		}
-	}
+	a, inv := lowerTile(3, n, ld)
 	want := slices.Clone(a)
 	if !(lapack.Implementation{}).Dpotrf(blas.Lower, n, want, ld) {
 		t.Fatal("gonum: not positive definite")

@@ -168,14 +168,20 @@ func (w *worker) collect(ctx context.Context, x []float64) (*Result, error) {
 	res.Seconds, res.FirstSeconds = slices.Min(reps), reps[0]
 	res.GFlops, res.FirstGFlops = Flops(p.N)/res.Seconds/1e9, Flops(p.N)/res.FirstSeconds/1e9
 	res.Checksum = sums.Sum64()
+	res.Residual = ScaledResidual(ax, y, x, normA2)
+	res.Verified = res.Residual < ResidualBound
+	return res, nil
+}
+
+// ScaledResidual is the residual of Result: √n·‖ax − y‖₂ / (‖x‖₂·‖A‖_F·n·ε), where ax is
+// A·x and y is L·(Lᵀ·x) for the factor L of A, and normA2 is ‖A‖_F².
+func ScaledResidual(ax, y, x []float64, normA2 float64) float64 {
 	var r2, x2 float64
 	for i := range y {
 		r2 += (ax[i] - y[i]) * (ax[i] - y[i])
 		x2 += x[i] * x[i]
 	}
 	eps := math.Nextafter(1, 2) - 1
-	n := float64(p.N)
-	res.Residual = math.Sqrt(n) * math.Sqrt(r2) / math.Sqrt(x2) / (math.Sqrt(normA2) * n * eps)
-	res.Verified = res.Residual < ResidualBound
-	return res, nil
+	n := float64(len(x))
+	return math.Sqrt(n) * math.Sqrt(r2) / math.Sqrt(x2) / (math.Sqrt(normA2) * n * eps)
 }
