@@ -49,6 +49,13 @@ type Ticket interface {
 	Resize(n int) ([]byte, error)
 }
 
+// Poller is a Ticket whose waiter can fetch the grant itself: Acquire calls Poll before it
+// sleeps on the latch. Poll returns once the latch is no longer pending, ctx is done, or it
+// gives up; Acquire then waits as usual.
+type Poller interface {
+	Poll(ctx context.Context)
+}
+
 // Queue is the FIFO of one location as a handle sees it.
 type Queue interface {
 	// Request appends a request of h, in h's mode, and returns its ticket at once: the
@@ -292,6 +299,9 @@ func (h *Handle) Acquire(ctx context.Context) error {
 	if l := t.Latch(); !l.Granted() { // Wait looks at ctx before it parks
 		if h.obs != nil {
 			h.obs.WaitStart(h, t)
+		}
+		if p, ok := t.(Poller); ok {
+			p.Poll(ctx)
 		}
 		err := l.Wait(ctx, h.owner.wake, ctx.Done() == h.owner.watched)
 		if h.tr != nil {

@@ -1,6 +1,8 @@
 package orwl
 
 import (
+	"context"
+
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
 	"github.com/orwl-go/orwl/trace"
@@ -44,3 +46,15 @@ func (b *ticketBase) Fail(err error) {
 	t := b.j.task[b.h.Spec().Task]
 	t.failedGrants = append(t.failedGrants, failedGrant{b.self, err})
 }
+
+// Poll reads the messages of processes of this host on the waiting task's goroutine while
+// they come quickly (transport.Mesh.Poll): a grant that comes in one, or the release that
+// causes it, then needs no wake-up of the task.
+func (b *ticketBase) Poll(ctx context.Context) {
+	if n := b.j.node; n != nil {
+		n.mesh.Poll(b.settled, ctx.Done())
+	}
+}
+
+// settled reports whether the latch is no longer pending.
+func (b *ticketBase) settled() bool { return b.latch.State() != handle.LatchPending }

@@ -42,6 +42,13 @@ type conn struct {
 
 	receiving atomic.Bool // the reader is reading a user message's payload (Mesh.Receiving)
 
+	// In shared memory (shm not nil), a task that waits for a message may read it itself
+	// (Mesh.Poll): whoever reads a message holds reading, and the reading state below
+	// (the wire's read buffers included) belongs to it.
+	shm     *shmConn
+	reading atomic.Bool
+	pending atomic.Bool // the read buffers held bytes when the last read ended
+
 	rh      Header // reader's current header
 	scratch []byte // reader's payload buffer when Sink gives none
 }
@@ -55,6 +62,7 @@ type outMsg struct {
 func newConn(m *Mesh, peer int, role Role, w *wire) *conn {
 	c := &conn{m: m, peer: peer, role: role, w: w, wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	c.lastRecv.Store(m.now())
+	c.shm, _ = w.nc.(*shmConn)
 	w.grow(func(r io.Reader) io.Reader { return &stampReader{r: r, c: c} })
 	return c
 }
@@ -297,22 +305,26 @@ func (c *conn) readLoop() {
 	defer c.m.wg.Done()
 	defer c.shutdown()
 	for {
-		err := c.readMessage()
-		if errors.Is(err, errClosed) {
-			if !c.bye.Load() {
-				c.fail("reading", errors.New("closed by the peer without a goodbye"))
-			}
-			return
-		}
-		if err != nil {
-			var fe *FrameError
-			if errors.As(err, &fe) {
-				c.m.log.Warn("rejected message", "peer", c.peer, "conn", c.role, "err", err)
-			}
-			c.fail("reading", err)
+		if err := c.next(); err != nil {
+			c.readFailed(err)
 			return
 		}
 	}
+}
+
+// readFailed reports the error that ended the reading of the connection.
+func (c *conn) readFailed(err error) {
+	if errors.Is(err, errClosed) {
+		if !c.bye.Load() {
+			c.fail("reading", errors.New("closed by the peer without a goodbye"))
+		}
+		return
+	}
+	var fe *FrameError
+	if errors.As(err, &fe) {
+		c.m.log.Warn("rejected message", "peer", c.peer, "conn", c.role, "err", err)
+	}
+	c.fail("reading", err)
 }
 
 // readMessage reads one message and delivers it: a mesh message to the mesh, any other to
@@ -336,18 +348,89 @@ func (c *conn) readMessage() error {
 	}
 	c.m.peers[c.peer].sent.Load()
 	c.m.h.Handle(c.peer, &c.rh, p)
-	c.yieldWhenIdle()
 	return nil
 }
 
-// yieldWhenIdle yields the reader's processor when the connection goes through shared memory
-// and nothing more has arrived: the reader would yield anyway as it polls for the next
-// message (shmConn.Read), and the goroutine that Handle has just woken, a task granted
-// perhaps, runs now rather than after the reader has gone down to the ring and back.
-func (c *conn) yieldWhenIdle() {
-	if s, ok := c.w.nc.(*shmConn); ok && c.w.br.Buffered() == 0 && s.drained() {
-		runtime.Gosched()
+// next reads the next message and delivers it: at once from a socket; from shared memory
+// once some of it has come, unless a task reads it meanwhile (readWaiting).
+func (c *conn) next() error {
+	if c.shm == nil {
+		return c.readMessage()
 	}
+	for {
+		if !c.reading.CompareAndSwap(false, true) {
+			runtime.Gosched() // a task reads
+			continue
+		}
+		if c.w.buffered() == 0 && c.shm.drained() {
+			c.reading.Store(false)
+			if err := c.shm.await(c.pending.Load); err != nil {
+				return err
+			}
+			continue
+		}
+		err := c.readMessage()
+		idle := !c.readDone()
+		if err == nil && idle {
+			// The reader would yield anyway as it polls for the next message; the
+			// goroutine that Handle has woken, a task granted perhaps, runs now rather
+			// than after the reader has gone down to the ring and back.
+			runtime.Gosched()
+		}
+		return err
+	}
+}
+
+// readDone ends a read of a message through shared memory (c.reading held): it notes
+// whether the read buffers still hold bytes, lets the next reader in, and reports whether
+// bytes wait to be read.
+func (c *conn) readDone() bool {
+	more := c.w.buffered() > 0
+	c.pending.Store(more)
+	c.reading.Store(false)
+	return more || !c.shm.drained()
+}
+
+// readWaiting reads a message that has arrived whole in shared memory, on the calling
+// goroutine (a task that waits for one, see Mesh.Poll), and reports whether it did: only a
+// small one that fits in one frame, so that the caller never waits for the rest of a
+// message; anything else is left to the reader. A message that breaks the rules ends the
+// connection as it would in the reader.
+func (c *conn) readWaiting() bool {
+	if c.stopped.Load() || !c.reading.CompareAndSwap(false, true) {
+		return false
+	}
+	if !c.wholeSmall() {
+		c.reading.Store(false)
+		return false
+	}
+	err := c.readMessage()
+	c.readDone()
+	if err != nil {
+		c.readFailed(err)
+		c.shutdown()
+	}
+	return true
+}
+
+// wholeSmall reports whether the next message has arrived whole and is one binary frame of
+// at most 125 bytes; c.reading held.
+func (c *conn) wholeSmall() bool {
+	var hdr [2]byte
+	buffered := c.w.buffered()
+	switch {
+	case c.w.br.Buffered() >= 2: // Peek reads nothing
+		b, _ := c.w.br.Peek(2)
+		copy(hdr[:], b)
+	case buffered == 0:
+		if !c.shm.peek(hdr[:]) {
+			return false
+		}
+	default:
+		return false
+	}
+	n := int(hdr[1])
+	return hdr[0] == finBit|opBinary && n < 126 && uint64(buffered)+c.shm.available() >= uint64(2+n)
 }
 
 // frameError makes a message that broke the rules a *FrameError; other errors are the

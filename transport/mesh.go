@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -466,8 +467,10 @@ func (m *Mesh) attach(rank int, role Role, w *wire) bool {
 		w.nc.Close()
 		return false
 	}
-	if _, shm := w.nc.(*shmConn); !shm {
+	if c.shm == nil {
 		m.readers.onSocket.Add(1) // for good: its reader always waits on the socket
+	} else {
+		m.readers.shared.Add(1)
 	}
 	m.wg.Add(2)
 	go c.readLoop()
@@ -665,8 +668,11 @@ func (m *Mesh) Close() error {
 		m.wg.Wait()
 		t.Stop()
 		m.eachConn(func(c *conn) {
-			if s, ok := c.w.nc.(*shmConn); ok {
-				s.release()
+			if c.shm != nil {
+				for !c.reading.CompareAndSwap(false, true) { // a task's Poll is done with it, and none starts
+					runtime.Gosched()
+				}
+				c.shm.release()
 			} else {
 				c.w.nc.Close()
 			}

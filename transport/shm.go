@@ -136,6 +136,52 @@ func (w *wire) useShm(c *shmConn) {
 	w.masks, w.peerMasks = false, false
 }
 
+// Poll reads, on the calling goroutine, the small messages that have arrived whole from
+// processes of this host (through shared memory) and delivers them to the Handler, until
+// done reports true, stop is closed, or the readers' polling time is over (Config.Spin;
+// see readerGroup.pollOn); it yields between two looks. A goroutine that waits for a
+// message calls it before it sleeps: when the message is small, it reads it itself rather
+// than being woken by the connection's reader, a goroutine switch each way; the readers
+// read everything else meanwhile. It returns at once when the readers do not poll or no
+// connection goes through shared memory. It must not be called from Handler methods, nor
+// with a lock that a Handler method may take.
+func (m *Mesh) Poll(done func() bool, stop <-chan struct{}) {
+	if m.readers.spin == 0 || m.readers.shared.Load() == 0 {
+		return
+	}
+	var poll poller
+	for looks := 1; !done(); looks++ {
+		read := false
+		m.eachConn(func(c *conn) {
+			if c.shm != nil && c.readWaiting() {
+				read = true
+			}
+		})
+		switch {
+		case read:
+			poll, looks = poller{}, 0
+		case looks%busyLooks != 0:
+		case isClosed(stop) || !poll.next(&m.readers):
+			return
+		}
+	}
+}
+
+// busyLooks is how many times Poll looks for a message between two yields: a look takes a
+// few tens of nanoseconds, a yield about a hundred, after which the message may have been
+// read by the connection's reader instead, one more goroutine switch away.
+const busyLooks = 16
+
+// isClosed reports whether ch is closed; a nil ch never is.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 // readerGroup is what the readers of one mesh's shared-memory connections share: how long
 // they poll before they sleep, and the count of connections whose reader waits on its
 // socket. Readers poll past spin only while nobody waits on a socket: a reader that yields
@@ -145,6 +191,7 @@ type readerGroup struct {
 	spin     time.Duration
 	idle     func() bool  // Config.Idle
 	onSocket atomic.Int32 // connections that do not use shared memory, and readers asleep
+	shared   atomic.Int32 // connections that use shared memory
 	crowd    crowdProbe   // no polling while the host's cores are oversubscribed
 }
 
@@ -179,31 +226,59 @@ type shmConn struct {
 	outRead uint64
 }
 
-// Read reads what the peer wrote into the in ring: at once when there is some, after
-// polling for a while (yielding to the rest of the process between two looks; see
-// readerGroup.pollOn), or else after sleeping on the socket until the peer's next write
-// wakes it. The socket's end is an error only once the ring is drained.
+// Read reads what the peer wrote into the in ring, once there is some (see await).
 func (c *shmConn) Read(p []byte) (int, error) {
+	if err := c.await(nil); err != nil {
+		return 0, err
+	}
+	h := c.in.h
+	r := h.read.Load()
+	n := c.copyOut(p, r, h.written.Load()-r)
+	h.read.Store(r + uint64(n))
+	return n, nil
+}
+
+// await returns once the in ring holds bytes that were not there when it was called, or
+// more (nil: never) reports true: at once, after polling for a while (yielding to the rest
+// of the process between two looks; see readerGroup.pollOn), or else after sleeping on the
+// socket until the peer's next write wakes it. The socket's end is an error only once the
+// ring is drained. One goroutine awaits at a time: the connection's reader, whose wait for
+// a message ends too when a task that read one left bytes in the read buffers (more).
+func (c *shmConn) await(more func() bool) error {
 	h := c.in.h
 	r := h.read.Load()
 	var poll poller
 	for {
-		if avail := h.written.Load() - r; avail > 0 {
-			n := c.copyOut(p, r, avail)
-			h.read.Store(r + uint64(n))
-			return n, nil
+		if h.written.Load() != r || more != nil && more() {
+			return nil
 		}
 		if c.closed.Load() {
-			return 0, net.ErrClosed
+			return net.ErrClosed
 		}
 		if poll.next(c.readers) {
 			continue
 		}
 		if err := c.sleep(r); err != nil {
-			return 0, err
+			return err
 		}
 		poll = poller{}
 	}
+}
+
+// available returns the number of bytes the peer wrote that the reader has not read.
+func (c *shmConn) available() uint64 { return c.in.h.written.Load() - c.in.h.read.Load() }
+
+// peek copies the next len(p) bytes of the in ring into p without reading them, and reports
+// whether there were that many.
+func (c *shmConn) peek(p []byte) bool {
+	r := c.in.h.read.Load()
+	if c.in.h.written.Load()-r < uint64(len(p)) {
+		return false
+	}
+	off := int(r & (shmRing - 1))
+	k := copy(p, c.in.data[off:])
+	copy(p[k:], c.in.data)
+	return true
 }
 
 // drained reports whether the reader has read everything the peer wrote so far.

@@ -28,8 +28,9 @@ type wire struct {
 	nc        net.Conn
 	src       source // what br reads: nc, or the shared memory that replaced it (useShm)
 	br        *bufio.Reader
-	masks     bool // this side masks what it sends: it dialed, and the bytes go through a socket
-	peerMasks bool // the peer masks what it sends
+	small     *bufio.Reader // the buffer of the handshake, which br reads first once grown
+	masks     bool          // this side masks what it sends: it dialed, and the bytes go through a socket
+	peerMasks bool          // the peer masks what it sends
 
 	wbuf []byte      // pending output (frames coalesced per writer batch)
 	vec  net.Buffers // for vectored writes of large unmasked payloads
@@ -72,8 +73,18 @@ func (s *source) Read(p []byte) (int, error) { return s.r.Read(p) }
 // grow gives an authenticated connection its full buffers; every read goes through r, which
 // reads what the small buffer holds first.
 func (w *wire) grow(r func(io.Reader) io.Reader) {
+	w.small = w.br
 	w.br = bufio.NewReaderSize(r(w.br), bufSize)
 	w.wbuf = make([]byte, 0, bufSize)
+}
+
+// buffered returns the number of bytes read from the source and not yet consumed.
+func (w *wire) buffered() int {
+	n := w.br.Buffered()
+	if w.small != nil {
+		n += w.small.Buffered()
+	}
+	return n
 }
 
 // appendWSHeader appends a websocket frame header for a frame of n payload bytes and

@@ -1,0 +1,150 @@
+package transport
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// onPoller reports whether the calling goroutine runs inside Mesh.Poll.
+func onPoller() bool {
+	buf := make([]byte, 16<<10)
+	return bytes.Contains(buf[:runtime.Stack(buf, false)], []byte("transport.(*Mesh).Poll("))
+}
+
+// A goroutine that polls reads the small messages it waits for itself, and leaves the others
+// to the connection's reader: every message arrives, once, in order.
+func TestPollReadsSmallMessagesOnTheCaller(t *testing.T) {
+	const n = 400
+	var got atomic.Int64 // messages delivered
+	var polled, largePolled atomic.Int64
+	var mu sync.Mutex
+	var errs []string
+	rec := newRecorder()
+	rec.onRecv = func(from int, h *Header, p []byte) {
+		i := int64(h.Seq)
+		if want := got.Load(); i != want {
+			mu.Lock()
+			errs = append(errs, fmt.Sprintf("message %d arrived as number %d", i, want))
+			mu.Unlock()
+		}
+		if onPoller() {
+			polled.Add(1)
+			if len(p) > 100 {
+				largePolled.Add(1)
+			}
+		}
+		got.Add(1)
+	}
+	meshes, _ := startMeshes(t, 2, func(rank int, c *Config) {
+		c.Spin = time.Second
+		if rank == 1 {
+			c.Handler = rec
+		}
+	})
+	for i := range n {
+		size := 8
+		if i%4 == 3 {
+			size = 200 // more than one small frame holds
+		}
+		if err := meshes[0].Send(1, Requester, Header{Type: TypeUser, Seq: uint64(i)}, make([]byte, size)); err != nil {
+			t.Fatal(err)
+		}
+		want := int64(i + 1)
+		meshes[1].Poll(func() bool { return got.Load() >= want }, nil)
+		if got.Load() < want {
+			t.Fatalf("Poll returned before message %d arrived", i)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, e := range errs {
+		t.Error(e)
+	}
+	if polled.Load() == 0 {
+		t.Errorf("none of %d messages was read by the polling goroutine", n)
+	}
+	if largePolled.Load() != 0 {
+		t.Errorf("%d messages of 200 bytes were read by the polling goroutine", largePolled.Load())
+	}
+}
+
+// Goroutines that poll at the same time as the reader, while the peer streams messages of
+// every size, take nothing out of order and lose nothing.
+func TestPollersAndReaderKeepTheOrder(t *testing.T) {
+	const n = 20000
+	var next atomic.Uint64
+	var bad atomic.Int64
+	rec := newRecorder()
+	rec.onRecv = func(from int, h *Header, p []byte) {
+		if !next.CompareAndSwap(h.Seq, h.Seq+1) || (len(p) >= 8 && binary.LittleEndian.Uint64(p) != h.Seq) {
+			bad.Add(1)
+		}
+	}
+	meshes, _ := startMeshes(t, 2, func(rank int, c *Config) {
+		c.Spin = time.Millisecond
+		if rank == 1 {
+			c.Handler = rec
+		}
+	})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !isClosed(stop) {
+				meshes[1].Poll(func() bool { return next.Load() == n }, stop)
+				runtime.Gosched()
+			}
+		}()
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range n {
+		p := make([]byte, 8+rng.IntN(300))
+		binary.LittleEndian.PutUint64(p, uint64(i))
+		if err := meshes[0].Send(1, Requester, Header{Type: TypeUser, Seq: uint64(i)}, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); next.Load() < n && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	if got := next.Load(); got != n || bad.Load() != 0 {
+		t.Errorf("%d of %d messages delivered in order, %d out of order or corrupted", got, n, bad.Load())
+	}
+}
+
+// Close waits for a goroutine that is reading a message in Poll before it unmaps the
+// shared memory, and Poll reads nothing afterwards.
+func TestCloseWhilePolling(t *testing.T) {
+	meshes, _ := startMeshes(t, 2, func(rank int, c *Config) { c.Spin = time.Second })
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !isClosed(stop) {
+				meshes[1].Poll(func() bool { return false }, stop)
+			}
+		}()
+	}
+	for i := range 200 {
+		if err := meshes[0].Send(1, Requester, Header{Type: TypeUser, Seq: uint64(i)}, make([]byte, 8)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeAll(meshes)
+	time.Sleep(10 * time.Millisecond) // the pollers go on after Close
+	close(stop)
+	wg.Wait()
+}
