@@ -386,9 +386,10 @@ func (c *conn) next() error {
 // bytes wait to be read.
 func (c *conn) readDone() bool {
 	more := c.w.buffered() > 0
+	waiting := more || !c.shm.drained()
 	c.pending.Store(more)
 	c.reading.Store(false)
-	return more || !c.shm.drained()
+	return waiting
 }
 
 // readWaiting reads a message that has arrived whole in shared memory, on the calling
@@ -416,21 +417,19 @@ func (c *conn) readWaiting() bool {
 // wholeSmall reports whether the next message has arrived whole and is one binary frame of
 // at most 125 bytes; c.reading held.
 func (c *conn) wholeSmall() bool {
-	var hdr [2]byte
+	var hdr []byte
+	rec := c.shm.in.next() // the rest of the record at hand in the ring
 	buffered := c.w.buffered()
 	switch {
 	case c.w.br.Buffered() >= 2: // Peek reads nothing
-		b, _ := c.w.br.Peek(2)
-		copy(hdr[:], b)
-	case buffered == 0:
-		if !c.shm.peek(hdr[:]) {
-			return false
-		}
+		hdr, _ = c.w.br.Peek(2)
+	case buffered == 0 && len(rec) >= 2:
+		hdr = rec
 	default:
 		return false
 	}
 	n := int(hdr[1])
-	return hdr[0] == finBit|opBinary && n < 126 && uint64(buffered)+c.shm.available() >= uint64(2+n)
+	return hdr[0] == finBit|opBinary && n < 126 && buffered+len(rec) >= 2+n
 }
 
 // frameError makes a message that broke the rules a *FrameError; other errors are the

@@ -18,6 +18,9 @@
 // and the payload of an unmasked frame goes from the sender's memory to the
 // socket (writev) and from the socket into Handler.Sink's buffer.
 //
+// Processes of one host exchange their frames through shared memory (shm.go, ring.go),
+// where a goroutine that waits for a small message may read it itself (Mesh.Poll).
+//
 // This package knows nothing of ORWL semantics: it moves frames whose types
 // from TypeUser up are defined by the upper layer (the remote-location
 // protocol in package orwl), and it must not interpret them, buffer them

@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
-	"unsafe"
 )
 
 // Shared memory between two processes of one host. When a mesh connection is dialed and
@@ -16,48 +15,11 @@ import (
 // one each way, that the acceptor can map only from the same host, as the same user, in the
 // same network namespace (emulated hosts are other hosts). If it can, both sides carry the
 // connection's bytes through the rings instead of the socket, and the socket stays open to
-// wake a reader that sleeps and to find a peer that dies. A reader polls its ring for a
-// while (Config.Spin) before it sleeps; a writer whose ring is full polls, then backs off.
-// Everything above the bytes (frames, messages, liveness) is the same as over the network.
-
-// shmRing is the size of each ring, a power of two.
-const shmRing = 4 << 20
-
-// shmChunk is the most a writer or a reader copies before it publishes its count: the two
-// copy at the same time, and neither waits long for the other's progress.
-const shmChunk = 256 << 10
-
-// ringHeader is the start of a ring in the segment: the producer's and the consumer's counts
-// of bytes, each on a cache line of its own, and whether the consumer sleeps.
-type ringHeader struct {
-	written  atomic.Uint64
-	_        [56]byte
-	read     atomic.Uint64
-	_        [56]byte
-	sleeping atomic.Uint32
-	_        [60]byte
-}
-
-// ring is one direction of a segment.
-type ring struct {
-	h    *ringHeader
-	data []byte // shmRing bytes
-}
-
-// The segment: a token of tokenSize bytes (in a cache line of its own), then two rings.
-const (
-	tokenSize   = 32
-	ringSpan    = int(unsafe.Sizeof(ringHeader{})) + shmRing
-	segmentSize = 64 + 2*ringSpan
-)
-
-// rings returns the dialer-to-acceptor and acceptor-to-dialer rings of a segment.
-func rings(seg []byte) (up, down ring) {
-	at := func(off int) ring {
-		return ring{h: (*ringHeader)(unsafe.Pointer(&seg[off])), data: seg[off+int(unsafe.Sizeof(ringHeader{})) : off+ringSpan]}
-	}
-	return at(64), at(64 + ringSpan)
-}
+// wake a reader that sleeps and to find a peer that dies (ring.go says how the bytes are
+// laid out). A reader polls its ring for a while (Config.Spin) before it sleeps, and so does
+// a task that waits for a small message (Mesh.Poll), which it then reads itself; a writer
+// whose ring is full polls, then backs off. Everything above the bytes (frames, messages,
+// liveness) is the same as over the network.
 
 // shmOffer is the dialer's side: it makes a segment and offers it on w (authenticated, still
 // on the socket); when the acceptor takes it, w carries its bytes through the segment from
@@ -84,7 +46,7 @@ func (m *Mesh) shmOffer(w *wire) error {
 		return err
 	}
 	up, down := rings(seg)
-	w.useShm(&shmConn{sock: w.nc, seg: seg, in: down, out: up, readers: &m.readers})
+	w.useShm(newShmConn(w.nc, seg, down, up, &m.readers))
 	return nil
 }
 
@@ -114,7 +76,7 @@ func (m *Mesh) shmAnswer(w *wire) error {
 	}
 	if seg != nil {
 		up, down := rings(seg)
-		w.useShm(&shmConn{sock: w.nc, seg: seg, in: up, out: down, readers: &m.readers})
+		w.useShm(newShmConn(w.nc, seg, up, down, &m.readers))
 	}
 	return nil
 }
@@ -214,42 +176,41 @@ func (g *readerGroup) pollOn(polled time.Duration) bool {
 type shmConn struct {
 	sock    net.Conn
 	seg     []byte
-	in, out ring
+	in      ringReader
+	out     ringWriter
 	readers *readerGroup
 	closed  atomic.Bool
 	wakeBuf [64]byte // what a sleeping reader reads
 	wakeUp  [1]byte  // what a writer sends a sleeping reader
-	// outRead is the out ring's read count as the writer last loaded it, at most the
-	// current one: the writer loads the reader's count only when this one leaves too
-	// little room (or is not within a ring of the written count), so that the cache line
-	// the reader stores it in stays with the reader.
-	outRead uint64
 }
 
-// Read reads what the peer wrote into the in ring, once there is some (see await).
+// newShmConn returns a connection that reads in and writes out, with sock under it.
+func newShmConn(sock net.Conn, seg []byte, in, out ring, readers *readerGroup) *shmConn {
+	return &shmConn{sock: sock, seg: seg, in: ringReader{ring: in}, out: ringWriter{ring: out}, readers: readers}
+}
+
+// Read reads what the peer wrote into the in ring, once there is some (see await): at
+// most the rest of one record.
 func (c *shmConn) Read(p []byte) (int, error) {
-	if err := c.await(nil); err != nil {
-		return 0, err
+	for !c.in.ready() {
+		if err := c.await(nil); err != nil {
+			return 0, err
+		}
 	}
-	h := c.in.h
-	r := h.read.Load()
-	n := c.copyOut(p, r, h.written.Load()-r)
-	h.read.Store(r + uint64(n))
-	return n, nil
+	return c.in.take(p), nil
 }
 
-// await returns once the in ring holds bytes that were not there when it was called, or
+// await returns once something was written at the reader's position of the in ring, or
 // more (nil: never) reports true: at once, after polling for a while (yielding to the rest
 // of the process between two looks; see readerGroup.pollOn), or else after sleeping on the
 // socket until the peer's next write wakes it. The socket's end is an error only once the
-// ring is drained. One goroutine awaits at a time: the connection's reader, whose wait for
-// a message ends too when a task that read one left bytes in the read buffers (more).
+// ring is drained. It only looks at the ring, so the connection's reader may await while a
+// task reads a message (conn.reading); its wait ends too when that task left bytes in the
+// read buffers (more).
 func (c *shmConn) await(more func() bool) error {
-	h := c.in.h
-	r := h.read.Load()
 	var poll poller
 	for {
-		if h.written.Load() != r || more != nil && more() {
+		if c.in.arrived() || more != nil && more() {
 			return nil
 		}
 		if c.closed.Load() {
@@ -258,38 +219,23 @@ func (c *shmConn) await(more func() bool) error {
 		if poll.next(c.readers) {
 			continue
 		}
-		if err := c.sleep(r); err != nil {
+		if err := c.sleep(); err != nil {
 			return err
 		}
 		poll = poller{}
 	}
 }
 
-// available returns the number of bytes the peer wrote that the reader has not read.
-func (c *shmConn) available() uint64 { return c.in.h.written.Load() - c.in.h.read.Load() }
+// drained reports whether the reader has read everything the peer wrote so far; the
+// reader's alone may call it.
+func (c *shmConn) drained() bool { return !c.in.ready() }
 
-// peek copies the next len(p) bytes of the in ring into p without reading them, and reports
-// whether there were that many.
-func (c *shmConn) peek(p []byte) bool {
-	r := c.in.h.read.Load()
-	if c.in.h.written.Load()-r < uint64(len(p)) {
-		return false
-	}
-	off := int(r & (shmRing - 1))
-	k := copy(p, c.in.data[off:])
-	copy(p[k:], c.in.data)
-	return true
-}
-
-// drained reports whether the reader has read everything the peer wrote so far.
-func (c *shmConn) drained() bool { return c.in.h.written.Load() == c.in.h.read.Load() }
-
-// sleep waits on the socket until the peer's next write into the in ring (read up to r)
-// wakes it, or returns the socket's error once the ring is drained.
-func (c *shmConn) sleep(r uint64) error {
+// sleep waits on the socket until the peer's next write into the in ring wakes it, or
+// returns the socket's error once the ring is drained.
+func (c *shmConn) sleep() error {
 	h := c.in.h
 	h.sleeping.Store(1)
-	if h.written.Load() != r { // written meanwhile: its writer may not have seen us sleep
+	if c.in.arrived() { // written meanwhile: its writer may not have seen us sleep
 		h.sleeping.Store(0)
 		return nil
 	}
@@ -297,7 +243,7 @@ func (c *shmConn) sleep(r uint64) error {
 	_, err := c.sock.Read(c.wakeBuf[:])
 	c.readers.onSocket.Add(-1)
 	h.sleeping.Store(0)
-	if err != nil && h.written.Load() == r {
+	if err != nil && !c.in.arrived() {
 		// The ring is drained: the peer wrote everything before its socket ended (a
 		// reset may have dropped its wake-up byte).
 		if errors.Is(err, io.EOF) {
@@ -348,45 +294,24 @@ func (p *poller) next(g *readerGroup) bool {
 // reader's processor), which cost the reader nothing, so it polls on when the task is done.
 const pollStep = 5 * time.Microsecond
 
-// copyOut copies what is available at position r of the in ring into p, at most shmChunk
-// bytes.
-func (c *shmConn) copyOut(p []byte, r, avail uint64) int {
-	n := int(min(avail, uint64(len(p)), shmChunk))
-	off := int(r & (shmRing - 1))
-	k := copy(p[:n], c.in.data[off:])
-	copy(p[k:n], c.in.data)
-	return n
-}
-
 // Write writes p into the out ring, waiting for room while the peer reads, and wakes the
 // peer when it sleeps.
 func (c *shmConn) Write(p []byte) (int, error) {
-	h := c.out.h
 	done := 0
-	waited, lastRead := time.Duration(0), c.outRead
+	waited, lastRead := time.Duration(0), c.out.read
 	for done < len(p) {
 		if c.closed.Load() {
 			return done, net.ErrClosed
 		}
-		w := h.written.Load()
-		want := min(uint64(len(p)-done), shmChunk)
-		if used := w - c.outRead; used > shmRing || shmRing-used < want {
-			c.outRead = h.read.Load() // a count from before the ring's start is stale too
-		}
-		room := shmRing - (w - c.outRead)
-		if room == 0 {
-			waited = c.waitRoom(waited, c.outRead != lastRead)
-			lastRead = c.outRead
+		n := c.out.put(p[done:])
+		if n == 0 {
+			waited = c.waitRoom(waited, c.out.read != lastRead)
+			lastRead = c.out.read
 			continue
 		}
-		waited, lastRead = 0, c.outRead
-		n := int(min(room, want))
-		off := int(w & (shmRing - 1))
-		k := copy(c.out.data[off:], p[done:done+n])
-		copy(c.out.data, p[done+k:done+n])
-		h.written.Store(w + uint64(n))
+		waited, lastRead = 0, c.out.read
 		done += n
-		if h.sleeping.Load() != 0 {
+		if c.out.h.sleeping.Load() != 0 {
 			if _, err := c.sock.Write(c.wakeUp[:]); err != nil {
 				return done, err
 			}

@@ -109,9 +109,9 @@ func TestIdleReaderPollsOn(t *testing.T) {
 		}}
 		g.crowd.runnable = quietHost
 		rs, ws := net.Pipe()
-		up, down := rings(seg)
-		reader := &shmConn{sock: rs, seg: seg, in: down, out: up, readers: g}
-		writer := &shmConn{sock: ws, seg: seg, in: up, out: down, readers: &readerGroup{}}
+		up, down := freshRings(seg)
+		reader := newShmConn(rs, seg, down, up, g)
+		writer := newShmConn(ws, seg, up, down, &readerGroup{})
 		got := make(chan string)
 		go func() {
 			b := make([]byte, 16)
@@ -165,12 +165,11 @@ func (d *doorbell) Write(p []byte) (int, error) { return len(p), nil }
 func TestSharedMemoryReaderDrainsItsRingAtTheEnd(t *testing.T) {
 	seg, _ := testSegment(t)
 	for _, sockErr := range []error{io.EOF, syscall.ECONNRESET} {
-		up, down := rings(seg)
-		*up.h, *down.h = ringHeader{}, ringHeader{}
+		up, down := freshRings(seg)
 		g := &readerGroup{}
 		bell := &doorbell{end: make(chan struct{}), err: sockErr}
-		reader := &shmConn{sock: bell, seg: seg, in: down, out: up, readers: g}
-		writer := &shmConn{sock: &doorbell{}, seg: seg, in: up, out: down, readers: &readerGroup{}}
+		reader := newShmConn(bell, seg, down, up, g)
+		writer := newShmConn(&doorbell{}, seg, up, down, &readerGroup{})
 		got := make(chan string)
 		go func() {
 			var all []byte
@@ -200,21 +199,20 @@ func TestSharedMemoryReaderDrainsItsRingAtTheEnd(t *testing.T) {
 	}
 }
 
-// The counts of a ring go past 2^31, 2^32 and 2^64 bytes (a location of 2 GiB and more, a
-// long job) without a byte lost or misplaced: the counts start just before each.
+// The positions of a ring go past 2^31, 2^32 and 2^64 bytes (a location of 2 GiB and more,
+// a long job) without a byte lost or misplaced: they start just before each.
 func TestSharedMemoryCountsWrap(t *testing.T) {
 	seg, _ := testSegment(t)
-	msg := make([]byte, shmRing+shmRing/3) // more than a ring, so the copies wrap too
+	msg := make([]byte, shmRing+shmRing/3) // more than a ring, so the records wrap too
 	for i := range msg {
 		msg[i] = byte(i * 7 / 3)
 	}
 	for _, start := range []uint64{1<<31 - 1000, 1<<32 - 1000, 1<<64 - 1000} {
-		up, down := rings(seg)
-		*up.h, *down.h = ringHeader{}, ringHeader{}
-		down.h.written.Store(start)
+		up, down := freshRings(seg)
 		down.h.read.Store(start)
-		reader := &shmConn{sock: &doorbell{end: make(chan struct{})}, seg: seg, in: down, out: up, readers: pollingGroup(time.Hour)}
-		writer := &shmConn{sock: &doorbell{}, seg: seg, in: up, out: down, readers: &readerGroup{}}
+		reader := newShmConn(&doorbell{end: make(chan struct{})}, seg, down, up, pollingGroup(time.Hour))
+		writer := newShmConn(&doorbell{}, seg, up, down, &readerGroup{})
+		writer.out.pos, writer.out.read = start, start
 		errs := make(chan error, 1)
 		go func() { _, err := writer.Write(msg); errs <- err }()
 		got := make([]byte, len(msg))
@@ -225,10 +223,20 @@ func TestSharedMemoryCountsWrap(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, msg) {
-			t.Errorf("counts from %#x: the bytes read differ from those written", start)
+			t.Errorf("positions from %#x: the bytes read differ from those written", start)
 		}
-		if end := down.h.read.Load(); end != start+uint64(len(msg)) {
-			t.Errorf("counts from %#x: read count %#x, want %#x", start, end, start+uint64(len(msg)))
+		if end := down.h.read.Load(); end != writer.out.pos || end-start < uint64(len(msg)) {
+			t.Errorf("positions from %#x: the reader ends at %#x, the writer at %#x, after %d bytes", start, end, writer.out.pos, len(msg))
 		}
 	}
+}
+
+// freshRings returns the rings of seg, emptied.
+func freshRings(seg []byte) (up, down ring) {
+	up, down = rings(seg)
+	for _, r := range []ring{up, down} {
+		*r.h = ringHeader{}
+		clear(r.data)
+	}
+	return up, down
 }

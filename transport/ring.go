@@ -1,0 +1,173 @@
+package transport
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// A ring carries one direction of a shared-memory connection (shm.go) as records: an 8-byte
+// header word, then the bytes of one write of at most shmChunk bytes, padded to whole words.
+// The header is written last, so a reader that polls the word at its position sees the
+// record whole, and a small record (a grant, a release) reaches the reader in the cache
+// line the reader polls: one transfer between the two cores, where a count of bytes kept
+// apart from the data takes two. The writer clears the word after its record before it
+// writes the header, so the reader finds a zero there, not a header of the ring's previous
+// turn, until the next record. A record never wraps around the end of the ring: a writer
+// whose record does not fit before the end marks the rest of the ring as skipped and
+// writes the record at the ring's start. The reader publishes its position after each
+// record (ringHeader.read), which tells the writer how much room it has.
+
+// shmRing is the size of each ring, a power of two.
+const shmRing = 4 << 20
+
+// shmChunk is the most one record holds: the writer and the reader copy the records of a
+// large write at the same time, and neither waits long for the other's progress.
+const shmChunk = 256 << 10
+
+// The header word of a record.
+const (
+	recordData = 1 << 63 // a record of recordData|n holds n bytes
+	recordSkip = 1 << 62 // the ring's rest is padding: the next record is at the ring's start
+	recordLen  = 1<<32 - 1
+)
+
+// ringHeader is the start of a ring in the segment: the reader's position, and whether the
+// reader sleeps, each on a cache line of its own.
+type ringHeader struct {
+	read     atomic.Uint64 // the position of the next record to read; what lies before is free
+	_        [56]byte
+	sleeping atomic.Uint32
+	_        [60]byte
+}
+
+// ring is one direction of a segment.
+type ring struct {
+	h    *ringHeader
+	data []byte // shmRing bytes, 8-byte aligned
+}
+
+// The segment: a token of tokenSize bytes (in a cache line of its own), then two rings.
+const (
+	tokenSize   = 32
+	ringSpan    = int(unsafe.Sizeof(ringHeader{})) + shmRing
+	segmentSize = 64 + 2*ringSpan
+)
+
+// rings returns the dialer-to-acceptor and acceptor-to-dialer rings of a segment.
+func rings(seg []byte) (up, down ring) {
+	at := func(off int) ring {
+		return ring{h: (*ringHeader)(unsafe.Pointer(&seg[off])), data: seg[off+int(unsafe.Sizeof(ringHeader{})) : off+ringSpan]}
+	}
+	return at(64), at(64 + ringSpan)
+}
+
+// word returns the header word at position pos (a multiple of 8) of r.
+func (r ring) word(pos uint64) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Pointer(&r.data[pos&(shmRing-1)]))
+}
+
+// span returns the ring bytes a record of n bytes takes.
+func span(n uint64) uint64 { return 8 + (n+7)&^7 }
+
+// ringWriter is the writing end of a ring, used by one goroutine at a time.
+type ringWriter struct {
+	ring
+	pos uint64 // where the next record goes
+	// read is the reader's position as the writer last loaded it, at most the current one:
+	// the writer loads it again only when it leaves too little room, so that the cache
+	// line the reader stores it in stays with the reader.
+	read uint64
+}
+
+// put writes the first bytes of p (at most shmChunk) as one record and returns how many, or
+// 0 when the ring has no room for them yet. After it, the writer must look whether the
+// reader sleeps (ringHeader.sleeping): the header's store is a full barrier.
+func (w *ringWriter) put(p []byte) int {
+	n := uint64(min(len(p), shmChunk))
+	need := span(n)
+	skip := uint64(0)
+	if off := w.pos & (shmRing - 1); off+need > shmRing {
+		skip = shmRing - off
+	}
+	// Room for the skipped rest, the record, and the next record's header word, cleared.
+	if total := skip + need + 8; w.pos+total-w.read > shmRing {
+		if w.read = w.h.read.Load(); w.pos+total-w.read > shmRing {
+			return 0
+		}
+	}
+	at := w.pos + skip
+	off := at & (shmRing - 1)
+	copy(w.data[off+8:], p[:n])
+	*(*uint64)(unsafe.Pointer(&w.data[(at+need)&(shmRing-1)])) = 0 // the reader looks at it next, after the header below
+	w.word(at).Store(recordData | n)
+	if skip > 0 {
+		w.word(w.pos).Store(recordSkip) // after the record: the reader goes to it from here
+	}
+	w.pos = at + need
+	return int(n)
+}
+
+// ringReader is the reading end of a ring, used by one goroutine at a time; its position is
+// ringHeader.read.
+type ringReader struct {
+	ring
+	n, got uint64 // the size of the record being read (0: none), and the bytes read of it
+}
+
+// arrived reports whether something was written at the reader's position. Unlike the other
+// methods it only looks, and may be called while another goroutine reads.
+func (r *ringReader) arrived() bool { return r.word(r.h.read.Load()).Load() != 0 }
+
+// ready reports whether a record with bytes to read is at the reader's position, skipping
+// the padding before the ring's start.
+func (r *ringReader) ready() bool {
+	if r.got < r.n {
+		return true
+	}
+	for {
+		pos := r.h.read.Load()
+		switch hdr := r.word(pos).Load(); {
+		case hdr == 0:
+			return false
+		case hdr&recordSkip != 0:
+			r.h.read.Store(pos + shmRing - pos&(shmRing-1))
+		default:
+			r.n, r.got = hdr&recordLen, 0
+			return true
+		}
+	}
+}
+
+// available returns the bytes left in the record at the reader's position, 0 when none.
+func (r *ringReader) available() uint64 {
+	if !r.ready() {
+		return 0
+	}
+	return r.n - r.got
+}
+
+// next returns the bytes left in the record at the reader's position, without reading them;
+// empty when none.
+func (r *ringReader) next() []byte {
+	if !r.ready() {
+		return nil
+	}
+	off := r.h.read.Load() & (shmRing - 1)
+	return r.data[off+8+r.got : off+8+r.n]
+}
+
+// take reads up to len(p) bytes of the record at the reader's position into p, and returns
+// how many; 0 when no record is there. The reader's position moves past a record once it is
+// read whole.
+func (r *ringReader) take(p []byte) int {
+	if !r.ready() {
+		return 0
+	}
+	k := copy(p, r.next())
+	r.got += uint64(k)
+	if r.got == r.n {
+		r.h.read.Store(r.h.read.Load() + span(r.n))
+		r.n, r.got = 0, 0
+	}
+	return k
+}
