@@ -36,9 +36,17 @@ const (
 type ringHeader struct {
 	read     atomic.Uint64 // the position of the next record to read; what lies before is free
 	_        [56]byte
-	sleeping atomic.Uint32
+	sleeping atomic.Uint32 // awake, asleep or woken
 	_        [60]byte
 }
+
+// The values of ringHeader.sleeping: a reader that sleeps is woken by the first write after
+// it fell asleep, once (the writers after it see it woken already).
+const (
+	awake = iota
+	asleep
+	woken
+)
 
 // ring is one direction of a segment.
 type ring struct {

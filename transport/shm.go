@@ -205,12 +205,13 @@ func (c *shmConn) Read(p []byte) (int, error) {
 // of the process between two looks; see readerGroup.pollOn), or else after sleeping on the
 // socket until the peer's next write wakes it. The socket's end is an error only once the
 // ring is drained. It only looks at the ring, so the connection's reader may await while a
-// task reads a message (conn.reading); its wait ends too when that task left bytes in the
-// read buffers (more).
+// task reads a message (conn.reading); its wait ends too when that task read something,
+// moving the reader's position (the connection is busy: its reader does not sleep), or
+// left bytes in the read buffers (more).
 func (c *shmConn) await(more func() bool) error {
 	var poll poller
-	for {
-		if c.in.arrived() || more != nil && more() {
+	for start := c.in.h.read.Load(); ; {
+		if c.in.arrived() || c.in.h.read.Load() != start || more != nil && more() {
 			return nil
 		}
 		if c.closed.Load() {
@@ -234,15 +235,15 @@ func (c *shmConn) drained() bool { return !c.in.ready() }
 // returns the socket's error once the ring is drained.
 func (c *shmConn) sleep() error {
 	h := c.in.h
-	h.sleeping.Store(1)
+	h.sleeping.Store(asleep)
 	if c.in.arrived() { // written meanwhile: its writer may not have seen us sleep
-		h.sleeping.Store(0)
+		h.sleeping.Store(awake)
 		return nil
 	}
 	c.readers.onSocket.Add(1)
 	_, err := c.sock.Read(c.wakeBuf[:])
 	c.readers.onSocket.Add(-1)
-	h.sleeping.Store(0)
+	h.sleeping.Store(awake)
 	if err != nil && !c.in.arrived() {
 		// The ring is drained: the peer wrote everything before its socket ended (a
 		// reset may have dropped its wake-up byte).
@@ -311,7 +312,7 @@ func (c *shmConn) Write(p []byte) (int, error) {
 		}
 		waited, lastRead = 0, c.out.read
 		done += n
-		if c.out.h.sleeping.Load() != 0 {
+		if s := &c.out.h.sleeping; s.Load() == asleep && s.CompareAndSwap(asleep, woken) {
 			if _, err := c.sock.Write(c.wakeUp[:]); err != nil {
 				return done, err
 			}

@@ -6,8 +6,10 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -240,3 +242,58 @@ func freshRings(seg []byte) (up, down ring) {
 	}
 	return up, down
 }
+
+// The reader of a connection whose messages a task reads (Mesh.Poll) sees its position move
+// and does not fall asleep, which would cost the writer a wake-up on the socket; a reader
+// that does sleep is woken by one byte, however many writes follow.
+func TestReaderStaysAwakeWhileATaskReads(t *testing.T) {
+	seg, _ := testSegment(t)
+	up, down := freshRings(seg)
+	g := pollingGroup(20 * time.Millisecond)
+	bell := &doorbell{end: make(chan struct{}), err: io.EOF}
+	reader := newShmConn(bell, seg, down, up, g)
+	wakes := &countingSocket{}
+	writer := newShmConn(wakes, seg, up, down, &readerGroup{})
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // the connection's reader, which awaits as conn.next does
+		defer close(done)
+		for !isClosed(stop) {
+			reader.await(nil)
+			runtime.Gosched()
+		}
+	}()
+	buf := make([]byte, 8)
+	for end := time.Now().Add(100 * time.Millisecond); time.Now().Before(end); time.Sleep(200 * time.Microsecond) {
+		if _, err := writer.Write([]byte("grant")); err != nil {
+			t.Fatal(err)
+		}
+		for !reader.in.ready() { // the task reads what came
+		}
+		reader.in.take(buf)
+		if g.onSocket.Load() != 0 {
+			t.Fatal("the reader fell asleep while a task read its messages")
+		}
+	}
+	// Asleep now, it is woken once by the first of three writes.
+	for g.onSocket.Load() == 0 {
+		time.Sleep(100 * time.Microsecond)
+	}
+	for range 3 {
+		writer.Write([]byte("late"))
+	}
+	if n := wakes.writes.Load(); n != 1 {
+		t.Errorf("%d wake-up bytes for one sleep, want 1", n)
+	}
+	close(stop)
+	close(bell.end)
+	<-done
+}
+
+// countingSocket counts the writes of a shared-memory connection's socket: its wake-ups.
+type countingSocket struct {
+	net.Conn
+	writes atomic.Int64
+}
+
+func (c *countingSocket) Write(p []byte) (int, error) { c.writes.Add(1); return len(p), nil }
