@@ -398,7 +398,7 @@ func (c *conn) readDone() bool {
 // message; anything else is left to the reader. A message that breaks the rules ends the
 // connection as it would in the reader.
 func (c *conn) readWaiting() bool {
-	if c.stopped.Load() || !c.reading.CompareAndSwap(false, true) {
+	if c.stopped.Load() || !c.pending.Load() && !c.shm.in.arrived() || !c.reading.CompareAndSwap(false, true) {
 		return false
 	}
 	if !c.wholeSmall() {

@@ -210,6 +210,7 @@ type Mesh struct {
 	h          Handler
 	peers      []peer
 	closing    atomic.Bool
+	pollers    atomic.Int32  // goroutines in Poll
 	up         atomic.Bool   // Start has succeeded: losses are reported to the Handler
 	done       chan struct{} // closed when Close begins
 	wg         sync.WaitGroup
@@ -667,11 +668,11 @@ func (m *Mesh) Close() error {
 		t := time.AfterFunc(closeWait, func() { m.eachConn((*conn).shutdown) })
 		m.wg.Wait()
 		t.Stop()
+		for m.pollers.Load() > 0 { // a task's Poll is done with the segments, and none starts
+			runtime.Gosched()
+		}
 		m.eachConn(func(c *conn) {
 			if c.shm != nil {
-				for !c.reading.CompareAndSwap(false, true) { // a task's Poll is done with it, and none starts
-					runtime.Gosched()
-				}
 				c.shm.release()
 			} else {
 				c.w.nc.Close()

@@ -114,8 +114,10 @@ func (m *Mesh) Poll(done func() bool, stop <-chan struct{}) {
 	if m.readers.spin == 0 || m.readers.shared.Load() == 0 {
 		return
 	}
+	m.pollers.Add(1) // Close unmaps the segments once none polls
+	defer m.pollers.Add(-1)
 	var poll poller
-	for looks := 1; !done(); looks++ {
+	for looks := 1; !done() && !m.closing.Load(); looks++ {
 		read := false
 		m.eachConn(func(c *conn) {
 			if c.shm != nil && c.readWaiting() {
