@@ -37,10 +37,7 @@ type ringHeader struct {
 	read     atomic.Uint64 // the position of the next record to read; what lies before is free
 	_        [56]byte
 	sleeping atomic.Uint32 // awake, asleep or woken
-	// barrier says that the reader makes a memoryBarrier before it sleeps, so a writer in a
-	// process that can be made to pass one need not make its own (ringWriter.unfenced).
-	barrier atomic.Uint32
-	_       [56]byte
+	_        [60]byte
 }
 
 // The values of ringHeader.sleeping: a reader that sleeps is woken by the first write after
@@ -83,11 +80,7 @@ func span(n uint64) uint64 { return 8 + (n+7)&^7 }
 // ringWriter is the writing end of a ring, used by one goroutine at a time.
 type ringWriter struct {
 	ring
-	// unfenced: the header of a record is stored without a full barrier (storePlain), for
-	// the reader makes one before it sleeps (ringHeader.barrier). The writer goes on while
-	// the cache line of the header is on its way, instead of waiting for it.
-	unfenced bool
-	pos      uint64 // where the next record goes
+	pos uint64 // where the next record goes
 	// read is the reader's position as the writer last loaded it, at most the current one:
 	// the writer loads it again only when it leaves too little room, so that the cache
 	// line the reader stores it in stays with the reader.
@@ -96,8 +89,7 @@ type ringWriter struct {
 
 // put writes the first bytes of p (at most shmChunk) as one record and returns how many, or
 // 0 when the ring has no room for them yet. After it, the writer must look whether the
-// reader sleeps (ringHeader.sleeping): the header's store is a full barrier, or the
-// reader's memoryBarrier stands for one (unfenced).
+// reader sleeps (ringHeader.sleeping): the header's store is a full barrier.
 func (w *ringWriter) put(p []byte) int {
 	n := uint64(min(len(p), shmChunk))
 	need := span(n)
@@ -114,22 +106,13 @@ func (w *ringWriter) put(p []byte) int {
 	at := w.pos + skip
 	off := at & (shmRing - 1)
 	copy(w.data[off+8:], p[:n])
-	storePlain((*uint64)(unsafe.Pointer(w.word(at+need))), 0) // the reader looks at it next, after the header below
-	w.publish(at, recordData|n)
+	*(*uint64)(unsafe.Pointer(&w.data[(at+need)&(shmRing-1)])) = 0 // the reader looks at it next, after the header below
+	w.word(at).Store(recordData | n)
 	if skip > 0 {
-		w.publish(w.pos, recordSkip) // after the record: the reader goes to it from here
+		w.word(w.pos).Store(recordSkip) // after the record: the reader goes to it from here
 	}
 	w.pos = at + need
 	return int(n)
-}
-
-// publish stores hdr as the header word at pos.
-func (w *ringWriter) publish(pos, hdr uint64) {
-	if w.unfenced {
-		storePlain((*uint64)(unsafe.Pointer(w.word(pos))), hdr)
-	} else {
-		w.word(pos).Store(hdr)
-	}
 }
 
 // ringReader is the reading end of a ring, used by one goroutine at a time; its position is

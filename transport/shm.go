@@ -36,8 +36,6 @@ func (m *Mesh) shmOffer(w *wire) error {
 		return w.writeMsg(Header{Type: TypeShmOffer}, nil) // no offer
 	}
 	defer done() // the acceptor has mapped it by the time it answers
-	up, down := rings(seg)
-	promiseBarrier(down)
 	if err := w.writeMsg(Header{Type: TypeShmOffer}, offer); err != nil {
 		unmap(seg)
 		return err
@@ -47,6 +45,7 @@ func (m *Mesh) shmOffer(w *wire) error {
 		unmap(seg)
 		return err
 	}
+	up, down := rings(seg)
 	w.useShm(newShmConn(w.nc, seg, down, up, &m.readers))
 	return nil
 }
@@ -70,8 +69,6 @@ func (m *Mesh) shmAnswer(w *wire) error {
 	answer := Header{Type: TypeShmAnswer}
 	if seg != nil {
 		answer.Flags = 1
-		up, _ := rings(seg)
-		promiseBarrier(up)
 	}
 	if err := w.writeMsg(answer, nil); err != nil {
 		unmap(seg)
@@ -189,20 +186,9 @@ type shmConn struct {
 	wakeUp  [1]byte  // what a writer sends a sleeping reader
 }
 
-// newShmConn returns a connection that reads in and writes out, with sock under it. Its
-// writer stores without a barrier of its own when out's reader makes one before it sleeps,
-// and this process can be made to pass it.
+// newShmConn returns a connection that reads in and writes out, with sock under it.
 func newShmConn(sock net.Conn, seg []byte, in, out ring, readers *readerGroup) *shmConn {
-	unfenced := out.h.barrier.Load() == 1 && memoryBarrier()
-	return &shmConn{sock: sock, seg: seg, in: ringReader{ring: in}, out: ringWriter{ring: out, unfenced: unfenced}, readers: readers}
-}
-
-// promiseBarrier tells the writer of r, the ring this process reads, that its reader makes
-// a memoryBarrier before it sleeps, when it can; before the writer's first record.
-func promiseBarrier(r ring) {
-	if memoryBarrier() {
-		r.h.barrier.Store(1)
-	}
+	return &shmConn{sock: sock, seg: seg, in: ringReader{ring: in}, out: ringWriter{ring: out}, readers: readers}
 }
 
 // Read reads what the peer wrote into the in ring, once there is some (see await): at
@@ -252,12 +238,6 @@ func (c *shmConn) drained() bool { return !c.in.ready() }
 func (c *shmConn) sleep() error {
 	h := c.in.h
 	h.sleeping.Store(asleep)
-	if h.barrier.Load() == 1 && !memoryBarrier() {
-		// A writer without barriers of its own may not see us sleep: poll on, slowly.
-		h.sleeping.Store(awake)
-		time.Sleep(maxRoomWait)
-		return nil
-	}
 	if c.in.arrived() { // written meanwhile: its writer may not have seen us sleep
 		h.sleeping.Store(awake)
 		return nil

@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"os"
 	"strconv"
-	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -65,35 +64,6 @@ func sameNetwork(pid string) bool {
 	return syscall.Stat("/proc/self/ns/net", &mine) == nil && syscall.Stat("/proc/"+pid+"/ns/net", &theirs) == nil &&
 		mine.Ino == theirs.Ino && mine.Dev == theirs.Dev
 }
-
-// memoryBarrier makes every running thread of the processes that called it once before
-// (all of this host's ORWL processes that use shared memory) pass a full memory barrier,
-// and reports whether it could: a reader that goes to sleep makes one between saying so and
-// looking at its ring one last time, so that a writer that stores its records without a
-// barrier of its own (ringWriter.unfenced) either finds it asleep or has its record seen.
-// The first call registers the process (membarrier(2), MEMBARRIER_CMD_GLOBAL_EXPEDITED).
-func memoryBarrier() bool {
-	barrierOnce.Do(func() {
-		const query, global, register = 0, 1 << 1, 1 << 2
-		cmds, _, e := unix.Syscall(unix.SYS_MEMBARRIER, query, 0, 0)
-		if e != 0 || cmds&(global|register) != global|register {
-			return
-		}
-		if _, _, e = unix.Syscall(unix.SYS_MEMBARRIER, register, 0, 0); e == 0 {
-			barrierGlobal = global
-		}
-	})
-	if barrierGlobal == 0 {
-		return false
-	}
-	_, _, e := unix.Syscall(unix.SYS_MEMBARRIER, barrierGlobal, 0, 0)
-	return e == 0
-}
-
-var (
-	barrierOnce   sync.Once
-	barrierGlobal uintptr // MEMBARRIER_CMD_GLOBAL_EXPEDITED once registered; 0: unavailable
-)
 
 // unmap unmaps a segment (nil does nothing).
 func unmap(seg []byte) {

@@ -8,4 +8,3 @@ package transport
 func newSegment() (seg, offer []byte, done func()) { return nil, nil, nil }
 func openSegment([]byte) []byte                    { return nil }
 func unmap([]byte)                                 {}
-func memoryBarrier() bool                          { return false }
