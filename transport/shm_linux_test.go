@@ -2,8 +2,10 @@ package transport
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"runtime"
@@ -290,10 +292,81 @@ func TestReaderStaysAwakeWhileATaskReads(t *testing.T) {
 	<-done
 }
 
-// countingSocket counts the writes of a shared-memory connection's socket: its wake-ups.
+// countingSocket counts the writes of a shared-memory connection's socket (its wake-ups),
+// which it discards, and the reads (its reader's sleeps), which go to Conn.
 type countingSocket struct {
 	net.Conn
-	writes atomic.Int64
+	writes, reads atomic.Int64
 }
 
 func (c *countingSocket) Write(p []byte) (int, error) { c.writes.Add(1); return len(p), nil }
+func (c *countingSocket) Read(p []byte) (int, error)  { c.reads.Add(1); return c.Conn.Read(p) }
+
+// A reader that sleeps between most records is woken for every one of them: nothing is late
+// for good, nothing is lost or reordered.
+func TestSleepingReaderMissesNoRecord(t *testing.T) {
+	seg, _ := testSegment(t)
+	up, down := freshRings(seg)
+	rs, ws := socketPair(t) // buffered: a wake-up byte never waits for the reader
+	sleeps := &countingSocket{Conn: rs}
+	g := &readerGroup{} // no polling: it sleeps at once
+	reader := newShmConn(sleeps, seg, down, up, g)
+	writer := newShmConn(ws, seg, up, down, &readerGroup{})
+	const n = 20000
+	errs := make(chan error, 1)
+	go func() {
+		rng := rand.New(rand.NewPCG(3, 4))
+		var b [8]byte
+		for i := range n {
+			binary.LittleEndian.PutUint64(b[:], uint64(i))
+			if _, err := writer.Write(b[:]); err != nil {
+				errs <- err
+				return
+			}
+			if i%20 == 0 { // a record for a reader that read everything and fell asleep
+				for down.h.read.Load() != writer.out.pos || g.onSocket.Load() == 0 {
+					runtime.Gosched()
+				}
+			}
+			for range rng.IntN(3000) { // and for one falling asleep
+			}
+		}
+		errs <- nil
+	}()
+	var b [8]byte
+	for i := range n {
+		if _, err := io.ReadFull(reader, b[:]); err != nil {
+			t.Fatal(err)
+		}
+		if got := binary.LittleEndian.Uint64(b[:]); got != uint64(i) {
+			t.Fatalf("record %d reads %d", i, got)
+		}
+	}
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	if sleeps.reads.Load() < n/20 {
+		t.Errorf("the reader slept %d times in %d records, want many", sleeps.reads.Load(), n)
+	}
+}
+
+// socketPair returns two connected Unix sockets, closed when the test ends.
+func socketPair(t *testing.T) (a, b net.Conn) {
+	t.Helper()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := make([]net.Conn, 2)
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "socketpair")
+		c, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		conns[i] = c
+	}
+	return conns[0], conns[1]
+}
