@@ -94,17 +94,7 @@ func TestPollersAndReaderKeepTheOrder(t *testing.T) {
 		}
 	})
 	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for !isClosed(stop) {
-				meshes[1].Poll(func() bool { return next.Load() == n }, stop)
-				runtime.Gosched()
-			}
-		}()
-	}
+	wait := startPollers(3, meshes[1], func() bool { return next.Load() == n }, stop)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range n {
 		p := make([]byte, 8+rng.IntN(300))
@@ -117,7 +107,7 @@ func TestPollersAndReaderKeepTheOrder(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	close(stop)
-	wg.Wait()
+	wait()
 	if got := next.Load(); got != n || bad.Load() != 0 {
 		t.Errorf("%d of %d messages delivered in order, %d out of order or corrupted", got, n, bad.Load())
 	}
@@ -128,16 +118,7 @@ func TestPollersAndReaderKeepTheOrder(t *testing.T) {
 func TestCloseWhilePolling(t *testing.T) {
 	meshes, _ := startMeshes(t, 2, func(rank int, c *Config) { c.Spin = time.Second })
 	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for !isClosed(stop) {
-				meshes[1].Poll(func() bool { return false }, stop)
-			}
-		}()
-	}
+	wait := startPollers(2, meshes[1], func() bool { return false }, stop)
 	for i := range 200 {
 		if err := meshes[0].Send(1, Requester, Header{Type: TypeUser, Seq: uint64(i)}, make([]byte, 8)); err != nil {
 			t.Fatal(err)
@@ -146,5 +127,22 @@ func TestCloseWhilePolling(t *testing.T) {
 	closeAll(meshes)
 	time.Sleep(10 * time.Millisecond) // the pollers go on after Close
 	close(stop)
-	wg.Wait()
+	wait()
+}
+
+// startPollers starts n goroutines that call m.Poll with done again and again until stop is
+// closed, and returns a function that waits for them.
+func startPollers(n int, m *Mesh, done func() bool, stop chan struct{}) (wait func()) {
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !isClosed(stop) {
+				m.Poll(done, stop)
+				runtime.Gosched()
+			}
+		}()
+	}
+	return wg.Wait
 }

@@ -146,14 +146,6 @@ func (r *ringReader) ready() bool {
 	}
 }
 
-// available returns the bytes left in the record at the reader's position, 0 when none.
-func (r *ringReader) available() uint64 {
-	if !r.ready() {
-		return 0
-	}
-	return r.n - r.got
-}
-
 // next returns the bytes left in the record at the reader's position, without reading them;
 // empty when none.
 func (r *ringReader) next() []byte {
