@@ -418,7 +418,7 @@ func (c *conn) readWaiting() bool {
 // at most 125 bytes; c.reading held.
 func (c *conn) wholeSmall() bool {
 	var hdr []byte
-	rec := c.shm.in.next() // the rest of the record at hand in the ring
+	rec, _ := c.shm.in.next() // the rest of the record at hand in the ring
 	buffered := c.w.buffered()
 	switch {
 	case c.w.br.Buffered() >= 2: // Peek reads nothing

@@ -146,24 +146,25 @@ func (r *ringReader) ready() bool {
 	}
 }
 
-// next returns the bytes left in the record at the reader's position, without reading them;
-// empty when none.
-func (r *ringReader) next() []byte {
+// next returns the bytes left in the record at the reader's position, without reading them,
+// and whether a record is there.
+func (r *ringReader) next() ([]byte, bool) {
 	if !r.ready() {
-		return nil
+		return nil, false
 	}
 	off := r.h.read.Load() & (shmRing - 1)
-	return r.data[off+8+r.got : off+8+r.n]
+	return r.data[off+8+r.got : off+8+r.n], true
 }
 
 // take reads up to len(p) bytes of the record at the reader's position into p, and returns
 // how many; 0 when no record is there. The reader's position moves past a record once it is
 // read whole.
 func (r *ringReader) take(p []byte) int {
-	if !r.ready() {
+	rest, ok := r.next()
+	if !ok {
 		return 0
 	}
-	k := copy(p, r.next())
+	k := copy(p, rest)
 	r.got += uint64(k)
 	if r.got == r.n {
 		r.h.read.Store(r.h.read.Load() + span(r.n))
