@@ -64,10 +64,11 @@ type detector struct {
 // its last slotWaits waits. A task is parked on one ticket at a time, so a parked one among
 // them is the task's wait.
 type slot struct {
-	waits [slotWaits]atomic.Pointer[ticketBase]
-	next  uint8       // the entry of waits that the next new ticket replaces; the task's goroutine only
-	done  atomic.Bool // the task has returned
-	_     [24]byte
+	waits   [slotWaits]atomic.Pointer[ticketBase]
+	next    uint8       // the entry of waits that the next new ticket replaces; the task's goroutine only
+	done    atomic.Bool // the task has returned
+	polling atomic.Bool // the task polls for the grant it waits for (ticketBase.Poll)
+	_       [20]byte
 }
 
 // slotWaits is how many tickets a slot remembers: those of two iterative handles.
@@ -109,14 +110,15 @@ func (d *detector) blockedOn(task int) (t *ticketBase, done bool) {
 	return nil, false
 }
 
-// idle reports whether one task of tasks at least is blocked in Acquire and every other one
-// is blocked or has returned: the process has nothing to compute until a grant comes.
+// idle reports whether one task of tasks at least waits in Acquire (parked, or polling for
+// its grant) and every other one waits or has returned: the process has nothing to compute
+// until a grant comes.
 func (d *detector) idle(tasks []*Task) bool {
 	blocked := false
 	for _, t := range tasks {
 		switch w, done := d.blockedOn(t.id); {
 		case done:
-		case w != nil:
+		case w != nil || d.slots[t.id].polling.Load():
 			blocked = true
 		default:
 			return false

@@ -23,8 +23,8 @@ func parkedTicket(t *testing.T) *ticketBase {
 	return tk
 }
 
-// A process is idle when one task at least is parked in Acquire and every other one is
-// parked or has returned.
+// A process is idle when one task at least waits in Acquire, parked or polling for its
+// grant, and every other one waits or has returned.
 func TestDetectorIdle(t *testing.T) {
 	tasks := []*Task{{id: 0}, {id: 1}}
 	parked := parkedTicket(t)
@@ -51,6 +51,18 @@ func TestDetectorIdle(t *testing.T) {
 		{"one waits, one returned", func(d *detector) { d.block(0, parked); d.finished(1) }, true},
 		{"both returned", func(d *detector) { d.finished(0); d.finished(1) }, false},
 		{"one woke up", func(d *detector) { d.block(0, parked); d.block(1, granted) }, false},
+		{"one polls for its grant, one waits", func(d *detector) {
+			d.block(0, parked)
+			d.block(1, granted)
+			d.slots[1].polling.Store(true)
+		}, true},
+		{"one polls, one runs", func(d *detector) { d.slots[0].polling.Store(true) }, false},
+		{"one polls, one returned", func(d *detector) { d.slots[0].polling.Store(true); d.finished(1) }, true},
+		{"one polled, then woke up", func(d *detector) {
+			d.block(0, parked)
+			d.slots[1].polling.Store(true)
+			d.slots[1].polling.Store(false)
+		}, false},
 		{"both wait, one on a ticket it waited on before", func(d *detector) {
 			d.block(0, parked)
 			d.block(0, granted)

@@ -49,11 +49,20 @@ func (b *ticketBase) Fail(err error) {
 
 // Poll reads the messages of processes of this host on the waiting task's goroutine while
 // they come quickly (transport.Mesh.Poll): a grant that comes in one, or the release that
-// causes it, then needs no wake-up of the task.
+// causes it, then needs no wake-up of the task. Meanwhile the task counts as waiting
+// (detector.idle), so that, when no other task of the process computes, the task and the
+// readers poll as long as an idle process's readers do, not only Config.Spin: a grant a
+// little later than that would otherwise cost two wake-ups, which delay the task's next
+// release past its neighbours' Spin in turn, iteration after iteration.
 func (b *ticketBase) Poll(ctx context.Context) {
-	if n := b.j.node; n != nil {
-		n.mesh.Poll(b.settled, ctx.Done())
+	n := b.j.node
+	if n == nil {
+		return
 	}
+	polling := &b.j.det.slots[b.h.Spec().Task].polling
+	polling.Store(true)
+	n.mesh.Poll(b.settled, ctx.Done())
+	polling.Store(false)
 }
 
 // settled reports whether the latch is no longer pending.
