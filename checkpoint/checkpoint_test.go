@@ -229,6 +229,89 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// Pieces of at most InlineMax bytes live in the manifest: no file, read back from any
+// directory whose manifest is committed, each read checked against its checksum.
+func TestInlinePieces(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	sa, sb := create(t, a), create(t, b)
+	full := bytes.Repeat([]byte{0xff, 0, 0x80}, InlineMax/3)
+	want := map[Key][]byte{
+		LocationKey(0, "bound"): {1, 2, 3, 4, 5, 6, 7, 8},
+		LocationKey(1, "bound"): {},
+		StateKey(1, "iter"):     full,
+	}
+	var infos []PieceInfo
+	for key, data := range want {
+		info, err := InlinePiece(key, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos = append(infos, info)
+	}
+	for _, key := range []Key{LocationKey(0, "block"), StateKey(0, "iter"), LocationKey(1, "block")} {
+		want[key] = content(1, key)
+		info, err := sa.WritePiece(1, key, want[key]) // in a only
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos = append(infos, info)
+	}
+	for _, s := range []*Store{sa, sb} {
+		if err := s.Commit(1, infos); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := names(t, filepath.Join(b, "ckpt-1")), []string{"MANIFEST"}; !slices.Equal(got, want) {
+		t.Errorf("b holds %q, want %q", got, want)
+	}
+	c, notes, err := Find([]string{a, b}, testJob)
+	if err != nil || c == nil || c.Number != 1 || len(notes) != 0 {
+		t.Fatalf("Find: %+v, %q, %v", c, notes, err)
+	}
+	for key, data := range want {
+		r, err := c.Open(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(r)
+		r.Close()
+		if err != nil || !bytes.Equal(got, data) {
+			t.Errorf("Open(%v): %v, %v; want %v", key, got, err, data)
+		}
+		got = make([]byte, len(data))
+		if err := c.Load(key, got); err != nil || !bytes.Equal(got, data) {
+			t.Errorf("Load(%v): %v, %v; want %v", key, got, err, data)
+		}
+	}
+
+	// b alone: its manifest has the inline pieces, not the others'
+	inv, err := Survey([]string{b}, testJob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, notes := Choose([]*Inventory{inv}, func(Key) int { return 0 })
+	if plan.Checkpoint != 0 || len(notes) != 3 {
+		t.Errorf("b alone: checkpoint %d, notes %q; want none, the 3 pieces in files missing", plan.Checkpoint, notes)
+	}
+	for _, n := range notes {
+		if strings.Contains(n, "bound") || strings.Contains(n, `"iter"`) && strings.Contains(n, "task 1") {
+			t.Errorf("an inline piece is said missing: %q", n)
+		}
+	}
+
+	if _, err := InlinePiece(StateKey(0, "big"), make([]byte, InlineMax+1)); err == nil || !strings.Contains(err.Error(), "more than a manifest holds") {
+		t.Errorf("InlinePiece of %d bytes: %v", InlineMax+1, err)
+	}
+	if _, err := InlinePiece(StateKey(0, ""), nil); err == nil {
+		t.Error("InlinePiece of an empty name: no error")
+	}
+	bad := infos[0]
+	bad.Data = "AAAA" // other bytes than its checksum's
+	if err := sa.Commit(2, []PieceInfo{bad}); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("Commit of an inline piece whose data does not match: %v", err)
+	}
+}
+
 // Pieces of one checkpoint written at once from many goroutines (run with -race).
 func TestConcurrentWrites(t *testing.T) {
 	dir := t.TempDir()

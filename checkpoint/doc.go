@@ -31,7 +31,10 @@
 //
 // A piece's file name is its kind, task and name, the name's bytes other than letters,
 // digits, '_' and '-' written as %XX. The manifest lists every piece of the whole job
-// (key, size, CRC-32C) and the job's Fingerprint.
+// (key, size, CRC-32C) and the job's Fingerprint. A piece of at most InlineMax bytes may
+// live in the manifest instead (InlinePiece: its content in base64 there), with no file:
+// a stencil's halos would otherwise cost a file each, written, fsync'd and copied to a
+// partner at every checkpoint.
 //
 // # Guarantees
 //

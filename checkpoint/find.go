@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -117,6 +118,13 @@ func (c *Checkpoint) Open(key Key) (io.ReadCloser, error) {
 	i, ok := c.index(key)
 	if !ok {
 		return nil, fmt.Errorf("checkpoint %d has no piece %v", c.Number, key)
+	}
+	if p := c.Pieces[i]; p.Inline {
+		b, err := p.content()
+		if err != nil {
+			return nil, err
+		}
+		return io.NopCloser(bytes.NewReader(b)), nil
 	}
 	return openCopy(c.dirs[i], c.Number, c.Pieces[i])
 }

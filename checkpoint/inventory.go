@@ -227,6 +227,10 @@ func choose(m Manifest, copies map[Key][]holder, dest func(Key) int) (plan *Plan
 	plan = &Plan{Checkpoint: m.Checkpoint, Pieces: m.Pieces, From: make([]int, len(m.Pieces)), Dirs: make([]string, len(m.Pieces))}
 	load := make(map[int]int64) // bytes chosen from each inventory
 	for i, p := range m.Pieces {
+		if p.Inline { // every manifest holds it: the process that needs it reads it there
+			plan.From[i], plan.Dirs[i] = max(dest(p.Key), 0), m.Dir
+			continue
+		}
 		var good []holder
 		var wrong []string
 		for _, h := range copies[p.Key] {
@@ -285,7 +289,13 @@ func LoadCopy(dir string, k int, p PieceInfo, dst []byte) error {
 }
 
 // loadCopy reads the copy of p of checkpoint k in dir into dst, of p's size, checking it.
+// An inline piece is read from p itself.
 func loadCopy(dir string, k int, p PieceInfo, dst []byte) error {
+	if p.Inline {
+		b, err := p.content()
+		copy(dst, b)
+		return err
+	}
 	r, err := openCopy(dir, k, p)
 	if err != nil {
 		return err

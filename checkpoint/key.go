@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strconv"
@@ -133,6 +134,42 @@ type PieceInfo struct {
 	Key
 	Size int64  `json:"size"`
 	CRC  uint32 `json:"crc32c"`
+	// Inline says that the manifest holds the piece's content itself, Data (base64): an
+	// InlinePiece, of which no directory has a file.
+	Inline bool   `json:"inline,omitempty"`
+	Data   string `json:"data,omitempty"`
+}
+
+// InlineMax is the most bytes of a piece that a manifest may hold itself (InlinePiece).
+const InlineMax = 64
+
+// InlinePiece returns the PieceInfo of the piece key whose content, data (at most InlineMax
+// bytes: a stencil's halo, a counter), the manifest holds itself. Such a piece is listed in
+// Commit's pieces like the others but written by no Store: no file to write, fsync, send
+// to a partner or lose with a node, since every directory's manifest has it.
+func InlinePiece(key Key, data []byte) (PieceInfo, error) {
+	if err := key.check(); err != nil {
+		return PieceInfo{}, err
+	}
+	if len(data) > InlineMax {
+		return PieceInfo{}, fmt.Errorf("checkpoint: piece %v: %d bytes, more than a manifest holds (%d)", key, len(data), InlineMax)
+	}
+	return PieceInfo{Key: key, Size: int64(len(data)), CRC: Checksum(data), Inline: true,
+		Data: base64.StdEncoding.EncodeToString(data)}, nil
+}
+
+// content returns an inline piece's content, checked against its size and checksum (an
+// error matching ErrCorrupt when it differs).
+func (p PieceInfo) content() ([]byte, error) {
+	b, err := base64.StdEncoding.DecodeString(p.Data)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%w: piece %v in the manifest: %v", ErrCorrupt, p.Key, err)
+	case int64(len(b)) != p.Size || Checksum(b) != p.CRC:
+		return nil, fmt.Errorf("%w: piece %v in the manifest: %d bytes, crc32c %08x; listed as %d bytes, crc32c %08x",
+			ErrCorrupt, p.Key, len(b), Checksum(b), p.Size, p.CRC)
+	}
+	return b, nil
 }
 
 // ErrCorrupt is matched (errors.Is) by the error of a piece whose content does not match

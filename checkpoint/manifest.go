@@ -80,6 +80,11 @@ func sortedPieces(pieces []PieceInfo) ([]PieceInfo, error) {
 		if p.Size < 0 {
 			return nil, fmt.Errorf("checkpoint: piece %v: negative size %d", p.Key, p.Size)
 		}
+		if p.Inline {
+			if _, err := p.content(); err != nil {
+				return nil, err
+			}
+		}
 		if i > 0 && s[i-1].Key == p.Key {
 			return nil, fmt.Errorf("checkpoint: piece %v listed twice", p.Key)
 		}

@@ -28,7 +28,9 @@ import (
 // kept state when the task enters iteration k (Task.Iterate), into buffers allocated and
 // touched at the schedule (checkpointer.allocate); a writer goroutine writes each piece
 // into this process's directory (fsync'd) and sends it to a partner process, which keeps a
-// copy in its own (package checkpoint does the storage). The writers start once every task
+// copy in its own (package checkpoint does the storage); a piece of at most
+// checkpoint.InlineMax bytes (a halo) goes into the manifest instead, which every directory
+// keeps. The writers start once every task
 // has copied its kept states, and work with a processor of their own (checkpointer.write),
 // so that the tasks wait for nothing but their copies.
 //
@@ -497,8 +499,17 @@ func writerWorking(on bool) {
 
 // writePiece writes one piece and does what follows: a partner copy is acknowledged to its
 // sender; an own piece is sent to the partner, and the checkpoint reported done when all are.
+// An own piece small enough for the manifest (checkpoint.InlinePiece) is neither written
+// nor sent: every process's manifest will hold it.
 func (c *checkpointer) writePiece(p pieceJob) {
-	info, err := c.writeFile(p)
+	inline := p.from < 0 && len(p.data) <= checkpoint.InlineMax
+	var info checkpoint.PieceInfo
+	var err error
+	if inline {
+		info, err = checkpoint.InlinePiece(p.key, p.data)
+	} else {
+		info, err = c.writeFile(p)
+	}
 	if err != nil {
 		c.warn(p.k, err)
 	}
@@ -517,7 +528,7 @@ func (c *checkpointer) writePiece(p pieceJob) {
 		}
 	}
 	c.mu.Unlock()
-	if partner := c.partner(); partner >= 0 && err == nil {
+	if partner := c.partner(); partner >= 0 && err == nil && !inline {
 		loc, _ := c.j.locIndex(Location{Task: p.key.Task, Name: p.key.Name}) // a state's is not used
 		var m ckptMsg
 		var payload []byte
@@ -532,7 +543,7 @@ func (c *checkpointer) writePiece(p pieceJob) {
 		c.held.Add(-1) // not sent: its buffer is free
 		c.mu.Lock()
 		if p.k == c.k && err == nil {
-			c.stored++ // no partner: one copy is all there is
+			c.stored++ // in the manifest, or no partner: one copy is all there is
 		}
 		c.mu.Unlock()
 	}

@@ -19,7 +19,9 @@ import (
 )
 
 // ckptRing is a job that checkpoints: a ring of tasks, each writing its location v from its
-// left neighbour's and from a private accumulator it keeps across iterations.
+// left neighbour's and from a private accumulator it keeps across iterations. v is small
+// enough for the manifest to hold (checkpoint.InlinePiece), the accumulator's state is not:
+// it is written to files and copied to a partner.
 type ckptRing struct {
 	tasks, iters int
 	dir          string // checkpoint pattern; "" for none
@@ -48,7 +50,7 @@ func (r *ckptRing) config(rank int) orwl.Config {
 func (r *ckptRing) task(ctx context.Context, t *orwl.Task) error {
 	me, left := t.ID(), (t.ID()+t.NumTasks()-1)%t.NumTasks()
 	t.Scale("v", 8)
-	acc := make([]byte, 8)
+	acc := make([]byte, 8+checkpoint.InlineMax)
 	t.Keep("acc", acc)
 	own := t.WriteInsert(t.Loc(me, "v"), 0)
 	in := t.ReadInsert(t.Loc(left, "v"), 0)
@@ -167,6 +169,11 @@ func TestRestartFromPrivateDirectories(t *testing.T) {
 			failing := &ckptRing{tasks: tasks, iters: iters, dir: dir, private: true, failAfter: true}
 			restarted := &ckptRing{tasks: tasks, iters: iters, dir: dir, private: true}
 			restartRing(t, want, 3, c.after, failing, restarted, func() {
+				v, _ := filepath.Glob(filepath.Join(strings.ReplaceAll(dir, "{rank}", "*"), "ckpt-*", "location.*"))
+				acc, _ := filepath.Glob(filepath.Join(strings.ReplaceAll(dir, "{rank}", "*"), "ckpt-*", "state.*.acc"))
+				if len(v) != 0 || len(acc) == 0 {
+					t.Errorf("files %q of v (in the manifests) and %d of the states, want none and some", v, len(acc))
+				}
 				if err := os.RemoveAll(checkpoint.Expand(dir, c.lost, "")); err != nil {
 					t.Fatal(err)
 				}

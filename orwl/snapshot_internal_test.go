@@ -97,7 +97,7 @@ func TestSnapshotBuffersAreNotReused(t *testing.T) {
 	cfg := Config{Tasks: 1, Locations: []string{"v"}, Logger: logger,
 		Checkpoint: Checkpoint{Dir: filepath.Join(t.TempDir(), "{rank}"), Every: time.Millisecond, Program: "reuse"}}
 	err := Run(context.Background(), cfg, func(ctx context.Context, t *Task) error {
-		a, b := make([]byte, 8), make([]byte, 2*writeChunk+8)
+		a, b := make([]byte, checkpoint.InlineMax+8), make([]byte, 2*writeChunk+8) // neither in the manifest
 		t.Keep("a", a)
 		t.Keep("b", b)
 		t.Scale("v", 8)
@@ -228,7 +228,7 @@ func TestWriterHasAProcessorMore(t *testing.T) {
 	cfg := Config{Tasks: 1, Locations: []string{"v"},
 		Checkpoint: Checkpoint{Dir: t.TempDir(), Every: time.Millisecond, Program: "procs"}}
 	err := Run(ctx, cfg, func(ctx context.Context, t *Task) error {
-		t.Keep("s", make([]byte, 64))
+		t.Keep("s", make([]byte, 4096)) // a file: not in the manifest
 		t.Scale("v", 8)
 		own := t.WriteInsert(t.Loc(0, "v"), 0)
 		if err := t.Schedule(ctx); err != nil {
@@ -290,9 +290,9 @@ func TestWriterWaitsForTheTasksCopies(t *testing.T) {
 	cfg := Config{Tasks: 1, Locations: []string{"v", "c"},
 		Checkpoint: Checkpoint{Dir: t.TempDir(), Every: time.Millisecond, Program: "waits"}}
 	err := Run(ctx, cfg, func(ctx context.Context, t *Task) error {
-		t.Keep("s", make([]byte, 64))
+		t.Keep("s", make([]byte, 4096)) // files: not in the manifest
 		t.Scale("v", 8)
-		t.Scale("c", 8)
+		t.Scale("c", 4096)
 		own := t.WriteInsert(t.Loc(0, "v"), 0)
 		if err := t.Schedule(ctx); err != nil {
 			return err
