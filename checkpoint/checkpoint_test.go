@@ -333,6 +333,70 @@ func TestConcurrentWrites(t *testing.T) {
 	mustFind(t, []string{dir}, 1)
 }
 
+// A piece reuses the file of its name of the checkpoint pruned last, shorter or longer
+// than it was, and reads back as written; a piece with no such file gets a new one.
+func TestPiecesReuseThePrunedFiles(t *testing.T) {
+	dir := t.TempDir()
+	s := create(t, dir)
+	for k := 1; k <= 3; k++ {
+		writeCheckpoint(t, k, s)
+	}
+	if got, want := names(t, filepath.Join(dir, recycleName)), names(t, filepath.Join(dir, "ckpt-2")); !slices.Equal(got, want) {
+		t.Fatalf("recycled after 3 commits: %q, want checkpoint 1's %q", got, want)
+	}
+	block, iter := LocationKey(0, "block"), StateKey(1, "iter")
+	old := make(map[Key]os.FileInfo)
+	for _, key := range []Key{block, iter} {
+		fi, err := os.Stat(filepath.Join(dir, recycleName, key.fileName()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		old[key] = fi
+	}
+	want := map[Key][]byte{block: []byte("shorter"), iter: bytes.Repeat([]byte("longer"), 100)}
+	var infos []PieceInfo
+	for _, key := range testKeys() {
+		data, ok := want[key]
+		if !ok {
+			data = content(4, key)
+			want[key] = data
+		}
+		info, err := s.WritePiece(4, key, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos = append(infos, info)
+	}
+	for key, fi := range old {
+		now, err := os.Stat(filepath.Join(dir, "ckpt-4", key.fileName()))
+		if err != nil || !os.SameFile(fi, now) {
+			t.Errorf("piece %v of checkpoint 4: not the recycled file (%v)", key, err)
+		}
+	}
+	if got := names(t, filepath.Join(dir, recycleName)); len(got) != 1 || got[0] != manifestName {
+		t.Errorf("left in the recycled files: %q, want the manifest alone", got)
+	}
+	odd := StateKey(0, "new")
+	want[odd] = []byte("no file of that name to reuse")
+	info, err := s.WritePiece(4, odd, want[odd])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(4, append(infos, info)); err != nil {
+		t.Fatal(err)
+	}
+	c, notes, err := Find([]string{dir}, testJob)
+	if err != nil || c == nil || c.Number != 4 || len(notes) != 0 {
+		t.Fatalf("Find: %+v, %q, %v", c, notes, err)
+	}
+	for key, data := range want {
+		got := make([]byte, len(data))
+		if err := c.Load(key, got); err != nil || !bytes.Equal(got, data) {
+			t.Errorf("piece %v: %q, %v; want %q", key, got, err, data)
+		}
+	}
+}
+
 // After each commit a directory keeps its two newest complete checkpoints; incomplete
 // ones older than the commit go, newer ones (being written) stay.
 func TestKeepLastTwo(t *testing.T) {
@@ -341,7 +405,7 @@ func TestKeepLastTwo(t *testing.T) {
 	for k := 1; k <= 4; k++ {
 		writeCheckpoint(t, k, s)
 	}
-	if got, want := names(t, dir), []string{"LOCK", "ckpt-3", "ckpt-4"}; !slices.Equal(got, want) {
+	if got, want := names(t, dir), []string{".recycle", "LOCK", "ckpt-3", "ckpt-4"}; !slices.Equal(got, want) {
 		t.Errorf("after 4 commits: %q, want %q", got, want)
 	}
 	if _, err := s.WritePiece(5, LocationKey(0, "block"), []byte("abandoned")); err != nil {
@@ -352,7 +416,7 @@ func TestKeepLastTwo(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeCheckpoint(t, 7, s)
-	if got, want := names(t, dir), []string{"LOCK", "ckpt-6", "ckpt-7", "ckpt-8"}; !slices.Equal(got, want) {
+	if got, want := names(t, dir), []string{".recycle", "LOCK", "ckpt-6", "ckpt-7", "ckpt-8"}; !slices.Equal(got, want) {
 		t.Errorf("after commits 6 and 7: %q, want %q", got, want)
 	}
 	mustFind(t, []string{dir}, 7)

@@ -28,6 +28,7 @@
 //	DIR/ckpt-7/state.3.iter       a piece: task 3's state "iter"
 //	DIR/ckpt-7/MANIFEST        the job-wide list of pieces: JSON, then "crc32c XXXXXXXX"
 //	DIR/ckpt-8/                checkpoint 8, being written: no MANIFEST yet
+//	DIR/.recycle/              the files of the checkpoint pruned last, reused by new pieces
 //
 // A piece's file name is its kind, task and name, the name's bytes other than letters,
 // digits, '_' and '-' written as %XX. The manifest lists every piece of the whole job
@@ -39,14 +40,17 @@
 // # Guarantees
 //
 //   - A piece is written to a temporary file, checksummed (CRC-32 Castagnoli), fsync'd and
-//     renamed into place before WritePiece (or Finish) returns.
+//     renamed into place before WritePiece (or Finish) returns. The temporary file is the
+//     file of the same name of the checkpoint pruned last, when there is one, overwritten:
+//     a job's pieces keep their sizes from one checkpoint to the next, and a file
+//     overwritten costs no inode, no disk block and no new page of the page cache.
 //   - A checkpoint is complete only when its manifest is committed: the checkpoint's
 //     directory fsync'd (the pieces' names durable, one fsync for all of them), then the
 //     manifest written to a temporary file, fsync'd, renamed to MANIFEST, the directory
 //     fsync'd again. A complete checkpoint is never modified. After a commit the
 //     directory keeps its two newest complete checkpoints; older ones, and incomplete
-//     ones older than the one committed, are removed (renamed away first, so never seen
-//     half removed). A process killed between a commit and these removals leaves a
+//     ones older than the one committed, are removed or recycled (renamed away first,
+//     durably, so never seen half removed or overwritten). A process killed between a commit and these removals leaves a
 //     third, removed at the next commit.
 //   - A process killed at any moment, or a full disk (an error matching ErrNoSpace and
 //     syscall.ENOSPC, the partial file removed), leaves every complete checkpoint intact.

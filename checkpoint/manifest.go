@@ -21,6 +21,7 @@ const (
 	dirPrefix     = "ckpt-"     // a checkpoint's directory: ckpt-K
 	tmpPrefix     = ".tmp-"     // a file being written
 	trashPrefix   = ".removing" // a checkpoint's directory being removed
+	recycleName   = ".recycle"  // the files of the checkpoint pruned last, which new pieces reuse
 	lockName      = "LOCK"
 )
 

@@ -178,7 +178,7 @@ func (s *Store) NewPiece(k int, key Key) (*PieceWriter, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := createAtomic(ckptDir(s.dir, k), key.fileName())
+	f, err := createAtomic(ckptDir(s.dir, k), key.fileName(), filepath.Join(s.dir, recycleName))
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %d: writing piece %v in %s: %w", k, key, s.dir, err)
 	}
@@ -213,7 +213,7 @@ func (w *PieceWriter) Finish() (PieceInfo, error) {
 	if w.err != nil {
 		return PieceInfo{}, w.err
 	}
-	if err := w.file.commit(false); err != nil {
+	if err := w.file.commit(w.info.Size, false); err != nil {
 		w.fail(err)
 		return PieceInfo{}, w.err
 	}
@@ -289,19 +289,25 @@ func (s *Store) Commit(k int, pieces []PieceInfo) error {
 }
 
 // prune removes, after k's commit, the complete checkpoints but the two newest and the
-// incomplete ones older than k.
+// incomplete ones older than k. The newest of them is recycled rather than deleted: the
+// pieces of the next checkpoints reuse its files.
 func (s *Store) prune(k int) {
 	es, err := list(s.dir)
 	if err != nil {
 		return
 	}
-	kept := 0
+	kept, recycled := 0, false
 	for _, e := range es {
 		switch {
 		case e.complete && kept < 2:
 			kept++
 		case e.complete || e.k < k:
-			if removeCheckpoint(s.dir, e.k) == nil {
+			if !recycled {
+				err, recycled = recycle(s.dir, e.k), true
+			} else {
+				err = removeCheckpoint(s.dir, e.k)
+			}
+			if err == nil {
 				delete(s.begun, e.k)
 			}
 		}
@@ -338,6 +344,24 @@ func removeCheckpoint(dir string, k int) error {
 	return errors.Join(syncDir(dir), os.RemoveAll(trash))
 }
 
+// recycle makes checkpoint k's directory in dir the recycled files (recycleName), in place
+// of the previous ones. A piece written later takes the file of its name there (see
+// createAtomic) rather than a new one: overwriting a file of the same size, as the pieces
+// of one job are from one checkpoint to the next, allocates no inode, no disk block and,
+// while the file is cached, no page, where a new file costs all three, and the deletion of
+// an old one as much again. The directory is renamed durably before any file of it is
+// reused, so it is never seen as a checkpoint again, even after a crash.
+func recycle(dir string, k int) error {
+	bin := filepath.Join(dir, recycleName)
+	if err := os.RemoveAll(bin); err != nil {
+		return removeCheckpoint(dir, k)
+	}
+	if err := os.Rename(ckptDir(dir, k), bin); err != nil {
+		return removeCheckpoint(dir, k)
+	}
+	return syncDir(dir)
+}
+
 // removeTrash removes what removals interrupted by a crash left.
 func removeTrash(dir string) {
 	trash, _ := filepath.Glob(filepath.Join(dir, trashPrefix+"-*"))
@@ -358,21 +382,43 @@ func fsError(err error) error {
 type atomicFile struct {
 	f           *os.File
 	dir, target string
+	reused      bool // a recycled file, whose old content is overwritten
 }
 
-// createAtomic starts writing file name in dir.
-func createAtomic(dir, name string) (*atomicFile, error) {
+// createAtomic starts writing file name in dir: in the file of that name in directory
+// recycled when there is one (moved into dir under a temporary name), else in a new one.
+func createAtomic(dir, name, recycled string) (*atomicFile, error) {
+	a := &atomicFile{dir: dir, target: filepath.Join(dir, name)}
+	if recycled != "" {
+		tmp := filepath.Join(dir, fmt.Sprintf("%s%s-%d", tmpPrefix, name, rand.Uint64()))
+		if os.Rename(filepath.Join(recycled, name), tmp) == nil {
+			f, err := os.OpenFile(tmp, os.O_WRONLY, 0)
+			if err == nil {
+				a.f, a.reused = f, true
+				return a, nil
+			}
+			os.Remove(tmp)
+		}
+	}
 	f, err := os.CreateTemp(dir, tmpPrefix+name+"-*")
 	if err != nil {
 		return nil, fsError(err)
 	}
-	return &atomicFile{f: f, dir: dir, target: filepath.Join(dir, name)}, nil
+	a.f = f
+	return a, nil
 }
 
-// commit syncs the file and renames it into place, then, with syncName, syncs the
-// directory, which makes the new name durable; on error the temporary file is removed.
-func (a *atomicFile) commit(syncName bool) error {
-	err := a.f.Sync()
+// commit cuts the file at size bytes (a recycled file may have had more), syncs it and
+// renames it into place, then, with syncName, syncs the directory, which makes the new name
+// durable; on error the temporary file is removed.
+func (a *atomicFile) commit(size int64, syncName bool) error {
+	var err error
+	if a.reused {
+		err = a.f.Truncate(size)
+	}
+	if err == nil {
+		err = a.f.Sync()
+	}
 	if cerr := a.f.Close(); err == nil {
 		err = cerr
 	}
@@ -401,7 +447,7 @@ func (a *atomicFile) abort() {
 
 // writeAtomic writes b as file name in dir, durably and atomically.
 func writeAtomic(dir, name string, b []byte) error {
-	a, err := createAtomic(dir, name)
+	a, err := createAtomic(dir, name, "")
 	if err != nil {
 		return err
 	}
@@ -409,5 +455,5 @@ func writeAtomic(dir, name string, b []byte) error {
 		a.abort()
 		return fsError(err)
 	}
-	return a.commit(true)
+	return a.commit(int64(len(b)), true)
 }
