@@ -149,9 +149,10 @@ type Config struct {
 	// programs they belong to (sampled every 2ms by a polling reader). Default 0: no polling.
 	Spin time.Duration
 	// Idle, when not nil, reports that the process has nothing to compute until a message
-	// comes (every task waits for one). While it does, and every connection of the mesh
-	// goes through shared memory with its reader polling, the readers poll past Spin, for up
-	// to 10ms: the process's core would be idle anyway. With Spin 0 it is not called.
+	// comes (every task waits for one, in Poll or asleep). While it does, and every
+	// connection of the mesh goes through shared memory with its reader polling, the readers
+	// and Poll poll past Spin, for up to 10ms: the process's core would be idle anyway. With
+	// Spin 0 it is not called.
 	Idle func() bool
 	// NoSharedMemory keeps the connections of processes of one host on their sockets.
 	NoSharedMemory bool
