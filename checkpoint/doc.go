@@ -28,7 +28,7 @@
 //	DIR/ckpt-7/state.3.iter       a piece: task 3's state "iter"
 //	DIR/ckpt-7/MANIFEST        the job-wide list of pieces: JSON, then "crc32c XXXXXXXX"
 //	DIR/ckpt-8/                checkpoint 8, being written: no MANIFEST yet
-//	DIR/.recycle/              the files of the checkpoint pruned last, reused by new pieces
+//	DIR/.recycle/              the files of the checkpoint pruned last, which new pieces reuse
 //
 // A piece's file name is its kind, task and name, the name's bytes other than letters,
 // digits, '_' and '-' written as %XX. The manifest lists every piece of the whole job
