@@ -250,11 +250,11 @@ func (s *Store) WritePiece(k int, key Key, data []byte) (PieceInfo, error) {
 // Commit makes checkpoint k complete in this directory: it writes the manifest, which
 // lists pieces (every piece of the whole job, as WritePiece or InlinePiece returned them,
 // in any order) and the job's fingerprint, atomically. The caller commits only once every
-// piece is durable in some directory of the job, and commits in every directory. The pieces this
-// Store wrote for k must be listed as written. Once k is committed, only the two newest
-// complete checkpoints of the directory are kept: older ones, and incomplete ones older
-// than k, are removed (a failure to remove is tried again at the next Commit), but for the
-// newest of them, whose files the next pieces overwrite (DIR/.recycle).
+// piece is durable in some directory of the job, and commits in every directory. The
+// pieces this Store wrote for k must be listed as written. Once k is committed, only the
+// two newest complete checkpoints of the directory are kept: older ones, and incomplete
+// ones older than k, are removed (a failure to remove is tried again at the next Commit),
+// but for the newest of them, whose files the next pieces overwrite (DIR/.recycle).
 func (s *Store) Commit(k int, pieces []PieceInfo) error {
 	sorted, err := sortedPieces(pieces)
 	if err != nil {

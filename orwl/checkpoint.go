@@ -30,9 +30,9 @@ import (
 // into this process's directory (fsync'd) and sends it to a partner process, which keeps a
 // copy in its own (package checkpoint does the storage); a piece of at most
 // checkpoint.InlineMax bytes (a halo) goes into the manifest instead, which every directory
-// keeps. The writers start once every task
-// has copied its kept states, and work with a processor of their own (checkpointer.write),
-// so that the tasks wait for nothing but their copies.
+// keeps. The writers start once every task has copied its kept states, and work with a
+// processor of their own (checkpointer.write), so that the tasks wait for nothing but
+// their copies.
 //
 // Rank 0 starts a checkpoint every Checkpoint.Every, in three short exchanges, so that no
 // round k is granted anywhere before every location is armed for it:
