@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
-	"runtime"
 	"time"
 
 	"github.com/orwl-go/orwl/orwl"
@@ -274,11 +273,6 @@ func (h *halo) iteration(ctx context.Context, k int, b *block, u, v []float64) e
 	if err := h.publish(ctx, k%slots, u); err != nil {
 		return err
 	}
-	if h.remote {
-		// Let the runtime's goroutines send the edges now: with one P per process
-		// (GOMAXPROCS = cores / processes) they would otherwise wait for the interior.
-		runtime.Gosched()
-	}
 	b.interior(u, v)
 	if err := h.fetch(ctx, k%slots, u); err != nil {
 		return err
@@ -302,7 +296,6 @@ type halo struct {
 	edge     [4][]int               // the cells published on each side
 	ghost    [4][]int               // the ghost cells filled from each side
 	pub, get [4][slots]*orwl.Handle // by side and slot
-	remote   bool                   // a neighbour runs in another process
 }
 
 // newHalo sizes the task's edge locations and declares the handles of its halo exchange. In
@@ -319,7 +312,6 @@ func newHalo(t *orwl.Task, p Params, b *block) *halo {
 		if h.nb[d] = p.neighbour(t.ID(), d); h.nb[d] < 0 {
 			continue
 		}
-		h.remote = h.remote || t.ProcOf(h.nb[d]) != t.ProcOf(t.ID())
 		for slot := range slots {
 			h.pub[d][slot] = t.WriteInsert(t.Loc(t.ID(), edgeName(d, slot)), 2*slot)
 			h.get[d][slot] = t.ReadInsert(t.Loc(h.nb[d], edgeName(d.opposite(), slot)), 2*slot+1)
