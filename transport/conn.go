@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -393,15 +394,15 @@ func (c *conn) readDone() bool {
 }
 
 // readWaiting reads a message that has arrived whole in shared memory, on the calling
-// goroutine (a task that waits for one, see Mesh.Poll), and reports whether it did: only a
-// small one that fits in one frame, so that the caller never waits for the rest of a
-// message; anything else is left to the reader. A message that breaks the rules ends the
+// goroutine (a task that waits for one, see Mesh.Poll), and reports whether it did: only
+// one of less than 64 KiB that fits in one frame, so that the caller never waits for the
+// rest of a message; anything else is left to the reader. A message that breaks the rules ends the
 // connection as it would in the reader.
 func (c *conn) readWaiting() bool {
 	if c.stopped.Load() || !c.pending.Load() && !c.shm.in.arrived() || !c.reading.CompareAndSwap(false, true) {
 		return false
 	}
-	if !c.wholeSmall() {
+	if !c.wholeFrame() {
 		c.reading.Store(false)
 		return false
 	}
@@ -414,22 +415,31 @@ func (c *conn) readWaiting() bool {
 	return true
 }
 
-// wholeSmall reports whether the next message has arrived whole and is one binary frame of
-// at most 125 bytes; c.reading held.
-func (c *conn) wholeSmall() bool {
+// wholeFrame reports whether the next message has arrived whole and is one binary frame
+// of less than 64 KiB (its length in the header's second byte, or in the two after it);
+// c.reading held.
+func (c *conn) wholeFrame() bool {
 	var hdr []byte
 	rec, _ := c.shm.in.next() // the rest of the record at hand in the ring
 	buffered := c.w.buffered()
-	switch {
-	case c.w.br.Buffered() >= 2: // Peek reads nothing
-		hdr, _ = c.w.br.Peek(2)
+	switch inBuf := c.w.br.Buffered(); {
+	case inBuf >= 2: // Peek reads nothing
+		hdr, _ = c.w.br.Peek(min(inBuf, 4))
 	case buffered == 0 && len(rec) >= 2:
 		hdr = rec
 	default:
 		return false
 	}
-	n := int(hdr[1])
-	return hdr[0] == finBit|opBinary && n < 126 && buffered+len(rec) >= 2+n
+	if hdr[0] != finBit|opBinary {
+		return false
+	}
+	switch n := int(hdr[1]); {
+	case n < 126:
+		return buffered+len(rec) >= 2+n
+	case n == 126 && len(hdr) >= 4: // not masked, a 16-bit length
+		return buffered+len(rec) >= 4+int(binary.BigEndian.Uint16(hdr[2:4]))
+	}
+	return false
 }
 
 // frameError makes a message that broke the rules a *FrameError; other errors are the

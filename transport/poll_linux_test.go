@@ -18,12 +18,13 @@ func onPoller() bool {
 	return bytes.Contains(buf[:runtime.Stack(buf, false)], []byte("transport.(*Mesh).Poll("))
 }
 
-// A goroutine that polls reads the small messages it waits for itself, and leaves the others
-// to the connection's reader: every message arrives, once, in order.
+// A goroutine that polls reads the messages it waits for itself when they come whole in
+// one frame of less than 64 KiB, and leaves the others to the connection's reader: every
+// message arrives, once, in order.
 func TestPollReadsSmallMessagesOnTheCaller(t *testing.T) {
 	const n = 400
 	var got atomic.Int64 // messages delivered
-	var polled, largePolled atomic.Int64
+	var polled, mediumPolled, largePolled atomic.Int64
 	var mu sync.Mutex
 	var errs []string
 	rec := newRecorder()
@@ -36,8 +37,11 @@ func TestPollReadsSmallMessagesOnTheCaller(t *testing.T) {
 		}
 		if onPoller() {
 			polled.Add(1)
-			if len(p) > 100 {
+			switch {
+			case len(p) >= 1<<16:
 				largePolled.Add(1)
+			case len(p) > 125:
+				mediumPolled.Add(1)
 			}
 		}
 		got.Add(1)
@@ -50,8 +54,11 @@ func TestPollReadsSmallMessagesOnTheCaller(t *testing.T) {
 	})
 	for i := range n {
 		size := 8
-		if i%4 == 3 {
-			size = 200 // more than one small frame holds
+		switch i % 4 {
+		case 2:
+			size = 2000 // a frame with a 16-bit length
+		case 3:
+			size = 70000 // more than a frame with a 16-bit length holds
 		}
 		if err := meshes[0].Send(1, Requester, Header{Type: TypeUser, Seq: uint64(i)}, make([]byte, size)); err != nil {
 			t.Fatal(err)
@@ -67,11 +74,11 @@ func TestPollReadsSmallMessagesOnTheCaller(t *testing.T) {
 	for _, e := range errs {
 		t.Error(e)
 	}
-	if polled.Load() == 0 {
-		t.Errorf("none of %d messages was read by the polling goroutine", n)
+	if polled.Load() == 0 || mediumPolled.Load() == 0 {
+		t.Errorf("of %d messages, %d were read by the polling goroutine, %d of 2000 bytes; want some of both", n, polled.Load(), mediumPolled.Load())
 	}
 	if largePolled.Load() != 0 {
-		t.Errorf("%d messages of 200 bytes were read by the polling goroutine", largePolled.Load())
+		t.Errorf("%d messages of 70000 bytes were read by the polling goroutine", largePolled.Load())
 	}
 }
 

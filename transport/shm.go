@@ -17,7 +17,7 @@ import (
 // connection's bytes through the rings instead of the socket, and the socket stays open to
 // wake a reader that sleeps and to find a peer that dies (ring.go says how the bytes are
 // laid out). A reader polls its ring for a while (Config.Spin) before it sleeps, and so does
-// a task that waits for a small message (Mesh.Poll), which it then reads itself; a writer
+// a task that waits for a message (Mesh.Poll), which it then reads itself; a writer
 // whose ring is full polls, then backs off. Everything above the bytes (frames, messages,
 // liveness) is the same as over the network.
 
@@ -98,13 +98,13 @@ func (w *wire) useShm(c *shmConn) {
 	w.masks, w.peerMasks = false, false
 }
 
-// Poll reads, on the calling goroutine, the small messages that have arrived whole from
-// processes of this host (through shared memory) and delivers them to the Handler, until
-// done reports true, stop is closed, or the readers' polling time is over (Config.Spin;
-// see readerGroup.pollOn); it yields between two looks. A goroutine that waits for a
-// message calls it before it sleeps: when the message is small, it reads it itself rather
-// than being woken by the connection's reader, a goroutine switch each way; the readers
-// read everything else meanwhile. It returns at once when the readers do not poll or no
+// Poll reads, on the calling goroutine, the messages of less than 64 KiB that have arrived
+// whole, in one frame, from processes of this host (through shared memory) and delivers
+// them to the Handler, until done reports true, stop is closed, or the readers' polling
+// time is over (Config.Spin; see readerGroup.pollOn); it yields between two looks. A
+// goroutine that waits for a message calls it before it sleeps: it then reads the message
+// itself rather than being woken by the connection's reader, a goroutine switch each way;
+// the readers read everything else meanwhile. It returns at once when the readers do not poll or no
 // connection goes through shared memory. It must not be called from Handler methods, nor
 // with a lock that a Handler method may take.
 func (m *Mesh) Poll(done func() bool, stop <-chan struct{}) {
