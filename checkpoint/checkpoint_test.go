@@ -284,6 +284,15 @@ func TestInlinePieces(t *testing.T) {
 		}
 	}
 
+	// a process that has no inventory needs them: they are read where the others are
+	both, err := Survey([]string{a, b}, testJob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan, notes := Choose([]*Inventory{both}, func(Key) int { return 7 }); plan.Checkpoint != 1 || slices.ContainsFunc(plan.From, func(f int) bool { return f != 0 }) {
+		t.Errorf("Choose for an inventory that is not there: checkpoint %d from %v (notes %q), want 1 from inventory 0", plan.Checkpoint, plan.From, notes)
+	}
+
 	// b alone: its manifest has the inline pieces, not the others'
 	inv, err := Survey([]string{b}, testJob)
 	if err != nil {

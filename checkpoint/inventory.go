@@ -205,7 +205,7 @@ func Choose(invs []*Inventory, dest func(Key) int) (*Plan, []string) {
 		}
 	}, func(a, b int) int { return cmp.Compare(b, a) })
 	for _, k := range order {
-		plan, replaced, bad := choose(manifests[k], copies[k], dest)
+		plan, replaced, bad := choose(manifests[k], copies[k], dest, len(invs))
 		if len(bad) == 0 {
 			notes = append(notes, resolve(pending, fmt.Sprintf("using checkpoint %d", k))...)
 			return plan, append(notes, replaced...)
@@ -221,14 +221,17 @@ type holder struct {
 	Copy
 }
 
-// choose chooses a copy of each piece of m among copies (by key); bad says why m is not
-// complete, replaced which copies were passed over for another.
-func choose(m Manifest, copies map[Key][]holder, dest func(Key) int) (plan *Plan, replaced, bad []string) {
+// choose chooses a copy of each piece of m among copies (by key), of n inventories; bad
+// says why m is not complete, replaced which copies were passed over for another.
+func choose(m Manifest, copies map[Key][]holder, dest func(Key) int, n int) (plan *Plan, replaced, bad []string) {
 	plan = &Plan{Checkpoint: m.Checkpoint, Pieces: m.Pieces, From: make([]int, len(m.Pieces)), Dirs: make([]string, len(m.Pieces))}
 	load := make(map[int]int64) // bytes chosen from each inventory
 	for i, p := range m.Pieces {
 		if p.Inline { // every manifest holds it: the process that needs it reads it there
-			plan.From[i], plan.Dirs[i] = max(dest(p.Key), 0), m.Dir
+			if d := dest(p.Key); d >= 0 && d < n {
+				plan.From[i] = d
+			}
+			plan.Dirs[i] = m.Dir
 			continue
 		}
 		var good []holder
