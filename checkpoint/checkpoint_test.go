@@ -162,6 +162,30 @@ func names(t *testing.T, dir string) []string {
 	return n
 }
 
+// checkContents checks that c holds want: each piece's size, and its content as Open
+// streams it and as Load reads it.
+func checkContents(t *testing.T, c *Checkpoint, want map[Key][]byte) {
+	t.Helper()
+	for key, data := range want {
+		if p, _ := c.Piece(key); p.Size != int64(len(data)) {
+			t.Errorf("piece %v: size %d, want %d", key, p.Size, len(data))
+		}
+		r, err := c.Open(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(r)
+		r.Close()
+		if err != nil || !bytes.Equal(got, data) {
+			t.Errorf("Open(%v): %q, %v; want %q", key, got, err, data)
+		}
+		got = make([]byte, len(data))
+		if err := c.Load(key, got); err != nil || !bytes.Equal(got, data) {
+			t.Errorf("Load(%v): %q, %v; want %q", key, got, err, data)
+		}
+	}
+}
+
 // A checkpoint reads back as written, pieces streamed or whole, empty or with odd names,
 // in the documented layout.
 func TestRoundTrip(t *testing.T) {
@@ -207,20 +231,7 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil || c == nil || c.Number != 1 || len(notes) != 0 || len(c.Pieces) != len(want) {
 		t.Fatalf("Find: %+v, %q, %v", c, notes, err)
 	}
-	for key, b := range want {
-		r, err := c.Open(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := io.ReadAll(r)
-		r.Close()
-		if err != nil || !bytes.Equal(got, b) {
-			t.Errorf("piece %v: %q, %v; want %q", key, got, err, b)
-		}
-		if p, _ := c.Piece(key); p.Size != int64(len(b)) {
-			t.Errorf("piece %v: size %d, want %d", key, p.Size, len(b))
-		}
-	}
+	checkContents(t, c, want)
 	if _, err := c.Open(StateKey(5, "none")); err == nil {
 		t.Error("opened a piece the checkpoint lacks")
 	}
@@ -268,29 +279,17 @@ func TestInlinePieces(t *testing.T) {
 	if err != nil || c == nil || c.Number != 1 || len(notes) != 0 {
 		t.Fatalf("Find: %+v, %q, %v", c, notes, err)
 	}
-	for key, data := range want {
-		r, err := c.Open(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := io.ReadAll(r)
-		r.Close()
-		if err != nil || !bytes.Equal(got, data) {
-			t.Errorf("Open(%v): %v, %v; want %v", key, got, err, data)
-		}
-		got = make([]byte, len(data))
-		if err := c.Load(key, got); err != nil || !bytes.Equal(got, data) {
-			t.Errorf("Load(%v): %v, %v; want %v", key, got, err, data)
-		}
-	}
+	checkContents(t, c, want)
 
 	// a process that has no inventory needs them: they are read where the others are
 	both, err := Survey([]string{a, b}, testJob)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plan, notes := Choose([]*Inventory{both}, func(Key) int { return 7 }); plan.Checkpoint != 1 || slices.ContainsFunc(plan.From, func(f int) bool { return f != 0 }) {
-		t.Errorf("Choose for an inventory that is not there: checkpoint %d from %v (notes %q), want 1 from inventory 0", plan.Checkpoint, plan.From, notes)
+	plan, notes := Choose([]*Inventory{both}, func(Key) int { return 7 })
+	if plan.Checkpoint != 1 || slices.ContainsFunc(plan.From, func(f int) bool { return f != 0 }) {
+		t.Errorf("Choose for an inventory that is not there: checkpoint %d from %v (notes %q), want 1 from inventory 0",
+			plan.Checkpoint, plan.From, notes)
 	}
 
 	// b alone: its manifest has the inline pieces, not the others'
@@ -298,7 +297,7 @@ func TestInlinePieces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, notes := Choose([]*Inventory{inv}, func(Key) int { return 0 })
+	plan, notes = Choose([]*Inventory{inv}, func(Key) int { return 0 })
 	if plan.Checkpoint != 0 || len(notes) != 3 {
 		t.Errorf("b alone: checkpoint %d, notes %q; want none, the 3 pieces in files missing", plan.Checkpoint, notes)
 	}
@@ -308,7 +307,8 @@ func TestInlinePieces(t *testing.T) {
 		}
 	}
 
-	if _, err := InlinePiece(StateKey(0, "big"), make([]byte, InlineMax+1)); err == nil || !strings.Contains(err.Error(), "more than a manifest holds") {
+	_, err = InlinePiece(StateKey(0, "big"), make([]byte, InlineMax+1))
+	if err == nil || !strings.Contains(err.Error(), "more than a manifest holds") {
 		t.Errorf("InlinePiece of %d bytes: %v", InlineMax+1, err)
 	}
 	if _, err := InlinePiece(StateKey(0, ""), nil); err == nil {
@@ -398,12 +398,7 @@ func TestPiecesReuseThePrunedFiles(t *testing.T) {
 	if err != nil || c == nil || c.Number != 4 || len(notes) != 0 {
 		t.Fatalf("Find: %+v, %q, %v", c, notes, err)
 	}
-	for key, data := range want {
-		got := make([]byte, len(data))
-		if err := c.Load(key, got); err != nil || !bytes.Equal(got, data) {
-			t.Errorf("piece %v: %q, %v; want %q", key, got, err, data)
-		}
-	}
+	checkContents(t, c, want)
 }
 
 // After each commit a directory keeps its two newest complete checkpoints; incomplete

@@ -50,8 +50,8 @@
 //     fsync'd again. A complete checkpoint is never modified. After a commit the
 //     directory keeps its two newest complete checkpoints; older ones, and incomplete
 //     ones older than the one committed, are removed or recycled (renamed away first,
-//     durably, so never seen half removed or overwritten). A process killed between a commit and these removals leaves a
-//     third, removed at the next commit.
+//     durably, so never seen half removed or overwritten). A process killed between a
+//     commit and these removals leaves a third, removed at the next commit.
 //   - A process killed at any moment, or a full disk (an error matching ErrNoSpace and
 //     syscall.ENOSPC, the partial file removed), leaves every complete checkpoint intact.
 //   - A directory holding a checkpoint of another job (a different Fingerprint: program,

@@ -396,8 +396,8 @@ func (c *conn) readDone() bool {
 // readWaiting reads a message that has arrived whole in shared memory, on the calling
 // goroutine (a task that waits for one, see Mesh.Poll), and reports whether it did: only
 // one of less than 64 KiB that fits in one frame, so that the caller never waits for the
-// rest of a message; anything else is left to the reader. A message that breaks the rules ends the
-// connection as it would in the reader.
+// rest of a message; anything else is left to the reader. A message that breaks the rules
+// ends the connection as it would in the reader.
 func (c *conn) readWaiting() bool {
 	if c.stopped.Load() || !c.pending.Load() && !c.shm.in.arrived() || !c.reading.CompareAndSwap(false, true) {
 		return false

@@ -104,9 +104,9 @@ func (w *wire) useShm(c *shmConn) {
 // time is over (Config.Spin; see readerGroup.pollOn); it yields between two looks. A
 // goroutine that waits for a message calls it before it sleeps: it then reads the message
 // itself rather than being woken by the connection's reader, a goroutine switch each way;
-// the readers read everything else meanwhile. It returns at once when the readers do not poll or no
-// connection goes through shared memory. It must not be called from Handler methods, nor
-// with a lock that a Handler method may take.
+// the readers read everything else meanwhile. It returns at once when the readers do not
+// poll or no connection goes through shared memory. It must not be called from Handler
+// methods, nor with a lock that a Handler method may take.
 func (m *Mesh) Poll(done func() bool, stop <-chan struct{}) {
 	if m.readers.spin == 0 || m.readers.shared.Load() == 0 {
 		return
