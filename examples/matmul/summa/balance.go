@@ -160,7 +160,8 @@ func cutPoints(n int, weights []float64) []int {
 // stays measured; but a slow task may cost more than its columns are worth (a CPU task
 // beside a GPU reads the whole of A for a few columns). So right after bias 0, when some
 // tasks are less than half as fast as the fastest, the search measures once the split
-// without them (the fast tasks in proportion to their rates, the others idle), then goes
+// without them (the fast tasks in proportion to their rates, the others idle), even when
+// the bias would move no columns (the slow tasks all at their granule), then goes
 // on with the weighed splits, which it compares with each other only; the fastest split of
 // all is kept at the end. The first multiplication (equal or given shares) is not judged.
 type balancer struct {
@@ -215,10 +216,10 @@ func (b *balancer) next(flops, secs []float64) []float64 {
 		case !b.searching:
 		case !weighed: // the fast tasks alone: back to the bias search
 			b.split = split{bias: biasStep}
-		case took > b.weighedTime*(1+searchSlack) || b.settled():
-			b.searching, b.split = false, b.best
 		case b.split.bias == 0 && slowTasks(b.rates) != nil:
 			b.split = split{fast: slowTasks(b.rates)}
+		case took > b.weighedTime*(1+searchSlack) || b.settled():
+			b.searching, b.split = false, b.best
 		default:
 			b.split.bias += biasStep
 		}

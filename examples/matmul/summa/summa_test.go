@@ -358,6 +358,45 @@ func TestBalancerDropsTasksThatOnlyCost(t *testing.T) {
 	}
 }
 
+// TestBalancerTriesTheFastTaskAloneWhenTheOthersHaveOneGranule: beside a task a thousand
+// times faster, as a GPU beside CPU tasks, every weighed split leaves the slow tasks their
+// one granule, whatever the bias; that the bias moves no columns must not end the search
+// before the split without them is measured, since reading A for their granule makes them
+// the slowest.
+func TestBalancerTriesTheFastTaskAloneWhenTheOthersHaveOneGranule(t *testing.T) {
+	const n, slow, fixed = 8192.0, 15, 0.2
+	model := func(w []float64) (flops, secs []float64) {
+		flops, secs = make([]float64, len(w)), make([]float64, len(w))
+		cols := cutPoints(n, w)
+		for k := range w {
+			c := float64(cols[k+1] - cols[k])
+			flops[k] = c
+			switch {
+			case c == 0:
+			case k == 0:
+				secs[k] = c / 300000
+			default:
+				secs[k] = fixed + c/300
+			}
+		}
+		return flops, secs
+	}
+	b := newBalancer(n)
+	w := make([]float64, 1+slow)
+	for k := range w {
+		w[k] = 1
+	}
+	var times []float64
+	for range 6 {
+		flops, secs := model(w)
+		times = append(times, slices.Max(secs))
+		w = b.next(flops, secs)
+	}
+	if alone := n / 300000; times[len(times)-1] != alone {
+		t.Fatalf("times %v: the last is not the fast task alone's %g s", times, alone)
+	}
+}
+
 // TestBalancerSettles: tasks of equal rates get the same columns whatever the bias, so the
 // search ends at bias 0 instead of measuring splits that are all the same.
 func TestBalancerSettles(t *testing.T) {
