@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,6 +50,9 @@ func init() {
 	})
 }
 
+// gpuSectionOrder is the order of the sections, in a run and in the README.
+var gpuSectionOrder = map[string]int{"summa": 0, "hybrid": 1, "cholesky": 2, "procs": 3}
+
 // gpuRow is one line of the gpu table: a measurement and its ratio to the row it is compared with.
 type gpuRow struct {
 	Figure  string  `json:"figure"` // summa, hybrid, procs or cholesky
@@ -79,12 +83,10 @@ func benchGPU(fs *flag.FlagSet) func(rep *report) error {
 	return func(rep *report) error {
 		want := map[string]bool{}
 		for _, s := range splitList(*sections) {
-			switch s {
-			case "summa", "hybrid", "procs", "cholesky":
-				want[s] = true
-			default:
+			if _, ok := gpuSectionOrder[s]; !ok {
 				return badFlags("-sections: unknown section %q", s)
 			}
+			want[s] = true
 		}
 		sizes, err := intList(*summaN)
 		if err != nil {
@@ -298,6 +300,8 @@ func gpuFigures(readme []byte, dir, links string) ([]byte, error) {
 			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "gpu.json"), err)
 		}
 	}
+	// The sections' order, whichever of them the last run measured and which it kept.
+	slices.SortStableFunc(rows, func(a, b gpuRow) int { return gpuSectionOrder[a.Figure] - gpuSectionOrder[b.Figure] })
 	if len(rows) > 0 {
 		fmt.Fprintf(&b, "Measured by `go run ./lab/bench gpu` on %s, on %s (tables: [gpu](%s/gpu.txt), [hybrid](%s/hybrid.txt), [matmul](%s/matmul.txt)).\n"+
 			"Ratios are GFLOP/s over the reference's, both measured in that run.\n\n", rows[0].Device, rows[0].Date, links, links, links)
