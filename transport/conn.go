@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -332,13 +331,22 @@ func (c *conn) readFailed(err error) {
 // the Handler, its payload streamed into the buffer Sink gives.
 func (c *conn) readMessage() error {
 	c.rh = Header{}
-	p, err := c.w.readMessage(&c.rh, func(h *Header) ([]byte, error) {
+	dest := func(h *Header) ([]byte, error) {
 		// Everything this process wrote to the peer before the peer sent this message
 		// happens before its delivery (see Send).
 		c.m.peers[c.peer].sent.Load()
 		c.receiving.Store(h.Type >= TypeUser)
 		return c.sink(h)
-	})
+	}
+	var p []byte
+	var err error
+	if frame, size, ok := c.ringFrame(); ok {
+		p, _, err = openMessage(&c.rh, frame, opBinary, true, int64(len(frame)), dest)
+		c.shm.in.consume(size)
+		c.arrivals.Add(1)
+	} else {
+		p, err = c.w.readMessage(&c.rh, dest)
+	}
 	c.receiving.Store(false)
 	if err != nil {
 		return c.frameError(err)
@@ -415,9 +423,8 @@ func (c *conn) readWaiting() bool {
 	return true
 }
 
-// wholeFrame reports whether the next message has arrived whole and is one binary frame
-// of less than 64 KiB (its length in the header's second byte, or in the two after it);
-// c.reading held.
+// wholeFrame reports whether the next message has arrived whole and is one frame that
+// wholeFrameAt takes; c.reading held.
 func (c *conn) wholeFrame() bool {
 	var hdr []byte
 	rec, _ := c.shm.in.next() // the rest of the record at hand in the ring
@@ -425,21 +432,27 @@ func (c *conn) wholeFrame() bool {
 	switch inBuf := c.w.br.Buffered(); {
 	case inBuf >= 2: // Peek reads nothing
 		hdr, _ = c.w.br.Peek(min(inBuf, 4))
-	case buffered == 0 && len(rec) >= 2:
+	case buffered == 0:
 		hdr = rec
-	default:
-		return false
 	}
-	if hdr[0] != finBit|opBinary {
-		return false
+	hl, n, ok := wholeFrameAt(hdr)
+	return ok && buffered+len(rec) >= hl+n
+}
+
+// ringFrame returns, when nothing waits in the read buffers and the shared-memory record at
+// hand starts with a whole frame that wholeFrameAt takes, the frame's payload, read in place
+// in the ring, and the bytes the frame takes there; ok is false otherwise, and the message
+// is read through the buffers. c.reading held.
+func (c *conn) ringFrame() (frame []byte, size int, ok bool) {
+	if c.shm == nil || c.w.buffered() != 0 {
+		return nil, 0, false
 	}
-	switch n := int(hdr[1]); {
-	case n < 126:
-		return buffered+len(rec) >= 2+n
-	case n == 126 && len(hdr) >= 4: // not masked, a 16-bit length
-		return buffered+len(rec) >= 4+int(binary.BigEndian.Uint16(hdr[2:4]))
+	rec, _ := c.shm.in.next()
+	hl, n, ok := wholeFrameAt(rec)
+	if !ok || len(rec) < hl+n {
+		return nil, 0, false
 	}
-	return false
+	return rec[hl : hl+n], hl + n, true
 }
 
 // frameError makes a message that broke the rules a *FrameError; other errors are the

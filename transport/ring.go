@@ -165,10 +165,16 @@ func (r *ringReader) take(p []byte) int {
 		return 0
 	}
 	k := copy(p, rest)
+	r.consume(k)
+	return k
+}
+
+// consume moves the reader past the next k bytes of the record at its position (at most
+// the bytes next returned), and past the record once it is read whole.
+func (r *ringReader) consume(k int) {
 	r.got += uint64(k)
 	if r.got == r.n {
 		r.h.read.Store(r.h.read.Load() + span(r.n))
 		r.n, r.got = 0, 0
 	}
-	return k
 }

@@ -370,3 +370,58 @@ func socketPair(t *testing.T) (a, b net.Conn) {
 	}
 	return conns[0], conns[1]
 }
+
+// Messages of every size up to past 64 KiB, sent in bursts, reach the peer whole and in
+// order through shared memory: a record holds several frames (read in place in the ring,
+// one after the other), a large payload comes in records of its own after its header's
+// (read through the buffers), and small and large ones alternate.
+func TestSharedMemoryMessagesOfEverySize(t *testing.T) {
+	meshes, recs := startMeshes(t, 2, func(_ int, c *Config) { c.Heartbeat, c.PeerTimeout = time.Hour, 2*time.Hour })
+	rng := rand.New(rand.NewPCG(1, 2))
+	msgs := make([][]byte, 1500)
+	for i := range msgs {
+		n := rng.IntN(16)
+		switch i % 3 {
+		case 1:
+			n = rng.IntN(4096)
+		case 2:
+			n = rng.IntN(70000)
+		}
+		msgs[i] = make([]byte, n)
+		for j := range msgs[i] {
+			msgs[i][j] = byte(rng.Uint32())
+		}
+	}
+	errs := make(chan error, 1)
+	go func() {
+		for i, p := range msgs {
+			if err := meshes[0].SendAhead(1, Requester, Header{Type: TypeUser, Arg: int64(i)}, p); err != nil {
+				errs <- err
+				return
+			}
+			if i%5 == 4 || i == len(msgs)-1 {
+				if err := meshes[0].Flush(1, Requester, i%2 == 0); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}
+		errs <- nil
+	}()
+	for i, want := range msgs {
+		var f received
+		select {
+		case f = <-recs[1].frames:
+		case err := <-recs[1].lost:
+			t.Fatalf("before message %d: %v", i, err)
+		case <-time.After(time.Minute):
+			t.Fatalf("message %d has not come", i)
+		}
+		if f.h.Arg != int64(i) || !bytes.Equal(f.p, want) {
+			t.Fatalf("message %d: got number %d with %d bytes (equal: %v), want %d bytes", i, f.h.Arg, len(f.p), bytes.Equal(f.p, want), len(want))
+		}
+	}
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -372,22 +372,12 @@ func (w *wire) readMessage(h *Header, dest func(*Header) ([]byte, error)) ([]byt
 	if err != nil {
 		return nil, err
 	}
-	var hn int
-	if *h, hn, err = decodeHeader(w.rbuf[:k]); err != nil {
-		return nil, &ruleError{err: err}
-	}
-	if err := checkFirst(f.op, f.fin, f.n, h, hn); err != nil {
-		return nil, &ruleError{err: err, hasHeader: true}
-	}
-	var buf []byte
-	if h.Len > 0 {
-		if buf, err = dest(h); err != nil {
-			return nil, &ruleError{err: err, hasHeader: true}
-		}
+	buf, hn, err := openMessage(h, w.rbuf[:k], f.op, f.fin, f.n, dest)
+	if err != nil {
+		return nil, err
 	}
 	// The header's frame may hold the first payload bytes already.
-	n := copy(buf, w.rbuf[hn:k])
-	if _, err := w.read(&f, pos, buf[n:f.n-int64(hn)]); err != nil {
+	if _, err := w.read(&f, pos, buf[k-hn:f.n-int64(hn)]); err != nil {
 		return nil, err
 	}
 	for off, fin := uint64(f.n-int64(hn)), f.fin; !fin; {
@@ -404,6 +394,46 @@ func (w *wire) readMessage(h *Header, dest func(*Header) ([]byte, error)) ([]byt
 		off, fin = off+uint64(g.n), g.fin
 	}
 	return buf, nil
+}
+
+// openMessage decodes the message header at the start of head, the first bytes of a first
+// frame (opcode op, fin, n payload bytes), checks the frame, and returns the payload's
+// buffer from dest with the payload bytes that head holds after the header copied in, and
+// the header's size.
+func openMessage(h *Header, head []byte, op byte, fin bool, n int64, dest func(*Header) ([]byte, error)) ([]byte, int, error) {
+	var hn int
+	var err error
+	if *h, hn, err = decodeHeader(head); err != nil {
+		return nil, 0, &ruleError{err: err}
+	}
+	if err := checkFirst(op, fin, n, h, hn); err != nil {
+		return nil, 0, &ruleError{err: err, hasHeader: true}
+	}
+	var buf []byte
+	if h.Len > 0 {
+		if buf, err = dest(h); err != nil {
+			return nil, 0, &ruleError{err: err, hasHeader: true}
+		}
+	}
+	copy(buf, head[hn:])
+	return buf, hn, nil
+}
+
+// wholeFrameAt parses the websocket frame header at the start of b when it is that of a
+// final unmasked binary frame of less than 64 KiB (its length in the header's second byte,
+// or in the two after it), and returns the header's size and the payload's; ok is false for
+// any other frame, or when b is too short to tell.
+func wholeFrameAt(b []byte) (hl, n int, ok bool) {
+	if len(b) < 2 || b[0] != finBit|opBinary {
+		return 0, 0, false
+	}
+	switch n := int(b[1]); {
+	case n < 126:
+		return 2, n, true
+	case n == 126 && len(b) >= 4:
+		return 4, int(binary.BigEndian.Uint16(b[2:4])), true
+	}
+	return 0, 0, false
 }
 
 // writeMsg writes one message of at most fragmentSize payload bytes and flushes (handshake
