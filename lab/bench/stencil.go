@@ -202,9 +202,11 @@ func (l stencilLayout) sized(cells int, single bool) jacobi.Params {
 // measureStencil runs the contenders of one row in interleaved rounds: orwl and MPI over
 // TCP and shared memory for a halo row, Go and C in one process for a loop row.
 func measureStencil(kind string, p jacobi.Params, rounds int, perRun time.Duration, mpi *openMPI, bin string) (stencilRow, error) {
-	// About perRun per run: an iteration costs its cells, and at least a message each way.
+	// About perRun per run: an iteration costs its cells, and a few microseconds for its
+	// messages (a run of a few thousand iterations would time the start of the polling more
+	// than its steady state).
 	cells := p.NX * p.NY / p.Tasks()
-	p.Iters = max(20, int(perRun.Seconds()/(float64(cells)*2e-9+40e-6)))
+	p.Iters = max(20, int(perRun.Seconds()/(float64(cells)*2e-9+3e-6)))
 	if kind == "shared" {
 		p.Iters *= 2 // two jobs started at once overlap for most of their runs
 	}
