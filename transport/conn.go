@@ -39,6 +39,7 @@ type conn struct {
 	arrivals atomic.Uint64
 	seen     atomic.Uint64 // arrivals as heard last saw it
 	lastRecv atomic.Int64  // Mesh.now()
+	sinking  atomic.Bool   // the Handler's Sink makes room for a message that has come
 
 	receiving atomic.Bool // the reader is reading a user message's payload (Mesh.Receiving)
 
@@ -84,9 +85,11 @@ func (s *stampReader) Read(p []byte) (int, error) {
 
 // heard returns when bytes last arrived from the peer, as seen at time now: the time of the
 // first call of heard after their arrival, which the heartbeat makes every period, so the
-// stamp is late by one period at most.
+// stamp is late by one period at most. While the Handler's Sink makes room for a message
+// (it may populate gigabytes of memory), the peer counts as heard now: the time is this
+// process's, and the message's bytes wait for it.
 func (c *conn) heard(now int64) int64 {
-	if a := c.arrivals.Load(); c.seen.Swap(a) != a {
+	if a := c.arrivals.Load(); c.seen.Swap(a) != a || c.sinking.Load() {
 		c.lastRecv.Store(now)
 	}
 	return c.lastRecv.Load()
@@ -336,7 +339,10 @@ func (c *conn) readMessage() error {
 		// happens before its delivery (see Send).
 		c.m.peers[c.peer].sent.Load()
 		c.receiving.Store(h.Type >= TypeUser)
-		return c.sink(h)
+		c.sinking.Store(true)
+		buf, err := c.sink(h)
+		c.sinking.Store(false)
+		return buf, err
 	}
 	var p []byte
 	var err error

@@ -99,3 +99,55 @@ func TestOwnPauseIsNotBlamed(t *testing.T) {
 		t.Errorf("the loss does not mention this process's own pause: %v", err)
 	}
 }
+
+// The time a process takes to make room for a message (its Handler's Sink: mapping and
+// populating a mirror of gigabytes) is its own, not its peer's silence: a Sink that takes
+// several peer timeouts loses nobody, and the message arrives whole.
+func TestSlowSinkIsNotThePeersSilence(t *testing.T) {
+	const size = 64 << 10
+	sh := &slowSink{sinkHandler: sinkHandler{recorder: *newRecorder(), mirror: make([]byte, size)}, delay: time.Second}
+	got := make(chan []byte, 1)
+	sh.onRecv = func(from int, h *Header, p []byte) {
+		if h.Type == TypeUser {
+			got <- bytes.Clone(p)
+		}
+	}
+	meshes, recs := startMeshes(t, 2, func(rank int, c *Config) {
+		c.Heartbeat, c.PeerTimeout = 50*time.Millisecond, 300*time.Millisecond
+		if rank == 1 {
+			c.Handler = sh
+		}
+	})
+	payload := bytes.Repeat([]byte{7}, size)
+	if err := meshes[0].Send(1, Owner, Header{Type: TypeUser}, payload); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case p := <-got:
+		if !bytes.Equal(p, payload) {
+			t.Fatal("the message arrived damaged")
+		}
+	case err := <-sh.lost:
+		t.Fatalf("rank 1 lost its peer while its own Sink ran: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the message has not come")
+	}
+	select {
+	case err := <-recs[0].lost:
+		t.Fatalf("rank 0 lost rank 1: %v", err)
+	default:
+	}
+}
+
+// slowSink is a sinkHandler whose Sink takes delay for a message of type TypeUser.
+type slowSink struct {
+	sinkHandler
+	delay time.Duration
+}
+
+func (s *slowSink) Sink(from int, h *Header) ([]byte, error) {
+	if h.Type == TypeUser {
+		time.Sleep(s.delay)
+	}
+	return s.sinkHandler.Sink(from, h)
+}

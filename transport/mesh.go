@@ -51,7 +51,8 @@ type Handler interface {
 	// ErrSinkRefused and the error. Sink is called only for messages whose first frame
 	// passed every check; only a connection that breaks mid-payload, or a later fragment
 	// that breaks the rules (the peer is then lost), leaves a sink partly written. h is
-	// valid only during the call.
+	// valid only during the call. Sink may take long (to map and populate a large buffer):
+	// the peer counts as heard meanwhile, since its message has come.
 	Sink(from int, h *Header) ([]byte, error)
 	// Handle delivers a complete message of a type >= TypeUser. Messages of one connection
 	// are delivered in arrival order, one at a time. h is valid only during the call;
