@@ -12,13 +12,7 @@ import (
 // arrive (a slow link) does not lose its sender, and arrives whole.
 func TestSlowPayloadIsProgress(t *testing.T) {
 	const size = 64 << 10
-	sh := &sinkHandler{recorder: *newRecorder(), mirror: make([]byte, size)}
-	got := make(chan []byte, 1)
-	sh.onRecv = func(from int, h *Header, p []byte) {
-		if h.Type == TypeUser {
-			got <- bytes.Clone(p)
-		}
-	}
+	sh, got := userSink(size)
 	meshes, recs := startMeshes(t, 2, func(rank int, c *Config) {
 		c.Heartbeat, c.PeerTimeout = 50*time.Millisecond, 300*time.Millisecond
 		if rank == 0 {
@@ -105,13 +99,8 @@ func TestOwnPauseIsNotBlamed(t *testing.T) {
 // several peer timeouts loses nobody, and the message arrives whole.
 func TestSlowSinkIsNotThePeersSilence(t *testing.T) {
 	const size = 64 << 10
-	sh := &slowSink{sinkHandler: sinkHandler{recorder: *newRecorder(), mirror: make([]byte, size)}, delay: time.Second}
-	got := make(chan []byte, 1)
-	sh.onRecv = func(from int, h *Header, p []byte) {
-		if h.Type == TypeUser {
-			got <- bytes.Clone(p)
-		}
-	}
+	user, got := userSink(size)
+	sh := &slowSink{sinkHandler: *user, delay: time.Second}
 	meshes, recs := startMeshes(t, 2, func(rank int, c *Config) {
 		c.Heartbeat, c.PeerTimeout = 50*time.Millisecond, 300*time.Millisecond
 		if rank == 1 {
@@ -150,4 +139,17 @@ func (s *slowSink) Sink(from int, h *Header) ([]byte, error) {
 		time.Sleep(s.delay)
 	}
 	return s.sinkHandler.Sink(from, h)
+}
+
+// userSink returns a sinkHandler with a mirror of size bytes, and the channel that the
+// payloads of its messages of type TypeUser come out on.
+func userSink(size int) (*sinkHandler, <-chan []byte) {
+	sh := &sinkHandler{recorder: *newRecorder(), mirror: make([]byte, size)}
+	got := make(chan []byte, 1)
+	sh.onRecv = func(from int, h *Header, p []byte) {
+		if h.Type == TypeUser {
+			got <- bytes.Clone(p)
+		}
+	}
+	return sh, got
 }
