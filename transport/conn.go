@@ -331,8 +331,10 @@ func (c *conn) readFailed(err error) {
 }
 
 // readMessage reads one message and delivers it: a mesh message to the mesh, any other to
-// the Handler, its payload streamed into the buffer Sink gives.
-func (c *conn) readMessage() error {
+// the Handler, its payload streamed into the buffer Sink gives. frame, size and inRing are
+// what ringFrame returned: with inRing, the message is the frame read in place in the ring;
+// else it is read through the buffers.
+func (c *conn) readMessage(frame []byte, size int, inRing bool) error {
 	c.rh = Header{}
 	dest := func(h *Header) ([]byte, error) {
 		// Everything this process wrote to the peer before the peer sent this message
@@ -346,7 +348,7 @@ func (c *conn) readMessage() error {
 	}
 	var p []byte
 	var err error
-	if frame, size, ok := c.ringFrame(); ok {
+	if inRing {
 		p, _, err = openMessage(&c.rh, frame, opBinary, true, int64(len(frame)), dest)
 		c.shm.in.consume(size)
 		c.arrivals.Add(1)
@@ -370,7 +372,7 @@ func (c *conn) readMessage() error {
 // once some of it has come, unless a task reads it meanwhile (readWaiting).
 func (c *conn) next() error {
 	if c.shm == nil {
-		return c.readMessage()
+		return c.readMessage(nil, 0, false)
 	}
 	for {
 		if !c.reading.CompareAndSwap(false, true) {
@@ -384,7 +386,7 @@ func (c *conn) next() error {
 			}
 			continue
 		}
-		err := c.readMessage()
+		err := c.readMessage(c.ringFrame())
 		idle := !c.readDone()
 		if err == nil && idle {
 			// The reader would yield anyway as it polls for the next message; the
@@ -416,11 +418,12 @@ func (c *conn) readWaiting() bool {
 	if c.stopped.Load() || !c.pending.Load() && !c.shm.in.arrived() || !c.reading.CompareAndSwap(false, true) {
 		return false
 	}
-	if !c.wholeFrame() {
+	frame, size, inRing := c.ringFrame()
+	if !inRing && !c.wholeBuffered() {
 		c.reading.Store(false)
 		return false
 	}
-	err := c.readMessage()
+	err := c.readMessage(frame, size, inRing)
 	c.readDone()
 	if err != nil {
 		c.readFailed(err)
@@ -429,20 +432,18 @@ func (c *conn) readWaiting() bool {
 	return true
 }
 
-// wholeFrame reports whether the next message has arrived whole and is one frame that
-// wholeFrameAt takes; c.reading held.
-func (c *conn) wholeFrame() bool {
-	var hdr []byte
-	rec, _ := c.shm.in.next() // the rest of the record at hand in the ring
-	buffered := c.w.buffered()
-	switch inBuf := c.w.br.Buffered(); {
-	case inBuf >= 2: // Peek reads nothing
-		hdr, _ = c.w.br.Peek(min(inBuf, 4))
-	case buffered == 0:
-		hdr = rec
+// wholeBuffered reports whether the next message, which begins in the read buffer, has
+// arrived whole (its rest in the ring's record at hand) and is one frame that wholeFrameAt
+// takes; c.reading held.
+func (c *conn) wholeBuffered() bool {
+	inBuf := c.w.br.Buffered()
+	if inBuf < 2 {
+		return false
 	}
+	hdr, _ := c.w.br.Peek(min(inBuf, 4)) // Peek reads nothing
+	rec, _ := c.shm.in.next()
 	hl, n, ok := wholeFrameAt(hdr)
-	return ok && buffered+len(rec) >= hl+n
+	return ok && c.w.buffered()+len(rec) >= hl+n
 }
 
 // ringFrame returns, when nothing waits in the read buffers and the shared-memory record at
