@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/orwl-go/orwl/checkpoint"
-	"github.com/orwl-go/orwl/handle"
 	"github.com/orwl-go/orwl/internal/hugemem"
 	"github.com/orwl-go/orwl/transport"
 )
@@ -222,12 +221,13 @@ func (c *checkpointer) close() {
 	}
 }
 
-// round is the round of the request h places now: -1 for a one-shot handle.
-func (j *job) round(h *handle.Handle) int {
-	if !h.Spec().Iterative {
+// round is the round of the request that a handle places after acquires acquires: -1 for a
+// one-shot (not iterative) handle.
+func (j *job) round(iterative bool, acquires int) int {
+	if !iterative {
 		return -1
 	}
-	return j.ckpt.start() + h.Acquires()
+	return j.ckpt.start() + acquires
 }
 
 // maxSlack bounds checkpointer.slack: a checkpoint is taken at most this many iterations

@@ -146,7 +146,7 @@ func (d *detector) look(tasks []*Task) (waits []waitRecord, stuck, moved bool) {
 			stuck = false
 			break
 		}
-		spec := w.h.Spec()
+		spec := &w.spec
 		rec := waitRecord{Task: t.id, Pos: spec.Pos, Write: spec.Mode == fifo.Write}
 		if !w.self.describeWait(&rec) {
 			stuck = false // granted meanwhile

@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"testing"
+	"unsafe"
 )
 
 // parkedTicket returns a ticket whose latch has a waiter parked in Wait; the waiter returns
@@ -85,5 +86,13 @@ func TestDetectorIdle(t *testing.T) {
 		if got := d.idle(tasks); got != c.want {
 			t.Errorf("%s: idle = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// Every task's slot fills a cache line of its own, so that a task that publishes a wait
+// never takes the line of another task's slot away from its core.
+func TestSlotFillsACacheLine(t *testing.T) {
+	if size := unsafe.Sizeof(slot{}); size != 64 {
+		t.Fatalf("a slot takes %d bytes, want 64", size)
 	}
 }

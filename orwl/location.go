@@ -285,7 +285,7 @@ func (t *localTicket) Cancel() {
 // gives it back through location.cancel.
 func (t *localTicket) granted(bool, bool)          { t.latch.Grant() }
 func (t *localTicket) failed(err error)            { t.latch.Fail(err) }
-func (t *localTicket) task() int                   { return t.h.Spec().Task }
+func (t *localTicket) task() int                   { return t.spec.Task }
 func (t *localTicket) round() int                  { return t.rnd }
 func (t *localTicket) remote() (int, uint64, bool) { return 0, 0, false }
 func (t *localTicket) where() uint32               { return t.loc.index }
@@ -309,14 +309,14 @@ func (t *localTicket) traceRelease(task int, m fifo.Mode, flow trace.FlowID) {
 func (l *location) Request(h *handle.Handle, reuse handle.Ticket) (handle.Ticket, error) {
 	t, _ := reuse.(*localTicket)
 	if t == nil || t.req.State() != fifo.Idle {
-		t = &localTicket{loc: l, ticketBase: ticketBase{h: h, j: l.j}}
+		t = &localTicket{loc: l, ticketBase: ticketBase{h: h, spec: h.Spec(), j: l.j}}
 		t.req.Tag = t
 		t.self = t
 	}
 	// A reused ticket is h's own (Queue.Request), unchanged: the deadlock watch reads t.h.
-	t.rnd = l.j.round(h)
+	spec := &t.spec
+	t.rnd = l.j.round(spec.Iterative, h.Acquires())
 	t.latch.Start()
-	spec := h.Spec()
 	if err := l.enqueue(&t.req, spec.Mode, true, spec.Pos, spec.Task, true); err != nil {
 		return nil, err
 	}

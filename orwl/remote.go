@@ -147,15 +147,15 @@ func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Tic
 	}
 	if t == nil || t.id == 0 || t.active {
 		t = n.newTicket(q)
-		t.h = h // a reused ticket is h's own (Queue.Request), and the deadlock watch reads it
+		t.h, t.spec = h, h.Spec() // a reused ticket is h's own (Queue.Request), and the deadlock watch reads it
 	}
 	t.active = true
 	q.active++
 	t.latch.Start()
 	n.req.mu.Unlock()
-	spec := h.Spec()
+	spec := &t.spec
 	live := n.j.requestsLive.Load()
-	m := requestMsg{loc: q.loc, ticket: t.id, mode: spec.Mode, initial: !live, pos: spec.Pos, task: spec.Task, round: n.j.round(h)}
+	m := requestMsg{loc: q.loc, ticket: t.id, mode: spec.Mode, initial: !live, pos: spec.Pos, task: spec.Task, round: n.j.round(spec.Iterative, h.Acquires())}
 	// Not written at once: it is not awaited yet. An iterative handle's request after the
 	// schedule is its next iteration's, made in Acquire while it holds the grant, so its
 	// release (or, if it fails, the cancellation of this request) follows on the same
@@ -248,7 +248,7 @@ func (n *node) sendRelease(t *remoteTicket, m releaseMsg, payload []byte, onTask
 		q.sendMu.Unlock()
 		return nil
 	}
-	retire := !t.h.Spec().Iterative || m.failed || t.latch.State() == handle.LatchCancelled
+	retire := !t.spec.Iterative || m.failed || t.latch.State() == handle.LatchCancelled
 	n.req.mu.Unlock()
 	m.loc, m.ticket, m.flow = q.loc, t.id, t.releaseFlow
 	if m.data {
@@ -327,7 +327,7 @@ func (n *node) grantSink(from int, h *transport.Header) ([]byte, error) {
 		return nil, fmt.Errorf("orwl: data for unknown ticket %d", h.ID)
 	}
 	if n.j.rec != nil {
-		t.transfer = n.j.rec.TaskTrack(t.h.Spec().Task).BeginTransfer(trace.Loc(n.j.locationAt(h.Key)), trace.In, from, int64(h.Len))
+		t.transfer = n.j.rec.TaskTrack(t.spec.Task).BeginTransfer(trace.Loc(n.j.locationAt(h.Key)), trace.In, from, int64(h.Len))
 	}
 	return resizeKeep(&t.q.mirror, int(h.Len), n.req.spare.take), nil
 }

@@ -33,6 +33,7 @@ type ticket interface {
 type ticketBase struct {
 	latch handle.Latch
 	h     *handle.Handle
+	spec  handle.Spec // h's, read without copying it on every request
 	self  ticket
 	j     *job
 }
@@ -43,7 +44,7 @@ func (b *ticketBase) base() *ticketBase { return b }
 // that nothing is handed on and the location fails with the job's error when the task
 // fails, as it usually does.
 func (b *ticketBase) Fail(err error) {
-	t := b.j.task[b.h.Spec().Task]
+	t := b.j.task[b.spec.Task]
 	t.failedGrants = append(t.failedGrants, failedGrant{b.self, err})
 }
 
@@ -59,7 +60,7 @@ func (b *ticketBase) Poll(ctx context.Context) {
 	if n == nil {
 		return
 	}
-	polling := &b.j.det.slots[b.h.Spec().Task].polling
+	polling := &b.j.det.slots[b.spec.Task].polling
 	polling.Store(true)
 	n.mesh.Poll(b.settled, ctx.Done())
 	polling.Store(false)
