@@ -11,16 +11,18 @@ import (
 
 // crowdProbe tells polling readers whether the host is oversubscribed: more runnable threads
 // than cores can run, counting every program's, not only this job's. A reader that polls
-// then only takes a core from a thread with work to do, so readers sleep at once instead,
-// and poll again once the cores are free. The count of a job alone on its cores
-// (a polling or computing thread per core) often has a thread or two more, runtime and
-// kernel threads waking up: the threshold leaves them a margin (crowdThreshold), which two
-// jobs polling on the same cores exceed. The host changes from free to crowded, or back,
-// only when two samples running agree: a thread or two more for a moment (a sample in 20
-// on a 2-core host running one job, each costing the job 2ms of sleeping readers) is no
-// crowd, while two jobs polling exceed the threshold whenever their readers poll. A
-// polling reader takes a sample at most every crowdSample; the zero value samples the
-// kernel's count (/proc/loadavg), which a host without it never exceeds.
+// then takes a core from a thread with work to do (perhaps the peer whose message it waits
+// for), so it gives its core to the host's other threads at every look and polls for
+// Config.Spin only (readerGroup.pollOn), as an MPI library that knows its cores are
+// oversubscribed does; sleeping at once instead would cost every message a wake-up. The
+// count of a job alone on its cores (a polling or computing thread per core) often has a
+// thread or two more, runtime and kernel threads waking up: the threshold leaves them a
+// margin (crowdThreshold), which two jobs polling on the same cores exceed. The host changes
+// from free to crowded, or back, only when two samples running agree: a thread or two more
+// for a moment (a sample in 20 on a 2-core host running one job) is no crowd, while two
+// jobs polling exceed the threshold whenever their readers poll. A polling reader takes a
+// sample at most every crowdSample; the zero value samples the kernel's count
+// (/proc/loadavg), which a host without it never exceeds.
 type crowdProbe struct {
 	runnable func() int   // the host's runnable threads; nil: hostRunnable
 	next     atomic.Int64 // when the next sample is due, Unix ns

@@ -146,8 +146,9 @@ type Config struct {
 	// nothing else of the process can run. A message that comes within Spin is read
 	// without waking a sleeping thread, most of a small message's latency, at the price of
 	// a busy core: for processes that have a core each, not for an oversubscribed machine.
-	// Readers do not poll while the host has more runnable threads than cores, whichever
-	// programs they belong to (sampled every 2ms by a polling reader). Default 0: no polling.
+	// While the host has more runnable threads than cores, whichever programs they belong to
+	// (sampled every 2ms by a polling reader), readers poll for Spin at most and yield their
+	// core to the other threads at every look. Default 0: no polling.
 	Spin time.Duration
 	// Idle, when not nil, reports that the process has nothing to compute until a message
 	// comes (every task waits for one, in Poll or asleep). While it does, and every

@@ -156,21 +156,45 @@ type readerGroup struct {
 	idle     func() bool  // Config.Idle
 	onSocket atomic.Int32 // connections that do not use shared memory, and readers asleep
 	shared   atomic.Int32 // connections that use shared memory
-	crowd    crowdProbe   // no polling while the host's cores are oversubscribed
+	crowd    crowdProbe   // whether the host's cores are oversubscribed (see pollOn)
 }
 
 // maxIdleSpin bounds how long a reader polls in an idle process (Config.Idle).
 const maxIdleSpin = 10 * time.Millisecond
 
-// pollOn reports whether a reader that has polled for polled goes on polling.
-func (g *readerGroup) pollOn(polled time.Duration) bool {
-	if g.spin == 0 || g.crowd.Crowded() {
-		return false
+// pollMode is how a reader that has polled for a while goes on.
+type pollMode uint8
+
+const (
+	// pollStop: the reader sleeps on its socket.
+	pollStop pollMode = iota
+	// pollYield: it looks again after yielding its processor to the rest of the process.
+	pollYield
+	// pollYieldThread: the host is crowded; it looks again after yielding its thread's core
+	// to the host's other runnable threads too, so a thread with work to do (the peer that
+	// will write, or another program) runs first.
+	pollYieldThread
+)
+
+// pollOn says how a reader that has polled for polled goes on: it polls for spin, on a
+// crowded host yielding its core at every look; past spin, only while the process is idle,
+// no connection of the mesh waits on its socket and the host is not crowded, up to
+// maxIdleSpin.
+func (g *readerGroup) pollOn(polled time.Duration) pollMode {
+	switch {
+	case g.spin == 0:
+		return pollStop
+	case g.crowd.Crowded():
+		if polled < g.spin {
+			return pollYieldThread
+		}
+		return pollStop
+	case polled < g.spin:
+		return pollYield
+	case polled < maxIdleSpin && g.idle != nil && g.onSocket.Load() == 0 && g.idle():
+		return pollYield
 	}
-	if polled < g.spin {
-		return true
-	}
-	return polled < maxIdleSpin && g.idle != nil && g.onSocket.Load() == 0 && g.idle()
+	return pollStop
 }
 
 // shmConn is a net.Conn whose bytes go through two rings of a shared segment; the socket
@@ -262,10 +286,10 @@ func (c *shmConn) sleep() error {
 // decision (pollOn, which may sample the host's load) are consulted once every pollBatch
 // looks, so that a look is little more than a yield and a peer's write is seen sooner.
 type poller struct {
-	polled  time.Duration // counted as pollStep says
-	last    time.Time     // when the clock was last read; zero before the first look
-	looks   int           // since last
-	stopped bool          // pollOn said no
+	polled time.Duration // counted as pollStep says
+	last   time.Time     // when the clock was last read; zero before the first look
+	looks  int           // since last
+	mode   pollMode      // pollOn's latest answer
 }
 
 // pollBatch is the number of looks between two readings of the clock.
@@ -282,13 +306,17 @@ func (p *poller) next(g *readerGroup) bool {
 			p.last = now
 		}
 		p.looks = 0
-		p.stopped = !g.pollOn(p.polled)
+		p.mode = g.pollOn(p.polled)
 	}
-	if p.stopped {
+	switch p.mode {
+	case pollStop:
 		return false
+	case pollYieldThread:
+		yieldThread()
+	default:
+		runtime.Gosched()
 	}
 	p.looks++
-	runtime.Gosched()
 	return true
 }
 

@@ -3,6 +3,7 @@ package transport
 import (
 	"encoding/hex"
 	"os"
+	"runtime"
 	"strconv"
 	"syscall"
 
@@ -70,4 +71,11 @@ func unmap(seg []byte) {
 	if seg != nil {
 		unix.Munmap(seg)
 	}
+}
+
+// yieldThread lets the other goroutines of this process run, then the other threads of
+// the host: what a reader that polls a crowded host does between two looks.
+func yieldThread() {
+	runtime.Gosched()
+	syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
 }

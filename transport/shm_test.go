@@ -8,7 +8,8 @@ import (
 )
 
 // A reader polls for spin, and past it, up to maxIdleSpin, only while the process is idle
-// and no connection of the mesh waits on its socket.
+// and no connection of the mesh waits on its socket; it yields its goroutine between two
+// looks.
 func TestReaderGroupPollOn(t *testing.T) {
 	idle := func() bool { return true }
 	busy := func() bool { return false }
@@ -19,16 +20,16 @@ func TestReaderGroupPollOn(t *testing.T) {
 		idle     func() bool
 		onSocket int32
 		polled   time.Duration
-		want     bool
+		want     pollMode
 	}{
-		{"within spin", spin, busy, 0, spin - 1, true},
-		{"within spin, a connection on its socket", spin, busy, 1, 0, true},
-		{"past spin, busy", spin, busy, 0, spin, false},
-		{"past spin, no Idle", spin, nil, 0, spin, false},
-		{"past spin, idle", spin, idle, 0, spin, true},
-		{"past spin, idle, a connection on its socket", spin, idle, 1, spin, false},
-		{"past the idle bound", spin, idle, 0, maxIdleSpin, false},
-		{"no polling", 0, idle, 0, 0, false},
+		{"within spin", spin, busy, 0, spin - 1, pollYield},
+		{"within spin, a connection on its socket", spin, busy, 1, 0, pollYield},
+		{"past spin, busy", spin, busy, 0, spin, pollStop},
+		{"past spin, no Idle", spin, nil, 0, spin, pollStop},
+		{"past spin, idle", spin, idle, 0, spin, pollYield},
+		{"past spin, idle, a connection on its socket", spin, idle, 1, spin, pollStop},
+		{"past the idle bound", spin, idle, 0, maxIdleSpin, pollStop},
+		{"no polling", 0, idle, 0, 0, pollStop},
 	} {
 		g := readerGroup{spin: c.spin, idle: c.idle}
 		g.crowd.runnable = quietHost
@@ -39,38 +40,44 @@ func TestReaderGroupPollOn(t *testing.T) {
 	}
 }
 
-// No reader polls while the host has more runnable threads than cores, whoever they are,
-// and polling resumes once the cores are free; either change takes two samples running
-// that agree, so that a thread or two waking up for a moment changes nothing.
-func TestReaderGroupBacksOffOnACrowdedHost(t *testing.T) {
+// While the host has more runnable threads than cores, whoever they are, a reader yields
+// its thread's core at every look, and only for spin, not the longer polling of an idle
+// process; either change takes two samples running that agree, so that a thread or two
+// waking up for a moment changes nothing.
+func TestReaderGroupYieldsTheCoreOnACrowdedHost(t *testing.T) {
 	crowded, alone := crowdThreshold()+1, runtime.NumCPU()+1 // alone: a job, and a thread of the runtime waking up
 	runnable := crowded
-	g := readerGroup{spin: time.Hour, idle: func() bool { return true }}
+	spin := time.Millisecond
+	g := readerGroup{spin: spin, idle: func() bool { return true }}
 	g.crowd.runnable = func() int { return runnable }
-	sample := func(n int) bool {
+	sample := func(n int, polled time.Duration) pollMode {
 		runnable = n
 		g.crowd.next.Store(0) // the next sample is due
-		return g.pollOn(0)
+		return g.pollOn(polled)
 	}
 	for i, c := range []struct {
 		runnable int
-		poll     bool
+		mode     pollMode
 	}{
-		{crowded, true}, // one sample says crowded: a moment
-		{alone, true},
-		{crowded, true},
-		{crowded, false}, // two say crowded
-		{alone, false},   // one sample says free: readers sleep, so it may be theirs
-		{crowded, false},
-		{alone, false},
-		{alone, true}, // two say free
+		{crowded, pollYield}, // one sample says crowded: a moment
+		{alone, pollYield},
+		{crowded, pollYield},
+		{crowded, pollYieldThread}, // two say crowded
+		{alone, pollYieldThread},   // one sample says free: the readers' own threads may be the crowd
+		{crowded, pollYieldThread},
+		{alone, pollYieldThread},
+		{alone, pollYield}, // two say free
 	} {
-		if got := sample(c.runnable); got != c.poll {
-			t.Fatalf("sample %d (%d runnable threads on %d cores): pollOn = %v, want %v", i+1, c.runnable, runtime.NumCPU(), got, c.poll)
+		if got := sample(c.runnable, 0); got != c.mode {
+			t.Fatalf("sample %d (%d runnable threads on %d cores): pollOn = %v, want %v", i+1, c.runnable, runtime.NumCPU(), got, c.mode)
 		}
 	}
-	if !g.pollOn(0) {
-		t.Fatal("pollOn changed between two samples")
+	if got := g.pollOn(0); got != pollYield {
+		t.Fatalf("pollOn changed between two samples: %v", got)
+	}
+	sample(crowded, 0)
+	if got := sample(crowded, spin); got != pollStop {
+		t.Fatalf("crowded, past spin in an idle process: pollOn = %v, want %v (no polling past spin)", got, pollStop)
 	}
 }
 
