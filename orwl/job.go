@@ -62,6 +62,7 @@ func (j *job) connect(ctx context.Context) error {
 		Rank: j.rank, Size: j.procs, Coord: j.info.Coord, ListenHost: j.info.Listen,
 		Secret: j.info.Secret, Handler: j.node, Logger: j.log, Listener: ln, JobSpec: j.spec(),
 		PeerTimeout: j.peerTimeout, StartTimeout: j.startTimeout, Spin: j.spin(),
+		Oversubscribed: j.oversubscribed(),
 		Idle:           func() bool { return j.det.idle(j.local) },
 		NoSharedMemory: os.Getenv(envShm) == "off",
 	})
@@ -117,12 +118,10 @@ const (
 )
 
 // defaultSpin is how long a connection through shared memory polls for the next message
-// before it sleeps, when the processes of the job on this host have a core each.
+// before it sleeps.
 const defaultSpin = 50 * time.Microsecond
 
-// spin is transport.Config.Spin: ORWL_SPIN when set (0 turns polling off), else defaultSpin
-// when this process's schedulers and those of the job's other processes on this host fit in
-// its cores, else 0 (polling would take cores the others need).
+// spin is transport.Config.Spin: ORWL_SPIN when set (0 turns polling off), else defaultSpin.
 func (j *job) spin() time.Duration {
 	if s, ok := os.LookupEnv(envSpin); ok {
 		if d, err := time.ParseDuration(s); err == nil && d >= 0 {
@@ -131,10 +130,16 @@ func (j *job) spin() time.Duration {
 		j.log.Warn("orwl: "+envSpin+" is not a duration; connections do not poll", "value", s)
 		return 0
 	}
-	if local := j.info.LocalSize; local > 0 && local*runtime.GOMAXPROCS(0) <= runtime.NumCPU() {
-		return defaultSpin
-	}
-	return 0
+	return defaultSpin
+}
+
+// oversubscribed is transport.Config.Oversubscribed: the schedulers of this process and of
+// the job's other processes on this host (as many as this one's, GOMAXPROCS) outnumber its
+// cores, or the launcher did not say how many processes share the host, so that a polling
+// reader may take a core another process needs unless it gives it away at every look.
+func (j *job) oversubscribed() bool {
+	local := j.info.LocalSize
+	return local == 0 || local*runtime.GOMAXPROCS(0) > runtime.NumCPU()
 }
 
 // duration returns d, or else the duration in the environment variable name, or 0.

@@ -34,10 +34,11 @@ type crowdProbe struct {
 // microseconds, a thousandth of the time.
 const crowdSample = 2 * time.Millisecond
 
-// Crowded reports whether the host is crowded, taking a new sample when one is due.
-func (p *crowdProbe) Crowded() bool {
-	now := time.Now().UnixNano()
-	if next := p.next.Load(); now >= next && p.next.CompareAndSwap(next, now+int64(crowdSample)) {
+// Crowded reports whether the host is crowded at time now, taking a new sample when one is
+// due.
+func (p *crowdProbe) Crowded(now time.Time) bool {
+	t := now.UnixNano()
+	if next := p.next.Load(); t >= next && p.next.CompareAndSwap(next, t+int64(crowdSample)) {
 		runnable := p.runnable
 		if runnable == nil {
 			runnable = hostRunnable

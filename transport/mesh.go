@@ -145,11 +145,14 @@ type Config struct {
 	// shm.go) polls for the next message before its reader sleeps; it polls only while
 	// nothing else of the process can run. A message that comes within Spin is read
 	// without waking a sleeping thread, most of a small message's latency, at the price of
-	// a busy core: for processes that have a core each, not for an oversubscribed machine.
-	// While the host has more runnable threads than cores, whichever programs they belong to
-	// (sampled every 2ms by a polling reader), readers poll for Spin at most and yield their
-	// core to the other threads at every look. Default 0: no polling.
+	// a busy core. While the host has more runnable threads than cores, whichever programs they belong to
+	// (sampled every 2ms by a polling reader), or always when Oversubscribed, readers poll
+	// for Spin at most and give their core to the other threads at every look. Default 0:
+	// no polling.
 	Spin time.Duration
+	// Oversubscribed says that the processes of the job on this host have more schedulers
+	// than the host has cores: its readers poll as on a crowded host, whatever its load.
+	Oversubscribed bool
 	// Idle, when not nil, reports that the process has nothing to compute until a message
 	// comes (every task waits for one, in Poll or asleep). While it does, and every
 	// connection of the mesh goes through shared memory with its reader polling, the readers
@@ -312,7 +315,7 @@ func New(cfg Config) (*Mesh, error) {
 		done:    make(chan struct{}),
 		marks:   make([]uint64, cfg.Size),
 		started: time.Now(),
-		readers: readerGroup{spin: cfg.Spin, idle: cfg.Idle},
+		readers: readerGroup{spin: cfg.Spin, idle: cfg.Idle, oversubscribed: cfg.Oversubscribed},
 	}, nil
 }
 

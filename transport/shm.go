@@ -157,6 +157,8 @@ type readerGroup struct {
 	onSocket atomic.Int32 // connections that do not use shared memory, and readers asleep
 	shared   atomic.Int32 // connections that use shared memory
 	crowd    crowdProbe   // whether the host's cores are oversubscribed (see pollOn)
+
+	oversubscribed bool // Config.Oversubscribed: the host counts as crowded
 }
 
 // maxIdleSpin bounds how long a reader polls in an idle process (Config.Idle).
@@ -176,15 +178,15 @@ const (
 	pollYieldThread
 )
 
-// pollOn says how a reader that has polled for polled goes on: it polls for spin, on a
-// crowded host yielding its core at every look; past spin, only while the process is idle,
+// pollOn says how a reader that has polled for polled goes on, at time now: it polls for spin, on a
+// crowded host (or one that the job oversubscribes) yielding its core at every look; past spin, only while the process is idle,
 // no connection of the mesh waits on its socket and the host is not crowded, up to
 // maxIdleSpin.
-func (g *readerGroup) pollOn(polled time.Duration) pollMode {
+func (g *readerGroup) pollOn(polled time.Duration, now time.Time) pollMode {
 	switch {
 	case g.spin == 0:
 		return pollStop
-	case g.crowd.Crowded():
+	case g.oversubscribed || g.crowd.Crowded(now):
 		if polled < g.spin {
 			return pollYieldThread
 		}
@@ -298,15 +300,12 @@ const pollBatch = 8
 // next reports whether the reader polls once more, and if so yields first.
 func (p *poller) next(g *readerGroup) bool {
 	if p.looks == 0 || p.looks == pollBatch {
-		if p.last.IsZero() {
-			p.last = time.Now()
-		} else {
-			now := time.Now()
+		now := time.Now()
+		if !p.last.IsZero() {
 			p.polled += min(now.Sub(p.last), time.Duration(p.looks)*pollStep)
-			p.last = now
 		}
-		p.looks = 0
-		p.mode = g.pollOn(p.polled)
+		p.last, p.looks = now, 0
+		p.mode = g.pollOn(p.polled, now)
 	}
 	switch p.mode {
 	case pollStop:

@@ -34,7 +34,7 @@ func TestReaderGroupPollOn(t *testing.T) {
 		g := readerGroup{spin: c.spin, idle: c.idle}
 		g.crowd.runnable = quietHost
 		g.onSocket.Store(c.onSocket)
-		if got := g.pollOn(c.polled); got != c.want {
+		if got := g.pollOn(c.polled, time.Now()); got != c.want {
 			t.Errorf("%s: pollOn(%v) = %v, want %v", c.name, c.polled, got, c.want)
 		}
 	}
@@ -53,7 +53,7 @@ func TestReaderGroupYieldsTheCoreOnACrowdedHost(t *testing.T) {
 	sample := func(n int, polled time.Duration) pollMode {
 		runnable = n
 		g.crowd.next.Store(0) // the next sample is due
-		return g.pollOn(polled)
+		return g.pollOn(polled, time.Now())
 	}
 	for i, c := range []struct {
 		runnable int
@@ -72,12 +72,28 @@ func TestReaderGroupYieldsTheCoreOnACrowdedHost(t *testing.T) {
 			t.Fatalf("sample %d (%d runnable threads on %d cores): pollOn = %v, want %v", i+1, c.runnable, runtime.NumCPU(), got, c.mode)
 		}
 	}
-	if got := g.pollOn(0); got != pollYield {
+	if got := g.pollOn(0, time.Now()); got != pollYield {
 		t.Fatalf("pollOn changed between two samples: %v", got)
 	}
 	sample(crowded, 0)
 	if got := sample(crowded, spin); got != pollStop {
 		t.Fatalf("crowded, past spin in an idle process: pollOn = %v, want %v (no polling past spin)", got, pollStop)
+	}
+}
+
+// A job that oversubscribes its host polls as on a crowded one, whatever the load: within
+// spin, yielding its core at every look, and no longer, idle or not.
+func TestReaderGroupOversubscribed(t *testing.T) {
+	spin := 50 * time.Microsecond
+	g := readerGroup{spin: spin, idle: func() bool { return true }, oversubscribed: true}
+	g.crowd.runnable = quietHost
+	for _, c := range []struct {
+		polled time.Duration
+		want   pollMode
+	}{{0, pollYieldThread}, {spin - 1, pollYieldThread}, {spin, pollStop}} {
+		if got := g.pollOn(c.polled, time.Now()); got != c.want {
+			t.Errorf("pollOn(%v) = %v, want %v", c.polled, got, c.want)
+		}
 	}
 }
 
