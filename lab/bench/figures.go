@@ -466,6 +466,18 @@ func stencilFigures(rows []stencilRow) string {
 		fmt.Fprintf(&b, "| %s%s | %d | %s | %s | %s | %s | %s | %s |\n", layout(r), check(r), r.CellsPerTask, time(r, "orwl"), time(r, "orwl-x2"),
 			ratio(r, "orwl-x2/orwl"), time(r, "mpi-shm"), time(r, "mpi-shm-x2"), ratio(r, "mpi-shm-x2/mpi-shm"))
 	}
+	over := false
+	for _, r := range rows {
+		if r.Kind != "over" {
+			continue
+		}
+		if !over {
+			b.WriteString("\n| more processes than cores: one job, one task per process | cells per task | ORWL per iteration | C MPI over shared memory (`--oversubscribe`) | time ORWL / MPI shm |\n|---|---|---|---|---|\n")
+			over = true
+		}
+		fmt.Fprintf(&b, "| %s%s | %d | %s | %s | %s |\n", layout(r), check(r), r.CellsPerTask, time(r, "orwl"),
+			time(r, "mpi-shm"), ratio(r, "orwl/mpi-shm"))
+	}
 	loops := false
 	for _, r := range rows {
 		if r.Kind != "loop" {

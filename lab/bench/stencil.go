@@ -72,7 +72,7 @@ type stencilRun struct {
 
 // stencilRow is one row of the table: one layout and size, every contender.
 type stencilRow struct {
-	Kind         string             `json:"kind"`   // "halo": the job over several processes; "loop": one task, one process
+	Kind         string             `json:"kind"`   // "halo": the job over several processes; "over": the same with more processes than cores; "shared": two jobs at once; "loop": one task, one process
 	Layout       string             `json:"layout"` // "line" or "plane"
 	Grid         string             `json:"grid"`   // tasks, PXxPY
 	CellsPerTask int                `json:"cells_per_task"`
@@ -93,6 +93,7 @@ func benchStencil(fs *flag.FlagSet) func(rep *report) error {
 	loops := fs.Bool("loops", true, "also time one task in one process, Go against C (the inner loop)")
 	withMPI := fs.Bool("mpi", true, "measure the C MPI reference when Open MPI's mpicc and mpirun are present")
 	sharedList := fs.String("shared", "10000,100000", "comma-separated cells per task of the line rows that also run as two jobs at once (empty: none)")
+	overList := fs.String("oversubscribed", "10000", "comma-separated cells per task of line rows over twice as many processes as cores (empty: none)")
 	return func(rep *report) error {
 		sizes, err := intList(*sizeList)
 		if err != nil {
@@ -105,10 +106,15 @@ func benchStencil(fs *flag.FlagSet) func(rep *report) error {
 		if err != nil {
 			return err
 		}
-		var shared []int
+		var shared, over []int
 		if *sharedList != "" {
 			if shared, err = intList(*sharedList); err != nil {
 				return badFlags("-shared: %w", err)
+			}
+		}
+		if *overList != "" {
+			if over, err = intList(*overList); err != nil {
+				return badFlags("-oversubscribed: %w", err)
 			}
 		}
 
@@ -129,6 +135,17 @@ func benchStencil(fs *flag.FlagSet) func(rep *report) error {
 			loopOf[lay.Dim] = lay
 		}
 		var rows []stencilRow
+		measure := func(kind string, p jacobi.Params) error {
+			row, err := measureStencil(kind, p, *rounds, *perRun, mpi, bin)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, row)
+			rep.row(row)
+			rep.line("%-5s %-6s %5s %10d %7d  %-56s  %s\n", row.Kind, row.Layout, row.Grid, row.CellsPerTask, row.Iters,
+				row.times(), row.ratios())
+			return nil
+		}
 		for _, lay := range layouts {
 			for _, size := range sizes {
 				kinds := []string{"halo"}
@@ -139,16 +156,16 @@ func benchStencil(fs *flag.FlagSet) func(rep *report) error {
 					kinds = append(kinds, "shared")
 				}
 				for _, kind := range kinds {
-					p := lay.sized(size, kind == "loop")
-					row, err := measureStencil(kind, p, *rounds, *perRun, mpi, bin)
-					if err != nil {
+					if err := measure(kind, lay.sized(size, kind == "loop")); err != nil {
 						return err
 					}
-					rows = append(rows, row)
-					rep.row(row)
-					rep.line("%-5s %-6s %5s %10d %7d  %-56s  %s\n", row.Kind, row.Layout, row.Grid, row.CellsPerTask, row.Iters,
-						row.times(), row.ratios())
 				}
+			}
+		}
+		crowd := stencilLayout{Dim: 1, PX: 2 * runtime.NumCPU(), PY: 1}
+		for _, size := range over {
+			if err := measure("over", crowd.sized(size, false)); err != nil {
+				return err
 			}
 		}
 		return rep.write(rows)
@@ -234,6 +251,11 @@ func measureStencil(kind string, p jacobi.Params, rounds int, perRun time.Durati
 		cs = append(cs, contender{"orwl", orwlRun})
 		if mpi != nil {
 			cs = append(cs, contender{"mpi-tcp", mpiRun("tcp")}, contender{"mpi-shm", mpiRun(mpi.shm)})
+		}
+	case "over":
+		cs = append(cs, contender{"orwl", orwlRun})
+		if mpi != nil {
+			cs = append(cs, contender{"mpi-shm", mpiRun(mpi.shm)})
 		}
 	case "shared":
 		cs = append(cs, contender{"orwl", orwlRun}, contender{"orwl-x2", twoJobs(orwlRun)})

@@ -86,12 +86,15 @@ func TestStencilFigures(t *testing.T) {
 			Seconds: map[string]float64{"go": 1.1e-6, "c": 1e-6}, Ratio: map[string]float64{"go/c": 1.1}},
 		{Kind: "halo", Layout: "plane", Grid: "1x2", CellsPerTask: 1024, Checked: false,
 			Seconds: map[string]float64{"orwl": 40e-6}, Ratio: map[string]float64{}},
+		{Kind: "over", Layout: "line", Grid: "4x1", CellsPerTask: 10000, Checked: true,
+			Seconds: map[string]float64{"orwl": 40e-6, "mpi-shm": 30e-6}, Ratio: map[string]float64{"orwl/mpi-shm": 4.0 / 3}},
 	}
 	got := stencilFigures(rows)
 	for _, want := range []string{
 		"| line (3-point), tasks 2x1 | 1000 | 30µs | 10µs | 3.00x | 2µs | 15.00x |",
 		"| line (3-point) | 1000 | 1.1µs | 1µs | 1.10x |",
 		"| plane (5-point), tasks 1x2 (checksums differ) | 1024 | 40µs | not installed | - | not installed | - |",
+		"| line (3-point), tasks 4x1 | 10000 | 40µs | 30µs | 1.33x |",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in\n%s", want, got)
