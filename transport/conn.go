@@ -409,19 +409,31 @@ func (c *conn) readDone() bool {
 	return waiting
 }
 
+// waiting is what readWaiting found.
+type waiting uint8
+
+const (
+	nothingWaits waiting = iota
+	readHere             // a message was read and delivered by the caller
+	leftToReader         // bytes wait that the connection's reader must read (or reads now)
+)
+
 // readWaiting reads a message that has arrived whole in shared memory, on the calling
-// goroutine (a task that waits for one, see Mesh.Poll), and reports whether it did: only
-// one of less than 64 KiB that fits in one frame, so that the caller never waits for the
-// rest of a message; anything else is left to the reader. A message that breaks the rules
-// ends the connection as it would in the reader.
-func (c *conn) readWaiting() bool {
-	if c.stopped.Load() || !c.pending.Load() && !c.shm.in.arrived() || !c.reading.CompareAndSwap(false, true) {
-		return false
+// goroutine (a task that waits for one, see Mesh.Poll), and says whether it did: only one
+// of less than 64 KiB that fits in one frame, so that the caller never waits for the rest of
+// a message; anything else is left to the reader. A message that breaks the rules ends the
+// connection as it would in the reader.
+func (c *conn) readWaiting() waiting {
+	if c.stopped.Load() || !c.pending.Load() && !c.shm.in.arrived() {
+		return nothingWaits
+	}
+	if !c.reading.CompareAndSwap(false, true) {
+		return leftToReader
 	}
 	frame, size, inRing := c.ringFrame()
 	if !inRing && !c.wholeBuffered() {
 		c.reading.Store(false)
-		return false
+		return leftToReader
 	}
 	err := c.readMessage(frame, size, inRing)
 	c.readDone()
@@ -429,7 +441,7 @@ func (c *conn) readWaiting() bool {
 		c.readFailed(err)
 		c.shutdown()
 	}
-	return true
+	return readHere
 }
 
 // wholeBuffered reports whether the next message, which begins in the read buffer, has

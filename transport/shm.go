@@ -101,31 +101,43 @@ func (w *wire) useShm(c *shmConn) {
 // Poll reads, on the calling goroutine, the messages of less than 64 KiB that have arrived
 // whole, in one frame, from processes of this host (through shared memory) and delivers
 // them to the Handler, until done reports true, stop is closed, or the readers' polling
-// time is over (Config.Spin; see readerGroup.pollOn); it yields between two looks. A
-// goroutine that waits for a message calls it before it sleeps: it then reads the message
-// itself rather than being woken by the connection's reader, a goroutine switch each way;
-// the readers read everything else meanwhile. It returns at once when the readers do not
-// poll or no connection goes through shared memory. It must not be called from Handler
-// methods, nor with a lock that a Handler method may take.
+// time is over (Config.Spin; see readerGroup.pollOn). A goroutine that waits for a message
+// calls it before it sleeps: it then reads the message itself rather than being woken by
+// the connection's reader, a goroutine switch each way; the readers read everything else
+// meanwhile. It yields every busyLooks looks, and at once when a message waits that is the
+// readers' to read; in an idle process (Config.Idle) whose connections all go through
+// shared memory, every idleBusyLooks looks only, since the only goroutines that it keeps
+// waiting then are the readers, and they have nothing to read. It returns at once when the
+// readers do not poll or no connection goes through shared memory. It must not be called
+// from Handler methods, nor with a lock that a Handler method may take.
 func (m *Mesh) Poll(done func() bool, stop <-chan struct{}) {
 	if m.readers.spin == 0 || m.readers.shared.Load() == 0 {
 		return
 	}
 	m.pollers.Add(1) // Close unmaps the segments once none polls
 	defer m.pollers.Add(-1)
+	every := busyLooks
+	if m.readers.onSocket.Load() == 0 && m.readers.idle != nil && m.readers.idle() {
+		every = idleBusyLooks
+	}
 	var poll poller
 	for looks := 1; !done() && !m.closing.Load(); looks++ {
-		read := false
+		read, left := false, false
 		m.eachConn(func(c *conn) {
-			if c.shm != nil && c.readWaiting() {
-				read = true
+			if c.shm != nil {
+				switch c.readWaiting() {
+				case readHere:
+					read = true
+				case leftToReader:
+					left = true
+				}
 			}
 		})
 		switch {
 		case read:
 			poll, looks = poller{}, 0
-		case looks%busyLooks != 0:
-		case isClosed(stop) || !poll.next(&m.readers):
+		case !left && looks%every != 0:
+		case isClosed(stop) || !poll.next(&m.readers): // yields
 			return
 		}
 	}
@@ -135,6 +147,11 @@ func (m *Mesh) Poll(done func() bool, stop <-chan struct{}) {
 // few tens of nanoseconds, a yield about a hundred, after which the message may have been
 // read by the connection's reader instead, one more goroutine switch away.
 const busyLooks = 16
+
+// idleBusyLooks is busyLooks in an idle process: a few microseconds of looks, longer than
+// most waits for a small message from a process of the same host, which then cost no
+// goroutine switch at all.
+const idleBusyLooks = 256
 
 // isClosed reports whether ch is closed; a nil ch never is.
 func isClosed(ch <-chan struct{}) bool {
