@@ -145,10 +145,10 @@ type Config struct {
 	// shm.go) polls for the next message before its reader sleeps; it polls only while
 	// nothing else of the process can run. A message that comes within Spin is read
 	// without waking a sleeping thread, most of a small message's latency, at the price of
-	// a busy core. While the host has more runnable threads than cores, whichever programs they belong to
-	// (sampled every 2ms by a polling reader), or always when Oversubscribed, readers poll
-	// for Spin at most and give their core to the other threads at every look. Default 0:
-	// no polling.
+	// a busy core. While the host has more runnable threads than cores, whichever programs
+	// they belong to (sampled every 2ms by a polling reader), or always when Oversubscribed,
+	// readers poll for Spin at most and give their core to the other threads at every look.
+	// Default 0: no polling.
 	Spin time.Duration
 	// Oversubscribed says that the processes of the job on this host have more schedulers
 	// than the host has cores: its readers poll as on a crowded host, whatever its load.

@@ -104,22 +104,19 @@ func (w *wire) useShm(c *shmConn) {
 // time is over (Config.Spin; see readerGroup.pollOn). A goroutine that waits for a message
 // calls it before it sleeps: it then reads the message itself rather than being woken by
 // the connection's reader, a goroutine switch each way; the readers read everything else
-// meanwhile. It yields every busyLooks looks, and at once when a message waits that is the
-// readers' to read; in an idle process (Config.Idle) whose connections all go through
-// shared memory, every idleBusyLooks looks only, since the only goroutines that it keeps
-// waiting then are the readers, and they have nothing to read. It returns at once when the
-// readers do not poll or no connection goes through shared memory. It must not be called
-// from Handler methods, nor with a lock that a Handler method may take.
+// meanwhile. It yields at once when a message waits that is the readers' to read, and
+// otherwise every few looks (readerGroup.looksPerYield): in an idle process, the goroutines
+// it keeps waiting, readers with nothing to read and the heartbeat, wait a few microseconds
+// at most. It returns at once when the readers do not poll or no connection goes through
+// shared memory. It must not be called from Handler methods, nor with a lock that a
+// Handler method may take.
 func (m *Mesh) Poll(done func() bool, stop <-chan struct{}) {
 	if m.readers.spin == 0 || m.readers.shared.Load() == 0 {
 		return
 	}
 	m.pollers.Add(1) // Close unmaps the segments once none polls
 	defer m.pollers.Add(-1)
-	every := busyLooks
-	if m.readers.onSocket.Load() == 0 && m.readers.idle != nil && m.readers.idle() {
-		every = idleBusyLooks
-	}
+	every := m.readers.looksPerYield()
 	var poll poller
 	for looks := 1; !done() && !m.closing.Load(); looks++ {
 		read, left := false, false
@@ -152,6 +149,16 @@ const busyLooks = 16
 // most waits for a small message from a process of the same host, which then cost no
 // goroutine switch at all.
 const idleBusyLooks = 256
+
+// looksPerYield is how many times Poll looks between two yields: idleBusyLooks in an idle
+// process (Config.Idle) whose connections all go through shared memory, on a host that is
+// not crowded; busyLooks otherwise.
+func (g *readerGroup) looksPerYield() int {
+	if g.onSocket.Load() == 0 && !g.oversubscribed && !g.crowd.crowded.Load() && g.idle != nil && g.idle() {
+		return idleBusyLooks
+	}
+	return busyLooks
+}
 
 // isClosed reports whether ch is closed; a nil ch never is.
 func isClosed(ch <-chan struct{}) bool {
@@ -195,10 +202,10 @@ const (
 	pollYieldThread
 )
 
-// pollOn says how a reader that has polled for polled goes on, at time now: it polls for spin, on a
-// crowded host (or one that the job oversubscribes) yielding its core at every look; past spin, only while the process is idle,
-// no connection of the mesh waits on its socket and the host is not crowded, up to
-// maxIdleSpin.
+// pollOn says how a reader that has polled for polled goes on, at time now: it polls for
+// spin, on a crowded host (or one that the job oversubscribes) giving its core away at every
+// look; past spin, only while the process is idle, no connection of the mesh waits on its
+// socket and the host is not crowded, up to maxIdleSpin.
 func (g *readerGroup) pollOn(polled time.Duration, now time.Time) pollMode {
 	switch {
 	case g.spin == 0:

@@ -117,3 +117,31 @@ func pollingGroup(spin time.Duration) *readerGroup {
 	g.crowd.runnable = quietHost
 	return g
 }
+
+// A task polls many looks between two yields only in an idle process, none of whose
+// connections waits on its socket, on a host that is neither crowded nor oversubscribed.
+func TestReaderGroupLooksPerYield(t *testing.T) {
+	idle := func() bool { return true }
+	busy := func() bool { return false }
+	for _, c := range []struct {
+		name                    string
+		idle                    func() bool
+		onSocket                int32
+		crowded, oversubscribed bool
+		want                    int
+	}{
+		{"idle", idle, 0, false, false, idleBusyLooks},
+		{"busy", busy, 0, false, false, busyLooks},
+		{"no Idle", nil, 0, false, false, busyLooks},
+		{"a connection on its socket", idle, 1, false, false, busyLooks},
+		{"crowded", idle, 0, true, false, busyLooks},
+		{"oversubscribed", idle, 0, false, true, busyLooks},
+	} {
+		g := readerGroup{spin: time.Millisecond, idle: c.idle, oversubscribed: c.oversubscribed}
+		g.onSocket.Store(c.onSocket)
+		g.crowd.crowded.Store(c.crowded)
+		if got := g.looksPerYield(); got != c.want {
+			t.Errorf("%s: %d looks per yield, want %d", c.name, got, c.want)
+		}
+	}
+}
