@@ -447,49 +447,37 @@ func stencilFigures(rows []stencilRow) string {
 		}
 		return " (checksums differ)"
 	}
-	b.WriteString("\n| Jacobi stencil, one task per process | cells per task | ORWL per iteration | C MPI over TCP | time ORWL / MPI TCP | C MPI over shared memory | time ORWL / MPI shm |\n|---|---|---|---|---|---|---|\n")
-	for _, r := range rows {
-		if r.Kind == "halo" {
-			fmt.Fprintf(&b, "| %s%s | %d | %s | %s | %s | %s | %s |\n", layout(r), check(r), r.CellsPerTask, time(r, "orwl"),
-				time(r, "mpi-tcp"), ratio(r, "orwl/mpi-tcp"), time(r, "mpi-shm"), ratio(r, "orwl/mpi-shm"))
+	// table writes the rows of kind, under a header of the given columns, when there are any.
+	table := func(kind string, columns []string, cells func(r stencilRow) []any) {
+		header := false
+		for _, r := range rows {
+			if r.Kind != kind {
+				continue
+			}
+			if !header {
+				fmt.Fprintf(&b, "\n| %s |\n|%s\n", strings.Join(columns, " | "), strings.Repeat("---|", len(columns)))
+				header = true
+			}
+			fmt.Fprintf(&b, strings.Repeat("| %v ", len(columns))+"|\n", cells(r)...)
 		}
 	}
-	shared := false
-	for _, r := range rows {
-		if r.Kind != "shared" {
-			continue
-		}
-		if !shared {
-			b.WriteString("\n| two jobs at once on the same cores, each one task per process | cells per task | ORWL alone | ORWL, two jobs (slower) | slowdown | C MPI shm alone | C MPI shm, two jobs (slower) | slowdown |\n|---|---|---|---|---|---|---|---|\n")
-			shared = true
-		}
-		fmt.Fprintf(&b, "| %s%s | %d | %s | %s | %s | %s | %s | %s |\n", layout(r), check(r), r.CellsPerTask, time(r, "orwl"), time(r, "orwl-x2"),
-			ratio(r, "orwl-x2/orwl"), time(r, "mpi-shm"), time(r, "mpi-shm-x2"), ratio(r, "mpi-shm-x2/mpi-shm"))
-	}
-	over := false
-	for _, r := range rows {
-		if r.Kind != "over" {
-			continue
-		}
-		if !over {
-			b.WriteString("\n| more processes than cores: one job, one task per process | cells per task | ORWL per iteration | C MPI over shared memory (`--oversubscribe`) | time ORWL / MPI shm |\n|---|---|---|---|---|\n")
-			over = true
-		}
-		fmt.Fprintf(&b, "| %s%s | %d | %s | %s | %s |\n", layout(r), check(r), r.CellsPerTask, time(r, "orwl"),
-			time(r, "mpi-shm"), ratio(r, "orwl/mpi-shm"))
-	}
-	loops := false
-	for _, r := range rows {
-		if r.Kind != "loop" {
-			continue
-		}
-		if !loops {
-			b.WriteString("\n| inner loop alone, one task | cells | Go per iteration | C per iteration | time Go / C |\n|---|---|---|---|---|\n")
-			loops = true
-		}
-		fmt.Fprintf(&b, "| %s%s | %d | %s | %s | %s |\n", shape[r.Layout], check(r), r.CellsPerTask,
-			time(r, "go"), time(r, "c"), ratio(r, "go/c"))
-	}
+	table("halo", []string{"Jacobi stencil, one task per process", "cells per task", "ORWL per iteration", "C MPI over TCP",
+		"time ORWL / MPI TCP", "C MPI over shared memory", "time ORWL / MPI shm"}, func(r stencilRow) []any {
+		return []any{layout(r) + check(r), r.CellsPerTask, time(r, "orwl"), time(r, "mpi-tcp"), ratio(r, "orwl/mpi-tcp"),
+			time(r, "mpi-shm"), ratio(r, "orwl/mpi-shm")}
+	})
+	table("shared", []string{"two jobs at once on the same cores, each one task per process", "cells per task", "ORWL alone",
+		"ORWL, two jobs (slower)", "slowdown", "C MPI shm alone", "C MPI shm, two jobs (slower)", "slowdown"}, func(r stencilRow) []any {
+		return []any{layout(r) + check(r), r.CellsPerTask, time(r, "orwl"), time(r, "orwl-x2"), ratio(r, "orwl-x2/orwl"),
+			time(r, "mpi-shm"), time(r, "mpi-shm-x2"), ratio(r, "mpi-shm-x2/mpi-shm")}
+	})
+	table("over", []string{"more processes than cores: one job, one task per process", "cells per task", "ORWL per iteration",
+		"C MPI over shared memory (`--oversubscribe`)", "time ORWL / MPI shm"}, func(r stencilRow) []any {
+		return []any{layout(r) + check(r), r.CellsPerTask, time(r, "orwl"), time(r, "mpi-shm"), ratio(r, "orwl/mpi-shm")}
+	})
+	table("loop", []string{"inner loop alone, one task", "cells", "Go per iteration", "C per iteration", "time Go / C"}, func(r stencilRow) []any {
+		return []any{shape[r.Layout] + check(r), r.CellsPerTask, time(r, "go"), time(r, "c"), ratio(r, "go/c")}
+	})
 	return b.String()
 }
 
