@@ -322,29 +322,36 @@ func TestBalancerSearch(t *testing.T) {
 	}
 }
 
+// fixedCostModel is the cost of a multiplication of n columns split by weights w: task 0
+// computes fast columns per second; every other task slow ones, after a fixed cost in
+// seconds for any columns at all (a CPU task beside a GPU reads the whole of A).
+func fixedCostModel(n int, fast, slow, fixed float64) func(w []float64) (flops, secs []float64) {
+	return func(w []float64) (flops, secs []float64) {
+		flops, secs = make([]float64, len(w)), make([]float64, len(w))
+		cols := cutPoints(n, w)
+		for k := range w {
+			c := float64(cols[k+1] - cols[k])
+			flops[k] = c
+			switch {
+			case c == 0:
+			case k == 0:
+				secs[k] = c / fast
+			default:
+				secs[k] = fixed + c/slow
+			}
+		}
+		return flops, secs
+	}
+}
+
 // TestBalancerDropsTasksThatOnlyCost plays the balancer against a fast task (4 columns per
 // second) and three slow ones (1 column per second) that each pay a fixed 250 seconds for
 // any columns at all, as CPU tasks of a GPU job pay for reading the whole of A: even one
 // granule makes a slow task slower than the fast one alone (200 seconds). The balancer
 // must find that split, the slow tasks without columns, and keep it.
 func TestBalancerDropsTasksThatOnlyCost(t *testing.T) {
-	const n, fixed = 800.0, 250.0
-	model := func(w []float64) (flops, secs []float64) {
-		total := w[0] + w[1] + w[2] + w[3]
-		flops, secs = make([]float64, 4), make([]float64, 4)
-		for k := range w {
-			cols := math.Round(w[k] / total * n)
-			flops[k] = cols
-			switch {
-			case cols == 0:
-			case k == 0:
-				secs[k] = cols / 4
-			default:
-				secs[k] = fixed + cols
-			}
-		}
-		return flops, secs
-	}
+	const n = 800
+	model := fixedCostModel(n, 4, 1, 250)
 	b := newBalancer(n)
 	w := []float64{1, 1, 1, 1}
 	var times []float64
@@ -364,23 +371,8 @@ func TestBalancerDropsTasksThatOnlyCost(t *testing.T) {
 // before the split without them is measured, since reading A for their granule makes them
 // the slowest.
 func TestBalancerTriesTheFastTaskAloneWhenTheOthersHaveOneGranule(t *testing.T) {
-	const n, slow, fixed = 8192.0, 15, 0.2
-	model := func(w []float64) (flops, secs []float64) {
-		flops, secs = make([]float64, len(w)), make([]float64, len(w))
-		cols := cutPoints(n, w)
-		for k := range w {
-			c := float64(cols[k+1] - cols[k])
-			flops[k] = c
-			switch {
-			case c == 0:
-			case k == 0:
-				secs[k] = c / 300000
-			default:
-				secs[k] = fixed + c/300
-			}
-		}
-		return flops, secs
-	}
+	const n, slow = 8192, 15
+	model := fixedCostModel(n, 300000, 300, 0.2)
 	b := newBalancer(n)
 	w := make([]float64, 1+slow)
 	for k := range w {
@@ -392,7 +384,7 @@ func TestBalancerTriesTheFastTaskAloneWhenTheOthersHaveOneGranule(t *testing.T) 
 		times = append(times, slices.Max(secs))
 		w = b.next(flops, secs)
 	}
-	if alone := n / 300000; times[len(times)-1] != alone {
+	if alone := n / 300000.0; times[len(times)-1] != alone {
 		t.Fatalf("times %v: the last is not the fast task alone's %g s", times, alone)
 	}
 }
