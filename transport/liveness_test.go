@@ -52,19 +52,7 @@ func TestSlowPayloadIsProgress(t *testing.T) {
 		}
 		<-pace.C
 	}
-	select {
-	case p := <-got:
-		if !bytes.Equal(p, payload) {
-			t.Fatal("the slow message arrived damaged")
-		}
-	case err := <-sh.lost:
-		t.Fatalf("the sender of a slow message was lost: %v", err)
-	}
-	select {
-	case err := <-recs[0].lost:
-		t.Fatalf("rank 0 lost rank 1: %v", err)
-	default:
-	}
+	arrivesWhole(t, got, payload, sh.lost, recs[0].lost)
 }
 
 // A process that was paused itself (a late beat) does not blame its peers for the silence:
@@ -111,18 +99,25 @@ func TestSlowSinkIsNotThePeersSilence(t *testing.T) {
 	if err := meshes[0].Send(1, Owner, Header{Type: TypeUser}, payload); err != nil {
 		t.Fatal(err)
 	}
+	arrivesWhole(t, got, payload, sh.lost, recs[0].lost)
+}
+
+// arrivesWhole fails t unless want arrives on got, byte for byte, within a minute, while
+// neither rank 1 (its lost channel, receiverLost) nor rank 0 (senderLost) loses its peer.
+func arrivesWhole(t *testing.T, got <-chan []byte, want []byte, receiverLost, senderLost <-chan error) {
+	t.Helper()
 	select {
 	case p := <-got:
-		if !bytes.Equal(p, payload) {
+		if !bytes.Equal(p, want) {
 			t.Fatal("the message arrived damaged")
 		}
-	case err := <-sh.lost:
-		t.Fatalf("rank 1 lost its peer while its own Sink ran: %v", err)
+	case err := <-receiverLost:
+		t.Fatalf("rank 1 lost rank 0: %v", err)
 	case <-time.After(time.Minute):
 		t.Fatal("the message has not come")
 	}
 	select {
-	case err := <-recs[0].lost:
+	case err := <-senderLost:
 		t.Fatalf("rank 0 lost rank 1: %v", err)
 	default:
 	}
