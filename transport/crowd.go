@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -48,6 +49,13 @@ func (p *crowdProbe) Crowded(now time.Time) bool {
 		}
 	}
 	return p.crowded.Load()
+}
+
+// pin makes the host crowded for good, with no more samples: a job whose own processes
+// oversubscribe it (Config.Oversubscribed).
+func (p *crowdProbe) pin() {
+	p.next.Store(math.MaxInt64)
+	p.crowded.Store(true)
 }
 
 // crowdThreshold is the most runnable threads a host holds before it counts as crowded: its

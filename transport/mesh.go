@@ -307,7 +307,7 @@ func New(cfg Config) (*Mesh, error) {
 	for i := range peers {
 		peers[i].gone = make(chan struct{})
 	}
-	return &Mesh{
+	m := &Mesh{
 		rank: cfg.Rank, size: cfg.Size, cfg: cfg,
 		log:     cfg.Logger.With("component", "transport", "rank", cfg.Rank),
 		h:       cfg.Handler,
@@ -315,8 +315,12 @@ func New(cfg Config) (*Mesh, error) {
 		done:    make(chan struct{}),
 		marks:   make([]uint64, cfg.Size),
 		started: time.Now(),
-		readers: readerGroup{spin: cfg.Spin, idle: cfg.Idle, oversubscribed: cfg.Oversubscribed},
-	}, nil
+		readers: readerGroup{spin: cfg.Spin, idle: cfg.Idle},
+	}
+	if cfg.Oversubscribed {
+		m.readers.crowd.pin()
+	}
+	return m, nil
 }
 
 // Start bootstraps the job's mesh (see bootstrap.go): it listens, registers with the

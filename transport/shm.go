@@ -154,7 +154,7 @@ const idleBusyLooks = 256
 // process (Config.Idle) whose connections all go through shared memory, on a host that is
 // not crowded; busyLooks otherwise.
 func (g *readerGroup) looksPerYield() int {
-	if g.onSocket.Load() == 0 && !g.oversubscribed && !g.crowd.crowded.Load() && g.idle != nil && g.idle() {
+	if g.onSocket.Load() == 0 && !g.crowd.crowded.Load() && g.idle != nil && g.idle() {
 		return idleBusyLooks
 	}
 	return busyLooks
@@ -181,8 +181,6 @@ type readerGroup struct {
 	onSocket atomic.Int32 // connections that do not use shared memory, and readers asleep
 	shared   atomic.Int32 // connections that use shared memory
 	crowd    crowdProbe   // whether the host's cores are oversubscribed (see pollOn)
-
-	oversubscribed bool // Config.Oversubscribed: the host counts as crowded
 }
 
 // maxIdleSpin bounds how long a reader polls in an idle process (Config.Idle).
@@ -210,7 +208,7 @@ func (g *readerGroup) pollOn(polled time.Duration, now time.Time) pollMode {
 	switch {
 	case g.spin == 0:
 		return pollStop
-	case g.oversubscribed || g.crowd.Crowded(now):
+	case g.crowd.Crowded(now):
 		if polled < g.spin {
 			return pollYieldThread
 		}

@@ -85,8 +85,12 @@ func TestReaderGroupYieldsTheCoreOnACrowdedHost(t *testing.T) {
 // spin, yielding its core at every look, and no longer, idle or not.
 func TestReaderGroupOversubscribed(t *testing.T) {
 	spin := 50 * time.Microsecond
-	g := readerGroup{spin: spin, idle: func() bool { return true }, oversubscribed: true}
-	g.crowd.runnable = quietHost
+	m, err := New(Config{Rank: 0, Size: 1, Spin: spin, Idle: func() bool { return true }, Oversubscribed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &m.readers
+	g.crowd.runnable = quietHost // a quiet host, which the job itself oversubscribes
 	for _, c := range []struct {
 		polled time.Duration
 		want   pollMode
@@ -137,9 +141,12 @@ func TestReaderGroupLooksPerYield(t *testing.T) {
 		{"crowded", idle, 0, true, false, busyLooks},
 		{"oversubscribed", idle, 0, false, true, busyLooks},
 	} {
-		g := readerGroup{spin: time.Millisecond, idle: c.idle, oversubscribed: c.oversubscribed}
+		g := readerGroup{spin: time.Millisecond, idle: c.idle}
 		g.onSocket.Store(c.onSocket)
 		g.crowd.crowded.Store(c.crowded)
+		if c.oversubscribed {
+			g.crowd.pin()
+		}
 		if got := g.looksPerYield(); got != c.want {
 			t.Errorf("%s: %d looks per yield, want %d", c.name, got, c.want)
 		}
