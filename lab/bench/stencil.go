@@ -106,16 +106,24 @@ func benchStencil(fs *flag.FlagSet) func(rep *report) error {
 		if err != nil {
 			return err
 		}
-		var shared, over []int
-		if *sharedList != "" {
-			if shared, err = intList(*sharedList); err != nil {
-				return badFlags("-shared: %w", err)
+		// optional reads a list that may be empty (no rows of that kind).
+		optional := func(flag, list string) ([]int, error) {
+			if list == "" {
+				return nil, nil
 			}
+			v, err := intList(list)
+			if err != nil {
+				return nil, badFlags("-%s: %w", flag, err)
+			}
+			return v, nil
 		}
-		if *overList != "" {
-			if over, err = intList(*overList); err != nil {
-				return badFlags("-oversubscribed: %w", err)
-			}
+		shared, err := optional("shared", *sharedList)
+		if err != nil {
+			return err
+		}
+		over, err := optional("oversubscribed", *overList)
+		if err != nil {
+			return err
 		}
 
 		var mpi *openMPI
