@@ -17,6 +17,7 @@ type served struct {
 	from      int    // requester rank
 	id        uint64 // the requester's ticket id
 	taskID    int    // the requesting task
+	pos       int    // its FIFO position
 	rnd       int    // see queued.round
 	loc       *location
 	active    bool        // requested and not yet released; the reader of from's connection only
@@ -127,7 +128,11 @@ func (n *node) servedGrant(from int, id uint64) *served {
 // serve places the request of a remote handle in the FIFO of one of our locations, or
 // refuses it when the location does not exist here.
 func (n *node) serve(from int, h *transport.Header) error {
-	m := decodeRequest(h)
+	return n.place(from, decodeRequest(h))
+}
+
+// place places request m of rank from (see serve).
+func (n *node) place(from int, m requestMsg) error {
 	n.j.det.moves.Add(1) // the deadlock watch must see that something moved
 	l, err := n.j.ownedByIndex(m.loc)
 	if err != nil {
@@ -143,20 +148,30 @@ func (n *node) serve(from int, h *transport.Header) error {
 	if s.active {
 		return fmt.Errorf("ticket %d requested again before its release", m.ticket)
 	}
-	s.active, s.taskID, s.rnd, s.loc = true, m.task, m.round, l
+	s.active, s.taskID, s.pos, s.rnd, s.loc = true, m.task, m.pos, m.round, l
 	s.delivered.Store(false)
 	l.enqueue(&s.req, m.mode, m.initial, m.pos, m.task, false) // fails only in a failed job, which the requester learns
 	return nil
 }
 
-// released ends a remote handle's access to one of our locations; a write's data is already
-// in the location's buffer.
+// released ends a remote handle's access to one of our locations, after placing the
+// request of its next round that the release carries; a write's data is already in the
+// location's buffer.
 func (n *node) released(from int, h *transport.Header, payload []byte) error {
 	m := decodeRelease(h)
 	n.j.det.moves.Add(1)
 	s := n.servedGrant(from, m.ticket)
 	if s == nil {
 		return fmt.Errorf("release of ticket %d, which holds no grant", m.ticket)
+	}
+	if m.next != 0 {
+		if s.rnd < 0 {
+			return fmt.Errorf("release of ticket %d with the request of a next round, and it has no rounds", m.ticket)
+		}
+		next := requestMsg{loc: m.loc, ticket: m.next, mode: s.req.Mode(), pos: s.pos, task: s.taskID, round: s.rnd + 1}
+		if err := n.place(from, next); err != nil {
+			return err
+		}
 	}
 	s.active = false
 	s.transfer.End()

@@ -108,9 +108,14 @@ func decodeGrant(h *transport.Header) grantMsg {
 // releaseMsg ends the access of ticket; a writer's release carries the data it leaves, and
 // a failed access (a write section that failed) carries why, and hands nothing on. dropped
 // says that the requester's mirror holds nothing from now on: its next grant brings the data.
+// next, when not 0, is the ticket of the request of the handle's next round (rule 6), which
+// the message carries instead of a requestMsg of its own: the same location, mode, task
+// and position as ticket's, the round after its round; the owner places it first, then
+// releases.
 type releaseMsg struct {
 	loc     uint32
 	ticket  uint64
+	next    uint64
 	flow    trace.FlowID // the trace flow of the release, for the grant it causes
 	data    bool
 	failed  bool
@@ -118,12 +123,12 @@ type releaseMsg struct {
 }
 
 func (m *releaseMsg) header() transport.Header {
-	return transport.Header{Type: msgRelease, Key: m.loc, ID: m.ticket, Arg: int64(m.flow),
+	return transport.Header{Type: msgRelease, Key: m.loc, ID: m.ticket, Seq: m.next, Arg: int64(m.flow),
 		Flags: flags(m.data, flagData) | flags(m.failed, flagFailed) | flags(m.dropped, flagDropped)}
 }
 
 func decodeRelease(h *transport.Header) releaseMsg {
-	return releaseMsg{loc: h.Key, ticket: h.ID, flow: trace.FlowID(h.Arg), data: h.Flags&flagData != 0,
+	return releaseMsg{loc: h.Key, ticket: h.ID, next: h.Seq, flow: trace.FlowID(h.Arg), data: h.Flags&flagData != 0,
 		failed: h.Flags&flagFailed != 0, dropped: h.Flags&flagDropped != 0}
 }
 

@@ -23,7 +23,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 			t.Errorf("grant %+v came back as %+v", m, got)
 		}
 	}
-	for _, m := range []releaseMsg{{loc: 5, ticket: 2, flow: 1, data: true}, {loc: 5, ticket: 2, failed: true}, {loc: 1, ticket: 3, dropped: true}} {
+	for _, m := range []releaseMsg{{loc: 5, ticket: 2, flow: 1, data: true}, {loc: 5, ticket: 2, failed: true}, {loc: 1, ticket: 3, dropped: true}, {loc: 4, ticket: 6, next: 1<<24 - 1, data: true}} {
 		h := m.header()
 		if got := decodeRelease(&h); got != m {
 			t.Errorf("release %+v came back as %+v", m, got)

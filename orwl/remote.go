@@ -45,6 +45,10 @@ type remoteQueue struct {
 	// written (see transport.Mesh.Flush).
 	sendMu sync.Mutex
 	active int // tickets requested and not given back
+	// next is the request of an iterative handle's next round (rule 6), not sent yet: the
+	// release of the handle's grant carries it (releaseMsg.next), one message instead of
+	// two; a request of q made before that release sends it first (rule 14).
+	next *remoteTicket
 }
 
 // requester is the state of this process's requests on the locations of other processes.
@@ -103,6 +107,7 @@ type remoteTicket struct {
 	id      uint64 // its number in n.req.tickets and at the owner; 0 once retired
 	active  bool   // requested and not yet released; guarded by n.req.mu
 	version uint64 // the version the grant carried
+	round   int    // the round of its request (requestMsg)
 
 	grantFlow, releaseFlow trace.FlowID // trace arrows carried by the grant and the release
 	transfer               trace.Span   // the grant's data arriving
@@ -133,8 +138,10 @@ func (n *node) ticket(id uint64) *remoteTicket {
 	return n.req.tickets[id]
 }
 
-// Request implements handle.Queue: it sends the request to the owner at once. A released
-// ticket of the same handle is reused with its id, so the owner reuses its entry too.
+// Request implements handle.Queue: it sends the request to the owner at once, but for the
+// request of an iterative handle's next round, which goes with the release of its grant
+// (see remoteQueue.next). A released ticket of the same handle is reused with its id, so
+// the owner reuses its entry too.
 func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Ticket, error) {
 	n := q.n
 	t, _ := reuse.(*remoteTicket)
@@ -153,19 +160,21 @@ func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Tic
 	q.active++
 	t.latch.Start()
 	n.req.mu.Unlock()
-	spec := &t.spec
 	live := n.j.requestsLive.Load()
-	m := requestMsg{loc: q.loc, ticket: t.id, mode: spec.Mode, initial: !live, pos: spec.Pos, task: spec.Task, round: n.j.round(spec.Iterative, h.Acquires())}
-	// Not written at once: it is not awaited yet. An iterative handle's request after the
-	// schedule is its next iteration's, made in Acquire while it holds the grant, so its
-	// release (or, if it fails, the cancellation of this request) follows on the same
-	// connection and takes it along in one write, with no wake-up of the connection's writer
-	// (SendAhead); any other request goes to the writer.
-	send := n.mesh.Send
-	if live && spec.Iterative {
-		send = n.mesh.SendAhead
+	t.round = n.j.round(t.spec.Iterative, h.Acquires())
+	err := q.sendNext()
+	switch {
+	case err != nil:
+	case live && t.spec.Iterative:
+		// The request of an iterative handle's next round, made in Acquire while the
+		// handle holds the grant of the round before: not sent yet (see remoteQueue.next).
+		q.next = t
+		return t, nil
+	default:
+		m := t.request(!live)
+		err = n.mesh.Send(q.owner, transport.Requester, m.header(), nil)
 	}
-	if err := send(q.owner, transport.Requester, m.header(), nil); err != nil {
+	if err != nil {
 		n.req.mu.Lock()
 		t.active = false
 		q.active--
@@ -173,6 +182,23 @@ func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Tic
 		return nil, err
 	}
 	return t, nil
+}
+
+// request is t's request message; initial: declared in the init phase.
+func (t *remoteTicket) request(initial bool) requestMsg {
+	return requestMsg{loc: t.q.loc, ticket: t.id, mode: t.spec.Mode, initial: initial, pos: t.spec.Pos, task: t.spec.Task, round: t.round}
+}
+
+// sendNext queues the request waiting in q.next, if any, on the connection without writing
+// it: the message that q's caller queues next takes it along. q.sendMu held.
+func (q *remoteQueue) sendNext() error {
+	t := q.next
+	if t == nil {
+		return nil
+	}
+	q.next = nil
+	m := t.request(false)
+	return q.n.mesh.SendAhead(q.owner, transport.Requester, m.header(), nil)
 }
 
 func (t *remoteTicket) Latch() *handle.Latch { return &t.latch }
@@ -251,6 +277,9 @@ func (n *node) sendRelease(t *remoteTicket, m releaseMsg, payload []byte, onTask
 	retire := !t.spec.Iterative || m.failed || t.latch.State() == handle.LatchCancelled
 	n.req.mu.Unlock()
 	m.loc, m.ticket, m.flow = q.loc, t.id, t.releaseFlow
+	if next := q.next; next != nil && next.h == t.h {
+		m.next, q.next = next.id, nil // the owner places it first (rule 6)
+	}
 	if m.data {
 		payload = q.mirror
 		q.version = t.version + 1 // what the owner's data becomes

@@ -3,6 +3,7 @@ package orwl
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
+	"github.com/orwl-go/orwl/transport"
 )
 
 // connectedPair builds the jobs of two processes of one job in this process, connected by a
@@ -132,5 +134,82 @@ func TestLateGrantAfterFailureIsDiscarded(t *testing.T) {
 	jobs[1].node.Handle(0, &h, make([]byte, 8))
 	if err := jobs[1].failure(); !errors.Is(err, lost) {
 		t.Fatalf("the failed job's error became %v", err)
+	}
+}
+
+// The request of an iterative remote handle's next round, which waits to go with the release
+// of its grant, still enters the owner's FIFO before a request the task makes after it (rule
+// 14): here a write requested in the section, which must wait for the read's next round.
+func TestNextRoundGoesBeforeALaterRequest(t *testing.T) {
+	jobs := connectedPair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	q, err := jobs[1].queue(Location{Task: 0, Name: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs[1].requestsLive.Store(false) // the iterative handle's first request comes from the schedule
+	it := handle.New(q, handle.Spec{Task: 1, Location: `task 0 "x"`, Mode: fifo.Read, Iterative: true}, nil)
+	if err := it.Request(); err != nil {
+		t.Fatal(err)
+	}
+	jobs[1].requestsLive.Store(true)
+	if err := it.Acquire(ctx); err != nil { // requests round 1
+		t.Fatal(err)
+	}
+	w := handle.New(q, handle.Spec{Task: 1, Location: `task 0 "x"`, Mode: fifo.Write}, nil)
+	if err := w.Request(); err != nil {
+		t.Fatal(err)
+	}
+	if err := it.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := it.Acquire(ctx); err != nil { // round 1, ahead of the write: granted once round 0 is released
+		t.Fatalf("the read's next round, requested before the write: %v", err)
+	}
+	if w.Test() {
+		t.Fatal("the write, requested after the read's next round, is granted while that round is held")
+	}
+	if err := it.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Section(ctx, func([]byte) error { return nil }); err != nil {
+		t.Fatalf("the write after the read's round 1: %v", err)
+	}
+}
+
+// A release that carries the request of a next round for a ticket without rounds is a
+// broken peer: the job fails with a protocol error naming the ticket.
+func TestNextRoundOfATicketWithoutRounds(t *testing.T) {
+	jobs := connectedPair(t)
+	q, err := jobs[1].queue(Location{Task: 0, Name: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := handle.New(q, handle.Spec{Task: 1, Location: `task 0 "x"`, Mode: fifo.Read}, nil)
+	if err := h.Request(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Acquire(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var id uint64 // the ticket of h: the one active ticket of rank 1
+	jobs[1].node.req.mu.Lock()
+	for _, tk := range jobs[1].node.req.tickets {
+		if tk != nil && tk.active {
+			id = tk.id
+		}
+	}
+	jobs[1].node.req.mu.Unlock()
+	m := releaseMsg{loc: q.(*remoteQueue).loc, ticket: id, next: id + 1}
+	if err := jobs[1].mesh.Send(0, transport.Requester, m.header(), nil); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("protocol error from rank 1: release of ticket %d with the request of a next round, and it has no rounds", id)
+	for end := time.Now().Add(10 * time.Second); jobs[0].failure() == nil && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+	}
+	if err := jobs[0].failure(); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("rank 0's failure: %v; want it to say %q", err, want)
 	}
 }
