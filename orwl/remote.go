@@ -190,7 +190,8 @@ func (t *remoteTicket) request(initial bool) requestMsg {
 }
 
 // sendNext queues the request waiting in q.next, if any, on the connection without writing
-// it: the message that q's caller queues next takes it along. q.sendMu held.
+// it: the next message written there takes it along, at the latest the release of its
+// handle's grant, which is still to come. q.sendMu held.
 func (q *remoteQueue) sendNext() error {
 	t := q.next
 	if t == nil {
