@@ -2,6 +2,7 @@ package orwl
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -211,5 +212,91 @@ func TestNextRoundOfATicketWithoutRounds(t *testing.T) {
 	}
 	if err := jobs[0].failure(); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("rank 0's failure: %v; want it to say %q", err, want)
+	}
+}
+
+// Two iterative read handles of one process on the same remote location, acquired one after
+// the other and released in the same order: the second one's acquire sends the first one's
+// next request, which waits for a release (remoteQueue.next), ahead of its own; then the
+// first release goes alone and the second carries its next request. Every round, both read
+// what the owner's writer wrote in that round.
+func TestTwoIterativeReadersOfOneLocation(t *testing.T) {
+	jobs := connectedPair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const rounds = 200
+	local, err := jobs[0].queue(Location{Task: 0, Name: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote, err := jobs[1].queue(Location{Task: 0, Name: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs[0].requestsLive.Store(false) // the first requests come from the schedule, in FIFO order
+	jobs[1].requestsLive.Store(false)
+	w := handle.New(local, handle.Spec{Task: 0, Location: `task 0 "x"`, Mode: fifo.Write, Iterative: true}, nil)
+	if err := w.Request(); err != nil {
+		t.Fatal(err)
+	}
+	var readers [2]*handle.Handle
+	for i := range readers {
+		readers[i] = handle.New(remote, handle.Spec{Task: 1, Location: `task 0 "x"`, Pos: 1 + i, Mode: fifo.Read, Iterative: true}, nil)
+		if err := readers[i].Request(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := jobs[0].ownLocation(Location{Task: 0, Name: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for queued := 0; queued < 1+len(readers); { // the schedule's barrier: every first request placed
+		if ctx.Err() != nil {
+			t.Fatalf("%d of %d first requests placed", queued, 1+len(readers))
+		}
+		time.Sleep(time.Millisecond)
+		l.mu.Lock()
+		queued = 0
+		l.fifo.Each(func(*fifo.Request) { queued++ })
+		l.mu.Unlock()
+	}
+	jobs[0].requestsLive.Store(true)
+	jobs[1].requestsLive.Store(true)
+	var wg sync.WaitGroup
+	var werr error
+	wg.Go(func() {
+		for k := range rounds {
+			if werr = w.Acquire(ctx); werr != nil {
+				return
+			}
+			b, err := w.Resize(8)
+			if err != nil {
+				werr = err
+				return
+			}
+			binary.LittleEndian.PutUint64(b, uint64(k))
+			if werr = w.Release(); werr != nil {
+				return
+			}
+		}
+	})
+	for k := range rounds {
+		for i, r := range readers {
+			if err := r.Acquire(ctx); err != nil {
+				t.Fatalf("round %d, reader %d: %v", k, i, err)
+			}
+			if got := binary.LittleEndian.Uint64(r.Map()); got != uint64(k) {
+				t.Fatalf("round %d, reader %d read %d", k, i, got)
+			}
+		}
+		for i, r := range readers {
+			if err := r.Release(); err != nil {
+				t.Fatalf("round %d, reader %d: %v", k, i, err)
+			}
+		}
+	}
+	wg.Wait()
+	if werr != nil {
+		t.Fatalf("writer: %v", werr)
 	}
 }
