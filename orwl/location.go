@@ -247,7 +247,6 @@ type localTicket struct {
 	ticketBase
 	req fifo.Request
 	loc *location
-	rnd int // see queued.round
 }
 
 func (t *localTicket) Latch() *handle.Latch { return &t.latch }

@@ -107,7 +107,6 @@ type remoteTicket struct {
 	id      uint64 // its number in n.req.tickets and at the owner; 0 once retired
 	active  bool   // requested and not yet released; guarded by n.req.mu
 	version uint64 // the version the grant carried
-	round   int    // the round of its request (requestMsg)
 
 	grantFlow, releaseFlow trace.FlowID // trace arrows carried by the grant and the release
 	transfer               trace.Span   // the grant's data arriving
@@ -161,7 +160,7 @@ func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Tic
 	t.latch.Start()
 	n.req.mu.Unlock()
 	live := n.j.requestsLive.Load()
-	t.round = n.j.round(t.spec.Iterative, h.Acquires())
+	t.rnd = n.j.round(t.spec.Iterative, h.Acquires())
 	err := q.sendNext()
 	switch {
 	case err != nil:
@@ -186,7 +185,7 @@ func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Tic
 
 // request is t's request message; initial: declared in the init phase.
 func (t *remoteTicket) request(initial bool) requestMsg {
-	return requestMsg{loc: t.q.loc, ticket: t.id, mode: t.spec.Mode, initial: initial, pos: t.spec.Pos, task: t.spec.Task, round: t.round}
+	return requestMsg{loc: t.q.loc, ticket: t.id, mode: t.spec.Mode, initial: initial, pos: t.spec.Pos, task: t.spec.Task, round: t.rnd}
 }
 
 // sendNext queues the request waiting in q.next, if any, on the connection without writing

@@ -34,6 +34,7 @@ type ticketBase struct {
 	latch handle.Latch
 	h     *handle.Handle
 	spec  handle.Spec // h's, read without copying it on every request
+	rnd   int         // the round of its request (see queued.round)
 	self  ticket
 	j     *job
 }
