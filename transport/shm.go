@@ -151,13 +151,19 @@ const busyLooks = 16
 const idleBusyLooks = 256
 
 // looksPerYield is how many times Poll looks between two yields: idleBusyLooks in an idle
-// process (Config.Idle) whose connections all go through shared memory, on a host that is
-// not crowded; busyLooks otherwise.
+// process whose connections all go through shared memory (idleOnRings), on a host that is
+// not crowded (as last sampled); busyLooks otherwise.
 func (g *readerGroup) looksPerYield() int {
-	if g.onSocket.Load() == 0 && !g.crowd.crowded.Load() && g.idle != nil && g.idle() {
+	if !g.crowd.crowded.Load() && g.idleOnRings() {
 		return idleBusyLooks
 	}
 	return busyLooks
+}
+
+// idleOnRings reports whether the process is idle (Config.Idle) and no connection of the
+// mesh waits on its socket: nothing that polling would delay.
+func (g *readerGroup) idleOnRings() bool {
+	return g.idle != nil && g.onSocket.Load() == 0 && g.idle()
 }
 
 // isClosed reports whether ch is closed; a nil ch never is.
@@ -215,7 +221,7 @@ func (g *readerGroup) pollOn(polled time.Duration, now time.Time) pollMode {
 		return pollStop
 	case polled < g.spin:
 		return pollYield
-	case polled < maxIdleSpin && g.idle != nil && g.onSocket.Load() == 0 && g.idle():
+	case polled < maxIdleSpin && g.idleOnRings():
 		return pollYield
 	}
 	return pollStop
