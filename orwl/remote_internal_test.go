@@ -69,6 +69,16 @@ func connectedPair(t *testing.T) [2]*job {
 	return jobs
 }
 
+// queueOfX returns j's queue of task 0's location "x" (see connectedPair).
+func queueOfX(t *testing.T, j *job) handle.Queue {
+	t.Helper()
+	q, err := j.queue(Location{Task: 0, Name: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
 // TestRequestForMissingLocationIsRefused: a request for a location the owner does not have
 // fails with a clear error, and the job goes on.
 func TestRequestForMissingLocationIsRefused(t *testing.T) {
@@ -84,10 +94,7 @@ func TestRequestForMissingLocationIsRefused(t *testing.T) {
 		t.Fatalf("acquire of a missing location: %v", err)
 	}
 	// The job is unharmed: a real location of rank 0 is served.
-	q, err := jobs[1].queue(Location{Task: 0, Name: "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := queueOfX(t, jobs[1])
 	good := handle.New(q, handle.Spec{Task: 1, Location: `task 0 "x"`, Mode: fifo.Read}, nil)
 	if err := good.Request(); err != nil {
 		t.Fatal(err)
@@ -145,10 +152,7 @@ func TestNextRoundGoesBeforeALaterRequest(t *testing.T) {
 	jobs := connectedPair(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	q, err := jobs[1].queue(Location{Task: 0, Name: "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := queueOfX(t, jobs[1])
 	jobs[1].requestsLive.Store(false) // the iterative handle's first request comes from the schedule
 	it := handle.New(q, handle.Spec{Task: 1, Location: `task 0 "x"`, Mode: fifo.Read, Iterative: true}, nil)
 	if err := it.Request(); err != nil {
@@ -183,10 +187,7 @@ func TestNextRoundGoesBeforeALaterRequest(t *testing.T) {
 // broken peer: the job fails with a protocol error naming the ticket.
 func TestNextRoundOfATicketWithoutRounds(t *testing.T) {
 	jobs := connectedPair(t)
-	q, err := jobs[1].queue(Location{Task: 0, Name: "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := queueOfX(t, jobs[1])
 	h := handle.New(q, handle.Spec{Task: 1, Location: `task 0 "x"`, Mode: fifo.Read}, nil)
 	if err := h.Request(); err != nil {
 		t.Fatal(err)
@@ -225,14 +226,8 @@ func TestTwoIterativeReadersOfOneLocation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	const rounds = 200
-	local, err := jobs[0].queue(Location{Task: 0, Name: "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	remote, err := jobs[1].queue(Location{Task: 0, Name: "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	local := queueOfX(t, jobs[0])
+	remote := queueOfX(t, jobs[1])
 	jobs[0].requestsLive.Store(false) // the first requests come from the schedule, in FIFO order
 	jobs[1].requestsLive.Store(false)
 	w := handle.New(local, handle.Spec{Task: 0, Location: `task 0 "x"`, Mode: fifo.Write, Iterative: true}, nil)
