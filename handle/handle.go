@@ -28,6 +28,11 @@ import (
 type Ticket interface {
 	// Latch is the request's grant: Acquire waits on it.
 	Latch() *Latch
+	// Waiting is called by Acquire when the latch is pending, before it sleeps on it, on the
+	// waiter's goroutine: the queue learns who waits on what (deadlock detection) and may
+	// fetch the grant itself (one that a process of the same host writes to shared memory).
+	// It returns once the latch is no longer pending, ctx is done, or it gives up.
+	Waiting(ctx context.Context)
 	// Granted reports, without blocking for long, whether the queue has granted the request,
 	// even if the grant has not reached the latch yet: every grant that the queue decided
 	// before the caller's last synchronisation with it (its own acquire or release, or a
@@ -49,13 +54,6 @@ type Ticket interface {
 	Resize(n int) ([]byte, error)
 }
 
-// Poller is a Ticket whose waiter can fetch the grant itself: Acquire calls Poll before it
-// sleeps on the latch. Poll returns once the latch is no longer pending, ctx is done, or it
-// gives up; Acquire then waits as usual.
-type Poller interface {
-	Poll(ctx context.Context)
-}
-
 // Queue is the FIFO of one location as a handle sees it.
 type Queue interface {
 	// Request appends a request of h, in h's mode, and returns its ticket at once: the
@@ -64,20 +62,13 @@ type Queue interface {
 	Request(h *Handle, reuse Ticket) (Ticket, error)
 }
 
-// Observer is told when a handle blocks, for deadlock detection. Its method runs on the
-// goroutine that uses the handle and must be quick.
-type Observer interface {
-	// WaitStart: Acquire of h blocks on t, which is not granted yet.
-	WaitStart(h *Handle, t Ticket)
-}
-
-// Tracer is an Observer told of the whole life of a handle, for tracing. An Owner whose
-// observer is a Tracer calls all its methods; one whose observer is not calls WaitStart
-// alone, which keeps an untraced access free of the other calls.
+// Tracer is told of the whole life of a handle, for tracing. Its methods run on the
+// goroutine that uses the handle.
 type Tracer interface {
-	Observer
 	// Requested: h placed request t.
 	Requested(h *Handle, t Ticket)
+	// WaitStart: Acquire of h blocks on t, which is not granted yet.
+	WaitStart(h *Handle, t Ticket)
 	// WaitEnd: the wait that WaitStart announced is over, granted or not.
 	WaitEnd(h *Handle, t Ticket)
 	// Acquired: h holds the grant of t.
@@ -87,31 +78,31 @@ type Tracer interface {
 }
 
 // Owner is what the handles of one owner share (a task: one goroutine uses them, one at a
-// time): the Observer told when they block (a Tracer: of their whole life), the set of those
-// that hold or have queued a request, so that they can all be ended at once when the owner
-// is done (CloseAll), and the channel its waits are woken on. A handle joins its owner's set when it requests and leaves
-// it when it holds and queues nothing, so the set stays as small as what is in use however
-// many handles the owner makes.
+// time): the Tracer told of their life, if any, the set of those that hold or have queued a
+// request, so that they can all be ended at once when the owner is done (CloseAll), and
+// the channel its waits are woken on. A handle joins its owner's set when it requests and
+// leaves it when it holds and queues nothing, so the set stays as small as what is in use
+// however many handles the owner makes.
 type Owner struct {
-	obs     Observer
-	tr      Tracer // obs, when it is a Tracer
+	tr      Tracer
 	active  []*Handle
 	wake    chan struct{}
-	watched <-chan struct{} // Done of the context whose end wakes the waits (Watch)
+	ctx     context.Context // the context whose end wakes the waits (Watch)
+	watched <-chan struct{} // its Done
 }
 
-// NewOwner returns an owner whose handles tell obs (nil: nobody) when they block, and of
-// the rest of their life when obs is a Tracer.
-func NewOwner(obs Observer) *Owner {
-	tr, _ := obs.(Tracer)
-	return &Owner{obs: obs, tr: tr, wake: make(chan struct{}, 1)}
+// NewOwner returns an owner whose handles tell tr (nil: nobody) of their life.
+func NewOwner(tr Tracer) *Owner {
+	return &Owner{tr: tr, wake: make(chan struct{}, 1)}
 }
 
 // Watch makes the end of ctx wake the owner's waits on ctx at once, so that Acquire blocks on
 // one channel instead of selecting on ctx.Done() too (Acquire works with any context, only
-// faster with this one). It returns a function that stops watching, as context.AfterFunc.
+// faster with this one, or one with the same Done). It returns a function that stops
+// watching, as context.AfterFunc. Acquire compares its context with ctx, so ctx's type must
+// be comparable, as that of every context of package context is.
 func (o *Owner) Watch(ctx context.Context) (stop func() bool) {
-	o.watched = ctx.Done() // a context with the same Done ends with ctx: it is watched too
+	o.ctx, o.watched = ctx, ctx.Done()
 	return context.AfterFunc(ctx, func() { poke(o.wake) })
 }
 
@@ -193,24 +184,23 @@ type Handle struct {
 	spec   Spec
 	queue  Queue
 	owner  *Owner
-	obs    Observer // owner.obs
-	tr     Tracer   // owner.tr
-	slot   int      // index in owner.active, or -1
-	next   Ticket   // requested, for the next Acquire
-	held   Ticket   // granted and acquired, until Release
-	spare  Ticket   // released, offered back to the queue
+	tr     Tracer // owner.tr
+	slot   int    // index in owner.active, or -1
+	next   Ticket // requested, for the next Acquire
+	held   Ticket // granted and acquired, until Release
+	spare  Ticket // released, offered back to the queue
 	closed bool
 	cause  error // why a handle made by Closed was never usable; nil otherwise
 	rounds int   // acquires so far: the round of the request an iterative handle has queued
 }
 
 // New returns a handle of spec on queue q, of owner o, that has not requested yet. With o
-// nil, the handle is its own owner, observed by nobody.
+// nil, the handle is its own owner, traced by nobody.
 func New(q Queue, spec Spec, o *Owner) *Handle {
 	if o == nil {
 		o = NewOwner(nil)
 	}
-	return &Handle{spec: spec, queue: q, owner: o, obs: o.obs, tr: o.tr, slot: -1}
+	return &Handle{spec: spec, queue: q, owner: o, tr: o.tr, slot: -1}
 }
 
 // Closed returns a handle on which every operation fails with err: the result of an insert
@@ -297,13 +287,11 @@ func (h *Handle) Acquire(ctx context.Context) error {
 	}
 	t := h.next
 	if l := t.Latch(); !l.Granted() { // Wait looks at ctx before it parks
-		if h.obs != nil {
-			h.obs.WaitStart(h, t)
+		if h.tr != nil {
+			h.tr.WaitStart(h, t)
 		}
-		if p, ok := t.(Poller); ok {
-			p.Poll(ctx)
-		}
-		err := l.Wait(ctx, h.owner.wake, ctx.Done() == h.owner.watched)
+		t.Waiting(ctx)
+		err := l.Wait(ctx, h.owner.wake, ctx == h.owner.ctx || ctx.Done() == h.owner.watched)
 		if h.tr != nil {
 			h.tr.WaitEnd(h, t)
 		}

@@ -18,10 +18,11 @@ type queue struct {
 	mu      sync.Mutex
 	f       fifo.FIFO
 	data    []byte
-	made    int   // tickets allocated
-	refuse  error // when set, Request fails with it
-	release int   // releases of grants, given back or not
-	failed  error // set by a failed grant: nothing is granted any more
+	made    int    // tickets allocated
+	refuse  error  // when set, Request fails with it
+	release int    // releases of grants, given back or not
+	failed  error  // set by a failed grant: nothing is granted any more
+	waiting func() // when set, called by Ticket.Waiting
 }
 
 type ticket struct {
@@ -59,6 +60,11 @@ func deliver(granted []*fifo.Request) {
 }
 
 func (t *ticket) Latch() *handle.Latch { return &t.latch }
+func (t *ticket) Waiting(context.Context) {
+	if t.q.waiting != nil {
+		t.q.waiting()
+	}
+}
 func (t *ticket) Granted() bool {
 	t.q.mu.Lock()
 	defer t.q.mu.Unlock()
@@ -461,41 +467,32 @@ func TestCancellationBeforeGrantWins(t *testing.T) {
 	}
 }
 
-// calls records the observer calls of a handle's owner, by name; at WaitStart it calls
-// onWait.
-type calls struct {
-	got    []string
-	onWait func()
-}
-
-func (c *calls) WaitStart(*handle.Handle, handle.Ticket) {
-	c.got = append(c.got, "wait")
-	c.onWait()
-}
-
-// tracer is calls told of every step.
-type tracer struct{ calls }
+// tracer records the steps a handle's owner is told of, by name.
+type tracer struct{ got []string }
 
 func (c *tracer) Requested(*handle.Handle, handle.Ticket) { c.got = append(c.got, "request") }
+func (c *tracer) WaitStart(*handle.Handle, handle.Ticket) { c.got = append(c.got, "wait") }
 func (c *tracer) WaitEnd(*handle.Handle, handle.Ticket)   { c.got = append(c.got, "wait end") }
 func (c *tracer) Acquired(*handle.Handle, handle.Ticket)  { c.got = append(c.got, "acquire") }
 func (c *tracer) Releasing(*handle.Handle, handle.Ticket) { c.got = append(c.got, "release") }
 
-// TestObserverAndTracer: an owner's Observer is told when a handle blocks, and a Tracer of
-// every step too, in order.
-func TestObserverAndTracer(t *testing.T) {
-	section := func(c *calls, obs handle.Observer) {
+// TestTracerAndWaiting: a handle that blocks tells its ticket (Ticket.Waiting) once, before
+// it sleeps, whether it is traced or not, and an owner's Tracer is told every step, in
+// order.
+func TestTracerAndWaiting(t *testing.T) {
+	section := func(tr handle.Tracer) (got []string) {
 		q := &queue{data: make([]byte, 8)}
 		ctx := context.Background()
 		first := handle.New(q, handle.Spec{Task: 0, Location: "x", Mode: fifo.Write}, nil)
-		h := handle.New(q, handle.Spec{Task: 1, Location: "x", Mode: fifo.Write}, handle.NewOwner(obs))
+		h := handle.New(q, handle.Spec{Task: 1, Location: "x", Mode: fifo.Write}, handle.NewOwner(tr))
 		if err := first.Request(); err != nil {
 			t.Fatal(err)
 		}
 		if err := h.Request(); err != nil {
 			t.Fatal(err)
 		}
-		c.onWait = func() { // h blocks behind first: first's section lets it in
+		q.waiting = func() { // h blocks behind first: first's section lets it in
+			got = append(got, "waiting")
 			if err := first.Section(ctx, func([]byte) error { return nil }); err != nil {
 				t.Error(err)
 			}
@@ -503,14 +500,15 @@ func TestObserverAndTracer(t *testing.T) {
 		if err := h.Section(ctx, func([]byte) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
+		return got
 	}
-	var o calls
-	section(&o, &o)
-	if want := []string{"wait"}; !slices.Equal(o.got, want) {
-		t.Errorf("observer told %q, want %q", o.got, want)
+	if got, want := section(nil), []string{"waiting"}; !slices.Equal(got, want) {
+		t.Errorf("untraced: the ticket was told %q, want %q", got, want)
 	}
 	var tr tracer
-	section(&tr.calls, &tr)
+	if got, want := section(&tr), []string{"waiting"}; !slices.Equal(got, want) {
+		t.Errorf("traced: the ticket was told %q, want %q", got, want)
+	}
 	if want := []string{"request", "wait", "wait end", "acquire", "release"}; !slices.Equal(tr.got, want) {
 		t.Errorf("tracer told %q, want %q", tr.got, want)
 	}

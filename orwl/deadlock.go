@@ -67,7 +67,7 @@ type slot struct {
 	waits   [slotWaits]atomic.Pointer[ticketBase]
 	next    uint8       // the entry of waits that the next new ticket replaces; the task's goroutine only
 	done    atomic.Bool // the task has returned
-	polling atomic.Bool // the task polls for the grant it waits for (ticketBase.Poll)
+	polling atomic.Bool // the task polls for the grant it waits for (ticketBase.Waiting)
 	_       [20]byte
 }
 

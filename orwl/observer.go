@@ -5,30 +5,22 @@ import (
 	"github.com/orwl-go/orwl/trace"
 )
 
-// waits tells the deadlock detector what the handles of one task block on. It is the task's
-// handle.Observer when tracing is off, so an untraced access makes no other observer call.
-type waits struct{ task *Task }
-
-func (w waits) WaitStart(h *handle.Handle, t handle.Ticket) {
-	w.task.job.det.block(w.task.id, t.(ticket).base())
-}
-
-// observer follows the handles of one task when tracing is on: for the deadlock detector,
-// and for the trace. It runs on the task's goroutine.
+// observer follows the handles of one task for the trace, when tracing is on. It runs on
+// the task's goroutine.
 type observer struct {
-	waits
+	task     *Task
 	tr       *trace.Track
 	wait     trace.Span
 	sections map[*handle.Handle]trace.Span
 }
 
-// observe makes the handle.Observer of task t: an observer when tr is not nil, the task's
-// waits otherwise.
-func (o *observer) observe(t *Task, tr *trace.Track) handle.Observer {
-	*o = observer{waits: waits{t}, tr: tr}
+// observe makes the handle.Tracer of task t: an observer recording into tr, or nil when tr
+// is nil (tracing is off), so that an untraced access makes no call.
+func (o *observer) observe(t *Task, tr *trace.Track) handle.Tracer {
 	if tr == nil {
-		return o.waits
+		return nil
 	}
+	*o = observer{task: t, tr: tr}
 	return o
 }
 
@@ -38,7 +30,6 @@ func (o *observer) Requested(h *handle.Handle, t handle.Ticket) {
 }
 
 func (o *observer) WaitStart(h *handle.Handle, t handle.Ticket) {
-	o.waits.WaitStart(h, t)
 	spec := h.Spec()
 	o.wait = o.tr.BeginWait(o.task.job.traceLoc(t), spec.Mode, spec.Pos)
 }

@@ -13,7 +13,6 @@ import (
 // it, without knowing which.
 type ticket interface {
 	handle.Ticket
-	base() *ticketBase
 	// where is the location's number in the job.
 	where() uint32
 	// describeWait fills in what this process knows of the grant the ticket waits for: the
@@ -39,8 +38,6 @@ type ticketBase struct {
 	j     *job
 }
 
-func (b *ticketBase) base() *ticketBase { return b }
-
 // Fail keeps the grant of a write section that failed until its task ends (runTask), so
 // that nothing is handed on and the location fails with the job's error when the task
 // fails, as it usually does.
@@ -49,14 +46,17 @@ func (b *ticketBase) Fail(err error) {
 	t.failedGrants = append(t.failedGrants, failedGrant{b.self, err})
 }
 
-// Poll reads the messages of processes of this host on the waiting task's goroutine while
-// they come quickly (transport.Mesh.Poll): a grant that comes in one, or the release that
-// causes it, then needs no wake-up of the task. Meanwhile the task counts as waiting
-// (detector.idle), so that, when no other task of the process computes, the task and the
-// readers poll as long as an idle process's readers do, not only Config.Spin: a grant a
-// little later than that would otherwise cost two wake-ups, which delay the task's next
-// release past its neighbours' Spin in turn, iteration after iteration.
-func (b *ticketBase) Poll(ctx context.Context) {
+// Waiting implements handle.Ticket: it tells the deadlock detector that the ticket's task
+// is about to wait on it (detector.block), then, in a job of several processes, reads the
+// messages of processes of this host on the waiting task's goroutine while they come
+// quickly (transport.Mesh.Poll): a grant that comes in one, or the release that causes it,
+// then needs no wake-up of the task. Meanwhile the task counts as waiting (detector.idle),
+// so that, when no other task of the process computes, the task and the readers poll as
+// long as an idle process's readers do, not only Config.Spin: a grant a little later than
+// that would otherwise cost two wake-ups, which delay the task's next release past its
+// neighbours' Spin in turn, iteration after iteration.
+func (b *ticketBase) Waiting(ctx context.Context) {
+	b.j.det.block(b.spec.Task, b)
 	n := b.j.node
 	if n == nil {
 		return
