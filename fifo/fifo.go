@@ -199,23 +199,38 @@ func (f *FIFO) settle(r *Request, granted []*Request) []*Request {
 			f.tail = nil
 			break
 		}
-		// Grant the new head, dropping its cancelled members; the order of the others is kept.
+		// Grant the new head as a whole, then drop its cancelled members, if any.
 		n := f.head
-		live := n.members[:0]
+		cancelled := false
 		for _, m := range n.members {
 			if m.state == Cancelled {
-				m.leave()
+				cancelled = true
 				continue
 			}
-			m.slot = len(live)
 			m.state = Granted
-			live = append(live, m)
 			granted = append(granted, m)
 		}
-		clear(n.members[len(live):])
-		n.members = live
+		if cancelled {
+			n.dropCancelled()
+		}
 	}
 	return granted
+}
+
+// dropCancelled takes the cancelled members out of e, which makes them Idle; the order of
+// the others is kept.
+func (e *entry) dropCancelled() {
+	live := e.members[:0]
+	for _, m := range e.members {
+		if m.state == Cancelled {
+			m.leave()
+			continue
+		}
+		m.slot = len(live)
+		live = append(live, m)
+	}
+	clear(e.members[len(live):])
+	e.members = live
 }
 
 // leave makes r, which is out of its entry's members, Idle.
