@@ -16,6 +16,7 @@ import (
 
 	"github.com/orwl-go/orwl/checkpoint"
 	"github.com/orwl-go/orwl/internal/hugemem"
+	"github.com/orwl-go/orwl/internal/tick"
 	"github.com/orwl-go/orwl/transport"
 )
 
@@ -775,7 +776,7 @@ func (c *checkpointer) arm(k int) {
 
 // coordinate is rank 0's part: a checkpoint every c.every until ctx is done.
 func (c *checkpointer) coordinate(ctx context.Context) {
-	every(ctx, c.every, func() bool { return c.take(ctx) })
+	tick.Every(ctx, c.every, func() bool { return c.take(ctx) })
 }
 
 // take takes one checkpoint; it returns false when ctx ended first.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/orwl-go/orwl/fifo"
+	"github.com/orwl-go/orwl/internal/tick"
 	"github.com/orwl-go/orwl/transport"
 )
 
@@ -50,7 +51,7 @@ type servedRecord struct {
 // watch looks for deadlocks until ctx is done: in this process alone, or by reporting this
 // process to rank 0 while it is stuck.
 func (j *job) watch(ctx context.Context) {
-	every(ctx, watchPeriod, j.look)
+	tick.Every(ctx, watchPeriod, j.look)
 }
 
 // look looks for a deadlock once; it returns false when this process cannot report any
@@ -75,22 +76,6 @@ func (j *job) look() bool {
 		return true
 	}
 	return j.mesh.Send(0, transport.Requester, m.header(), payload) == nil
-}
-
-// every calls fn every period until ctx is done or fn returns false.
-func every(ctx context.Context, period time.Duration, fn func() bool) {
-	tick := time.NewTicker(period)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		if !fn() {
-			return
-		}
-	}
 }
 
 // stuckReport describes this process when all its tasks are blocked on requests that are
