@@ -23,16 +23,19 @@ func Every(ctx context.Context, period time.Duration, fn func() bool) {
 	every(clock, ctx, period, fn)
 }
 
-// every is Every on clock c, which returns tick, which blocks until the next tick (true) or
-// until ctx is done (false), and stop, which releases what the clock holds.
-func every(c func(ctx context.Context, period time.Duration) (tick func() bool, stop func()), ctx context.Context, period time.Duration, fn func() bool) {
+// clockFunc starts a clock that ticks every period: tick blocks until the next tick (true)
+// or until ctx is done (false), and stop releases what the clock holds.
+type clockFunc func(ctx context.Context, period time.Duration) (tick func() bool, stop func())
+
+// every is Every on clock c.
+func every(c clockFunc, ctx context.Context, period time.Duration, fn func() bool) {
 	tick, stop := c(ctx, period)
 	defer stop()
 	for tick() && fn() {
 	}
 }
 
-// tickerClock is the clock of a time.Ticker.
+// tickerClock is the clockFunc of a time.Ticker.
 func tickerClock(ctx context.Context, period time.Duration) (tick func() bool, stop func()) {
 	t := time.NewTicker(period)
 	tick = func() bool {

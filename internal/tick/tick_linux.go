@@ -8,15 +8,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// clock is the clock of a timerfd that expires every period (see every); stop closes it. It
-// is a time.Ticker's when the system gives no timerfd (out of descriptors, for one).
+// clock is the clockFunc of a timerfd that expires every period; stop closes it. It is a
+// time.Ticker's when the system gives no timerfd (out of descriptors, for one).
 func clock(ctx context.Context, period time.Duration) (tick func() bool, stop func()) {
 	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
 	if err != nil {
 		return tickerClock(ctx, period)
 	}
-	every := unix.NsecToTimespec(period.Nanoseconds())
-	if err := unix.TimerfdSettime(fd, 0, &unix.ItimerSpec{Interval: every, Value: every}, nil); err != nil {
+	interval := unix.NsecToTimespec(period.Nanoseconds())
+	if err := unix.TimerfdSettime(fd, 0, &unix.ItimerSpec{Interval: interval, Value: interval}, nil); err != nil {
 		unix.Close(fd)
 		return tickerClock(ctx, period)
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// clock is a time.Ticker's here: only Linux has a timerfd.
+// clock is the clockFunc of a time.Ticker here: only Linux has a timerfd.
 func clock(ctx context.Context, period time.Duration) (tick func() bool, stop func()) {
 	return tickerClock(ctx, period)
 }

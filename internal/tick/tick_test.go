@@ -9,7 +9,7 @@ import (
 )
 
 // clocks are the clocks Every may run on here: the system's, and the fallback.
-var clocks = map[string]func(context.Context, time.Duration) (func() bool, func()){
+var clocks = map[string]clockFunc{
 	"system": clock,
 	"ticker": tickerClock,
 }
