@@ -3,7 +3,7 @@
 //
 // It is storage only: it never decides when a checkpoint is taken, what goes into it, nor
 // which process keeps which copy; a runtime does (package orwl takes a checkpoint at the
-// boundary of FIFO rounds, DESIGN.md §10). It does no networking and starts no goroutine
+// boundary of FIFO rounds, docs/design.md, rule 16). It does no networking and starts no goroutine
 // that outlives a call.
 //
 // # Pieces and checkpoints
