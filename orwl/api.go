@@ -28,7 +28,14 @@ type HandleError = handle.Error
 // cancelled (a grant that arrived is given back unchanged, so the FIFO keeps moving) and
 // the handle is closed. A cancellation that happens before the grant always wins: the grant
 // and the context's end are compared once, after the wait. Any failed Acquire leaves the
-// handle holding nothing, closed.
+// handle holding nothing, closed: a later Acquire returns ErrClosed.
+//
+// So a context with a deadline does not make a wait that may time out and go on. To wait a
+// bounded time and keep the handle, poll Test until it reports true (then Acquire returns
+// at once) or the time is up, and do something else meanwhile; the request keeps its place
+// in the FIFO. After a failed Acquire, a task that still needs the location places a new
+// request (ReadRequest, WriteRequest): it goes to the tail of the FIFO, behind every
+// request queued meanwhile, outside the schedule's order.
 func (h *Handle) Acquire(ctx context.Context) error { return h.h.Acquire(ctx) }
 
 // Map returns the location's data between Acquire and Release, nil otherwise (an empty
