@@ -32,7 +32,9 @@
 // verification with status 3.
 //
 // -kernel takes a kernel name (gonum, openblas, cublas), "cpu" (the fastest available CPU
-// kernel, the default), "auto" (the fastest available kernel), or a mix for hybrid runs
+// kernel, the default; when that is pure-Go gonum because libopenblas.so.0 is missing, the
+// process of task 0 says so in one line on standard error, with the command that installs
+// it), "auto" (the fastest available kernel), or a mix for hybrid runs
 // such as "cublas:1,openblas": one task on cublas, the others on openblas (tasks are
 // assigned in id order; at most one entry may leave out its count, it takes the rest).
 // Mixed runs are balanced (-balance, on by default for them): the grid is one row of
@@ -74,6 +76,8 @@ import (
 	"github.com/orwl-go/orwl/internal/exampleutil"
 	"github.com/orwl-go/orwl/kernels"
 	_ "github.com/orwl-go/orwl/kernels/all"
+	"github.com/orwl-go/orwl/kernels/gonum"
+	"github.com/orwl-go/orwl/kernels/openblas"
 	"github.com/orwl-go/orwl/orwl"
 )
 
@@ -104,6 +108,8 @@ type config struct {
 	split        []float64
 	trace        string // trace file, or ""
 	inJob        bool   // started by a launcher: run, do not start processes
+	rank         int    // this process's rank in the job (0 when it is alone)
+	note         string // a line for stderr about the kernel chosen, or ""
 	args         []string
 }
 
@@ -159,7 +165,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	if err != nil {
 		return nil, usagef("%v", err)
 	}
-	c.inJob = info.Launched()
+	c.inJob, c.rank = info.Launched(), info.Rank
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	switch {
@@ -199,6 +205,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	if c.kernels, c.kernelSpec, err = exampleutil.ParseKernels(*kernel, c.tasks); err != nil {
 		return nil, err
 	}
+	c.note = fallbackNote(*kernel, c.kernelSpec, kernels.AvailableOn(kernels.CPU))
 	c.balance = *balance
 	if !set["balance"] {
 		c.balance = slices.ContainsFunc(c.kernels, func(k string) bool { return k != c.kernels[0] })
@@ -311,8 +318,21 @@ type jsonResult struct {
 	BytesIn  int64   `json:"bytes_moved"`
 }
 
+// fallbackNote returns the line that says why the kernel chosen for -kernel cpu or auto
+// (requested) is the pure-Go one (chosen, the resolved spec) when that is only because
+// OpenBLAS is not among the available CPU kernels; otherwise "".
+func fallbackNote(requested, chosen string, availableCPU []string) string {
+	if requested != "cpu" && requested != kernels.Auto || chosen != gonum.Name || slices.Contains(availableCPU, openblas.Name) {
+		return ""
+	}
+	return "matmul: OpenBLAS (libopenblas.so.0) not found: using the pure-Go gonum kernel, several times slower; install it with: apt-get install libopenblas0"
+}
+
 // compute runs this process's part of the job and, in the process of task 0, reports.
 func compute(c *config, stdout, stderr io.Writer) int {
+	if c.note != "" && c.rank == 0 {
+		fmt.Fprintln(stderr, c.note)
+	}
 	if err := kernels.SetCPUThreads(c.kernels, c.threads); err != nil {
 		fmt.Fprintln(stderr, "matmul:", err)
 		return exitFailed

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -198,5 +199,48 @@ func TestMixedKernels(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "(static): "+names[1]+" 80.0%, "+names[0]+" 20.0%") || !strings.Contains(out.String(), "verified=true") {
 		t.Fatalf("unexpected output:\n%s", out.String())
+	}
+}
+
+// TestKernelFallbackNote: with the default kernel (cpu) on a host without OpenBLAS, the run
+// says in one line on stderr that it uses the pure-Go kernel, and how to install OpenBLAS;
+// with OpenBLAS there, or a kernel named on the command line, it says nothing of the kind.
+func TestKernelFallbackNote(t *testing.T) {
+	const note = "apt-get install libopenblas0"
+	hasOpenBLAS := slices.Contains(kernels.AvailableOn(kernels.CPU), "openblas")
+	for _, args := range [][]string{
+		{"-n", "16", "-np", "1", "-reps", "1"},
+		{"-n", "16", "-np", "1", "-reps", "1", "-kernel", "gonum"},
+	} {
+		var out, errs bytes.Buffer
+		if status := run(args, &out, &errs); status != 0 {
+			t.Fatalf("%v: status %d: %s", args, status, errs.String())
+		}
+		want := !hasOpenBLAS && !slices.Contains(args, "-kernel")
+		if got := strings.Count(errs.String(), note); got != map[bool]int{true: 1, false: 0}[want] {
+			t.Errorf("%v (OpenBLAS available: %v): %d lines naming %q on stderr, want them: %v\n%s", args, hasOpenBLAS, got, note, want, errs.String())
+		}
+	}
+}
+
+// TestFallbackNote: the note is given only for cpu or auto resolved to gonum while OpenBLAS
+// is not available.
+func TestFallbackNote(t *testing.T) {
+	for _, c := range []struct {
+		requested, chosen string
+		available         []string
+		want              bool
+	}{
+		{"cpu", "gonum", []string{"gonum"}, true},
+		{"auto", "gonum", []string{"gonum"}, true},
+		{"cpu", "openblas", []string{"openblas", "gonum"}, false},
+		{"gonum", "gonum", []string{"gonum"}, false},
+		{"gonum", "gonum", []string{"openblas", "gonum"}, false},
+		{"auto", "cublas", []string{"gonum"}, false},
+		{"cpu:1,gonum", "gonum", []string{"gonum"}, false},
+	} {
+		if got := fallbackNote(c.requested, c.chosen, c.available); (got != "") != c.want || strings.Contains(got, "\n") {
+			t.Errorf("fallbackNote(%q, %q, %v) = %q, want a line: %v", c.requested, c.chosen, c.available, got, c.want)
+		}
 	}
 }
