@@ -42,8 +42,8 @@ type Config struct {
 	// the time went (see TraceSummary). Empty means the ORWL_TRACE environment variable,
 	// if set.
 	Trace string
-	// TraceSummary receives the summary of a traced job, on rank 0. Nil means the Logger,
-	// as one Info record.
+	// TraceSummary receives the summary of a traced job, on rank 0: a table of where each
+	// task's time went. Nil means standard error, after a line naming the trace file.
 	TraceSummary io.Writer
 	// PeerTimeout is how long a process of the job may send nothing before the others take
 	// it for lost (0: ORWL_PEER_TIMEOUT, else 3s). A process that is sending, even one long

@@ -3,6 +3,7 @@ package orwl
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"strings"
@@ -110,9 +111,10 @@ func (j *job) writeTrace() error {
 		return trace.Summarize(j.summary, t)
 	}
 	var b strings.Builder
+	fmt.Fprintf(&b, "orwl: trace written to %s\n", j.traceFile)
 	if err := trace.Summarize(&b, t); err != nil {
 		return err
 	}
-	j.log.Info("orwl: trace summary", "file", j.traceFile, "summary", b.String())
-	return nil
+	_, err = io.WriteString(os.Stderr, b.String()) // one write: lines of other processes do not cut it
+	return err
 }
