@@ -18,11 +18,13 @@
 // # On disk
 //
 // Each process writes into a directory of its own (a Store), which it names from a
-// pattern: "{rank}" and "{host}" in it become its rank and host name (Expand). A restart
-// searches every directory the pattern may have produced (Glob), whatever the number of
-// processes that wrote them:
+// pattern: "{rank}" and "{host}" in it become its rank and host name (Expand). A pattern
+// without "{rank}" names the job's directory, which its processes share (on one host, or
+// on a file system several hosts mount): each process writes into its subdirectory
+// "rank-R". A restart searches every directory the pattern may have produced (Glob),
+// whatever the number of processes that wrote them:
 //
-//	DIR/LOCK                   flocked while a Store has DIR open (one process per DIR)
+//	DIR/LOCK                   flocked while a Store has DIR open (one process per DIR); names it
 //	DIR/ckpt-7/                checkpoint 7
 //	DIR/ckpt-7/location.3.block   a piece: its raw bytes (task 3's location "block")
 //	DIR/ckpt-7/state.3.iter       a piece: task 3's state "iter"

@@ -15,23 +15,51 @@ const (
 	HostPlaceholder = "{host}" // the host's name
 )
 
-// Expand returns the directory pattern names for the process of rank rank on host host:
-// every {rank} and {host} replaced. Each process of a job must get a directory of its own
-// (a Store locks its directory), so a pattern shared by several processes of one host holds
-// {rank}.
+// Expand returns the directory of the process of rank rank on host host under pattern:
+// every {rank} and {host} replaced. A pattern without {rank} names the job's directory (one
+// per host with {host}), which the processes of the job share, on one host or on a file
+// system that several hosts mount: each process then keeps its checkpoints in the
+// subdirectory of its rank, "rank-R" (a Store locks its directory, so two processes never
+// share one).
 func Expand(pattern string, rank int, host string) string {
-	return strings.NewReplacer(RankPlaceholder, strconv.Itoa(rank), HostPlaceholder, host).Replace(pattern)
+	return strings.NewReplacer(RankPlaceholder, strconv.Itoa(rank), HostPlaceholder, host).Replace(perProcess(pattern))
+}
+
+// perProcess returns pattern when it holds {rank}, else the pattern of the subdirectories
+// of its directories named by rank.
+func perProcess(pattern string) string {
+	if strings.Contains(pattern, RankPlaceholder) {
+		return pattern
+	}
+	return filepath.Join(pattern, "rank-"+RankPlaceholder)
 }
 
 // placeholders splits a pattern around its placeholders.
 var placeholders = regexp.MustCompile(`\{rank\}|\{host\}`)
 
 // Glob returns, sorted, the existing directories that pattern may have produced for any
-// rank and host: those a restart on any number of processes searches. {rank} matches a
-// decimal number, {host} a non-empty name without '/'; the rest of the pattern is literal
-// (glob characters in it match themselves). A pattern without placeholders yields itself,
-// cleaned, when it is a directory.
+// rank and host (Expand): those a restart on any number of processes searches. {rank}
+// matches a decimal number, {host} a non-empty name without '/'; the rest of the pattern is
+// literal (glob characters in it match themselves). For a pattern without {rank}, the job's
+// directories themselves are among them, where a job of one process kept its checkpoints
+// before they went to its subdirectory.
 func Glob(pattern string) ([]string, error) {
+	dirs, err := match(perProcess(pattern))
+	if err != nil || strings.Contains(pattern, RankPlaceholder) {
+		return dirs, err
+	}
+	own, err := match(pattern)
+	if err != nil {
+		return nil, err
+	}
+	dirs = append(dirs, own...)
+	slices.Sort(dirs)
+	return dirs, nil
+}
+
+// match returns, sorted, the existing directories pattern matches, its placeholders
+// matching as Glob says.
+func match(pattern string) ([]string, error) {
 	pattern = filepath.Clean(pattern)
 	var glob, re strings.Builder
 	re.WriteString("^")

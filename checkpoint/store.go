@@ -4,12 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"time"
 )
 
 // ErrNoSpace is matched (errors.Is) by the error of a write that found the file system
@@ -29,7 +32,7 @@ var ErrClosed = errors.New("checkpoint: store closed")
 type Store struct {
 	dir  string
 	job  Fingerprint
-	lock *os.File // LOCK, flocked while the Store is open
+	lock *os.File // LOCK, flocked while the Store is open; it names the holder
 
 	mu    sync.Mutex
 	begun map[int]*session // checkpoints this Store has written to
@@ -42,9 +45,10 @@ type session struct {
 }
 
 // Create opens dir for writing checkpoints of job, creating it if needed. It fails at once,
-// naming dir, when dir cannot be written, when another Store (of any process) has it open,
-// or when it holds a committed checkpoint of another job (a *MismatchError; the directory
-// is left untouched). Close releases it.
+// naming dir, when dir cannot be written, when another Store (of any process) has it open
+// (the error names that process: its id, host, program and start, which the LOCK file
+// records while it holds it), or when it holds a committed checkpoint of another job (a
+// *MismatchError; the directory is left untouched). Close releases it.
 func Create(dir string, job Fingerprint) (*Store, error) {
 	if dir == "" {
 		return nil, errors.New("checkpoint: no directory given")
@@ -71,7 +75,17 @@ func (s *Store) check() error {
 	case err != nil:
 		return fmt.Errorf("checkpoint: locking directory %s: %w", s.dir, err)
 	case !ok:
-		return fmt.Errorf("checkpoint: directory %s is in use by another process", s.dir)
+		holder, _ := io.ReadAll(io.LimitReader(s.lock, 512))
+		if len(holder) == 0 {
+			holder = []byte("another process")
+		}
+		return fmt.Errorf("checkpoint: directory %s is in use by %s: another job, or another run of this one, keeps its checkpoints there; give this job a directory of its own",
+			s.dir, strings.TrimSpace(string(holder)))
+	}
+	host, _ := os.Hostname()
+	holder := fmt.Sprintf("pid %d on host %s (program %s, since %s)\n", os.Getpid(), host, s.job.Program, time.Now().Format(time.RFC3339))
+	if err := s.lock.Truncate(0); err == nil { // the holder, for the message of a process refused
+		s.lock.WriteAt([]byte(holder), 0)
 	}
 	probe, err := os.CreateTemp(s.dir, tmpPrefix+"probe-*")
 	if err == nil {
@@ -89,7 +103,7 @@ func (s *Store) check() error {
 		if !e.complete {
 			continue
 		}
-		m, err := readManifest(filepath.Join(ckptDir(s.dir, e.k), manifestName), e.k)
+		m, err := readManifest(filepath.Join(ckptDir(s.dir, e.k), manifestName), e.k, s.job)
 		if err != nil {
 			continue // unreadable: Find reports it; it is replaced in time
 		}
@@ -303,7 +317,7 @@ func (s *Store) prune(k int) {
 		case e.complete && kept < 2:
 			kept++
 		case e.complete || e.k < k:
-			if !recycled {
+			if !recycled && e.odd == "" { // a link is removed, never followed
 				err, recycled = recycle(s.dir, e.k), true
 			} else {
 				err = removeCheckpoint(s.dir, e.k)
@@ -387,18 +401,15 @@ type atomicFile struct {
 }
 
 // createAtomic starts writing file name in dir: in the file of that name in directory
-// recycled when there is one (moved into dir under a temporary name), else in a new one.
+// recycled when there is one (moved into dir under a temporary name, see reuse), else in a
+// new one.
 func createAtomic(dir, name, recycled string) (*atomicFile, error) {
 	a := &atomicFile{dir: dir, target: filepath.Join(dir, name)}
 	if recycled != "" {
 		tmp := filepath.Join(dir, fmt.Sprintf("%s%s-%d", tmpPrefix, name, rand.Uint64()))
-		if os.Rename(filepath.Join(recycled, name), tmp) == nil {
-			f, err := os.OpenFile(tmp, os.O_WRONLY, 0)
-			if err == nil {
-				a.f, a.reused = f, true
-				return a, nil
-			}
-			os.Remove(tmp)
+		if f := reuse(recycled, name, tmp); f != nil {
+			a.f, a.reused = f, true
+			return a, nil
 		}
 	}
 	f, err := os.CreateTemp(dir, tmpPrefix+name+"-*")
@@ -437,6 +448,33 @@ func (a *atomicFile) commit(size int64, syncName bool) error {
 		os.Remove(a.target)
 		return fsError(err)
 	}
+	return nil
+}
+
+// reuse moves the file name of directory recycled to tmp and opens it for writing, or
+// returns nil. Only what lies inside the Store's directory is moved and overwritten:
+// recycled must be a directory, not a symbolic link (to elsewhere), and the file a regular
+// file of one name, not a link, a named pipe, nor a hard link whose other name, outside,
+// would see the new content.
+func reuse(recycled, name, tmp string) *os.File {
+	if fi, err := os.Lstat(recycled); err != nil || !fi.IsDir() {
+		return nil
+	}
+	old := filepath.Join(recycled, name)
+	if fi, err := os.Lstat(old); err != nil || !fi.Mode().IsRegular() || links(fi) > 1 {
+		return nil
+	}
+	if os.Rename(old, tmp) != nil {
+		return nil
+	}
+	f, fi, err := openFile(tmp, os.O_WRONLY)
+	if err == nil && links(fi) == 1 {
+		return f
+	}
+	if f != nil {
+		f.Close()
+	}
+	os.Remove(tmp)
 	return nil
 }
 

@@ -65,13 +65,15 @@ var orwlrun = sync.OnceValues(func() (string, error) {
 // buildDir holds the orwlrun binary; TestMain removes it.
 var buildDir string
 
-// ckJob is a job of the stencil under orwlrun with checkpoints in dir/{rank}.
+// ckJob is a job of the stencil under orwlrun with checkpoints in dir/{rank}, or in dir
+// itself, the job's directory, when plain.
 type ckJob struct {
-	t    *testing.T
-	dir  string
-	pids string
-	p    jacobi.Params
-	want string // the checksum of an uninterrupted run
+	t     *testing.T
+	dir   string
+	plain bool
+	pids  string
+	p     jacobi.Params
+	want  string // the checksum of an uninterrupted run
 }
 
 func newCkJob(t *testing.T) *ckJob {
@@ -90,8 +92,12 @@ func newCkJob(t *testing.T) *ckJob {
 
 // args returns the stencil's arguments for the job, with -n n.
 func (j *ckJob) args(n int) string {
+	pattern := filepath.Join(j.dir, "{rank}")
+	if j.plain {
+		pattern = j.dir
+	}
 	return fmt.Sprintf("-n %d -tasks 3 -iters %d -verify=false -checkpoint %s -checkpoint-every %s",
-		n, j.p.Iters, filepath.Join(j.dir, "{rank}"), ckEvery)
+		n, j.p.Iters, pattern, ckEvery)
 }
 
 // run runs orwlrun -np procs -restarts restarts on the stencil with args (see launch).
@@ -197,6 +203,24 @@ func TestKilledProcessResumes(t *testing.T) {
 		t.Fatalf("orwlrun did not restart after rank %d was killed:\n%s", rank, out)
 	}
 	j.checkResult(status, out)
+}
+
+// TestPlainDirectoryResumes: one checkpoint directory for the whole job, without
+// "{rank}" (as on a file system that every host mounts): its processes keep their
+// checkpoints side by side in it, and after a random process is killed the job resumes from
+// them with the checksum of an uninterrupted run.
+func TestPlainDirectoryResumes(t *testing.T) {
+	j := newCkJob(t)
+	j.plain = true
+	rank := rand.N(2)
+	status, out := j.run(2, 2, j.args(ckN), rank)
+	if !strings.Contains(out, fmt.Sprintf("attempt 0: rank %d failed (signal: killed", rank)) {
+		t.Fatalf("orwlrun did not restart after rank %d was killed:\n%s", rank, out)
+	}
+	j.checkResult(status, out)
+	if subs, _ := filepath.Glob(filepath.Join(j.dir, "rank-*")); len(subs) != 2 {
+		t.Fatalf("directories %q in the job's directory, want one per rank", subs)
+	}
 }
 
 // TestNodeLossResumesFromPartnerCopies: a process killed and its directory gone with its
