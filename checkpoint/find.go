@@ -49,16 +49,20 @@ func resolve(notes []string, what string) []string {
 	return out
 }
 
-// scanned is what Find found in its directories.
+// scanned is what Survey found in its directories.
 type scanned struct {
-	order     []int             // checkpoints with a manifest, newest first
-	manifests map[int]*manifest // the first good manifest of each
+	order     []int             // checkpoints with an intact manifest, newest first
+	manifests map[int]*manifest // the first intact manifest of each
 	from      map[int]string    // the directory of each manifest used
 	holders   map[int][]string  // the directories holding a directory of each checkpoint
+	damaged   []Manifest        // the manifests that cannot be used, and why
 	notes     []string
 }
 
-// scan reads the manifests of every directory and refuses another job's.
+// scan reads the manifests of every directory and refuses another job's. A manifest that
+// cannot be read as one of job's (not a regular file, too long, its checksum, its
+// pieces) and an entry named as a checkpoint's directory that is none (a link) are
+// damaged: listed, never followed.
 func scan(dirs []string, job Fingerprint) (*scanned, error) {
 	sc := &scanned{manifests: make(map[int]*manifest), from: make(map[int]string), holders: make(map[int][]string)}
 	for _, dir := range dirs {
@@ -68,13 +72,18 @@ func scan(dirs []string, job Fingerprint) (*scanned, error) {
 			continue
 		}
 		for _, e := range es {
+			if e.odd != "" {
+				sc.damaged = append(sc.damaged, Manifest{Checkpoint: e.k, Dir: dir,
+					Damage: fmt.Sprintf("%s is not a directory (%s)", ckptDir(dir, e.k), e.odd)})
+				continue
+			}
 			sc.holders[e.k] = append(sc.holders[e.k], dir)
 			if !e.complete {
 				continue
 			}
-			m, err := readManifest(filepath.Join(ckptDir(dir, e.k), manifestName), e.k)
+			m, err := readManifest(filepath.Join(ckptDir(dir, e.k), manifestName), e.k, job)
 			if err != nil {
-				sc.notes = append(sc.notes, fmt.Sprintf("checkpoint %d: manifest in %s unreadable (%v); not used", e.k, dir, err))
+				sc.damaged = append(sc.damaged, Manifest{Checkpoint: e.k, Dir: dir, Damage: err.Error()})
 				continue
 			}
 			if d := m.Job.Diff(job); d != "" {
@@ -164,17 +173,15 @@ type pieceReader struct {
 	crc uint32
 }
 
-// openCopy opens the copy of p of checkpoint k in dir, checking its size.
+// openCopy opens the copy of p of checkpoint k in dir, a regular file (openFile), checking
+// its size.
 func openCopy(dir string, k int, p PieceInfo) (*pieceReader, error) {
-	f, err := os.Open(filepath.Join(ckptDir(dir, k), p.Key.fileName()))
+	f, fi, err := openFile(filepath.Join(ckptDir(dir, k), p.Key.fileName()), os.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}
 	r := &pieceReader{f: f, p: p, err: &copyError{k: k, key: p.Key, dir: dir}}
-	fi, err := f.Stat()
 	switch {
-	case err != nil:
-		r.err.what = fmt.Sprintf("unreadable (%v)", err)
 	case fi.Size() < p.Size:
 		r.err.what, r.err.corrupt = fmt.Sprintf("truncated (%d of %d bytes)", fi.Size(), p.Size), true
 	case fi.Size() > p.Size:

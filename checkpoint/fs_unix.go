@@ -32,3 +32,15 @@ func lockFile(f *os.File) (bool, error) {
 func isNoSpace(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
+
+// openFlags are added to the flags of every open of a file of a checkpoint's directory: a
+// symbolic link is not followed, and a named pipe or a device does not block the open.
+const openFlags = syscall.O_NOFOLLOW | syscall.O_NONBLOCK
+
+// links returns the number of names (hard links) of the file fi describes.
+func links(fi os.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink)
+	}
+	return 1
+}

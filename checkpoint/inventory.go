@@ -19,16 +19,21 @@ import (
 // committed there and every copy of a piece, with the size and checksum of its content as
 // read. It is plain data, meant to be sent (encoding/json) to the process that chooses.
 type Inventory struct {
-	Manifests []Manifest `json:"manifests"` // one per checkpoint, newest first
+	Manifests []Manifest `json:"manifests"` // one intact per checkpoint and every damaged one, newest first
 	Copies    []Copy     `json:"copies"`    // every piece found, by checkpoint then directory and key
 	Notes     []string   `json:"notes,omitempty"`
 }
 
-// Manifest is the list of the pieces of a committed checkpoint, as a directory holds it.
+// Manifest is the list of the pieces of a committed checkpoint, as a directory holds it,
+// or why the one there cannot be used.
 type Manifest struct {
 	Checkpoint int         `json:"checkpoint"`
 	Dir        string      `json:"dir"`
 	Pieces     []PieceInfo `json:"pieces"` // sorted by key
+	// Damage, when not "", says why the manifest in Dir cannot be used (it is not a
+	// regular file, its checksum differs, a piece is of no task of the job...); Pieces is
+	// then empty.
+	Damage string `json:"damage,omitempty"`
 }
 
 // Copy is one copy of a piece in a directory: Size and CRC are those of its content as
@@ -43,6 +48,12 @@ type Copy struct {
 // piece of every checkpoint's directory, complete or not (a process killed before a commit
 // may hold pieces of a checkpoint that others committed). It reads every piece once, several
 // at a time. A directory holding a checkpoint of another job is an error, a *MismatchError.
+//
+// A directory is read as untrusted input: Survey opens only regular files, never through a
+// symbolic link nor waiting on a named pipe, reads a manifest only up to the length a
+// manifest of job can have, and lists as damaged (Manifest.Damage) a manifest that is not
+// one job could have written (a piece of no task or location of job, out of order...), so
+// that Choose falls back to an older checkpoint rather than fail the restart.
 func Survey(dirs []string, job Fingerprint) (*Inventory, error) {
 	dirs = slices.Compact(slices.Sorted(slices.Values(dirs)))
 	sc, err := scan(dirs, job)
@@ -54,6 +65,8 @@ func Survey(dirs []string, job Fingerprint) (*Inventory, error) {
 		m := sc.manifests[k]
 		inv.Manifests = append(inv.Manifests, Manifest{Checkpoint: k, Dir: sc.from[k], Pieces: m.Pieces})
 	}
+	inv.Manifests = append(inv.Manifests, sc.damaged...)
+	slices.SortStableFunc(inv.Manifests, func(a, b Manifest) int { return cmp.Compare(b.Checkpoint, a.Checkpoint) })
 	for _, k := range slices.Sorted(func(yield func(int) bool) {
 		for k := range sc.holders {
 			if !yield(k) {
@@ -104,10 +117,10 @@ func checksumCopies(copies []Copy) {
 	wg.Wait()
 }
 
-// checksumFile reads the copy of key of checkpoint k in dir: its size and CRC-32C, or a
-// size of -1 when it cannot be read.
+// checksumFile reads the copy of key of checkpoint k in dir, a regular file (openFile): its
+// size and CRC-32C, or a size of -1 when it cannot be read.
 func checksumFile(dir string, k int, key Key, buf []byte) (int64, uint32) {
-	f, err := os.Open(ckptDir(dir, k) + string(os.PathSeparator) + key.fileName())
+	f, _, err := openFile(ckptDir(dir, k)+string(os.PathSeparator)+key.fileName(), os.O_RDONLY)
 	if err != nil {
 		return -1, 0
 	}
@@ -174,18 +187,23 @@ type Plan struct {
 // Checkpoint 0 when no checkpoint is complete.
 //
 // The notes say, one line each, what Choose found wrong and what it did instead, as Find's
-// do: a copy that is corrupted, truncated or too long, a piece missing everywhere, a
-// checkpoint passed over for an older one; the inventories' own notes come first.
+// do: a damaged manifest, a copy that is corrupted, truncated or too long, a piece missing
+// everywhere, a checkpoint passed over for an older one; the inventories' own notes come
+// first.
 func Choose(invs []*Inventory, dest func(Key) int) (*Plan, []string) {
 	var notes, pending []string
 	manifests := make(map[int]Manifest)
+	damaged := make(map[int][]Manifest)
 	copies := make(map[int]map[Key][]holder) // by checkpoint and key
 	for i, inv := range invs {
 		notes = append(notes, inv.Notes...)
 		for _, m := range inv.Manifests {
-			if first, ok := manifests[m.Checkpoint]; !ok {
+			switch first, ok := manifests[m.Checkpoint]; {
+			case m.Damage != "":
+				damaged[m.Checkpoint] = append(damaged[m.Checkpoint], m)
+			case !ok:
 				manifests[m.Checkpoint] = m
-			} else if !slices.Equal(first.Pieces, m.Pieces) {
+			case !slices.Equal(first.Pieces, m.Pieces):
 				notes = append(notes, fmt.Sprintf("checkpoint %d: manifest in %s differs from the one in %s; using the latter",
 					m.Checkpoint, m.Dir, first.Dir))
 			}
@@ -203,9 +221,26 @@ func Choose(invs []*Inventory, dest func(Key) int) (*Plan, []string) {
 				return
 			}
 		}
+		for k := range damaged {
+			if _, ok := manifests[k]; !ok && !yield(k) {
+				return
+			}
+		}
 	}, func(a, b int) int { return cmp.Compare(b, a) })
 	for _, k := range order {
-		plan, replaced, bad := choose(manifests[k], copies[k], dest, len(invs))
+		m, ok := manifests[k]
+		for _, d := range damaged[k] {
+			note := fmt.Sprintf("checkpoint %d: manifest in %s unreadable (%s)", k, d.Dir, d.Damage)
+			if ok { // another directory's is intact
+				notes = append(notes, note+"; not used")
+			} else {
+				pending = append(pending, note)
+			}
+		}
+		if !ok {
+			continue
+		}
+		plan, replaced, bad := choose(m, copies[k], dest, len(invs))
 		if len(bad) == 0 {
 			notes = append(notes, resolve(pending, fmt.Sprintf("using checkpoint %d", k))...)
 			return plan, append(notes, replaced...)

@@ -158,6 +158,27 @@ func InlinePiece(key Key, data []byte) (PieceInfo, error) {
 		Data: base64.StdEncoding.EncodeToString(data)}, nil
 }
 
+// checkEntry says what is wrong with p as a manifest lists it, or nil: its key, a negative
+// size, an inline piece longer than InlineMax or whose data is not as its size and checksum
+// say (an error matching ErrCorrupt), data given for a piece that is not inline.
+func (p PieceInfo) checkEntry() error {
+	if err := p.Key.check(); err != nil {
+		return err
+	}
+	switch {
+	case p.Size < 0:
+		return fmt.Errorf("checkpoint: piece %v: negative size %d", p.Key, p.Size)
+	case p.Inline && p.Size > InlineMax:
+		return fmt.Errorf("checkpoint: piece %v: inline, of %d bytes; at most %d", p.Key, p.Size, InlineMax)
+	case p.Inline:
+		_, err := p.content()
+		return err
+	case p.Data != "":
+		return fmt.Errorf("checkpoint: piece %v: data in the manifest of a piece that is not inline", p.Key)
+	}
+	return nil
+}
+
 // content returns an inline piece's content, checked against its size and checksum (an
 // error matching ErrCorrupt when it differs).
 func (p PieceInfo) content() ([]byte, error) {

@@ -1,6 +1,7 @@
 package orwl
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/orwl-go/orwl/checkpoint"
+	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/internal/hugemem"
 	"github.com/orwl-go/orwl/internal/tick"
 	"github.com/orwl-go/orwl/transport"
@@ -894,16 +896,26 @@ func (t *Task) Keep(name string, state []byte) {
 }
 
 // Iterate runs body for iterations 0 to n-1 of the task, in order, and returns the first
-// error. In a job that takes checkpoints (Config.Checkpoint), a restarted job resumes at the
-// iteration of its checkpoint (Resumed), with its locations and kept states as they were
-// then; the task's iterative handles must be acquired once per iteration, in body, as the
-// schedule's discipline has it (a handle that is not is an error in a job that takes
-// checkpoints: handles used in turn, one every S iterations, take S iterations per call of
-// body). Body's iterations are where checkpoints are taken: a task
-// may wait at the start of one for a checkpoint being prepared (a few messages), and copies
-// its kept states at the start of a checkpoint's iteration.
+// error. Every iteration must acquire each of the task's iterative handles once, as the
+// schedule's discipline has it, so that the k-th round of every location is its iteration
+// k; handles used in turn, one every S iterations, belong in one iteration of S steps.
+// Iterate checks it as each iteration begins, in every job, and fails naming the handle and
+// the iteration that acquired it another number of times (nothing follows the last
+// iteration: it may leave handles out).
+//
+// In a job that takes checkpoints (Config.Checkpoint), a restarted job resumes at the
+// iteration k of its checkpoint (Resumed), with its locations and kept states as they were
+// then; a checkpoint of iteration n or later belongs to a longer run, and Iterate fails.
+// Body's iterations are where checkpoints are taken: a task may wait at the start of one for
+// a checkpoint being prepared (a few messages), and copies its kept states at the start of
+// a checkpoint's iteration.
 func (t *Task) Iterate(ctx context.Context, n int, body func(iter int) error) error {
 	c := t.job.ckpt
+	start := c.start()
+	if start > 0 && start >= n {
+		return fmt.Errorf("orwl: task %d: the job resumed from the checkpoint of iteration %d, and Iterate's last iteration is %d (n = %d): the checkpoints in %s belong to a longer run; give this run another directory (Config.Checkpoint.Dir, ORWL_CHECKPOINT_DIR), and declare the iteration count in Config.Checkpoint.Params so that a run of another length refuses them",
+			t.id, start, n-1, n, c.store.Dir())
+	}
 	if c != nil {
 		for {
 			m := c.minIter.Load()
@@ -911,8 +923,6 @@ func (t *Task) Iterate(ctx context.Context, n int, body func(iter int) error) er
 				break
 			}
 		}
-	}
-	if c != nil {
 		t.iterating.Store(true)
 		defer func() {
 			t.iterating.Store(false)
@@ -923,11 +933,13 @@ func (t *Task) Iterate(ctx context.Context, n int, body func(iter int) error) er
 	for i, h := range t.iterative {
 		base[i] = h.Acquires()
 	}
-	for iter := c.start(); iter < n; iter++ {
-		if c != nil {
-			if err := t.checkRounds(base, iter-c.start()); err != nil {
+	for iter := start; iter < n; iter++ {
+		if iter > start {
+			if err := t.checkRounds(base, iter-start); err != nil {
 				return err
 			}
+		}
+		if c != nil {
 			if err := c.enter(ctx, t, iter); err != nil {
 				return err
 			}
@@ -941,13 +953,16 @@ func (t *Task) Iterate(ctx context.Context, n int, body func(iter int) error) er
 
 // checkRounds reports an iterative handle of t that was not acquired once in each of the
 // done iterations of Iterate, given its acquires before them (base, in the order of
-// t.iterative): the rounds of its location would no longer be iterations, and no
-// checkpoint would be consistent, nor complete.
+// t.iterative); every iteration is checked as the next begins, so it is the last one that
+// did not. The rounds of the handle's location would no longer be iterations: its other
+// handles would see the accesses of other iterations, and no checkpoint would be
+// consistent, nor complete.
 func (t *Task) checkRounds(base []int, done int) error {
 	for i, h := range t.iterative {
 		if got := h.Acquires() - base[i]; got != done {
-			return fmt.Errorf("orwl: task %d: the iterative handle on %s (position %d) was acquired %d times in %d iterations of Iterate: in a job that takes checkpoints, body must acquire each iterative handle once per iteration (group the iterations of handles used in turn into one)",
-				t.id, h.Spec().Location, h.Spec().Pos, got, done)
+			s := h.Spec()
+			return fmt.Errorf("orwl: task %d: iteration %d of Iterate acquired the iterative handle on %s (position %d) %d times: every iteration must acquire each iterative handle of the task once, or the rounds of its location no longer follow the iterations (group the iterations of handles used in turn into one)",
+				t.id, t.job.ckpt.start()+done-1, s.Location, s.Pos, got-done+1)
 		}
 	}
 	return nil
@@ -982,5 +997,42 @@ func (t *Task) CheckpointHold() (checkpoints int, held time.Duration) {
 }
 
 // Resumed returns the iteration at which the job restarted from a checkpoint, 0 for a job
-// that started afresh.
+// that started afresh. It is known from the start of the task, init phase included. A
+// resumed job's locations hold the checkpoint's data when Schedule returns: its
+// initialisation, and the one-shot write handles declared for it, belong to a fresh start
+// only (if t.Resumed() == 0 { ... }). Schedule refuses a one-shot write declared in the
+// init phase (WriteInsertOnce) on a location that iterative handles use, in a resumed job:
+// it would replace the restored data with an initial value.
 func (t *Task) Resumed() int { return t.job.ckpt.start() }
+
+// refuseInitialWrites reports, in a job resumed from a checkpoint, the one-shot writes
+// declared in the init phase (WriteInsertOnce) on this process's locations that iterative
+// handles use: the schedule would place them among the requests of the checkpoint's round,
+// and they would replace the restored data, mid-iteration, with initial values. It runs at
+// the schedule, once every initial request of the job is with its owner.
+func (c *checkpointer) refuseInitialWrites() error {
+	k := c.start()
+	if k == 0 {
+		return nil
+	}
+	var errs []error
+	for _, l := range c.j.owned {
+		if l == nil {
+			continue
+		}
+		l.mu.Lock()
+		var writes []pendingRequest
+		for _, p := range l.pending {
+			if l.rounds && p.initial && p.mode == fifo.Write && p.req.Tag.(queued).round() < 0 {
+				writes = append(writes, p)
+			}
+		}
+		l.mu.Unlock()
+		slices.SortFunc(writes, func(a, b pendingRequest) int { return cmp.Or(a.task-b.task, a.pos-b.pos) })
+		for _, p := range writes {
+			errs = append(errs, fmt.Errorf("orwl: task %d: WriteInsertOnce on %s at position %d in a job resumed from the checkpoint of iteration %d: the location's data is restored from the checkpoint and iterative handles use it, so this write would replace the data of iteration %d with an initial value; declare initialisation handles, and run their sections, only on a fresh start (if t.Resumed() == 0 { ... })",
+				p.task, l.id, p.pos, k, k))
+		}
+	}
+	return errors.Join(errs...)
+}

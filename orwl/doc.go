@@ -121,6 +121,16 @@
 // one that has, checked against its checksum on arrival. Package checkpoint describes the
 // storage.
 //
+// A resumed job's locations and kept states hold the checkpoint's data when Schedule
+// returns, and Iterate starts at the checkpoint's iteration (Task.Resumed, known from the
+// task's start). Initialising data is then wrong: a program declares its initialisation
+// handles, and runs their sections, only when Resumed() is 0. Schedule refuses, in a resumed
+// job, a one-shot write declared on a location that iterative handles use, and Iterate
+// refuses a checkpoint at or past its last iteration (a longer run's); neither ends with
+// wrong data. In every job, each iteration of Iterate must acquire each of the task's
+// iterative handles once (handles used in turn belong in one iteration of several steps):
+// Iterate checks it, so that the rounds of every location are its iterations.
+//
 // Location data and mirrors of remote locations of 2 MiB or more live outside the Go heap,
 // mapped (package internal/hugemem): they are freed when Run returns, and when a Resize
 // replaces them, so a slice from Map must not outlive its section; a mirror that its

@@ -578,7 +578,7 @@ func (j *job) schedule(ctx context.Context) error {
 			if err := h.Request(); err != nil {
 				return err
 			}
-			if j.ckpt != nil && h.Spec().Iterative {
+			if h.Spec().Iterative {
 				t.iterative = append(t.iterative, h)
 			}
 		}
@@ -590,6 +590,10 @@ func (j *job) schedule(ctx context.Context) error {
 		if err := j.mesh.Barrier(ctx); err != nil {
 			return fmt.Errorf("orwl: schedule: %w", err)
 		}
+	}
+	if err := j.ckpt.refuseInitialWrites(); err != nil {
+		j.fail(err) // its locations refuse every request: none is left unscheduled
+		return err
 	}
 	for _, l := range j.owned {
 		if l != nil {

@@ -26,7 +26,7 @@ type Task struct {
 
 	failedGrants []failedGrant    // grants of write sections that failed, held until the task ends
 	kept         []keptState      // private state in its checkpoints (Keep)
-	iterative    []*handle.Handle // its iterative handles, in a job that takes checkpoints (Iterate checks them)
+	iterative    []*handle.Handle // its iterative handles (Iterate checks that each iteration acquires them once)
 	ckptEntered  int              // checkpoints the task entered (CheckpointHold)
 	ckptHeld     time.Duration    // the time they held it up
 	iterating    atomic.Bool      // in Iterate, in a job that takes checkpoints
@@ -104,13 +104,17 @@ func (t *Task) WriteInsert(l Location, pos int) *Handle {
 }
 
 // ReadInsertOnce declares a one-shot read handle on l at FIFO position pos: it serves one
-// Acquire/Release, for example to read initial data. Otherwise like ReadInsert.
+// Acquire/Release, for example to read initial data (in a job resumed from a checkpoint, it
+// reads the restored data). Otherwise like ReadInsert.
 func (t *Task) ReadInsertOnce(l Location, pos int) *Handle {
 	return t.insert(l, pos, fifo.Read, false)
 }
 
 // WriteInsertOnce declares a one-shot write handle on l at FIFO position pos, for example to
-// initialise a location before the iterations. Otherwise like ReadInsert.
+// initialise a location before the iterations, or to publish a result after them.
+// Otherwise like ReadInsert. A job resumed from a checkpoint starts with the restored data:
+// declare initialisation handles only when t.Resumed() == 0; Schedule refuses, in a resumed
+// job, a one-shot write declared on a location that iterative handles use.
 func (t *Task) WriteInsertOnce(l Location, pos int) *Handle {
 	return t.insert(l, pos, fifo.Write, false)
 }
