@@ -5,8 +5,8 @@
 // github.com/orwl-go/orwl/examples/levenshtein/wavefront describes the pipeline and why it
 // is deadlock-free). The distance is the same whatever the tasks, processes and block size.
 //
-// The strings come from two files (-a FILE -b FILE, whole files, one trailing newline of
-// each left out) or are generated (-gen N: two strings of N characters of ACGT, drawn from
+// The strings come from two files (-a FILE -b FILE, whole files or pipes, one trailing
+// newline of each left out, at most 4 GiB each) or are generated (-gen N: two strings of N characters of ACGT, drawn from
 // -seed and -seed+1):
 //
 //	go run ./examples/levenshtein -gen 100000
@@ -34,6 +34,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"runtime"
 
@@ -133,19 +134,46 @@ func input(a, b string, gen int, seed uint64) ([]byte, []byte, error) {
 	case a == "" || b == "":
 		return nil, nil, fmt.Errorf("give both strings: -a FILE -b FILE, or -gen N")
 	}
-	sa, err := readString(a)
+	sa, err := readString("-a", a)
 	if err != nil {
 		return nil, nil, err
 	}
-	sb, err := readString(b)
+	sb, err := readString("-b", b)
 	return sa, sb, err
 }
 
-// readString returns the content of the file, one trailing newline left out.
-func readString(file string) ([]byte, error) {
-	s, err := os.ReadFile(file)
+// readString returns the content of file, the value of flag, one trailing newline left
+// out. It reads a regular file or a pipe, at most wavefront.MaxLen bytes and the newline:
+// a device (/dev/zero never ends) or a longer file is refused before anything is read,
+// and a pipe that goes on past that as soon as it does.
+func readString(flag, file string) ([]byte, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	limit := int64(wavefront.MaxLen) + 1 // with the newline
+	switch {
+	case fi.Mode()&fs.ModeDevice != 0:
+		return nil, fmt.Errorf("%s %s: not a regular file nor a pipe (a device)", flag, file)
+	case !fi.Mode().IsRegular() && fi.Mode()&fs.ModeNamedPipe == 0:
+		return nil, fmt.Errorf("%s %s: not a regular file nor a pipe (mode %v)", flag, file, fi.Mode())
+	case fi.Size() > limit:
+		return nil, fmt.Errorf("%s %s: %d bytes; a string has at most %d", flag, file, fi.Size(), wavefront.MaxLen)
+	}
+	s, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
 	s, _ = bytes.CutSuffix(s, []byte("\n"))
-	return s, err
+	if len(s) > wavefront.MaxLen {
+		return nil, fmt.Errorf("%s %s: more than %d bytes; a string has at most %d", flag, file, wavefront.MaxLen, wavefront.MaxLen)
+	}
+	return s, nil
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/orwl-go/orwl/examples/levenshtein/wavefront"
@@ -161,5 +162,46 @@ func TestBadFlags(t *testing.T) {
 		if status != exitUsage || len(lines) != 1 || !strings.HasPrefix(lines[0], "levenshtein: ") || out.Len() != 0 {
 			t.Errorf("%q: status %d, stdout %q, stderr %q", args, status, out.String(), errs.String())
 		}
+	}
+}
+
+// TestInputIsBounded: a flag naming a device (/dev/zero, which never ends) or a file longer
+// than the longest string is refused at once, naming the file, before anything of it is
+// read; a pipe is read (up to that bound).
+func TestInputIsBounded(t *testing.T) {
+	file := writeFile(t, "abc")
+	long := writeFile(t, "")
+	if err := os.Truncate(long, wavefront.MaxLen+2); err != nil { // sparse: no disk
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-a", "/dev/zero", "-b", file}, "levenshtein: -a /dev/zero: not a regular file nor a pipe (a device)"},
+		{[]string{"-a", file, "-b", long}, fmt.Sprintf("levenshtein: -b %s: %d bytes; a string has at most %d", long, wavefront.MaxLen+2, wavefront.MaxLen)},
+	} {
+		var out, errs bytes.Buffer
+		if status := run(c.args, &out, &errs); status != exitUsage || strings.TrimSuffix(errs.String(), "\n") != c.want || out.Len() != 0 {
+			t.Errorf("%q: status %d, stdout %q, stderr %q; want status %d and %q", c.args, status, out.String(), errs.String(), exitUsage, c.want)
+		}
+	}
+	pipe := filepath.Join(t.TempDir(), "pipe")
+	if err := syscall.Mkfifo(pipe, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	go func() { // the other end, as a shell's <(echo kitten) has it
+		if w, err := os.OpenFile(pipe, os.O_WRONLY, 0); err == nil {
+			w.WriteString("kitten\n")
+			w.Close()
+		}
+	}()
+	var out, errs bytes.Buffer
+	if status := run([]string{"-a", pipe, "-b", writeFile(t, "sitting"), "-tasks", "2", "-json"}, &out, &errs); status != 0 {
+		t.Fatalf("from a pipe: status %d: %s", status, errs.String())
+	}
+	var r jsonResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.Distance != 3 {
+		t.Errorf("from a pipe: %+v, %v; want distance 3", r, err)
 	}
 }
