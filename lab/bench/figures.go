@@ -17,22 +17,22 @@ import (
 	"time"
 )
 
-// figures: regenerates the Figures section of the README (between the markers
+// figures: regenerates the figures of docs/performance.md (between the markers
 // <!-- figures:begin --> and <!-- figures:end -->) from fresh measurements: the lock
 // benchmarks of package orwl (go test -bench, best of three runs, each beside its
 // reference from the same run) and this harness's kernels, matmul, first, hybrid, stencil,
 // wavefront, cholesky, checkpoint, hosts, grant and faults commands (their -json output).
 // The matmul command sweeps sizes and process counts for its charts (lab/results/matmul_n.svg,
-// matmul_procs.svg); the table gives one size at one process per core. Figures in the
-// README are only ever written by this command, and so are the files in lab/results: it
-// finds README.md and lab/results in the checkout around the working directory (-readme
-// and -results name others) and gives the commands it runs -out lab/results. Run it from
+// matmul_procs.svg); the table gives one size at one process per core. Figures in that
+// page are only ever written by this command, and so are the files in lab/results: it
+// finds docs/performance.md and lab/results in the checkout around the working directory
+// (-page and -results name others) and gives the commands it runs -out lab/results. Run it from
 // the checkout's root, as the tables' headers say: go run ./lab/bench figures.
 
 func init() {
 	register(command{
 		name:    "figures",
-		summary: "measure and rewrite the README's Figures section and the lab's results",
+		summary: "measure and rewrite the figures of docs/performance.md and the lab's results",
 		setup:   figuresSetup,
 	})
 }
@@ -44,7 +44,7 @@ const (
 
 // figuresFlags are the flags of the figures command.
 type figuresFlags struct {
-	readme, results            string
+	page, results              string
 	n, mmRounds, firstRounds   int
 	mmSizes, mmProcs           string
 	firstSizes, sections       string
@@ -54,21 +54,21 @@ type figuresFlags struct {
 // figuresSetup declares the flags of the figures command and returns its body.
 func figuresSetup(fs *flag.FlagSet) func(*report) error {
 	f := &figuresFlags{}
-	fs.StringVar(&f.readme, "readme", "", "the README to rewrite (default: README.md of the checkout around the working directory)")
-	fs.StringVar(&f.results, "results", "", "folder for the files of the commands it runs, linked from the README (default: lab/results of the checkout)")
+	fs.StringVar(&f.page, "page", "", "the page whose figures to rewrite (default: docs/performance.md of the checkout around the working directory)")
+	fs.StringVar(&f.results, "results", "", "folder for the files of the commands it runs, linked from the page (default: lab/results of the checkout)")
 	fs.IntVar(&f.n, "n", 4096, "matrix size of the matmul table")
 	fs.StringVar(&f.mmSizes, "matmul-n", "2048,4096,6144,8192", "matrix sizes of the matmul sweep (its charts); -n is added")
 	fs.StringVar(&f.mmProcs, "matmul-procs", "1,2,4", "process counts of the matmul sweep; one per core is added")
 	fs.IntVar(&f.mmRounds, "matmul-rounds", 2, "rounds of every measurement of the matmul sweep")
 	fs.StringVar(&f.firstSizes, "first-n", "4096,6144", "matrix sizes of the first-multiplication comparison")
 	fs.IntVar(&f.firstRounds, "first-rounds", 5, "alternations of the first-multiplication comparison")
-	fs.StringVar(&f.sections, "sections", "locks,kernels,matmul,first,hybrid,stencil,wavefront,cholesky,checkpoint,hosts,grant,faults,gpu", "the measurements to make; the Figures section is rewritten with these only (try fewer on a copy of the README); gpu measures nothing: it rewrites the GPU part alone from the results of bench gpu in the results folder's gpu/")
+	fs.StringVar(&f.sections, "sections", "locks,kernels,matmul,first,hybrid,stencil,wavefront,cholesky,checkpoint,hosts,grant,faults,gpu", "the measurements to make; the figures are rewritten with these only (try fewer on a copy of the page); gpu measures nothing: it rewrites the GPU part alone from the results of bench gpu in the results folder's gpu/")
 	fs.StringVar(&f.stencilArgs, "stencil-args", "", "more flags of the stencil command (for example -sizes 1000 -rounds 1)")
 	fs.StringVar(&f.wavefrontArgs, "wavefront-args", "", "more flags of the wavefront command (for example -n 20000 -rounds 1)")
 	return func(*report) error { return benchFigures(f) }
 }
 
-// benchFigures measures what f asks and rewrites the README's Figures section.
+// benchFigures measures what f asks and rewrites the figures of f.page.
 func benchFigures(f *figuresFlags) error {
 	sizes, err := withValue(f.mmSizes, f.n)
 	if err != nil {
@@ -94,22 +94,22 @@ func benchFigures(f *figuresFlags) error {
 	if err != nil {
 		return err
 	}
-	text, err := os.ReadFile(f.readme)
+	text, err := os.ReadFile(f.page)
 	if err != nil {
 		return err
 	}
 	if want["gpu"] {
 		if text, err = gpuFigures(text, filepath.Join(out, "gpu"), links+"/gpu"); err != nil {
-			return fmt.Errorf("%s: %w", f.readme, err)
+			return fmt.Errorf("%s: %w", f.page, err)
 		}
 		delete(want, "gpu")
 		if len(want) == 0 {
-			return os.WriteFile(f.readme, text, 0o644)
+			return os.WriteFile(f.page, text, 0o644)
 		}
 	}
 	begin, end := bytes.Index(text, []byte(figuresBegin)), bytes.Index(text, []byte(figuresEnd))
 	if begin < 0 || end < begin {
-		return fmt.Errorf("%s has no %s ... %s section", f.readme, figuresBegin, figuresEnd)
+		return fmt.Errorf("%s has no %s ... %s section", f.page, figuresBegin, figuresEnd)
 	}
 
 	var b strings.Builder
@@ -253,20 +253,20 @@ func benchFigures(f *figuresFlags) error {
 			link("wavefront", "wavefront.txt"), link("cholesky", "cholesky.txt"), link("checkpoint", "checkpoint.txt"),
 			link("hosts", "hosts.txt"), link("grant", "grant.txt"), link("faults", "faults.txt")}, ", "))
 
-	readme := append([]byte{}, text[:begin]...)
-	readme = append(readme, b.String()...)
-	readme = append(readme, text[end:]...)
-	if err := os.WriteFile(f.readme, readme, 0o644); err != nil {
+	page := append([]byte{}, text[:begin]...)
+	page = append(page, b.String()...)
+	page = append(page, text[end:]...)
+	if err := os.WriteFile(f.page, page, 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "figures: wrote %s and the commands' files in %s\n", f.readme, out)
+	fmt.Fprintf(os.Stderr, "figures: wrote %s and the commands' files in %s\n", f.page, out)
 	return nil
 }
 
-// figuresPaths fills in f's default README and results folder, those of the checkout
+// figuresPaths fills in f's default page and results folder, those of the checkout
 // around the working directory, and returns the checkout's root, the results folder as the
 // commands get it (-out: relative to the working directory when below it) and as the
-// README links it (relative to the README's folder, with slashes).
+// page links it (relative to the page's folder, with slashes).
 func figuresPaths(f *figuresFlags) (root, out, links string, err error) {
 	wd, err := os.Getwd()
 	if err != nil {
@@ -275,8 +275,8 @@ func figuresPaths(f *figuresFlags) (root, out, links string, err error) {
 	if root, err = checkoutRoot(wd); err != nil {
 		return "", "", "", err
 	}
-	if f.readme == "" {
-		f.readme = filepath.Join(root, "README.md")
+	if f.page == "" {
+		f.page = filepath.Join(root, "docs", "performance.md")
 	}
 	if f.results == "" {
 		f.results = filepath.Join(root, "lab", "results")
@@ -292,7 +292,7 @@ func figuresPaths(f *figuresFlags) (root, out, links string, err error) {
 	if rel, err := filepath.Rel(wd, results); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		out = rel
 	}
-	rel, err := filepath.Rel(filepath.Dir(abs(f.readme)), results)
+	rel, err := filepath.Rel(filepath.Dir(abs(f.page)), results)
 	if err != nil {
 		return "", "", "", err
 	}

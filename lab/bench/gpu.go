@@ -50,7 +50,7 @@ func init() {
 	})
 }
 
-// gpuSectionOrder is the order of the sections, in a run and in the README.
+// gpuSectionOrder is the order of the sections, in a run and in docs/performance.md.
 var gpuSectionOrder = map[string]int{"summa": 0, "hybrid": 1, "cholesky": 2, "procs": 3}
 
 // gpuRow is one line of the gpu table: a measurement and its ratio to the row it is compared with.
@@ -272,17 +272,17 @@ func gpuProcs(out string, n, reps, cores int, emit func(gpuRow)) error {
 	return nil
 }
 
-// Markers of the README's GPU figures, which figures rewrites from the stored results of
+// Markers of the GPU figures of docs/performance.md, which figures rewrites from the stored results of
 // bench gpu (measured on another machine) rather than measuring them.
 const (
 	gpuFiguresBegin = "<!-- gpu-figures:begin -->"
 	gpuFiguresEnd   = "<!-- gpu-figures:end -->"
 )
 
-// gpuFigures returns readme with its GPU figures rewritten from dir/gpu.json (links is dir
-// as the README links it); without that file they say that no GPU run is stored.
-func gpuFigures(readme []byte, dir, links string) ([]byte, error) {
-	begin, end := bytes.Index(readme, []byte(gpuFiguresBegin)), bytes.Index(readme, []byte(gpuFiguresEnd))
+// gpuFigures returns page with its GPU figures rewritten from dir/gpu.json (links is dir
+// as the page links it); without that file they say that no GPU run is stored.
+func gpuFigures(page []byte, dir, links string) ([]byte, error) {
+	begin, end := bytes.Index(page, []byte(gpuFiguresBegin)), bytes.Index(page, []byte(gpuFiguresEnd))
 	if begin < 0 || end < begin {
 		return nil, fmt.Errorf("no %s ... %s section", gpuFiguresBegin, gpuFiguresEnd)
 	}
@@ -319,7 +319,7 @@ func gpuFigures(readme []byte, dir, links string) ([]byte, error) {
 			}
 		}
 	}
-	out := append([]byte{}, readme[:begin]...)
+	out := append([]byte{}, page[:begin]...)
 	out = append(out, b.String()...)
-	return append(out, readme[end:]...), nil
+	return append(out, page[end:]...), nil
 }

@@ -16,7 +16,7 @@
 //	go run ./lab/bench faults [flags]     time for a job to fail after a process is killed, stopped or cut off (faults.go)
 //	go run ./lab/bench external [flags]   external programs on memfd files against tmpfs and disk files (external.go, Linux)
 //	go run ./lab/bench checkpoint [flags] stencil checkpoints: overhead, hold, kill trials under orwlrun -restarts, disk (checkpoint.go)
-//	go run ./lab/bench figures [flags]    rewrites the README's Figures section and lab/results from the others (figures.go)
+//	go run ./lab/bench figures [flags]    rewrites the figures of docs/performance.md and lab/results from the others (figures.go)
 //
 // Run "go run ./lab/bench <command> -h" for a command's flags. A command measures, prints
 // its table (or with -json one JSON object per row) and writes its files into the folder

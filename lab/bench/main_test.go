@@ -162,10 +162,10 @@ func TestDefaultOutOutsideCheckout(t *testing.T) {
 	}
 }
 
-// TestFiguresPaths: figures finds the README and lab/results of the checkout from its root
-// and from inside it, gives the commands -out relative to the working directory (absolute
-// where that would climb out of it) and links
-// the results from the README's folder; outside a checkout it says so.
+// TestFiguresPaths: figures finds docs/performance.md and lab/results of the checkout from
+// its root and from inside it, gives the commands -out relative to the working directory
+// (absolute where that would climb out of it) and links the results from the page's
+// folder; outside a checkout it says so.
 func TestFiguresPaths(t *testing.T) {
 	root := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(root, "lab", "bench"), 0o755); err != nil {
@@ -179,10 +179,10 @@ func TestFiguresPaths(t *testing.T) {
 		t.Chdir(filepath.Join(root, dir))
 		f := &figuresFlags{}
 		gotRoot, out, links, err := figuresPaths(f)
-		if err != nil || gotRoot != root || out != filepath.FromSlash(wantOut) || links != "lab/results" ||
-			f.readme != filepath.Join(root, "README.md") || f.results != abs {
-			t.Errorf("from %q: root %q, -out %q, links %q, readme %q, results %q, %v; want %q, %q, lab/results",
-				dir, gotRoot, out, links, f.readme, f.results, err, root, wantOut)
+		if err != nil || gotRoot != root || out != filepath.FromSlash(wantOut) || links != "../lab/results" ||
+			f.page != filepath.Join(root, "docs", "performance.md") || f.results != abs {
+			t.Errorf("from %q: root %q, -out %q, links %q, page %q, results %q, %v; want %q, %q, ../lab/results",
+				dir, gotRoot, out, links, f.page, f.results, err, root, wantOut)
 		}
 	}
 	t.Chdir(t.TempDir())
