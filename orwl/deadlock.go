@@ -11,37 +11,151 @@ import (
 )
 
 // DeadlockError is a cycle of waits in which every task is blocked in Acquire on a request
-// whose grant is held by the next task of the cycle. errors.Is(err, ErrDeadlock) holds.
+// whose grant is held by the next task of the cycle, or granted to it and not yet acquired.
+// errors.Is(err, ErrDeadlock) holds.
 type DeadlockError struct {
 	Cycle []Wait
 }
 
 // Wait is one step of a deadlock cycle: Task waits for Mode access to Location at FIFO
-// position Pos, and the grant is held by task Holder.
+// position Pos, and the grant is task Holder's, for its request at position HolderPos,
+// which it holds or not (Hold). The holder is the task of the next step.
 type Wait struct {
-	Task     int
-	Location string
-	Mode     fifo.Mode
-	Pos      int
-	Holder   int
+	Task      int
+	Location  string
+	Mode      fifo.Mode
+	Pos       int
+	Holder    int
+	HolderPos int
+	Hold      Hold
 }
 
-// Error lists the cycle: every task, what it waits for and who holds it.
+// Hold says whether the holder of a grant acquired it.
+type Hold uint8
+
+const (
+	// HoldUnknown: granted; whether the holder acquired it is not known (a one-shot handle,
+	// or an iterative handle of another process whose next request has not come yet).
+	HoldUnknown Hold = iota
+	// Held: acquired, the holder is in its section.
+	Held
+	// GrantedOnly: granted, not yet acquired.
+	GrantedOnly
+)
+
+// Error lists the cycle (every task, what it waits for, and who holds it or was granted
+// it), then the rule of the discipline that the cycle breaks: in every iteration, a task
+// takes its handles in order of position and nests sections only of the same position.
 func (e *DeadlockError) Error() string {
 	var b strings.Builder
 	b.WriteString("orwl: deadlock: ")
+	var nested, unordered, unknown []string
 	for i, w := range e.Cycle {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		fmt.Fprintf(&b, "task %d waits to %s %s (position %d), held by task %d",
-			w.Task, w.Mode, w.Location, w.Pos, w.Holder)
+		fmt.Fprintf(&b, "task %d waits to %s %s (position %d), ", w.Task, w.Mode, w.Location, w.Pos)
+		switch w.Hold {
+		case Held:
+			fmt.Fprintf(&b, "held by task %d (position %d)", w.Holder, w.HolderPos)
+		case GrantedOnly:
+			fmt.Fprintf(&b, "granted to task %d (position %d, not yet acquired)", w.Holder, w.HolderPos)
+		default:
+			fmt.Fprintf(&b, "granted to task %d (position %d)", w.Holder, w.HolderPos)
+		}
+		waits := e.Cycle[(i+1)%len(e.Cycle)].Pos // the holder's own wait
+		switch {
+		case w.HolderPos == waits:
+		case w.Hold == Held:
+			nested = append(nested, fmt.Sprintf("task %d holds position %d while it acquires position %d", w.Holder, w.HolderPos, waits))
+		case w.Hold == GrantedOnly && w.HolderPos < waits:
+			unordered = append(unordered, fmt.Sprintf("task %d acquires position %d before position %d", w.Holder, waits, w.HolderPos))
+		default:
+			unknown = append(unknown, fmt.Sprintf("task %d waits for position %d while granted position %d", w.Holder, waits, w.HolderPos))
+		}
+	}
+	for _, r := range []struct {
+		rule  string
+		tasks []string
+	}{
+		{"sections nest only handles of the same position", nested},
+		{"a task takes its handles in order of position", unordered},
+		{"a task takes its handles in order of position, and nests sections only of the same position", unknown},
+	} {
+		if len(r.tasks) > 0 {
+			fmt.Fprintf(&b, "; broken rule: %s (%s)", r.rule, strings.Join(r.tasks, ", "))
+		}
 	}
 	return b.String()
 }
 
 // Is reports whether target is ErrDeadlock.
 func (e *DeadlockError) Is(target error) bool { return target == ErrDeadlock }
+
+// holder is a request of l's granted head entry as deadlock detection reports it.
+type holder struct {
+	Task, Pos int
+	Hold      Hold `json:",omitempty"`
+}
+
+// holders describes the requests of l's granted head entry that have not released, under
+// l.mu. An iterative handle requests its next round when it acquires (rule 6), so its
+// grant is held exactly when that request is in the FIFO: always known for a handle of this
+// process, and for one of another process once its next request came (it travels with the
+// release, or with a later request: remote.go). Whether a one-shot handle acquired its
+// grant is not known.
+func (l *location) holders() []holder {
+	type granted struct {
+		r    *fifo.Request
+		hold *holder
+	}
+	var hs []holder
+	var grants []*fifo.Request
+	l.fifo.Holders(func(r *fifo.Request) {
+		hs = append(hs, holder{Task: r.Tag.(queued).task(), Pos: requestPos(r)})
+		grants = append(grants, r)
+	})
+	for i, g := range grants {
+		if g.Tag.(queued).round() < 0 {
+			continue // one-shot
+		}
+		if _, remote := g.Tag.(*served); !remote {
+			hs[i].Hold = GrantedOnly
+		}
+		l.fifo.Each(func(r *fifo.Request) {
+			if r != g && nextRound(g, r) {
+				hs[i].Hold = Held
+			}
+		})
+	}
+	return hs
+}
+
+// requestPos is the FIFO position that the request r of a location's FIFO was made for.
+func requestPos(r *fifo.Request) int {
+	switch q := r.Tag.(type) {
+	case *localTicket:
+		return q.spec.Pos
+	case *served:
+		return q.pos
+	}
+	return 0
+}
+
+// nextRound reports whether r is the request of the round after g's, of the same iterative
+// handle.
+func nextRound(g, r *fifo.Request) bool {
+	switch q := g.Tag.(type) {
+	case *localTicket:
+		n, ok := r.Tag.(*localTicket)
+		return ok && n.h == q.h && n.rnd == q.rnd+1
+	case *served:
+		n, ok := r.Tag.(*served)
+		return ok && n.from == q.from && n.taskID == q.taskID && n.pos == q.pos && n.rnd == q.rnd+1 &&
+			n.req.Mode() == q.req.Mode()
+	}
+	return false
+}
 
 // detector knows what each task of this process is blocked on, at no cost to the tasks: a
 // task publishes the ticket it is about to wait on (a store only when it is not among the
@@ -179,14 +293,14 @@ func (j *job) checkLocal() {
 	}
 }
 
-// cycleError follows holder, in which every blocked task points to a blocked task holding
-// what it waits for, from the smallest task (for a stable report) until it runs into a
-// cycle, and describes that cycle.
-func cycleError(holder map[int]int, describe func(task int) Wait) *DeadlockError {
-	start := slices.Min(slices.Collect(maps.Keys(holder)))
+// cycleError follows holders, in which every blocked task points to the request of a
+// blocked task that holds, or was granted, what it waits for, from the smallest task (for a
+// stable report) until it runs into a cycle, and describes that cycle.
+func cycleError(holders map[int]holder, describe func(task int) Wait) *DeadlockError {
+	start := slices.Min(slices.Collect(maps.Keys(holders)))
 	order := map[int]int{}
 	var path []int
-	for task := start; ; task = holder[task] {
+	for task := start; ; task = holders[task].Task {
 		if i, seen := order[task]; seen {
 			path = path[i:]
 			break
@@ -196,8 +310,8 @@ func cycleError(holder map[int]int, describe func(task int) Wait) *DeadlockError
 	}
 	err := &DeadlockError{}
 	for _, task := range path {
-		w := describe(task)
-		w.Holder = holder[task]
+		w, h := describe(task), holders[task]
+		w.Holder, w.HolderPos, w.Hold = h.Task, h.Pos, h.Hold
 		err.Cycle = append(err.Cycle, w)
 	}
 	return err

@@ -35,9 +35,9 @@ type stuckReport struct {
 type waitRecord struct {
 	Task, Loc, Pos int
 	Write          bool
-	Holders        []int  `json:",omitempty"`
-	Ticket         uint64 `json:",omitempty"` // the request's id at the owner, when remote
-	grants         uint64 // the local location's count of grants (see waitKey); not sent
+	Holders        []holder `json:",omitempty"`
+	Ticket         uint64   `json:",omitempty"` // the request's id at the owner, when remote
+	grants         uint64   // the local location's count of grants (see waitKey); not sent
 }
 
 // servedRecord is the state of a remote request in one of this process's FIFOs.
@@ -45,7 +45,7 @@ type servedRecord struct {
 	From    int
 	Ticket  uint64
 	Granted bool
-	Holders []int `json:",omitempty"`
+	Holders []holder `json:",omitempty"`
 }
 
 // watch looks for deadlocks until ctx is done: in this process alone, or by reporting this
@@ -99,8 +99,7 @@ func (j *job) servedRecords() []servedRecord {
 			continue
 		}
 		l.mu.Lock()
-		var holders []int
-		l.fifo.Holders(func(h *fifo.Request) { holders = append(holders, h.Tag.(queued).task()) })
+		holders := l.holders()
 		l.fifo.Each(func(r *fifo.Request) {
 			from, id, ok := r.Tag.(queued).remote()
 			if !ok || r.State() == fifo.Cancelled {
@@ -170,7 +169,7 @@ func (j *job) findCycle(reports []*stuckReport) *DeadlockError {
 	if len(waits) == 0 {
 		return nil
 	}
-	holder := map[int]int{}
+	heldBy := map[int]holder{}
 	for task, w := range waits {
 		holders := w.Holders
 		if w.Ticket != 0 {
@@ -183,12 +182,12 @@ func (j *job) findCycle(reports []*stuckReport) *DeadlockError {
 		if len(holders) == 0 {
 			return nil
 		}
-		if _, blocked := waits[holders[0]]; !blocked {
+		if _, blocked := waits[holders[0].Task]; !blocked {
 			return nil // the holder runs: it will release
 		}
-		holder[task] = holders[0]
+		heldBy[task] = holders[0]
 	}
-	return cycleError(holder, func(task int) Wait {
+	return cycleError(heldBy, func(task int) Wait {
 		w := waits[task]
 		mode := fifo.Read
 		if w.Write {

@@ -238,7 +238,7 @@ func (l *location) describeWait(r *fifo.Request, w *waitRecord) bool {
 		return false
 	}
 	w.Loc, w.grants = int(l.index), l.grants
-	l.fifo.Holders(func(h *fifo.Request) { w.Holders = append(w.Holders, h.Tag.(queued).task()) })
+	w.Holders = l.holders()
 	return true
 }
 
