@@ -33,7 +33,9 @@ func Find(dirs []string, job Fingerprint) (*Checkpoint, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	plan, notes := Choose([]*Inventory{inv}, func(Key) int { return 0 })
+	// No process runs the tasks (dest -1): Find holds no piece, its caller loads them one by
+	// one; each must fit in this process's memory (Choose).
+	plan, notes := Choose([]*Inventory{inv}, func(Key) int { return -1 })
 	if plan.Checkpoint == 0 {
 		return nil, notes, nil
 	}

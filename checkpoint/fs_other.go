@@ -24,3 +24,6 @@ const openFlags = 0
 
 // links returns 1: the number of names of a file is not known here.
 func links(os.FileInfo) uint64 { return 1 }
+
+// memory returns 0: how much this process can hold is not known here.
+func memory() int64 { return 0 }

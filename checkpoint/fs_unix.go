@@ -5,6 +5,10 @@ package checkpoint
 import (
 	"errors"
 	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -43,4 +47,43 @@ func links(fi os.FileInfo) uint64 {
 		return uint64(st.Nlink)
 	}
 	return 1
+}
+
+// memory returns the most bytes this process can hold: the host's memory (MemTotal of
+// /proc/meminfo), or the limit of its control group (cgroup v2 memory.max, v1
+// memory.limit_in_bytes) when lower; 0 when it cannot tell (no /proc).
+func memory() int64 {
+	var limit int64
+	lower := func(n int64) {
+		if n > 0 && (limit == 0 || n < limit) {
+			limit = n
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if kb, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(kb), " kB"), 10, 64)
+				lower(n << 10)
+			}
+		}
+	}
+	b, _ := os.ReadFile("/proc/self/cgroup") // lines "0::/path" (v2), "4:memory:/path" (v1)
+	for line := range strings.Lines(string(b)) {
+		f := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		switch {
+		case len(f) < 3:
+		case f[0] == "0" && f[1] == "":
+			lower(readInt(filepath.Join("/sys/fs/cgroup", f[2], "memory.max"))) // "max": none
+		case slices.Contains(strings.Split(f[1], ","), "memory"):
+			lower(readInt(filepath.Join("/sys/fs/cgroup/memory", f[2], "memory.limit_in_bytes")))
+		}
+	}
+	return limit
+}
+
+// readInt returns the decimal number file path holds, or 0.
+func readInt(path string) int64 {
+	b, _ := os.ReadFile(path)
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
 }

@@ -7,8 +7,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"syscall"
 	"testing"
@@ -303,5 +305,70 @@ func TestEditedManifestFallsBack(t *testing.T) {
 			plan, notes := Choose([]*Inventory{inv}, func(k Key) int { return 0 })
 			checkPlan(t, plan, notes, 1, make([]int, len(testKeys())), want)
 		})
+	}
+}
+
+// forgeSize makes the piece key of checkpoint k in dir size bytes long, of zeros: a sparse
+// file, and the manifest's entry to match.
+func forgeSize(t *testing.T, dir string, k int, key Key, size int64) {
+	t.Helper()
+	path := filepath.Join(ckptDir(dir, k), key.fileName())
+	replaceWith(t, path, func(path string) error {
+		err := os.WriteFile(path, nil, 0o644)
+		if err == nil {
+			err = os.Truncate(path, size)
+		}
+		return err
+	})
+	var crc uint32
+	zeros := make([]byte, 1<<20)
+	for left := size; left > 0; left -= int64(len(zeros)) {
+		crc = crc32.Update(crc, castagnoli, zeros[:min(left, int64(len(zeros)))])
+	}
+	rewriteManifest(t, dir, k, func(m *manifest) {
+		p := &m.Pieces[slices.IndexFunc(m.Pieces, func(p PieceInfo) bool { return p.Key == key })]
+		p.Size, p.CRC = size, crc
+	})
+}
+
+// TestForgedSizeFallsBack: a piece whose size was forged in the manifest, with a sparse
+// file to match, larger than the memory of the process that would hold it or read it, makes
+// Choose pass over its checkpoint, saying why, before any process allocates for it.
+func TestForgedSizeFallsBack(t *testing.T) {
+	const forged, limit = 64 << 20, 32 << 20
+	key := StateKey(1, "iter")
+	a, b := t.TempDir(), t.TempDir()
+	sa, sb := create(t, a), create(t, b)
+	writeCheckpoint(t, 1, sa, sb)
+	writeCheckpoint(t, 2, sa, sb)
+	forgeSize(t, a, 2, key, forged)
+	forgeSize(t, b, 2, key, forged)
+	var invs []*Inventory
+	for _, dir := range []string{a, b} {
+		inv, err := Survey([]string{dir}, testJob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if runtime.GOOS == "linux" && inv.Memory <= 0 {
+			t.Errorf("Survey: memory %d, want this host's", inv.Memory)
+		}
+		invs = append(invs, inv)
+	}
+
+	invs[0].Memory, invs[1].Memory = limit, 0 // task 1's process, 0, holds the pieces of tasks 0 and 1
+	plan, notes := Choose(invs, func(Key) int { return 0 })
+	checkPlan(t, plan, notes, 1, make([]int, len(testKeys())), fmt.Sprintf(
+		`checkpoint 2: the pieces of the tasks of process 0 make * bytes (piece %v %d), more than its memory (%d bytes); using checkpoint 1`, key, forged, limit))
+
+	invs[0].Memory, invs[1].Memory = 0, limit                                          // process 1 would read it, for process 0
+	plan, notes = Choose([]*Inventory{invs[0], invs[1]}, func(k Key) int { return 2 }) // a process without inventory
+	if want := fmt.Sprintf(`checkpoint 2: piece %v of %d bytes, more than the memory of process 1 that reads it (%d bytes); using checkpoint 1`,
+		key, forged, limit); plan.Checkpoint != 1 || len(notes) != 1 || !like(notes[0], want) {
+		t.Errorf("plan of checkpoint %d, notes %q; want checkpoint 1 and a note like %q", plan.Checkpoint, notes, want)
+	}
+
+	invs[0].Memory, invs[1].Memory = 0, 0 // memory unknown: the sizes are taken as they are
+	if plan, notes = Choose(invs, func(Key) int { return 0 }); plan.Checkpoint != 2 || len(notes) != 0 {
+		t.Errorf("memory unknown: plan of checkpoint %d, notes %q; want checkpoint 2", plan.Checkpoint, notes)
 	}
 }

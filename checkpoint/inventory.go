@@ -22,6 +22,10 @@ type Inventory struct {
 	Manifests []Manifest `json:"manifests"` // one intact per checkpoint and every damaged one, newest first
 	Copies    []Copy     `json:"copies"`    // every piece found, by checkpoint then directory and key
 	Notes     []string   `json:"notes,omitempty"`
+	// Memory is the most bytes the process can hold (its host's memory, or its control
+	// group's limit when lower); 0 when it cannot tell. Choose passes over a checkpoint
+	// whose pieces would not fit.
+	Memory int64 `json:"memory,omitempty"`
 }
 
 // Manifest is the list of the pieces of a committed checkpoint, as a directory holds it,
@@ -60,7 +64,7 @@ func Survey(dirs []string, job Fingerprint) (*Inventory, error) {
 	if err != nil {
 		return nil, err
 	}
-	inv := &Inventory{Notes: sc.notes}
+	inv := &Inventory{Notes: sc.notes, Memory: memory()}
 	for _, k := range sc.order {
 		m := sc.manifests[k]
 		inv.Manifests = append(inv.Manifests, Manifest{Checkpoint: k, Dir: sc.from[k], Pieces: m.Pieces})
@@ -179,8 +183,12 @@ type Plan struct {
 }
 
 // Choose picks the newest checkpoint complete across invs (the inventories of a job's
-// processes, by rank): its manifest in some inventory, and an intact copy (the manifest's
-// size and checksum) of each of its pieces in at least one. For each piece it chooses the
+// processes, by rank): its manifest in some inventory, an intact copy (the manifest's size
+// and checksum) of each of its pieces in at least one, and pieces that fit in memory: those
+// of the tasks of process i, dest(key) == i, in invs[i].Memory bytes together, and each
+// piece in the Memory of the process that reads it. A manifest's sizes are not trusted:
+// one whose piece is larger than any the job could hold (an edited size, with a sparse
+// file to match) is passed over before anybody allocates for it. For each piece it chooses the
 // copy of inventory dest(key) when that one has an intact copy (the process that needs the
 // piece reads its own disk), else the copy of the inventory with the fewest bytes chosen
 // so far (the lowest index on a tie), spreading the sending. It returns a Plan with
@@ -240,7 +248,7 @@ func Choose(invs []*Inventory, dest func(Key) int) (*Plan, []string) {
 		if !ok {
 			continue
 		}
-		plan, replaced, bad := choose(m, copies[k], dest, len(invs))
+		plan, replaced, bad := choose(m, copies[k], dest, invs)
 		if len(bad) == 0 {
 			notes = append(notes, resolve(pending, fmt.Sprintf("using checkpoint %d", k))...)
 			return plan, append(notes, replaced...)
@@ -256,9 +264,11 @@ type holder struct {
 	Copy
 }
 
-// choose chooses a copy of each piece of m among copies (by key), of n inventories; bad
-// says why m is not complete, replaced which copies were passed over for another.
-func choose(m Manifest, copies map[Key][]holder, dest func(Key) int, n int) (plan *Plan, replaced, bad []string) {
+// choose chooses a copy of each piece of m among copies (by key), of the inventories invs;
+// bad says why m is not complete or does not fit in memory, replaced which copies were
+// passed over for another.
+func choose(m Manifest, copies map[Key][]holder, dest func(Key) int, invs []*Inventory) (plan *Plan, replaced, bad []string) {
+	n := len(invs)
 	plan = &Plan{Checkpoint: m.Checkpoint, Pieces: m.Pieces, From: make([]int, len(m.Pieces)), Dirs: make([]string, len(m.Pieces))}
 	load := make(map[int]int64) // bytes chosen from each inventory
 	for i, p := range m.Pieces {
@@ -298,7 +308,39 @@ func choose(m Manifest, copies map[Key][]holder, dest func(Key) int, n int) (pla
 			replaced = append(replaced, w+"; using the copy in "+pick.Dir)
 		}
 	}
+	if len(bad) == 0 {
+		bad = overflows(plan, dest, invs)
+	}
 	return plan, replaced, bad
+}
+
+// overflows says which processes the pieces of plan would not fit in: the pieces of a
+// process's tasks, together, or a piece it reads.
+func overflows(plan *Plan, dest func(Key) int, invs []*Inventory) []string {
+	var out []string
+	held := make([]int64, len(invs))
+	largest := make([]int, len(invs)) // the index of each process's largest piece
+	for i, p := range plan.Pieces {
+		d := dest(p.Key)
+		if d >= 0 && d < len(invs) {
+			held[d] += p.Size
+			if p.Size > plan.Pieces[largest[d]].Size {
+				largest[d] = i
+			}
+		}
+		if r := plan.From[i]; r != d && invs[r].Memory > 0 && p.Size > invs[r].Memory {
+			out = append(out, fmt.Sprintf("checkpoint %d: piece %v of %d bytes, more than the memory of process %d that reads it (%d bytes)",
+				plan.Checkpoint, p.Key, p.Size, r, invs[r].Memory))
+		}
+	}
+	for d, inv := range invs {
+		if inv.Memory > 0 && held[d] > inv.Memory {
+			p := plan.Pieces[largest[d]]
+			out = append(out, fmt.Sprintf("checkpoint %d: the pieces of the tasks of process %d make %d bytes (piece %v %d), more than its memory (%d bytes)",
+				plan.Checkpoint, d, held[d], p.Key, p.Size, inv.Memory))
+		}
+	}
+	return out
 }
 
 // wrong says what is wrong with the copy h of p, or "".
