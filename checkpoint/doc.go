@@ -31,6 +31,7 @@
 //	DIR/ckpt-7/MANIFEST        the job-wide list of pieces: JSON, then "crc32c XXXXXXXX"
 //	DIR/ckpt-8/                checkpoint 8, being written: no MANIFEST yet
 //	DIR/.recycle/              the files of the checkpoint pruned last, which new pieces reuse
+//	DIR/FINISHED               the job finished: its checkpoints are not resumed from (MarkFinished)
 //
 // A piece's file name is its kind, task and name, the name's bytes other than letters,
 // digits, '_' and '-' written as %XX. The manifest lists every piece of the whole job

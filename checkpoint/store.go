@@ -34,8 +34,9 @@ type Store struct {
 	job  Fingerprint
 	lock *os.File // LOCK, flocked while the Store is open; it names the holder
 
-	mu    sync.Mutex
-	begun map[int]*session // checkpoints this Store has written to
+	mu       sync.Mutex
+	begun    map[int]*session // checkpoints this Store has written to
+	finished bool             // the directory holds the mark of a finished job (MarkFinished)
 }
 
 // session is what a Store wrote of one checkpoint.
@@ -87,6 +88,8 @@ func (s *Store) check() error {
 	if err := s.lock.Truncate(0); err == nil { // the holder, for the message of a process refused
 		s.lock.WriteAt([]byte(holder), 0)
 	}
+	_, err := os.Lstat(filepath.Join(s.dir, finishedName))
+	s.finished = err == nil
 	probe, err := os.CreateTemp(s.dir, tmpPrefix+"probe-*")
 	if err == nil {
 		_, err = probe.Write([]byte{0})
@@ -132,7 +135,8 @@ func (s *Store) Close() error {
 // begin returns the session of checkpoint k, starting it if needed. The first write of k
 // by this Store removes whatever checkpoints numbered k or more the directory holds from an
 // earlier run (a job writes its checkpoints in increasing order, so they are the leftovers of
-// a run that was restarted from an older one), then creates k's directory.
+// a run that was restarted from an older one, or of a finished one), then the mark of a
+// finished job (MarkFinished), then creates k's directory.
 func (s *Store) begin(k int) (*session, error) {
 	switch {
 	case s.lock == nil:
@@ -156,6 +160,9 @@ func (s *Store) begin(k int) (*session, error) {
 				return nil, fmt.Errorf("checkpoint %d: removing the old checkpoint %d: %w", k, e.k, err)
 			}
 		}
+	}
+	if err := s.unmark(); err != nil { // once the finished run's later checkpoints are gone
+		return nil, fmt.Errorf("checkpoint %d: %w", k, err)
 	}
 	if err := os.Mkdir(ckptDir(s.dir, k), 0o755); err != nil {
 		return nil, fmt.Errorf("checkpoint %d: %w", k, fsError(err))

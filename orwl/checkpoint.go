@@ -70,9 +70,13 @@ import (
 type Checkpoint struct {
 	// Dir is where checkpoints are written and, at the start, looked for: a directory
 	// pattern in which "{rank}" and "{host}" become this process's rank and host name, so
-	// that each process writes to a disk of its node. At the start each process looks in
-	// the directories of the pattern it sees; they need not be shared (restore.go). Empty
-	// means ORWL_CHECKPOINT_DIR, and when that is empty too the job takes no checkpoints.
+	// that each process writes to a disk of its node. A Dir without "{rank}" is the job's
+	// directory, which its processes share (on one host, or on a file system that every
+	// host mounts): each writes into its subdirectory "rank-R" (checkpoint.Expand). At the
+	// start each process looks in the directories of the pattern it sees; they need not be
+	// shared (restore.go). A directory that another job (or another run of this one) is
+	// writing is refused, naming that process. Empty means ORWL_CHECKPOINT_DIR, and when
+	// that is empty too the job takes no checkpoints.
 	Dir string
 	// Every is the time between two checkpoints (0: ORWL_CHECKPOINT_EVERY, else 1 minute).
 	Every time.Duration
@@ -145,14 +149,17 @@ type checkpointer struct {
 	written []checkpoint.PieceInfo
 	stored  int  // partner copies of them stored
 	failed  bool // a piece could not be written
-	full    bool // a full disk was reported
+	told    bool // this process told rank 0 of a full disk (warn)
+	full    bool // rank 0: a full disk was reported (report)
 	// spare holds the buffers partner copies arrived in, once written: the next copies land
 	// in them (copyBuffer), as the same pieces come at every checkpoint, so receiving one
 	// takes no page fault, and a piece of any size has a destination.
 	spare [][]byte
 
-	replies chan ckptReply // rank 0: the processes' answers
-	armedAt time.Time      // rank 0: when the checkpoint being taken was armed
+	replies  chan ckptReply // rank 0: the processes' answers
+	armedAt  time.Time      // rank 0: when the checkpoint being taken was armed
+	iterated atomic.Bool    // rank 0: a task of the job ran Task.Iterate (ckptIterated)
+	setting  string         // where the directory pattern comes from, and the pattern, for messages
 }
 
 // pieceJob is a piece for the writer: this process's own (from -1), or a partner copy that
@@ -199,7 +206,10 @@ func newCheckpointer(j *job, cfg Checkpoint) (*checkpointer, error) {
 		fp.Program = filepath.Base(os.Args[0])
 	}
 	c := &checkpointer{j: j, every: every, lifted: make(chan struct{}), wake: make(chan struct{}, 1),
-		replies: make(chan ckptReply, 4*j.procs)}
+		replies: make(chan ckptReply, 4*j.procs), setting: fmt.Sprintf("Config.Checkpoint.Dir %q", pattern)}
+	if cfg.Dir == "" {
+		c.setting = fmt.Sprintf("%s=%s", envCheckpointDir, pattern)
+	}
 	c.hold.Store(math.MaxInt64)
 	c.minIter.Store(math.MaxInt64)
 	c.slack.Store(1)
@@ -586,18 +596,59 @@ func (c *checkpointer) writeFile(p pieceJob) (checkpoint.PieceInfo, error) {
 	return w.Finish()
 }
 
-// warn reports a piece that could not be written, once per kind of trouble: the job goes on.
+// warn reports a piece or a commit of checkpoint k that failed to rank 0, which logs it
+// (report): the job goes on. A process tells rank 0 of a full disk once.
 func (c *checkpointer) warn(k int, err error) {
+	full := errors.Is(err, checkpoint.ErrNoSpace)
 	c.mu.Lock()
-	first := !c.full
-	if errors.Is(err, checkpoint.ErrNoSpace) {
-		c.full = true
-	} else {
-		first = true
-	}
+	tell := !full || !c.told
+	c.told = c.told || full
 	c.mu.Unlock()
-	if first {
-		c.j.log.Warn(fmt.Sprintf("orwl: checkpoint %d not written; the job goes on and the previous checkpoint stays: %v", k, err))
+	if tell {
+		c.send(0, ckptMsg{phase: ckptWarn, k: k, failed: full}, []byte(err.Error()))
+	}
+}
+
+// report is rank 0's part of warn: it logs what rank from could not write of checkpoint k
+// (m.failed: a full disk), and why. A full disk is logged once for the whole job, however
+// many processes find it, at however many checkpoints; any other trouble each time.
+func (c *checkpointer) report(from int, m ckptMsg, why string) {
+	c.mu.Lock()
+	first := !m.failed || !c.full
+	c.full = c.full || m.failed
+	c.mu.Unlock()
+	if !first {
+		return
+	}
+	msg := fmt.Sprintf("orwl: checkpoint %d not written (rank %d); the job goes on and the previous checkpoint stays: %s", m.k, from, why)
+	if m.failed {
+		msg += " (a full disk is reported once per job)"
+	}
+	c.j.log.Warn(msg)
+}
+
+// ended tells rank 0, once the tasks of this process have returned, whether one of them ran
+// Task.Iterate: before the job's final agreement, which brings rank 0 every message sent
+// before it.
+func (c *checkpointer) ended() {
+	if c != nil && c.minIter.Load() != math.MaxInt64 {
+		c.send(0, ckptMsg{phase: ckptIterated}, nil)
+	}
+}
+
+// finish is this process's part in the end of a job that succeeded, once its writer is
+// done: it marks the checkpoints of its directory as those of a finished job
+// (checkpoint.Store.MarkFinished), so that the job run again starts afresh; and rank 0 warns
+// when no task of the job ran Task.Iterate, the only place where checkpoints are taken.
+func (c *checkpointer) finish() {
+	if c == nil {
+		return
+	}
+	if err := c.store.MarkFinished(); err != nil {
+		c.j.log.Warn(fmt.Sprintf("orwl: rank %d: the job finished, and its checkpoints could not be marked so (a run of the job again would resume from them): %v", c.j.rank, err))
+	}
+	if c.j.rank == 0 && !c.iterated.Load() {
+		c.j.log.Warn(fmt.Sprintf("orwl: checkpoints are on (%s), and no task of the job ran Task.Iterate: no checkpoint was taken. Checkpoints are taken between the iterations of Task.Iterate, with the state each task registers with Task.Keep: run the iterations with them, or turn checkpoints off", c.setting))
 	}
 }
 
@@ -730,6 +781,10 @@ func (c *checkpointer) handle(from int, m ckptMsg, payload []byte) {
 		})
 	case ckptDiscard:
 		c.push(func() { c.store.Discard(m.k) })
+	case ckptWarn:
+		c.report(from, m, string(payload))
+	case ckptIterated:
+		c.iterated.Store(true)
 	case ckptInventory, ckptPlan, ckptPart:
 		c.restartMessage(from, m, payload)
 	default: // answers to rank 0

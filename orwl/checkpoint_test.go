@@ -82,6 +82,14 @@ func (r *ckptRing) task(ctx context.Context, t *orwl.Task) error {
 // checkpointed reports whether a complete checkpoint is in the job's directories.
 func (r *ckptRing) checkpointed() bool {
 	dirs, _ := checkpoint.Glob(r.dir)
+	if r.private { // each one a pattern without placeholders, of the process's subdirectory
+		var subs []string
+		for _, d := range dirs {
+			s, _ := checkpoint.Glob(d)
+			subs = append(subs, s...)
+		}
+		dirs = subs
+	}
 	cp, _, err := checkpoint.Find(dirs, checkpoint.Fingerprint{Program: "ring", Tasks: r.tasks,
 		Locations: []string{"v"}, Params: map[string]string{"iters": fmt.Sprint(r.iters)}})
 	return err == nil && cp != nil
@@ -169,8 +177,9 @@ func TestRestartFromPrivateDirectories(t *testing.T) {
 			failing := &ckptRing{tasks: tasks, iters: iters, dir: dir, private: true, failAfter: true}
 			restarted := &ckptRing{tasks: tasks, iters: iters, dir: dir, private: true}
 			restartRing(t, want, 3, c.after, failing, restarted, func() {
-				v, _ := filepath.Glob(filepath.Join(strings.ReplaceAll(dir, "{rank}", "*"), "ckpt-*", "location.*"))
-				acc, _ := filepath.Glob(filepath.Join(strings.ReplaceAll(dir, "{rank}", "*"), "ckpt-*", "state.*.acc"))
+				procDirs := filepath.Join(strings.ReplaceAll(dir, "{rank}", "*"), "rank-*") // each process's, in its own directory
+				v, _ := filepath.Glob(filepath.Join(procDirs, "ckpt-*", "location.*"))
+				acc, _ := filepath.Glob(filepath.Join(procDirs, "ckpt-*", "state.*.acc"))
 				if len(v) != 0 || len(acc) == 0 {
 					t.Errorf("files %q of v (in the manifests) and %d of the states, want none and some", v, len(acc))
 				}

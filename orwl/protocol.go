@@ -188,6 +188,8 @@ const (
 	ckptPart                       // a part of piece number loc of the plan, at offset off (restore.go)
 	ckptCopied                     // to rank 0, after ckptGo of k: the tasks of the sender have copied their kept states
 	ckptWrite                      // every process's tasks have copied theirs: write the pieces of k
+	ckptWarn                       // to rank 0: a piece or a commit of k failed, failed: for a full disk; the payload says why
+	ckptIterated                   // to rank 0, as its tasks end: a task of the sender ran Task.Iterate
 )
 
 // ckptMsg is one step of a checkpoint. A piece carries its key: the task in ID, a location's
@@ -214,7 +216,7 @@ func (m *ckptMsg) header() transport.Header {
 		if m.busy {
 			h.Key = 1
 		}
-	case ckptDone, ckptStored:
+	case ckptDone, ckptStored, ckptWarn:
 		if m.failed {
 			h.Arg = 1
 		}
@@ -229,7 +231,7 @@ func decodeCkpt(h *transport.Header) ckptMsg {
 	switch m.phase {
 	case ckptReport:
 		m.bound, m.minIter, m.busy = h.Arg, int64(h.ID), h.Key == 1
-	case ckptDone, ckptStored:
+	case ckptDone, ckptStored, ckptWarn:
 		m.failed = h.Arg == 1
 	case ckptPart:
 		m.off = h.Arg

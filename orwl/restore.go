@@ -44,11 +44,13 @@ type restart struct {
 	arrived  chan struct{}    // closed when left is 0
 }
 
-// inventory is what a process reports to rank 0: its inventory, or why it has none.
+// inventory is what a process reports to rank 0: its inventory, or why it has none, and
+// the checkpoints its directories hold of a run of the job that finished.
 type inventory struct {
 	checkpoint.Inventory
-	Error string `json:"error,omitempty"`
-	from  int
+	Finished []int  `json:"finished,omitempty"` // checkpoint.Finished
+	Error    string `json:"error,omitempty"`
+	from     int
 }
 
 // planMsg is rank 0's plan, or why the job cannot start.
@@ -80,6 +82,9 @@ func newRestart(dirs []string, job checkpoint.Fingerprint, procs int) *restart {
 	} else {
 		r.inv.Inventory = *inv
 	}
+	var notes []string
+	r.inv.Finished, notes = checkpoint.Finished(dirs)
+	r.inv.Notes = append(r.inv.Notes, notes...)
 	return r
 }
 
@@ -126,6 +131,7 @@ func (c *checkpointer) recover(ctx context.Context) error {
 func (c *checkpointer) choose(ctx context.Context) error {
 	invs := make([]*checkpoint.Inventory, c.j.procs)
 	var errs []string
+	var finished []int
 	for range c.j.procs {
 		select {
 		case inv := <-c.restart.invs:
@@ -133,6 +139,7 @@ func (c *checkpointer) choose(ctx context.Context) error {
 				return fmt.Errorf("orwl: checkpoints: rank %d reported its checkpoints twice", inv.from)
 			}
 			invs[inv.from] = &inv.Inventory
+			finished = append(finished, inv.Finished...)
 			if inv.Error != "" {
 				errs = append(errs, fmt.Sprintf("rank %d: %s", inv.from, inv.Error))
 			}
@@ -145,6 +152,7 @@ func (c *checkpointer) choose(ctx context.Context) error {
 		slices.Sort(errs)
 		msg.Error = "orwl: checkpoints: " + strings.Join(errs, "; ")
 	} else {
+		skipped := skipFinished(invs, finished)
 		plan, notes := checkpoint.Choose(invs, func(k checkpoint.Key) int {
 			if k.Task < 0 || k.Task >= c.j.tasks {
 				return -1
@@ -154,6 +162,9 @@ func (c *checkpointer) choose(ctx context.Context) error {
 		for _, n := range notes {
 			c.j.log.Warn("orwl: checkpoint: " + n)
 		}
+		if len(skipped) > 0 {
+			c.j.log.Warn(c.finishedNote(skipped, plan.Checkpoint))
+		}
 		msg.Plan = *plan
 	}
 	payload, err := json.Marshal(msg)
@@ -162,6 +173,36 @@ func (c *checkpointer) choose(ctx context.Context) error {
 	}
 	c.broadcast(ckptMsg{phase: ckptPlan}, payload)
 	return nil
+}
+
+// skipFinished removes from invs the manifests of the checkpoints in finished, those of a run
+// of the job that finished, so that no restart resumes from them, and returns the numbers
+// of those it removed.
+func skipFinished(invs []*checkpoint.Inventory, finished []int) []int {
+	var skipped []int
+	for _, inv := range invs {
+		inv.Manifests = slices.DeleteFunc(inv.Manifests, func(m checkpoint.Manifest) bool {
+			if !slices.Contains(finished, m.Checkpoint) {
+				return false
+			}
+			skipped = append(skipped, m.Checkpoint)
+			return true
+		})
+	}
+	slices.Sort(skipped)
+	return slices.Compact(skipped)
+}
+
+// finishedNote says why the job does not resume from the checkpoints skipped, those of a
+// finished run, and what it does instead: resume from checkpoint k, or start afresh (0).
+func (c *checkpointer) finishedNote(skipped []int, k int) string {
+	what := "starting afresh"
+	if k > 0 {
+		what = fmt.Sprintf("resuming from checkpoint %d, of a later run that did not finish", k)
+	}
+	return fmt.Sprintf("orwl: checkpoints %v in %s are those of a run of this job that finished: %s. "+
+		"A job is known by its program, tasks, locations and Config.Checkpoint.Params: a changed program that should not resume from another's checkpoints must change Program or Params, or use another directory",
+		skipped, c.setting, what)
 }
 
 // restartMessage runs a message of the restart from process from. It never blocks: it runs

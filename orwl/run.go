@@ -112,6 +112,7 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 		}
 	}
 	wg.Wait()
+	j.ckpt.ended()
 	if j.node != nil {
 		if j.rec != nil && j.rank != 0 {
 			j.node.sendTracePart()
@@ -129,6 +130,9 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 	}
 	stopWatch()
 	watcher.Wait()
+	if j.failure() == nil { // the whole job succeeded
+		j.ckpt.finish()
+	}
 	if j.mesh != nil {
 		j.mesh.Close()
 	}
