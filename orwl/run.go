@@ -81,6 +81,12 @@ var (
 // the configuration. A task that panics fails the job with an error holding the panic's
 // stack. With several processes, Run connects them first and returns on every process only
 // after every task of the job has returned.
+//
+// In a process that a launcher started (orwlrun, mpirun, srun, a Kubernetes Job), a SIGTERM
+// while Run runs fails the job as the end of ctx would: Run returns an error that names the
+// signal and wraps context.Canceled, so the program's own error path runs. Run restores
+// the process's handling of SIGTERM when it returns; a process that ignores SIGTERM, or
+// whose job is Config.Job, keeps its own.
 func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 	j, err := newJob(cfg)
 	if err != nil {
@@ -90,10 +96,12 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 	jobCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	j.cancel = cancel
+	sigterm := j.stopOnSIGTERM()
+	defer sigterm.end(nil)
 	shareCores(j.info.LocalSize)
 	if j.procs > 1 {
 		if err := j.connect(jobCtx); err != nil {
-			return err
+			return sigterm.end(err)
 		}
 	}
 	var wg sync.WaitGroup
@@ -142,7 +150,7 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 		}
 	}
 	j.freeBuffers()
-	return j.failure()
+	return sigterm.end(j.failure())
 }
 
 // awaitReason waits, when the job's failure only says that a process closed its mesh (a

@@ -6,11 +6,15 @@
 // one machine never race for a port. The processes share this machine's cores: unless
 // GOMAXPROCS is set, each gets GOMAXPROCS = cores / processes (at least 1), so that their
 // goroutines hand work to each other on the same core instead of waking idle ones. Output
-// lines are prefixed with "[rank] ". When one process fails, the others get SIGTERM, then
-// SIGKILL after a grace period; with Options.Restarts the whole job is then started again
-// as a new attempt (ORWL_ATTEMPT), with a new secret and coordinator.
+// lines are prefixed with "[rank] ". When one process fails, the others get a while to end
+// by themselves (a process of an ORWL job learns of the failure and returns its own error),
+// then SIGTERM, then SIGKILL after a grace period; with Options.Restarts the whole job is
+// then started again as a new attempt (ORWL_ATTEMPT), with a new secret and coordinator.
 //
-// It starts processes on this machine only; it must not interpret what they print.
+// It starts processes on this machine only. It reads what they print only to tell which
+// failure is the cause of the others: a line that says "orwl: rank R failed: " or
+// "process rank R lost" (how Run's error reads in a process that failed because another
+// one did) marks its process's failure as relayed, not the cause.
 package launch
 
 import (
@@ -23,17 +27,42 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
 
 // DefaultGrace is the grace period between SIGTERM and SIGKILL when Options.Grace is 0.
 const DefaultGrace = 5 * time.Second
+
+// DefaultWait is the time the others get to end by themselves after a process failed, when
+// Options.Wait is 0 and ORWL_PEER_TIMEOUT is not set: the default peer timeout of an ORWL
+// job (3s), within which its processes learn of a failure or a loss, and a second more.
+const DefaultWait = 4 * time.Second
+
+// waitMargin is what the wait adds to the processes' peer timeout.
+const waitMargin = time.Second
+
+// WaitFor returns the default of Options.Wait for processes with the environment env (in
+// the form of os.Environ; the last setting wins): their peer timeout (ORWL_PEER_TIMEOUT,
+// when it is a positive duration) and a second more, else DefaultWait.
+func WaitFor(env []string) time.Duration {
+	wait := DefaultWait
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "ORWL_PEER_TIMEOUT="); ok {
+			if d, err := time.ParseDuration(v); err == nil && d > 0 {
+				wait = d + waitMargin
+			}
+		}
+	}
+	return wait
+}
 
 // Options describe a job of local processes.
 type Options struct {
@@ -42,6 +71,10 @@ type Options struct {
 	Env   []string // added to this process's environment for every process
 	Host  string   // coordinator and listen address; default 127.0.0.1
 	Port  int      // coordinator port; 0 for an ephemeral one
+	// Wait is how long the others get, after a process failed, to end by themselves before
+	// they are sent SIGTERM, so that they report their own error: 0 means WaitFor(the
+	// processes' environment), a negative value stops them at once.
+	Wait time.Duration
 	// Grace is the time between SIGTERM and SIGKILL when the others are stopped, or after
 	// a forwarded signal: 0 means DefaultGrace, a negative value kills at once.
 	Grace time.Duration
@@ -50,8 +83,9 @@ type Options struct {
 	// whole, one Write each, never two at once (one writer may serve as both).
 	Stdout, Stderr io.Writer
 	// PlainStdout passes the processes' standard output on without the prefix, for
-	// programs in which one process prints the results.
-	PlainStdout bool
+	// programs in which one process prints the results; PlainStderr does the same for
+	// their standard error.
+	PlainStdout, PlainStderr bool
 	// Signals, when not nil, are forwarded to every process.
 	Signals <-chan os.Signal
 	// Name prefixes the launcher's own messages ("Name: rank 1 failed ..."); default
@@ -66,9 +100,10 @@ type Options struct {
 	Restarts int
 }
 
-// Run starts the job, waits for every process, and returns the exit status of the first
-// that failed (128+signal for one killed by a signal; 128+signal also when a forwarded
-// signal stops a job that had not failed), or 0. With Restarts, a job in which a process
+// Run starts the job, waits for every process, and returns the exit status of the process
+// whose failure caused the job's (see failed), or 0: 128+signal for one killed by a
+// signal, and also when a forwarded signal stops a job that had not failed. It names that
+// process on Stderr. With Restarts, a job in which a process
 // failed is started again, whole, up to Restarts times, and Run returns the last
 // attempt's status. Errors of its own are reported on Stderr with a status: 2 for invalid
 // Options, 127 for a process that cannot start, 1 for the rest (a port that cannot be
@@ -79,6 +114,9 @@ func Run(o Options) int {
 	}
 	if o.Grace == 0 {
 		o.Grace = DefaultGrace
+	}
+	if o.Wait == 0 {
+		o.Wait = WaitFor(append(os.Environ(), o.Env...))
 	}
 	if o.Name == "" {
 		o.Name = "launch"
@@ -114,7 +152,7 @@ func Run(o Options) int {
 // outcome is how one attempt ended.
 type outcome struct {
 	status  int
-	failed  *proc // the first process that failed; nil when none did
+	failed  *proc // the process whose failure is the cause (see cause); nil when none failed
 	stopped bool  // a forwarded signal stopped the job
 }
 
@@ -197,13 +235,16 @@ func (l *launcher) start(base []string, lnFile *os.File) ([]*proc, <-chan *proc,
 		p := &proc{rank: r, cmd: cmd, done: make(chan struct{})}
 		procs = append(procs, p)
 		prefix := "[" + strconv.Itoa(r) + "] "
-		outPrefix := prefix
+		outPrefix, errPrefix := prefix, prefix
 		if o.PlainStdout {
 			outPrefix = ""
 		}
+		if o.PlainStderr {
+			errPrefix = ""
+		}
 		var copiers sync.WaitGroup
-		copiers.Go(func() { l.copyLines(o.Stdout, outPrefix, outR) })
-		copiers.Go(func() { l.copyLines(o.Stderr, prefix, errR) })
+		copiers.Go(func() { l.copyLines(p, o.Stdout, outPrefix, outR) })
+		copiers.Go(func() { l.copyLines(p, o.Stderr, errPrefix, errR) })
 		go func() {
 			copiers.Wait() // wait only after the output is drained (exec's rule for pipes)
 			p.err = cmd.Wait()
@@ -248,47 +289,61 @@ func (l *launcher) say(format string, args ...any) {
 	l.mu.Unlock()
 }
 
-// supervise waits for every process, stopping the others when one fails.
+// supervise waits for every process. When one fails, the others get Options.Wait to end by
+// themselves, then SIGTERM, then SIGKILL after Options.Grace. It names the cause of the
+// failure (see cause), unless it named it already when it stopped the others.
 func (l *launcher) supervise(procs []*proc, exited <-chan *proc) outcome {
 	var out outcome
 	grace := max(l.o.Grace, 0) // a negative Grace kills at once
+	var failed []*proc         // in the order they ended
+	var named *proc            // the failed process named when the others were stopped
 	stopping := false
-	var kill <-chan time.Time
+	var term, kill <-chan time.Time
 	signalAll := func(sig os.Signal) {
 		for _, p := range procs {
 			select {
 			case <-p.done:
 			default:
+				p.stopped = true
 				p.cmd.Process.Signal(sig)
 			}
 		}
+	}
+	stop := func() {
+		named = cause(failed)
+		l.say("rank %d failed (%v); stopping the others", named.rank, named.err)
+		stopping = true
+		signalAll(syscall.SIGTERM)
+		kill = time.After(grace)
 	}
 	for left := len(procs); left > 0; {
 		select {
 		case p := <-exited:
 			left--
-			if c := exitCode(p.err); c != 0 && out.status == 0 {
-				if _, ok := signalled(p.err); !ok {
-					var n int
-					p, n = blame(p, exited, left)
-					left -= n
-				}
-				out.status, out.failed = exitCode(p.err), p
-				l.say("rank %d failed (%v); stopping the others", p.rank, p.err)
-				if !stopping {
-					stopping = true
-					signalAll(syscall.SIGTERM)
-					kill = time.After(grace)
-				}
+			if exitCode(p.err) == 0 {
+				continue
+			}
+			failed = append(failed, p)
+			if len(failed) > 1 || stopping || left == 0 {
+				continue
+			}
+			if l.o.Wait < 0 {
+				stop()
+			} else {
+				term = time.After(l.o.Wait)
+			}
+		case <-term:
+			term = nil
+			if !stopping {
+				stop()
 			}
 		case sig := <-l.o.Signals:
 			signalAll(sig)
 			out.stopped = true
-			if out.status == 0 {
+			if s, ok := sig.(syscall.Signal); ok {
+				out.status = 128 + int(s)
+			} else {
 				out.status = 1
-				if s, ok := sig.(syscall.Signal); ok {
-					out.status = 128 + int(s)
-				}
 			}
 			if !stopping {
 				stopping = true
@@ -300,12 +355,48 @@ func (l *launcher) supervise(procs []*proc, exited <-chan *proc) outcome {
 			kill = nil
 		}
 	}
+	if len(failed) == 0 {
+		return out
+	}
+	out.failed = cause(failed)
+	if out.stopped && out.failed.stopped {
+		return out // the forwarded signal stopped them: no failure of their own
+	}
+	out.status = exitCode(out.failed.err)
+	if out.failed != named {
+		l.say("rank %d failed (%s)", out.failed.rank, describe(out.failed.err))
+	}
 	return out
 }
 
-// copyLines copies lines from one process stream to out with a prefix, each line whole in
-// one Write under the launcher's lock.
-func (l *launcher) copyLines(out io.Writer, prefix string, r io.Reader) {
+// cause returns the process whose failure caused the others', among failed (in the order
+// they ended): the first that ended on its own, not stopped by the launcher, whose output
+// did not say that it failed because of another process, preferring one killed by a signal
+// (the others then fail because they lost it, and may be reaped before it); else the first
+// that ended on its own; else the first.
+func cause(failed []*proc) *proc {
+	for _, ok := range []func(p *proc) bool{
+		func(p *proc) bool { _, sig := signalled(p.err); return !p.stopped && !p.relayed.Load() && sig },
+		func(p *proc) bool { return !p.stopped && !p.relayed.Load() },
+		func(p *proc) bool { return !p.stopped },
+	} {
+		for _, p := range failed {
+			if ok(p) {
+				return p
+			}
+		}
+	}
+	return failed[0]
+}
+
+// relayedFailure matches how Run's error reads in a process whose job failed because of
+// another process: that process's failure, or its loss.
+var relayedFailure = regexp.MustCompile(`orwl: rank \d+ failed: |process rank \d+ lost`)
+
+// copyLines copies lines from one stream of process p to out with a prefix, each line whole
+// in one Write under the launcher's lock, and notes in p a line that relays another
+// process's failure.
+func (l *launcher) copyLines(p *proc, out io.Writer, prefix string, r io.Reader) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	line := []byte(prefix)
 	for {
@@ -318,6 +409,9 @@ func (l *launcher) copyLines(out io.Writer, prefix string, r io.Reader) {
 			if line[len(line)-1] != '\n' {
 				line = append(line, '\n')
 			}
+			if !p.relayed.Load() && relayedFailure.Match(line[len(prefix):]) {
+				p.relayed.Store(true)
+			}
 			l.mu.Lock()
 			out.Write(line)
 			l.mu.Unlock()
@@ -329,38 +423,15 @@ func (l *launcher) copyLines(out io.Writer, prefix string, r io.Reader) {
 	}
 }
 
+// proc is one process of an attempt. stopped is supervise's own; relayed is set by the
+// copiers of its output, which end before done is closed.
 type proc struct {
-	rank int
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-}
-
-// exitCode turns a process's Wait error into an exit status.
-// blameWait is how long the launcher waits, after a process has failed on its own, for
-// another one to end by a signal.
-const blameWait = 50 * time.Millisecond
-
-// blame returns the process to name for a job whose first failure is failed, which exited on
-// its own: the first of the others to end by a signal within blameWait, if any, since
-// failed most likely lost that one (the survivors of a killed process see its connections
-// end as it dies, and may be reaped before it), else failed. It also returns how many
-// processes it received from exited, at most left.
-func blame(failed *proc, exited <-chan *proc, left int) (*proc, int) {
-	t := time.NewTimer(blameWait)
-	defer t.Stop()
-	for n := 0; n < left; {
-		select {
-		case p := <-exited:
-			n++
-			if _, ok := signalled(p.err); ok {
-				return p, n
-			}
-		case <-t.C:
-			return failed, n
-		}
-	}
-	return failed, left
+	rank    int
+	cmd     *exec.Cmd
+	done    chan struct{}
+	err     error
+	stopped bool        // the launcher sent it a signal
+	relayed atomic.Bool // its output relayed another process's failure (relayedFailure)
 }
 
 // signalled returns the signal that ended the process whose Wait returned err, if one did.
@@ -374,6 +445,7 @@ func signalled(err error) (syscall.Signal, bool) {
 	return 0, false
 }
 
+// exitCode turns a process's Wait error into an exit status.
 func exitCode(err error) int {
 	if err == nil {
 		return 0

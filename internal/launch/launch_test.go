@@ -93,6 +93,39 @@ func helper(mode string) int {
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		block()
 		return 0
+	case "survivor":
+		// Rank 1 fails once rank 0 is ready; rank 0 learns of it when rank 1 is gone (the
+		// FIFO's end), a moment later reports it as Run would, and fails in turn.
+		fifo := os.Getenv("LAUNCH_TEST_FIFO")
+		if rank == 1 {
+			if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+				defer f.Close()
+			}
+			fmt.Println("boom")
+			return 3
+		}
+		if f, err := os.OpenFile(fifo, os.O_RDONLY, 0); err == nil {
+			f.Read(make([]byte, 1)) // the end of rank 1
+		}
+		time.Sleep(200 * time.Millisecond) // as a process finds a lost peer: not at once
+		fmt.Fprintln(os.Stderr, "orwl: rank 1 failed: boom")
+		return 1
+	case "relay":
+		// Rank 0 finds the job's failure; rank 1 relays it and exits first (rank 0 ends
+		// once rank 1 is gone: the FIFO's end).
+		fifo := os.Getenv("LAUNCH_TEST_FIFO")
+		if rank == 1 {
+			if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+				defer f.Close()
+			}
+			fmt.Fprintln(os.Stderr, "error: orwl: rank 0 failed: orwl: deadlock: ...")
+			return 1
+		}
+		fmt.Fprintln(os.Stderr, "error: orwl: deadlock: ...")
+		if f, err := os.OpenFile(fifo, os.O_RDONLY, 0); err == nil {
+			f.Read(make([]byte, 1))
+		}
+		return 1
 	case "always":
 		fmt.Printf("attempt %s failing\n", os.Getenv("ORWL_ATTEMPT"))
 		return 5
@@ -174,8 +207,9 @@ func (s *syncBuffer) String() string {
 }
 
 // runWithFIFO runs procs processes of the helper in mode, which share a FIFO
-// (LAUNCH_TEST_FIFO) to order their steps, killed at once when stopped (Grace -1).
-func runWithFIFO(t *testing.T, mode string, procs int) (status int, out, errOut *syncBuffer) {
+// (LAUNCH_TEST_FIFO) to order their steps, given wait to end by themselves after a failure
+// (Options.Wait), then killed at once when stopped (Grace -1).
+func runWithFIFO(t *testing.T, mode string, procs int, wait time.Duration) (status int, out, errOut *syncBuffer) {
 	t.Setenv(helperEnv, mode)
 	fifo := t.TempDir() + "/fifo"
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
@@ -183,7 +217,7 @@ func runWithFIFO(t *testing.T, mode string, procs int) (status int, out, errOut 
 	}
 	t.Setenv("LAUNCH_TEST_FIFO", fifo)
 	out, errOut = &syncBuffer{}, &syncBuffer{}
-	status = Run(Options{Procs: procs, Argv: []string{os.Args[0]}, Grace: -1, Name: "tester",
+	status = Run(Options{Procs: procs, Argv: []string{os.Args[0]}, Wait: wait, Grace: -1, Name: "tester",
 		Stdout: out, Stderr: errOut})
 	return status, out, errOut
 }
@@ -252,10 +286,10 @@ func TestSharedWriterWholeLines(t *testing.T) {
 	}
 }
 
-// When one process fails, the others get SIGTERM, and SIGKILL after the grace period;
-// the status is the failed process's, and the messages carry Name.
+// When one process fails and Wait is negative, the others get SIGTERM at once, and SIGKILL
+// after the grace period; the status is the failed process's, and the messages carry Name.
 func TestFailureStopsOthers(t *testing.T) {
-	status, out, errOut := runWithFIFO(t, "fail", 3)
+	status, out, errOut := runWithFIFO(t, "fail", 3, -1)
 	if status != 3 {
 		t.Fatalf("status %d, want 3\nstdout:\n%s\nstderr:\n%s", status, out.String(), errOut.String())
 	}
@@ -270,11 +304,50 @@ func TestFailureStopsOthers(t *testing.T) {
 	}
 }
 
+// The others get Options.Wait to end by themselves after a process failed, so that they
+// report their own error before anything stops them.
+func TestSurvivorsReportFirst(t *testing.T) {
+	status, _, errOut := runWithFIFO(t, "survivor", 2, 0) // WaitFor: 4s
+	if status != 3 {
+		t.Errorf("status %d, want rank 1's 3", status)
+	}
+	if want := "[0] orwl: rank 1 failed: boom\ntester: rank 1 failed (exit status 3)\n"; errOut.String() != want {
+		t.Errorf("stderr %q, want %q", errOut.String(), want)
+	}
+}
+
+// The cause of a job's failure is named, with its status: not the process that exited
+// first, when that one's output says that it failed because of another.
+func TestCauseNamed(t *testing.T) {
+	status, _, errOut := runWithFIFO(t, "relay", 2, 0)
+	if want := "tester: rank 0 failed (exit status 1)\n"; status != 1 || !strings.HasSuffix(errOut.String(), want) ||
+		strings.Count(errOut.String(), "tester:") != 1 {
+		t.Errorf("status %d, stderr:\n%s\nwant status 1, ending with %q alone", status, errOut.String(), want)
+	}
+}
+
+// WaitFor: the processes' peer timeout and a second, or DefaultWait.
+func TestWaitFor(t *testing.T) {
+	for _, c := range []struct {
+		env  []string
+		want time.Duration
+	}{
+		{nil, DefaultWait},
+		{[]string{"ORWL_PEER_TIMEOUT=10s"}, 11 * time.Second},
+		{[]string{"ORWL_PEER_TIMEOUT=10s", "ORWL_PEER_TIMEOUT=500ms"}, 1500 * time.Millisecond},
+		{[]string{"ORWL_PEER_TIMEOUT=soon"}, DefaultWait},
+	} {
+		if got := WaitFor(c.env); got != c.want {
+			t.Errorf("WaitFor(%q) = %v, want %v", c.env, got, c.want)
+		}
+	}
+}
+
 // A process killed by a signal is named as the job's failure even when another process, which
 // failed because it lost it, has exited a moment earlier.
 func TestKilledProcessIsBlamed(t *testing.T) {
-	status, _, errOut := runWithFIFO(t, "blame", 2)
-	want := "tester: rank 1 failed (signal: killed); stopping the others\n"
+	status, _, errOut := runWithFIFO(t, "blame", 2, 0)
+	want := "tester: rank 1 failed (signal: killed, status 137)\n"
 	if status != 137 || errOut.String() != want {
 		t.Errorf("status %d, stderr %q; want 137, %q", status, errOut.String(), want)
 	}
@@ -337,7 +410,7 @@ func TestOwnErrors(t *testing.T) {
 func TestRestartAfterFailure(t *testing.T) {
 	t.Setenv(helperEnv, "attempt")
 	var out, errOut syncBuffer
-	status := Run(Options{Procs: 2, Argv: []string{os.Args[0]}, Grace: -1, Restarts: 3, Name: "tester",
+	status := Run(Options{Procs: 2, Argv: []string{os.Args[0]}, Wait: -1, Grace: -1, Restarts: 3, Name: "tester",
 		Stdout: &out, Stderr: &errOut})
 	if status != 0 {
 		t.Fatalf("status %d\nstdout:\n%s\nstderr:\n%s", status, out.String(), errOut.String())
