@@ -66,7 +66,9 @@ import (
 // process reports it done, so only a failed checkpoint, whose pieces may still be queued or
 // on their way when it is given up, or a disk slower than Every, ever makes one skipped.
 
-// Checkpoint configures the checkpoints of a job (see Task.Iterate and Task.Keep).
+// Checkpoint configures the checkpoints of a job (see Task.Iterate and Task.Keep). They are
+// taken only between the iterations of Task.Iterate: a job whose tasks never run it takes
+// none, and rank 0 says so when the job ends.
 type Checkpoint struct {
 	// Dir is where checkpoints are written and, at the start, looked for: a directory
 	// pattern in which "{rank}" and "{host}" become this process's rank and host name, so
@@ -82,7 +84,14 @@ type Checkpoint struct {
 	Every time.Duration
 	// Program names the program in the checkpoints' fingerprint (default: the base name of
 	// the executable); Params are the parameters that must be the same for a job to restart
-	// from a checkpoint (problem size, iterations...).
+	// from a checkpoint (problem size, iterations...). A job is known by Program, Tasks, the
+	// names of Locations and Params (and a kept state by its size): a restart from the
+	// checkpoints of another is refused, naming the difference. A changed program whose
+	// computation differs, not its shape, is the same job to the checkpoints: give it another
+	// Program or Params (a version), or another Dir, so that it does not resume from the
+	// old one's. A job that succeeded marks its checkpoints finished: run again on the same
+	// Dir, it starts afresh and says why, and a run that fails after a checkpoint of its own
+	// resumes from that one.
 	Program string
 	Params  map[string]string
 }

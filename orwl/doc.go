@@ -109,12 +109,15 @@
 // A job whose tasks run their iterations with Task.Iterate, and register the private state
 // they keep across iterations with Task.Keep, survives the loss of a process or a node:
 // with Config.Checkpoint.Dir (or ORWL_CHECKPOINT_DIR; "{rank}" and "{host}" in it make a
-// directory per process) it writes a checkpoint every Config.Checkpoint.Every, without
-// stopping the job, at the boundary between two rounds of every FIFO, a consistent cut of
-// the whole job. Each piece is kept on its process's disk and on a partner's. A job started
-// again (orwlrun -restarts N does it) resumes from the newest checkpoint complete across the
-// surviving directories, on any number of processes, and ends with the bytes an
-// uninterrupted run would have produced. The processes need not see each other's
+// directory per process, and a directory without "{rank}" is the job's, each process
+// writing into its subdirectory rank-R) it writes a checkpoint every
+// Config.Checkpoint.Every, without stopping the job, at the boundary between two rounds of
+// every FIFO, a consistent cut of the whole job (a job whose tasks never run Iterate takes
+// none, and rank 0 says so at its end). Each piece is kept on its process's disk and on a
+// partner's. A job started again after a failure (orwlrun -restarts N does it) resumes from
+// the newest checkpoint complete across the surviving directories, on any number of
+// processes, and ends with the bytes an uninterrupted run would have produced; a job that
+// finished marks its checkpoints so, and run again starts afresh, saying why. The processes need not see each other's
 // directories (a disk per node): once connected, each tells rank 0 what the directories it
 // sees hold; rank 0 chooses the checkpoint, complete across all of them, and which copy of
 // each piece is read, and a process that does not have a piece of its tasks is sent it by
