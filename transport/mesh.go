@@ -522,7 +522,7 @@ func (m *Mesh) lose(rank int, cause error) {
 		if errors.Is(cause, ErrPeerClosed) {
 			m.log.Debug("peer closed its mesh", "peer", rank)
 		} else {
-			m.log.Error("peer lost", "peer", rank, "err", cause)
+			m.log.Debug("peer lost", "peer", rank, "err", cause) // the handler reports it, once
 		}
 		m.h.PeerLost(rank, e)
 	}
