@@ -51,18 +51,9 @@ func (m *manifest) encode() ([]byte, error) {
 // fingerprint's job could have written (manifest.check). Its fingerprint may still be
 // another job's: the caller compares it with job.
 func readManifest(path string, k int, job Fingerprint) (*manifest, error) {
-	f, fi, err := openFile(path, os.O_RDONLY)
+	b, err := readRegular(path, manifestLimit(job), "a manifest of this job")
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	limit := manifestLimit(job)
-	b, err := io.ReadAll(io.LimitReader(f, min(fi.Size(), limit)+1)) // +1: a file that grew
-	switch {
-	case err != nil:
-		return nil, err
-	case int64(len(b)) > limit:
-		return nil, fmt.Errorf("%s: %d bytes, more than a manifest of this job (%d)", path, max(fi.Size(), int64(len(b))), limit)
 	}
 	i := bytes.LastIndex(bytes.TrimSuffix(b, []byte("\n")), []byte("\ncrc32c "))
 	if i < 0 || len(b)-i != len("\ncrc32c 01234567\n") {
@@ -147,6 +138,25 @@ func sortedPieces(pieces []PieceInfo) ([]PieceInfo, error) {
 		}
 	}
 	return s, nil
+}
+
+// readRegular returns the content of path, a regular file (openFile) of at most limit
+// bytes, the most that what (say, "a manifest of this job") can have; a longer one is an
+// error before anything is read.
+func readRegular(path string, limit int64, what string) ([]byte, error) {
+	f, fi, err := openFile(path, os.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, min(fi.Size(), limit)+1)) // +1: a file that grew
+	switch {
+	case err != nil:
+		return nil, err
+	case int64(len(b)) > limit:
+		return nil, fmt.Errorf("%s: %d bytes, more than %s (%d)", path, max(fi.Size(), int64(len(b))), what, limit)
+	}
+	return b, nil
 }
 
 // openFile opens path, a file of a checkpoint's directory, with flag (os.O_RDONLY or
