@@ -65,6 +65,15 @@
 //     them, and an intact copy (size and checksum) of every piece in at least one. A
 //     corrupted, truncated or missing piece makes them fall back to the previous complete
 //     checkpoint, and their notes say so.
+//   - A directory is read as untrusted input (what a disk, another user or a bad copy left
+//     there). Only regular files are read, never through a symbolic link nor waiting on a
+//     named pipe, a manifest only up to the length one of the job can have; nothing outside
+//     the directory is renamed, overwritten or removed (a link named as a checkpoint or as
+//     .recycle, a link or hard link among the recycled files, is removed or left, never
+//     followed). A manifest that the job could not have written (a piece of no task or
+//     location of the job, out of order, inline data that does not match) or whose pieces
+//     would not fit in the memory of the processes that hold or read them (Inventory.Memory)
+//     is damage: Choose and Find fall back to the previous complete checkpoint, and say why.
 //
 // # How a runtime uses it
 //
