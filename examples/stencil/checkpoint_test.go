@@ -223,6 +223,30 @@ func TestPlainDirectoryResumes(t *testing.T) {
 	}
 }
 
+// TestFinishedJobRunAgainComputes: a job that finished, run again on its directory, starts
+// afresh and says why, computing the checksum again, instead of resuming from its last
+// checkpoint and printing the old result at once.
+func TestFinishedJobRunAgainComputes(t *testing.T) {
+	j := newCkJob(t)
+	j.plain = true
+	j.p.Iters = ckIters / 5 // no kill to come: a second of computation, checkpoints in it
+	j.want = fmt.Sprintf("%016x", jacobi.Checksum(jacobi.Sequential(j.p)))
+	for run := range 2 {
+		status, out := j.run(2, 0, j.args(ckN))
+		m := regexp.MustCompile(`result: .* checksum=([0-9a-f]+) resumed-at=(\d+)`).FindStringSubmatch(out)
+		switch {
+		case status != 0 || m == nil || m[1] != j.want:
+			t.Fatalf("run %d: status %d, want 0 and the checksum %s:\n%s", run, status, j.want, out)
+		case m[2] != "0" || strings.Contains(out, "resumed from checkpoint"):
+			t.Fatalf("run %d resumed from a checkpoint:\n%s", run, out)
+		case !strings.Contains(out, "checkpoint complete"):
+			t.Fatalf("run %d took no checkpoint:\n%s", run, out)
+		case run == 1 && !strings.Contains(out, "finished: starting afresh"):
+			t.Fatalf("run again, the job did not say that it starts afresh:\n%s", out)
+		}
+	}
+}
+
 // TestNodeLossResumesFromPartnerCopies: a process killed and its directory gone with its
 // node: the job, started again, restores that process's pieces from the copies the next
 // rank kept, and ends with the checksum of an uninterrupted run.
