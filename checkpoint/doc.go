@@ -101,6 +101,10 @@
 // into a Store removes that Store's leftovers of the abandoned run numbered as high or
 // higher.
 //
+// When the whole job succeeds, each process calls MarkFinished on its Store. A restart
+// leaves out the checkpoints that Finished names in the directories it surveys: a job run
+// again after it finished starts afresh rather than resuming from its last checkpoint.
+//
 // Find is the same choice for one process that sees every directory (a tool, a test):
 // Survey and Choose in one call, returning a Checkpoint that reads each piece from the
 // intact copy chosen.

@@ -77,3 +77,38 @@ func TestLockNamesItsHolder(t *testing.T) {
 	}
 	s2.Close()
 }
+
+// TestFinishedMark: MarkFinished names the checkpoints its directory holds, durably, for
+// Finished to find; a Store opened there later (a new run) removes the mark with the first
+// checkpoint it writes, after the finished run's later ones; a mark that cannot be read
+// counts for every checkpoint of its directory.
+func TestFinishedMark(t *testing.T) {
+	dir, s := twoCheckpoints(t)
+	other := t.TempDir()
+	if ks, notes := Finished([]string{dir, other}); len(ks) != 0 || len(notes) != 0 {
+		t.Fatalf("Finished before the mark: %v %q", ks, notes)
+	}
+	if err := s.MarkFinished(); err != nil {
+		t.Fatal(err)
+	}
+	if ks, notes := Finished([]string{dir, other}); !slices.Equal(ks, []int{1, 2}) || len(notes) != 0 {
+		t.Fatalf("Finished: %v %q, want checkpoints 1 and 2", ks, notes)
+	}
+	s.Close()
+
+	if err := os.WriteFile(filepath.Join(dir, finishedName), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if ks, notes := Finished([]string{dir}); !slices.Equal(ks, []int{1, 2}) || len(notes) != 1 || !strings.Contains(notes[0], dir) {
+		t.Fatalf("Finished of an unreadable mark: %v %q, want every checkpoint and a note naming %s", ks, notes, dir)
+	}
+
+	again := create(t, dir)
+	writeCheckpoint(t, 1, again)
+	if ks, _ := Finished([]string{dir}); len(ks) != 0 {
+		t.Fatalf("Finished after a new run's checkpoint: %v, want none", ks)
+	}
+	if _, err := os.Stat(ckptDir(dir, 2)); !os.IsNotExist(err) {
+		t.Fatalf("the finished run's checkpoint 2 is still there after the new run's 1: %v", err)
+	}
+}
