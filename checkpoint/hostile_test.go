@@ -366,6 +366,21 @@ func TestForgedSizeFallsBack(t *testing.T) {
 		t.Errorf("plan of checkpoint %d, notes %q; want checkpoint 1 and a note like %q", plan.Checkpoint, notes, want)
 	}
 
+	copies, err := listCopies(a, 2) // a copy that a process could not hold is not even read
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes = checksumCopies(copies, limit)
+	want := fmt.Sprintf("checkpoint 2: piece %v in %s of %d bytes, more than this process can hold (%d bytes); not read", key, a, forged, limit)
+	if len(notes) != 1 || notes[0] != want {
+		t.Errorf("checksums within %d bytes: notes %q, want %q", limit, notes, want)
+	}
+	for _, c := range copies {
+		if (c.Size < 0) != (c.Key == key) {
+			t.Errorf("checksums within %d bytes: copy %v of %d bytes", limit, c.Key, c.Size)
+		}
+	}
+
 	invs[0].Memory, invs[1].Memory = 0, 0 // memory unknown: the sizes are taken as they are
 	if plan, notes = Choose(invs, func(Key) int { return 0 }); plan.Checkpoint != 2 || len(notes) != 0 {
 		t.Errorf("memory unknown: plan of checkpoint %d, notes %q; want checkpoint 2", plan.Checkpoint, notes)

@@ -86,7 +86,7 @@ func Survey(dirs []string, job Fingerprint) (*Inventory, error) {
 			inv.Copies = append(inv.Copies, copies...)
 		}
 	}
-	checksumCopies(inv.Copies)
+	inv.Notes = append(inv.Notes, checksumCopies(inv.Copies, inv.Memory)...)
 	return inv, nil
 }
 
@@ -105,8 +105,11 @@ func listCopies(dir string, k int) ([]Copy, error) {
 }
 
 // checksumCopies reads every copy and sets its size and checksum; an unreadable copy keeps
-// the size -1.
-func checksumCopies(copies []Copy) {
+// the size -1, and so does a copy longer than limit (when not 0), which this process could
+// not hold (Inventory.Memory) and is not read: a sparse file of any length takes no time.
+// It returns a note for each of those.
+func checksumCopies(copies []Copy, limit int64) []string {
+	tooLong := make([]int64, len(copies)) // the length of a copy not read, by index
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(len(copies), runtime.GOMAXPROCS(0), 8) {
@@ -114,32 +117,43 @@ func checksumCopies(copies []Copy) {
 			buf := make([]byte, 256<<10)
 			for i := int(next.Add(1) - 1); i < len(copies); i = int(next.Add(1) - 1) {
 				c := &copies[i]
-				c.Size, c.CRC = checksumFile(c.Dir, c.Checkpoint, c.Key, buf)
+				c.Size, c.CRC, tooLong[i] = checksumFile(c.Dir, c.Checkpoint, c.Key, buf, limit)
 			}
 		})
 	}
 	wg.Wait()
+	var notes []string
+	for i, n := range tooLong {
+		if c := copies[i]; n > 0 {
+			notes = append(notes, fmt.Sprintf("checkpoint %d: piece %v in %s of %d bytes, more than this process can hold (%d bytes); not read",
+				c.Checkpoint, c.Key, c.Dir, n, limit))
+		}
+	}
+	return notes
 }
 
 // checksumFile reads the copy of key of checkpoint k in dir, a regular file (openFile): its
-// size and CRC-32C, or a size of -1 when it cannot be read.
-func checksumFile(dir string, k int, key Key, buf []byte) (int64, uint32) {
-	f, _, err := openFile(ckptDir(dir, k)+string(os.PathSeparator)+key.fileName(), os.O_RDONLY)
-	if err != nil {
-		return -1, 0
+// size and CRC-32C, or a size of -1 when it cannot be read; or, when it is longer than
+// limit (not 0), a size of -1 and that length, without reading it.
+func checksumFile(dir string, k int, key Key, buf []byte, limit int64) (size int64, crc uint32, tooLong int64) {
+	f, fi, err := openFile(ckptDir(dir, k)+string(os.PathSeparator)+key.fileName(), os.O_RDONLY)
+	switch {
+	case err != nil:
+		return -1, 0, 0
+	case limit > 0 && fi.Size() > limit:
+		f.Close()
+		return -1, 0, fi.Size()
 	}
 	defer f.Close()
-	var size int64
-	var crc uint32
 	for {
 		n, err := f.Read(buf)
 		crc = crc32.Update(crc, castagnoli, buf[:n])
 		size += int64(n)
 		switch {
 		case err == io.EOF:
-			return size, crc
+			return size, crc, 0
 		case err != nil:
-			return -1, 0
+			return -1, 0, 0
 		}
 	}
 }
