@@ -281,6 +281,7 @@ func TestWholeJobRestartsOnFewerProcesses(t *testing.T) {
 		}
 	})
 	t.Run("a corrupted piece falls back", func(t *testing.T) {
+		unfinish(t, j.dir)
 		newest := corruptNewest(t, j.dir)
 		status, out := j.run(2, 0, j.args(ckN))
 		j.checkResult(status, out)
@@ -288,6 +289,21 @@ func TestWholeJobRestartsOnFewerProcesses(t *testing.T) {
 			t.Fatalf("the job did not say it fell back from checkpoint %d:\n%s", newest, out)
 		}
 	})
+}
+
+// unfinish removes the marks of a finished job from the directories under root: their
+// checkpoints are then those of a run killed at its end, which a restart resumes from.
+func unfinish(t *testing.T, root string) {
+	t.Helper()
+	marks, _ := filepath.Glob(filepath.Join(root, "*", "FINISHED"))
+	if len(marks) == 0 {
+		t.Fatalf("no mark of a finished job under %s", root)
+	}
+	for _, m := range marks {
+		if err := os.Remove(m); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // corruptNewest flips a byte of task 0's block in every copy of the newest complete

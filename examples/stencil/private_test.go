@@ -102,6 +102,7 @@ func TestPrivateDisksRestartOnFewerProcesses(t *testing.T) {
 	j.loseNode(2)
 	j.checkResult(j.run(2))
 
+	unfinish(t, filepath.Join(j.nodes, "node-*"))
 	newest := corruptNewest(t, filepath.Join(j.nodes, "node-*"))
 	status, out := j.run(2)
 	j.checkResult(status, out)
