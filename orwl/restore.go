@@ -24,7 +24,10 @@ import (
 // processes that run their tasks, in parts of at most restartChunk bytes, and waits for those
 // it needs from others, checking each one's checksum as it completes. The pieces it has
 // itself are read from its disk when the schedule restores the locations and kept states.
-// Nothing else chooses the checkpoint: one process alone goes through the same steps.
+// Nothing else chooses the checkpoint: one process alone goes through the same steps. The
+// checkpoints of a run of the job that finished (checkpoint.Finished, which each process
+// reports with its inventory) are left out of the choice: the job run again after it
+// finished starts afresh, and rank 0 says so.
 
 // restartChunk is the most bytes of a piece one message carries.
 var restartChunk = 4 << 20
