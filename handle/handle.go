@@ -19,8 +19,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/orwl-go/orwl/fifo"
+	"github.com/orwl-go/orwl/internal/hugemem"
 )
 
 // Ticket is one request of a handle in a Queue, from the moment it is requested until it is
@@ -160,7 +162,55 @@ var (
 	ErrReadOnly     = errors.New("a read handle cannot resize its location")
 	ErrNegativeSize = errors.New("negative size")
 	ErrRequested    = errors.New("already requested")
+	// ErrReadOnlyData and ErrStaleData are misuses of mapped data that a runtime which guards
+	// its buffers (package internal/hugemem's Protect and Retire) makes fault, and that
+	// Section, or whoever recovers the fault (Owner.Misuse), reports.
+	ErrReadOnlyData = errors.New("write through a read handle's data")
+	ErrStaleData    = errors.New("use of data after its release or a Resize")
 )
+
+// misuse explains p, a panic, when it is a fault on a buffer that the runtime guards: a
+// write to read-only data (a read grant's), or a use of a buffer retired when Resize
+// replaced it or when the job freed it. It returns nil for any other panic.
+func misuse(p any) error {
+	f, ok := p.(interface{ Addr() uintptr }) // a fault's panic (runtime/debug.SetPanicOnFault)
+	if !ok {
+		return nil
+	}
+	switch a, off, size, ok := hugemem.Find(f.Addr()); {
+	case ok && a == hugemem.ReadOnly:
+		return fmt.Errorf("%w (byte %d of %d): copy the data to change it, or change it through a write handle", ErrReadOnlyData, off, size)
+	case ok && a == hugemem.NoAccess:
+		return fmt.Errorf("%w (byte %d of %d): after Resize use the slice it returns (or Map again), and no slice after Release or after Run returns", ErrStaleData, off, size)
+	}
+	return nil
+}
+
+// Misuse explains p, a panic recovered from the owner's code, when it is a fault on a guarded
+// buffer (see ErrReadOnlyData): the error names the handle of the owner whose data holds the
+// faulting address, if any. It returns nil for any other panic.
+func (o *Owner) Misuse(p any) error {
+	err := misuse(p)
+	if err == nil {
+		return nil
+	}
+	if h := holding(o.active, p); h != nil {
+		return h.fail("use of the data", err)
+	}
+	return err
+}
+
+// holding returns the handle of hs whose mapped data holds the address of p, a fault's
+// panic, or nil.
+func holding(hs []*Handle, p any) *Handle {
+	addr := p.(interface{ Addr() uintptr }).Addr()
+	for _, h := range hs {
+		if b := h.Map(); len(b) > 0 && addr >= uintptr(unsafe.Pointer(&b[0])) && addr < uintptr(unsafe.Pointer(&b[0]))+uintptr(len(b)) {
+			return h
+		}
+	}
+	return nil
+}
 
 // Error is a failed handle operation. It names the task, the location and the position.
 type Error struct {
@@ -345,7 +395,7 @@ func (h *Handle) Test() bool {
 
 // Map returns the location's data between Acquire and Release, nil otherwise; the data of
 // an empty location is an empty, non-nil slice. The slice of a read handle must not be
-// modified; no slice may be used after Release.
+// modified; no slice may be used after Release, nor, after Resize, one of before.
 func (h *Handle) Map() []byte {
 	if h.held == nil {
 		return nil
@@ -355,6 +405,7 @@ func (h *Handle) Map() []byte {
 
 // Resize changes the size of the location's data while h holds a write grant, keeping the
 // common prefix and zero-filling the rest, and returns the new data (Map returns it too).
+// Slices of the data from before, Section's included, are no longer valid.
 func (h *Handle) Resize(n int) ([]byte, error) {
 	switch {
 	case h.held == nil:
@@ -394,29 +445,40 @@ func (h *Handle) Release() error {
 }
 
 // Section acquires h, calls fn with the mapped data, and releases h. It returns the first
-// error of the three steps.
+// error of the three steps. The data is fn's until it returns, and only the slice that the
+// last Resize returned is valid: see Map.
 //
 // When fn fails or panics, a read handle is released as usual, but a write handle fails its
 // grant (Ticket.Fail): the data may be half-written, so it is never handed on, and the
 // requests that wait on the location, and those that come later, fail with an error that
 // names h and fn's error (or with the error it led to, such as the task's own). The handle
-// is then closed.
+// is then closed. A fault of fn on a buffer that the runtime guards (see ErrReadOnlyData)
+// is fn's failure, with an error that says which misuse it was; any other panic goes on.
 func (h *Handle) Section(ctx context.Context, fn func(data []byte) error) (err error) {
 	if err := h.Acquire(ctx); err != nil {
 		return err
 	}
 	done := false
 	defer func() {
+		var p any
+		if !done {
+			if p = recover(); p != nil {
+				if merr := misuse(p); merr != nil {
+					err, done, p = h.fail("section", merr), true, nil
+				}
+			}
+		}
 		if h.spec.Mode == fifo.Write && (!done || err != nil) {
 			cause := err
 			if !done {
 				cause = errors.New("the section panicked")
 			}
 			h.abort(cause)
-			return
-		}
-		if rerr := h.Release(); err == nil {
+		} else if rerr := h.Release(); err == nil {
 			err = rerr
+		}
+		if p != nil {
+			panic(p) // on top of fn's frames, still on the stack
 		}
 	}()
 	err = fn(h.Map())

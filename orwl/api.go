@@ -39,8 +39,18 @@ type HandleError = handle.Error
 func (h *Handle) Acquire(ctx context.Context) error { return h.h.Acquire(ctx) }
 
 // Map returns the location's data between Acquire and Release, nil otherwise (an empty
-// location maps to an empty, non-nil slice). The data of a read handle must not be
-// modified, and no slice may be used after Release.
+// location maps to an empty, non-nil slice). The slice is valid until Release, or until a
+// Resize, which returns the new one (Map returns it too): no slice may be used after
+// Release, after a Resize that followed it, or after Run returns. The data of a read handle
+// must not be modified.
+//
+// In a checked job (Config.Checked, on in tests) these mistakes fail the same way at every
+// size and number of processes: a write through a read handle's data fails the Section
+// with ErrReadOnlyData (the data is unchanged), a use of a slice from before Resize fails it
+// with ErrStaleData, outside a Section either one fails the task, and a slice used after
+// Run returns faults. Unchecked, a write through a read handle's data changes the owner's
+// data when it is in the same process and only this process's copy otherwise, and a stale
+// slice may still work, be lost or fault: do not rely on either.
 func (h *Handle) Map() []byte { return h.h.Map() }
 
 // Release ends the access started by Acquire; the next entry of the FIFO is granted. A write
@@ -51,6 +61,9 @@ func (h *Handle) Release() error { return h.h.Release() }
 // the first error of the three. When fn fails or panics in a write section, the data may be
 // half written: it is never handed on, every request waiting on the location (and every
 // later one) fails with an error naming the handle and fn's error, and the handle is closed.
+// The data is fn's until it returns, under Map's rules: read-only for a read handle, and
+// replaced by what Resize returns; in a checked job a misuse is fn's error (ErrReadOnlyData,
+// ErrStaleData), naming the task, the location and the position.
 func (h *Handle) Section(ctx context.Context, fn func(data []byte) error) error {
 	return h.h.Section(ctx, fn)
 }
@@ -65,7 +78,10 @@ func (h *Handle) Test() bool { return h.h.Test() }
 
 // Resize changes the size of the location's data while the handle holds a write grant,
 // keeping the common prefix and zero-filling the rest, and returns the new data (Map returns
-// it too). Every later access, in any process, sees the new size.
+// it too). Every later access, in any process, sees the new size. The slice that Section's
+// fn was given, and any earlier Map, is no longer valid: use the one Resize returns, or call
+// Map again. Unchecked, a write through the old slice is lost (or, when the size fits in the
+// old capacity, reaches the data); in a checked job it fails with ErrStaleData.
 func (h *Handle) Resize(n int) ([]byte, error) { return h.h.Resize(n) }
 
 // Request places a one-shot handle's request at the tail of its location's FIFO again, once
@@ -100,4 +116,6 @@ var (
 	ErrReadOnly     = handle.ErrReadOnly
 	ErrNegativeSize = handle.ErrNegativeSize
 	ErrRequested    = handle.ErrRequested
+	ErrReadOnlyData = handle.ErrReadOnlyData // a checked job's write through a read handle's data
+	ErrStaleData    = handle.ErrStaleData    // a checked job's use of data after Release, a Resize or Run
 )

@@ -19,8 +19,8 @@ var bigSizes = []int{hugemem.Threshold, 3 * hugemem.Threshold, hugemem.Threshold
 // bigBuffers runs a job of two tasks: task 1 owns x, resizes and fills it, then both read
 // it (task 0 through a mirror when it runs in another process), every round, with the
 // sizes of bigSizes. It checks what every reader sees, that a buffer replaced by a larger
-// one (the location's data, a mirror) is freed at once, and that every buffer is freed
-// when Run returns.
+// one (the location's data, a mirror) is freed by the end of the section, and that every
+// buffer is freed when Run returns.
 func bigBuffers(ctx context.Context) error {
 	mapped := runtime.GOOS == "linux"
 	seen := make([][]byte, 2) // the last buffer each task mapped
@@ -39,18 +39,22 @@ func bigBuffers(ctx context.Context) error {
 			}
 			for round, size := range bigSizes {
 				if w != nil {
+					var replaced []byte
 					if err := w.Section(ctx, func(old []byte) error {
 						b, err := w.Resize(size)
 						if err != nil {
 							return err
 						}
-						if grown := size > cap(old); grown && hugemem.Mapped(old) {
-							return fmt.Errorf("round %d: the buffer replaced by Resize(%d) is still mapped", round, size)
+						if size > cap(old) {
+							replaced = old
 						}
 						b[0], b[size-1] = byte(round+1), byte(round+2)
 						return nil
 					}); err != nil {
 						return err
+					}
+					if hugemem.Mapped(replaced) {
+						return fmt.Errorf("round %d: the buffer replaced by Resize(%d) is still mapped after the section", round, size)
 					}
 				}
 				if err := r.Section(ctx, func(b []byte) error {

@@ -135,14 +135,29 @@
 // Iterate checks it, so that the rounds of every location are its iterations.
 //
 // Location data and mirrors of remote locations of 2 MiB or more live outside the Go heap,
-// mapped (package internal/hugemem): they are freed when Run returns, and when a Resize
-// replaces them, so a slice from Map must not outlive its section; a mirror that its
+// mapped (package internal/hugemem): they are freed when Run returns, and at the release
+// of a write whose Resize replaced them, so a slice from Map must not outlive its section
+// (see Checked jobs); a mirror that its
 // process will not read before the data changes, or that no request of its process needs
 // any more, gives its buffer to the next mirror that needs one. The environment
 // variable ORWL_HUGEPAGES=on asks for transparent huge pages for them (512 times fewer page
 // faults when they are first touched; faster where the system has the memory at hand, but
 // slower on a virtual machine whose host lends memory lazily), off refuses them; unset, the
 // system's policy decides.
+//
+// # Checked jobs
+//
+// The slice that Map or Section gives is valid while the handle holds its grant and until a
+// Resize, which returns the new one; a read handle's slice must not be written. A checked
+// job (Config.Checked: by default in test binaries, else with ORWL_CHECKED=on) makes these
+// mistakes fail alike at every size and number of processes: every buffer has pages of its
+// own, read-only while read grants hold it, and a buffer that Resize replaces or that Run
+// frees is made inaccessible for good. A write through a read handle's data, or a use of
+// a slice from before Resize, then fails the section with ErrReadOnlyData or ErrStaleData,
+// naming the task, the location and the position (the data is unchanged), and a slice used
+// after Run returns faults. The fault must happen on the task's own goroutine: in one it
+// started, or in C code, it crashes the process. Unchecked, such mistakes go unnoticed, and
+// what they do depends on the number of processes and the size.
 //
 // orwl does no computation of its own: kernels and data layout belong to the program.
 package orwl

@@ -2,10 +2,13 @@ package orwl
 
 import (
 	"cmp"
+	"flag"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"unsafe"
 
 	"github.com/orwl-go/orwl/fifo"
@@ -46,8 +49,10 @@ type location struct {
 	snapRound int              // the round whose first grant takes the armed checkpoint's snapshot; 0: none
 	snapBuf   []byte           // the snapshot, reused from one checkpoint to the next
 
-	data    []byte // 8-byte aligned; written only under a write grant (or before the schedule)
-	version uint64 // counts the write releases; changed under mu by the releasing writer
+	data    []byte   // 8-byte aligned; written only under a write grant (or before the schedule)
+	version uint64   // counts the write releases; changed under mu by the releasing writer
+	readers int      // read grants of this process's tasks that hold data, in a checked job; under mu
+	stale   [][]byte // buffers that Resize replaced, freed at the write grant's release (buffers.resize)
 
 	// sendMu orders the grants sent to other processes, and guards mirrors: the version of
 	// the data each process's mirror holds, by rank (nil in a job of one process).
@@ -150,6 +155,9 @@ func (l *location) granting(granted []*fifo.Request) {
 		return
 	}
 	l.grants++
+	if l.j.bufs.checked {
+		l.guardReads(granted, 1)
+	}
 	for _, r := range granted {
 		if s, ok := r.Tag.(*served); ok {
 			s.recycle = s.recyclable()
@@ -180,6 +188,9 @@ func (l *location) release(r *fifo.Request, newVersion bool, mirror int, onTask 
 		l.version++
 	}
 	version := l.version
+	if l.j.bufs.checked && r.State() == fifo.Granted {
+		l.guardReads([]*fifo.Request{r}, -1)
+	}
 	granted, err := l.fifo.Release(r, buf[:0])
 	l.granting(granted)
 	l.mu.Unlock()
@@ -201,10 +212,28 @@ func (l *location) cancel(r *fifo.Request) {
 		l.mu.Unlock()
 		return
 	}
+	if l.j.bufs.checked && r.State() == fifo.Granted {
+		l.guardReads([]*fifo.Request{r}, -1)
+	}
 	granted := l.fifo.Cancel(r, buf[:0])
 	l.granting(granted)
 	l.mu.Unlock()
 	deliver(granted, true)
+}
+
+// guardReads counts the read grants of this process's tasks among rs, granted (by +1) or
+// ended (by -1), in a checked job: the data is read-only while one of them holds it (l.mu
+// held, so that a write grant that follows finds it writable again).
+func (l *location) guardReads(rs []*fifo.Request, by int) {
+	was := l.readers
+	for _, r := range rs {
+		if _, local := r.Tag.(*localTicket); local && r.Mode() == fifo.Read {
+			l.readers += by
+		}
+	}
+	if (was == 0) != (l.readers == 0) {
+		l.j.bufs.guard(l.data, l.readers > 0)
+	}
 }
 
 // fail stops l for good: every request still waiting gets err, and nothing is granted any
@@ -265,13 +294,17 @@ func (t *localTicket) Granted() bool {
 func (t *localTicket) Data() []byte { return t.loc.data }
 
 func (t *localTicket) Resize(n int) ([]byte, error) {
-	t.loc.data = resized(t.loc.data, n)
-	return t.loc.data, nil
+	l := t.loc
+	return l.j.bufs.resize(&l.data, &l.stale, n), nil
 }
 
 // Release ends the access; a write makes a new version of the data.
 func (t *localTicket) Release() error {
-	return t.loc.release(&t.req, t.h.Mode() == fifo.Write, -1, true)
+	write := t.h.Mode() == fifo.Write
+	if write {
+		t.loc.j.bufs.freeStale(&t.loc.stale)
+	}
+	return t.loc.release(&t.req, write, -1, true)
 }
 
 // Cancel withdraws the ticket; a grant that had arrived goes back with the data unchanged.
@@ -340,6 +373,13 @@ func (l *location) schedule() error {
 		}
 		return cmp.Or(cmp.Compare(a.pos, b.pos), cmp.Compare(a.task, b.task))
 	})
+	if b := l.j.bufs; b.checked && len(l.data) > 0 && !hugemem.Mapped(l.data) {
+		// Scale and a restore put data under hugemem.Threshold in Go memory: to pages of
+		// its own, which grants can guard.
+		guarded := b.alloc(len(l.data))
+		copy(guarded, l.data)
+		l.data = guarded
+	}
 	var err error
 	for _, p := range l.pending {
 		if granted, err = l.fifo.Enqueue(p.req, p.mode, granted); err != nil {
@@ -355,21 +395,121 @@ func (l *location) schedule() error {
 	return err
 }
 
-// resized returns b resized to n bytes, keeping the common prefix and zero-filling the rest;
-// it reallocates (8-byte aligned) only when b's capacity is short, and then frees b.
-func resized(b []byte, n int) []byte {
-	if n <= cap(b) {
-		old := len(b)
-		b = b[:n]
-		if n > old {
-			clear(b[old:])
-		}
-		return b
+// Checking is a job's choice of checks on the use of mapped data (Config.Checked).
+type Checking uint8
+
+// The choices of Config.Checked.
+const (
+	// CheckedDefault: the environment variable ORWL_CHECKED ("on" or "off"), else on inside
+	// a test binary (testing.Testing) that runs no benchmarks (no -test.bench), off elsewhere.
+	CheckedDefault Checking = iota
+	CheckedOn
+	CheckedOff
+)
+
+// envChecked overrides CheckedDefault.
+const envChecked = "ORWL_CHECKED"
+
+// resolve says whether a job with the choice c is checked.
+func (c Checking) resolve() (bool, error) {
+	switch c {
+	case CheckedOn:
+		return true, nil
+	case CheckedOff:
+		return false, nil
+	case CheckedDefault:
+	default:
+		return false, fmt.Errorf("orwl: Config.Checked is %d: want CheckedDefault, CheckedOn or CheckedOff", c)
 	}
-	nb := alignedBytes(n)
-	copy(nb, b)
-	freeBytes(b)
-	return nb
+	switch v := os.Getenv(envChecked); v {
+	case "on":
+		return true, nil
+	case "off":
+		return false, nil
+	case "":
+		bench := flag.Lookup("test.bench")
+		return testing.Testing() && (bench == nil || bench.Value.String() == ""), nil
+	default:
+		return false, fmt.Errorf("orwl: %s=%q: want on or off", envChecked, v)
+	}
+}
+
+// buffers allocates and frees the data of locations and mirrors. In a checked job every
+// buffer has pages of its own (hugemem.Pages), read-only while read grants of this
+// process hold it (guard), and a buffer that Resize replaces or that Run frees is retired
+// (hugemem.Retire), never used again: a write through a read handle's data, and a use of a
+// slice of before Resize or after Run, fault at every size, and the task's Section (or its
+// recovery, callTask) reports the misuse (handle.ErrReadOnlyData, handle.ErrStaleData).
+type buffers struct{ checked bool }
+
+// alloc returns n zeroed bytes, 8-byte aligned; never nil.
+func (b buffers) alloc(n int) []byte {
+	if b.checked {
+		return hugemem.Pages(n)
+	}
+	return alignedBytes(n)
+}
+
+// filled is alloc for a buffer that the caller fills at once (see filledBytes).
+func (b buffers) filled(n int) []byte {
+	if b.checked {
+		return hugemem.Pages(n)
+	}
+	return filledBytes(n)
+}
+
+// free frees buf, a buffer of alloc or filled, which must not be used afterwards (in a
+// checked job every use faults).
+func (b buffers) free(buf []byte) {
+	if b.checked {
+		hugemem.Retire(buf)
+		return
+	}
+	freeBytes(buf)
+}
+
+// guard makes buf read-only (read) or writable again, in a checked job. The system refuses
+// only when the process has too many mappings: the data then stays as it is, unguarded.
+func (b buffers) guard(buf []byte, read bool) {
+	a := hugemem.ReadWrite
+	if read {
+		a = hugemem.ReadOnly
+	}
+	hugemem.Protect(buf, a)
+}
+
+// resize sets *data, under a write grant, to n bytes, keeping the common prefix and
+// zero-filling the rest, and returns it. A checked job always moves the data to a new
+// buffer and retires the old one, so that the slice of before faults at every size.
+// Otherwise the buffer is kept when its capacity allows it, and one that is replaced waits
+// in *stale until the grant's release (freeStale), so that a write through the slice of
+// before is lost at every size, rather than faulting on a mapped buffer only.
+func (b buffers) resize(data *[]byte, stale *[][]byte, n int) []byte {
+	old := *data
+	if !b.checked && n <= cap(old) {
+		*data = old[:n]
+		if n > len(old) {
+			clear((*data)[len(old):])
+		}
+		return *data
+	}
+	*data = b.alloc(n)
+	copy(*data, old)
+	if b.checked {
+		b.free(old)
+	} else {
+		*stale = append(*stale, old)
+	}
+	return *data
+}
+
+// freeStale frees the buffers that Resize replaced during a write grant, at its release.
+func (b buffers) freeStale(stale *[][]byte) {
+	for i, buf := range *stale {
+		b.free(buf)
+		(*stale)[i] = nil
+	}
+	*stale = (*stale)[:0]
 }
 
 // alignedBytes returns n zeroed bytes whose first byte is 8-byte aligned; never nil. Large

@@ -191,7 +191,7 @@ func (n *node) released(from int, h *transport.Header, payload []byte) error {
 	mirror := -1
 	if m.data && s.req.Mode() == fifo.Write {
 		mirror = from
-		resizeKeep(&l.data, int(h.Len), filledBytes) // the payload is there; this sets the size, 0 included
+		n.j.bufs.resizeKeep(&l.data, int(h.Len), n.j.bufs.filled) // the payload is there; this sets the size, 0 included
 	}
 	return l.release(&s.req, mirror >= 0, mirror, false)
 }
@@ -213,5 +213,5 @@ func (n *node) writeBackSink(from int, h *transport.Header) ([]byte, error) {
 	if n.j.rec != nil {
 		s.transfer = n.j.rec.TaskTrack(s.loc.id.Task).BeginTransfer(trace.Loc(s.loc.id), trace.In, from, int64(h.Len))
 	}
-	return resizeKeep(&s.loc.data, int(h.Len), filledBytes), nil
+	return n.j.bufs.resizeKeep(&s.loc.data, int(h.Len), n.j.bufs.filled), nil
 }

@@ -27,8 +27,9 @@ type remoteQueue struct {
 	n       *node
 	owner   int
 	loc     uint32
-	mirror  []byte // 8-byte aligned, never nil; written by a grant's data or under a write grant
-	version uint64 // the version the mirror holds (0: none)
+	mirror  []byte   // 8-byte aligned, never nil; written by a grant's data or under a write grant
+	version uint64   // the version the mirror holds (0: none)
+	stale   [][]byte // mirrors that Resize replaced, freed at the write grant's release (buffers.resize)
 
 	// batch holds the grants received with more set, until the last of their FIFO operation
 	// comes (used by the reader of the owner's connection only); grantMu is held while a
@@ -38,6 +39,7 @@ type remoteQueue struct {
 	grantMu sync.Mutex
 	held    int  // grants of the queue delivered and not given back
 	recycle bool // the last batch said recycle: the mirror is stale before its next grant
+	guarded bool // the mirror is read-only: read grants hold it, in a checked job
 
 	// sendMu orders the requests on the queue with the release that gives the mirror up
 	// (givenBack), and guards active: a request sent after that release finds the owner
@@ -64,8 +66,9 @@ type requester struct {
 // that needs a buffer. Only mapped buffers are kept (hugemem.Threshold): a smaller one is Go
 // memory, as cheap to allocate again.
 type spareMirrors struct {
-	mu   sync.Mutex
-	bufs [][]byte
+	mu    sync.Mutex
+	bufs  [][]byte
+	alloc buffers // the job's
 }
 
 // take returns a buffer of n bytes for a grant's data to fill: a spare one of n to 2n
@@ -82,7 +85,7 @@ func (s *spareMirrors) take(n int) []byte {
 		}
 	}
 	s.mu.Unlock()
-	return filledBytes(n)
+	return s.alloc.filled(n)
 }
 
 // keep adds b, a mapped mirror's buffer that nothing uses any more, to the spares.
@@ -95,7 +98,7 @@ func (s *spareMirrors) keep(b []byte) {
 // free frees the spares, once nothing can take one.
 func (s *spareMirrors) free() {
 	for _, b := range s.bufs {
-		freeBytes(b)
+		s.alloc.free(b)
 	}
 	s.bufs = nil
 }
@@ -217,8 +220,8 @@ func (t *remoteTicket) Granted() bool {
 func (t *remoteTicket) Data() []byte { return t.q.mirror }
 
 func (t *remoteTicket) Resize(n int) ([]byte, error) {
-	t.q.mirror = resized(t.q.mirror, n)
-	return t.q.mirror, nil
+	q := t.q
+	return q.n.j.bufs.resize(&q.mirror, &q.stale, n), nil
 }
 
 // Release gives the grant back to the owner, with the data when it was a write.
@@ -283,6 +286,7 @@ func (n *node) sendRelease(t *remoteTicket, m releaseMsg, payload []byte, onTask
 	if m.data {
 		payload = q.mirror
 		q.version = t.version + 1 // what the owner's data becomes
+		n.j.bufs.freeStale(&q.stale)
 	}
 	m.dropped = q.givenBack(!m.data)
 	// Queued under sendMu, so that it goes before any later request of q, and written
@@ -312,6 +316,7 @@ func (q *remoteQueue) givenBack(mayDrop bool) bool {
 	q.held--
 	var spare []byte
 	if q.held == 0 {
+		q.guard(false)
 		if mayDrop && (q.recycle || q.active == 0) && hugemem.Mapped(q.mirror) {
 			spare, q.mirror, q.version = q.mirror, alignedBytes(0), 0
 		}
@@ -323,6 +328,15 @@ func (q *remoteQueue) givenBack(mayDrop bool) bool {
 	}
 	q.n.req.spare.keep(spare)
 	return true
+}
+
+// guard makes the mirror read-only (read) or writable again, in a checked job (see
+// buffers); q.grantMu held.
+func (q *remoteQueue) guard(read bool) {
+	if q.guarded != read && q.n.j.bufs.checked {
+		q.n.j.bufs.guard(q.mirror, read)
+		q.guarded = read
+	}
 }
 
 func (t *remoteTicket) where() uint32 { return t.q.loc }
@@ -358,15 +372,24 @@ func (n *node) grantSink(from int, h *transport.Header) ([]byte, error) {
 	if n.j.rec != nil {
 		t.transfer = n.j.rec.TaskTrack(t.spec.Task).BeginTransfer(trace.Loc(n.j.locationAt(h.Key)), trace.In, from, int64(h.Len))
 	}
-	return resizeKeep(&t.q.mirror, int(h.Len), n.req.spare.take), nil
+	// Data comes only when no grant of the queue is held (a new version needs every reader
+	// of the old one to have released), so the mirror is writable; a failed job's late
+	// grant is the exception that must not fault.
+	q := t.q
+	if n.j.bufs.checked {
+		q.grantMu.Lock()
+		q.guard(false)
+		q.grantMu.Unlock()
+	}
+	return n.j.bufs.resizeKeep(&q.mirror, int(h.Len), n.req.spare.take), nil
 }
 
 // resizeKeep sets *b to n bytes, reallocating with alloc (freeing the old buffer) only when
 // it must grow; its callers fill it with a payload at once, so alloc gives a buffer whose
-// pages are faulted in (filledBytes, or a spare mirror).
-func resizeKeep(b *[]byte, n int, alloc func(int) []byte) []byte {
+// pages are faulted in (filled, or a spare mirror).
+func (bs buffers) resizeKeep(b *[]byte, n int, alloc func(int) []byte) []byte {
 	if n > cap(*b) {
-		freeBytes(*b)
+		bs.free(*b)
 		*b = alloc(n)
 	}
 	*b = (*b)[:n]
@@ -387,7 +410,7 @@ func (n *node) granted(from int, h *transport.Header, payload []byte) error {
 	}
 	q := t.q
 	if m.data {
-		resizeKeep(&q.mirror, int(h.Len), n.req.spare.take) // the payload is there; this sets the size, 0 included
+		n.j.bufs.resizeKeep(&q.mirror, int(h.Len), n.req.spare.take) // the payload is there; this sets the size, 0 included
 		q.version = m.version
 	} else if q.version != m.version {
 		return fmt.Errorf("grant of %s without data: this process's copy holds version %d, not %d", n.j.locationAt(m.loc), q.version, m.version)
@@ -404,6 +427,9 @@ func (n *node) granted(from int, h *transport.Header, payload []byte) error {
 	q.grantMu.Lock()
 	q.held += len(q.batch)
 	q.recycle = m.recycle
+	if q.batch[0].spec.Mode == fifo.Read { // a read group, or a write alone
+		q.guard(true)
+	}
 	for _, b := range q.batch {
 		if !b.latch.Grant() {
 			cancelled = append(cancelled, b)

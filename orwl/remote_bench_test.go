@@ -101,7 +101,8 @@ func freeAddr(tb testing.TB) string {
 // startPeer starts the child process of a benchmark with the given extra environment.
 func startPeer(b *testing.B, scenario string, env ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(append(os.Environ(), env...), scenarioEnv+"="+scenario)
+	// Unchecked like this process, which runs benchmarks (Config.Checked).
+	cmd.Env = append(append(os.Environ(), env...), scenarioEnv+"="+scenario, "ORWL_CHECKED=off")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)

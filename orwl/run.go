@@ -61,6 +61,12 @@ type Config struct {
 	// Task.Iterate and Task.Keep). The zero value takes none, unless ORWL_CHECKPOINT_DIR
 	// says where.
 	Checkpoint Checkpoint
+	// Checked makes misuse of mapped data fail the same way at every size and number of
+	// processes (see "Checked jobs" in the package documentation): a write through a read
+	// handle's data, or a use of data that Resize replaced or that Run freed. It costs a page
+	// per location and system calls per grant, for tests: the zero value is on inside test
+	// binaries that run no benchmarks and off elsewhere, unless ORWL_CHECKED is "on" or "off".
+	Checked Checking
 }
 
 // TaskFunc is the program of every task. Returning a non-nil error cancels the context of
@@ -183,17 +189,20 @@ func (j *job) start(ctx context.Context, wg *sync.WaitGroup, fn TaskFunc) {
 // freeBuffers frees the data of this process's locations, the mirrors of the others' and
 // their spares, and the snapshot buffers of checkpoints (large ones are mapped outside the
 // Go heap), once nothing can use them: every task of this process has returned, the
-// checkpoints' writer too, and the mesh, whose readers fill mirrors, is closed.
+// checkpoints' writer too, and the mesh, whose readers fill mirrors, is closed. A checked
+// job retires them instead (buffers.free): a slice kept past Run faults at every size.
 func (j *job) freeBuffers() {
 	for _, l := range j.owned {
 		if l != nil {
-			freeBytes(l.data)
+			j.bufs.freeStale(&l.stale)
+			j.bufs.free(l.data)
 			l.data = nil
 		}
 	}
 	for _, q := range j.queues {
 		if r, ok := q.(*remoteQueue); ok {
-			freeBytes(r.mirror)
+			j.bufs.freeStale(&r.stale)
+			j.bufs.free(r.mirror)
 			r.mirror = nil
 		}
 	}
@@ -244,6 +253,7 @@ type job struct {
 	mesh         *transport.Mesh
 	node         *node
 	ckpt         *checkpointer // nil when the job takes no checkpoints
+	bufs         buffers       // allocates the data of locations and mirrors (Config.Checked)
 
 	errMu  sync.Mutex
 	err    error       // the first failure
@@ -286,6 +296,9 @@ func newJob(cfg Config) (*job, error) {
 	if j.startTimeout, err = duration(cfg.StartTimeout, envStartTimeout); err != nil {
 		return nil, err
 	}
+	if j.bufs.checked, err = cfg.Checked.resolve(); err != nil {
+		return nil, err
+	}
 	if j.traceFile = cfg.Trace; j.traceFile == "" {
 		j.traceFile = os.Getenv("ORWL_TRACE")
 	}
@@ -301,6 +314,7 @@ func newJob(cfg Config) (*job, error) {
 	}
 	if j.procs > 1 {
 		j.node = newNode(j, j.log)
+		j.node.req.spare.alloc = j.bufs
 	}
 	j.makeLocations()
 	j.makeTasks()
@@ -519,10 +533,21 @@ func (j *job) runTask(ctx context.Context, t *Task, fn TaskFunc) {
 	j.det.finished(t.id)
 }
 
-// callTask runs fn, turning a panic into an error.
+// callTask runs fn, turning a panic into an error. A memory fault of the task's goroutine
+// is a panic too (debug.SetPanicOnFault), so that a misuse of mapped data that a checked job
+// guards is reported as such (handle.Owner.Misuse), and another fault fails the job instead
+// of the process.
 func callTask(ctx context.Context, t *Task, fn TaskFunc) (err error) {
+	debug.SetPanicOnFault(true)
 	defer func() {
 		if p := recover(); p != nil {
+			if merr := t.handles.Misuse(p); merr != nil {
+				if _, named := errors.AsType[*handle.Error](merr); !named {
+					merr = fmt.Errorf("task %d: %w", t.id, merr)
+				}
+				err = fmt.Errorf("orwl: %w\n%s", merr, debug.Stack())
+				return
+			}
 			err = fmt.Errorf("orwl: task %d panicked: %v\n%s", t.id, p, debug.Stack())
 		}
 	}()

@@ -20,6 +20,10 @@
 // uses it, and must not use it afterwards (a use after Free faults). This package only
 // allocates and frees; it must not touch the memory it hands out (a buffer's pages are
 // faulted in by its first user, inside whatever that user times).
+//
+// For checks of how a buffer is used, Pages maps a buffer of any size on pages of its own;
+// Protect makes a mapped buffer read-only or writable again, Retire makes it inaccessible for
+// good, and Find tells what a faulting address belongs to, so that a fault can be explained.
 package hugemem
 
 import (
@@ -32,11 +36,31 @@ import (
 // heap: one huge page.
 const Threshold = 2 << 20
 
-// mapped records the regions Alloc mapped, by the address of their first byte, so that
-// Free knows what to unmap, and ignores what it did not map.
+// mapped records the regions Alloc and Pages mapped, by the address of their first byte,
+// so that Free knows what to unmap, and ignores what it did not map; retired records the
+// regions Retire made inaccessible, which nothing maps again.
 var (
-	mu     sync.Mutex
-	mapped = map[unsafe.Pointer]uintptr{} // first byte: length of the mapping
+	mu      sync.Mutex
+	mapped  = map[unsafe.Pointer]region{}
+	retired = map[unsafe.Pointer]region{}
+)
+
+// region is a mapping: its length, the size of the buffer it holds, and what it allows.
+type region struct {
+	length uintptr
+	size   int
+	access Access
+}
+
+// Access is what the pages of a mapped buffer allow.
+type Access uint8
+
+// The accesses of a mapped buffer: ReadWrite when allocated, ReadOnly or ReadWrite again
+// (Protect), NoAccess once retired (Retire).
+const (
+	ReadWrite Access = iota
+	ReadOnly
+	NoAccess
 )
 
 // advice is ORWL_HUGEPAGES, read once: "on", "off", or anything else for the system's policy.
@@ -68,14 +92,97 @@ func alloc(n int, a string) []byte {
 	}
 	if n >= Threshold {
 		if p, length := mapHuge(uintptr(n), a); p != nil {
-			mu.Lock()
-			mapped[p] = length
-			mu.Unlock()
-			return unsafe.Slice((*byte)(p), n)
+			return record(p, length, n)
 		}
 	}
 	words := make([]uint64, (n+7)/8)
 	return unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), n)
+}
+
+// record registers the mapping of length bytes at p, which holds a buffer of n bytes, and
+// returns the buffer.
+func record(p unsafe.Pointer, length uintptr, n int) []byte {
+	mu.Lock()
+	mapped[p] = region{length: length, size: n}
+	mu.Unlock()
+	return unsafe.Slice((*byte)(p), n)
+}
+
+// Pages is Alloc for a buffer that Protect and Retire must be able to guard: it maps
+// buffers under Threshold too, on whole pages of their own (buffers of Threshold bytes and
+// more are mapped as Alloc maps them). Where the system maps nothing (outside Linux), or
+// refuses, the buffer is Go memory, which Protect and Retire ignore.
+func Pages(n int) []byte {
+	if n <= 0 || n >= Threshold {
+		return Alloc(n)
+	}
+	if p, length := mapPages(uintptr(n)); p != nil {
+		return record(p, length, n)
+	}
+	return Alloc(n)
+}
+
+// Protect sets what the pages of b allow, when b starts a buffer that Alloc or Pages mapped
+// (its length does not matter): ReadOnly makes every write to it fault, ReadWrite undoes
+// that. It does nothing for any other slice. It fails only when the system refuses (too
+// many mappings), leaving the access unchanged.
+func Protect(b []byte, a Access) error {
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	if p == nil || a == NoAccess {
+		return nil
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	r, ok := mapped[p]
+	if !ok || r.access == a {
+		return nil
+	}
+	if err := protect(p, r.length, a); err != nil {
+		return err
+	}
+	r.access = a
+	mapped[p] = r
+	return nil
+}
+
+// Retire frees the memory of b, a buffer that Alloc or Pages mapped (as Free takes it),
+// but keeps its addresses reserved and inaccessible for good: every later use of b, or of
+// any slice of it, faults, whatever its size, and Find names it. It does nothing for any
+// other slice.
+func Retire(b []byte) {
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	if p == nil {
+		return
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	r, ok := mapped[p]
+	if !ok {
+		return
+	}
+	delete(mapped, p)
+	r.access = NoAccess
+	if reserve(p, r.length) != nil {
+		unmap(p, r.length) // the system refuses to keep the addresses: free them at least
+		return
+	}
+	retired[p] = r
+}
+
+// Find reports which buffer that Alloc or Pages mapped, retired or not, holds the address
+// addr: the access its pages allow, the offset of addr in it and its size. ok is false when
+// addr is in none.
+func Find(addr uintptr) (a Access, offset, size int, ok bool) {
+	mu.Lock()
+	defer mu.Unlock()
+	for _, regions := range []map[unsafe.Pointer]region{mapped, retired} {
+		for p, r := range regions {
+			if start := uintptr(p); addr >= start && addr < start+r.length {
+				return r.access, int(addr - start), r.size, true
+			}
+		}
+	}
+	return 0, 0, 0, false
 }
 
 // AllocFilled is Alloc for a buffer that its caller is about to write whole (a message's
@@ -102,15 +209,16 @@ func Free(b []byte) {
 		return
 	}
 	mu.Lock()
-	length, ok := mapped[p]
+	r, ok := mapped[p]
 	delete(mapped, p)
 	mu.Unlock()
 	if ok {
-		unmap(p, length)
+		unmap(p, r.length)
 	}
 }
 
-// Mapped reports whether b starts a buffer that Alloc mapped and Free has not freed.
+// Mapped reports whether b starts a buffer that Alloc or Pages mapped and that neither Free
+// nor Retire has released.
 func Mapped(b []byte) bool {
 	p := unsafe.Pointer(unsafe.SliceData(b))
 	if p == nil {

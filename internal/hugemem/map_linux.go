@@ -49,3 +49,31 @@ func fill(p unsafe.Pointer, n uintptr) {
 	const page = 4 << 10
 	unix.Madvise(unsafe.Slice((*byte)(p), (n+page-1)&^(page-1)), unix.MADV_POPULATE_WRITE)
 }
+
+// mapPages maps n bytes, rounded up to whole pages. It returns the address and the mapped
+// length, or nil when the system refuses the mapping.
+func mapPages(n uintptr) (unsafe.Pointer, uintptr) {
+	page := uintptr(unix.Getpagesize())
+	length := (n + page - 1) &^ (page - 1)
+	p, err := unix.MmapPtr(-1, 0, nil, length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, 0
+	}
+	return p, length
+}
+
+// protect sets the access of a region that mapHuge or mapPages mapped.
+func protect(p unsafe.Pointer, length uintptr, a Access) error {
+	prot := unix.PROT_READ | unix.PROT_WRITE
+	if a == ReadOnly {
+		prot = unix.PROT_READ
+	}
+	return unix.Mprotect(unsafe.Slice((*byte)(p), length), prot)
+}
+
+// reserve replaces a region that mapHuge or mapPages mapped by inaccessible pages that hold
+// no memory.
+func reserve(p unsafe.Pointer, length uintptr) error {
+	_, err := unix.MmapPtr(-1, 0, p, length, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED|unix.MAP_NORESERVE)
+	return err
+}

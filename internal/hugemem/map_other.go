@@ -13,3 +13,12 @@ func unmap(unsafe.Pointer, uintptr) {}
 
 // fill is never called where mapHuge maps nothing.
 func fill(unsafe.Pointer, uintptr) {}
+
+// mapPages maps nothing here: every buffer comes from the Go heap.
+func mapPages(uintptr) (unsafe.Pointer, uintptr) { return nil, 0 }
+
+// protect is never called where nothing is mapped.
+func protect(unsafe.Pointer, uintptr, Access) error { return nil }
+
+// reserve is never called where nothing is mapped.
+func reserve(unsafe.Pointer, uintptr) error { return nil }
