@@ -14,6 +14,10 @@ import (
 // finished (MarkFinished).
 const finishedName = "FINISHED"
 
+// maxFinishedMark bounds the mark read back: the numbers of a directory's checkpoints, which
+// are never more than a few.
+const maxFinishedMark = 1 << 20
+
 // finishedMark is the content of a FINISHED file.
 type finishedMark struct {
 	At          time.Time `json:"at"`          // when the job finished
@@ -71,7 +75,7 @@ func (s *Store) unmark() error {
 // for every checkpoint of its directory, and a note says so.
 func Finished(dirs []string) (ks []int, notes []string) {
 	for _, dir := range dirs {
-		b, err := os.ReadFile(filepath.Join(dir, finishedName))
+		b, err := readRegular(filepath.Join(dir, finishedName), maxFinishedMark, "a finished job's mark")
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}

@@ -6,12 +6,14 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -384,5 +386,81 @@ func TestForgedSizeFallsBack(t *testing.T) {
 	invs[0].Memory, invs[1].Memory = 0, 0 // memory unknown: the sizes are taken as they are
 	if plan, notes = Choose(invs, func(Key) int { return 0 }); plan.Checkpoint != 2 || len(notes) != 0 {
 		t.Errorf("memory unknown: plan of checkpoint %d, notes %q; want checkpoint 2", plan.Checkpoint, notes)
+	}
+}
+
+// TestLockNotRegular: a LOCK that is a link to a file elsewhere is neither followed nor
+// written (Create writes its holder there), and one that is a named pipe does not hang
+// Create: the directory is refused, naming the file.
+func TestLockNotRegular(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		make func(t *testing.T) (func(string) error, string)
+	}{
+		{"link elsewhere", func(t *testing.T) (func(string) error, string) {
+			return symlinkTo(outsideFile(t, []byte("precious"))), ""
+		}},
+		{"named pipe", func(*testing.T) (func(string) error, string) { return fifo, "" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			lock := filepath.Join(dir, lockName)
+			mk, _ := tc.make(t)
+			replaceWith(t, lock, mk)
+			target, _ := os.Readlink(lock)
+			err := within(t, lock, func() error {
+				s, err := Create(dir, testJob)
+				if err == nil {
+					s.Close()
+				}
+				return err
+			})
+			if err == nil || !strings.Contains(err.Error(), lock) {
+				t.Fatalf("Create over a LOCK that is not a regular file: %v, want an error naming %s", err, lock)
+			}
+			if target != "" {
+				if b, _ := os.ReadFile(target); string(b) != "precious" {
+					t.Fatalf("the file the LOCK links to now holds %q", b)
+				}
+			}
+		})
+	}
+}
+
+// TestFinishedNotRegular: a FINISHED mark that is a link to a device, a named pipe or a
+// file longer than any mark is not read (no hang, no unbounded read): it counts as an
+// unreadable mark, and a note names it.
+func TestFinishedNotRegular(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		make func(string) error
+	}{
+		{"link to /dev/zero", symlinkTo("/dev/zero")},
+		{"named pipe", fifo},
+		{"huge sparse file", func(path string) error {
+			f, err := os.Create(path)
+			if err == nil {
+				err = errors.Join(f.Truncate(1<<40), f.Close())
+			}
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, s := twoCheckpoints(t)
+			s.Close()
+			mark := filepath.Join(dir, finishedName)
+			replaceWith(t, mark, tc.make)
+			type result struct {
+				ks    []int
+				notes []string
+			}
+			r := within(t, mark, func() result {
+				ks, notes := Finished([]string{dir})
+				return result{ks, notes}
+			})
+			if !slices.Equal(r.ks, []int{1, 2}) || len(r.notes) != 1 || !strings.Contains(r.notes[0], mark) {
+				t.Fatalf("Finished: %v %q, want every checkpoint and a note naming %s", r.ks, r.notes, mark)
+			}
+		})
 	}
 }

@@ -57,9 +57,9 @@ func Create(dir string, job Fingerprint) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("checkpoint: directory %s: %w", dir, fsError(err))
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o644)
+	lock, err := openLock(filepath.Join(dir, lockName))
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: directory %s not writable: %w", dir, fsError(err))
+		return nil, fmt.Errorf("checkpoint: directory %s not usable: %w", dir, fsError(err))
 	}
 	s := &Store{dir: dir, job: job, lock: lock, begun: make(map[int]*session)}
 	if err := s.check(); err != nil {
@@ -68,6 +68,27 @@ func Create(dir string, job Fingerprint) (*Store, error) {
 	}
 	removeTrash(dir)
 	return s, nil
+}
+
+// openLock opens (creating it) path, a directory's LOCK, for writing its holder there: only
+// a regular file, never through a link (to a file outside the directory) nor waiting on a
+// named pipe.
+func openLock(path string) (*os.File, error) {
+	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
+		return nil, notRegular(path, fi.Mode())
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|openFlags, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = notRegular(path, fi.Mode())
+		}
+		return nil, err
+	}
+	return f, nil
 }
 
 // check locks s's directory, proves it writable and refuses another job's checkpoints.
