@@ -22,7 +22,7 @@ import (
 	"github.com/orwl-go/orwl/transport"
 )
 
-// Checkpoints (DESIGN.md §10). A location's FIFO serves its iterative handles in rounds, round
+// Checkpoints (docs/design.md, rule 16). A location's FIFO serves its iterative handles in rounds, round
 // k holding the k-th access of each; the content of every location between round k-1 and
 // round k, with every task's kept state as it enters iteration k, is a consistent cut of the
 // job. Checkpoint k is taken there, piece by piece, with no barrier: a location is copied

@@ -14,7 +14,7 @@ import (
 	"github.com/orwl-go/orwl/checkpoint"
 )
 
-// Restarting from a checkpoint (DESIGN.md §10, rule 19). The processes of a job need not see
+// Restarting from a checkpoint (docs/design.md, rule 19). The processes of a job need not see
 // each other's directories (a disk per node): each one surveys the directories its pattern
 // matches here (checkpoint.Survey) and, once the mesh is connected and before the tasks
 // start, reports that inventory to rank 0. Rank 0 chooses the newest checkpoint complete
