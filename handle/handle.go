@@ -462,28 +462,62 @@ func (h *Handle) Section(ctx context.Context, fn func(data []byte) error) (err e
 	defer func() {
 		var p any
 		if !done {
-			if p = recover(); p != nil {
-				if merr := misuse(p); merr != nil {
-					err, done, p = h.fail("section", merr), true, nil
-				}
-			}
+			p = recover()
 		}
-		if h.spec.Mode == fifo.Write && (!done || err != nil) {
-			cause := err
-			if !done {
-				cause = errors.New("the section panicked")
-			}
-			h.abort(cause)
-		} else if rerr := h.Release(); err == nil {
-			err = rerr
-		}
-		if p != nil {
+		if err, p = EndSection([]*Handle{h}, err, done, p); p != nil {
 			panic(p) // on top of fn's frames, still on the stack
 		}
 	}()
 	err = fn(h.Map())
 	done = true
 	return err
+}
+
+// EndSection ends a section over hs, handles of one owner acquired in this order (Section's
+// one handle, or several taken together), whose function returned err, or did not return
+// (done false) and panicked with p, which the caller's deferred function recovered (nil
+// when the function's goroutine exits without a panic). It returns the section's error and
+// the panic to go on with, if any.
+//
+// A fault of the function on a buffer that the runtime guards (see ErrReadOnlyData) is the
+// function's failure, named after the handle whose data it hit (after hs[0] when none of
+// them maps that address, as for a stale slice). Then the handles end, the last one first:
+// a read handle is released, and so is a write handle when the function succeeded; when it
+// failed or panicked, a write handle that still holds its grant fails it (see Section) and
+// is closed. The section's error is the function's, or else the releases' (one alone as it
+// is, several joined).
+func EndSection(hs []*Handle, err error, done bool, p any) (error, any) {
+	if merr := misuse(p); merr != nil {
+		switch h := holding(hs, p); {
+		case h != nil:
+			err = h.fail("section", merr)
+		case len(hs) > 0:
+			err = hs[0].fail("section", merr)
+		default:
+			err = merr
+		}
+		done, p = true, nil
+	}
+	var errs []error
+	for i := len(hs) - 1; i >= 0; i-- {
+		h := hs[i]
+		if h.spec.Mode == fifo.Write && h.held != nil && (!done || err != nil) {
+			cause := err
+			if !done {
+				cause = errors.New("the section panicked")
+			}
+			h.abort(cause)
+		} else if rerr := h.Release(); rerr != nil {
+			errs = append(errs, rerr)
+		}
+	}
+	if err == nil && len(errs) > 0 {
+		err = errs[0]
+		if len(errs) > 1 {
+			err = errors.Join(errs...)
+		}
+	}
+	return err, p
 }
 
 // abort fails the grant h holds after its write section failed with cause, and closes h.
