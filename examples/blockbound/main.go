@@ -34,25 +34,21 @@ var reference = blockring.Sequential
 // is all it takes for the job to checkpoint (-checkpoint) and resume.
 func ring(ctx context.Context, j blockring.Job) ([]float64, error) {
 	return blockring.Run(ctx, j, func(ctx context.Context, t *orwl.Task, r *blockring.Ring) (float64, error) {
+		pos0 := orwl.Group{r.BlockW, r.LeftR}  // write my block while reading the left neighbour's bound
+		pos1 := orwl.Group{r.BlockR, r.BoundW} // read my block and write my bound
 		last := 0.0
 		err := t.Iterate(ctx, j.Iters, func(int) error { // resumes from a checkpoint, if any
-			// Position 0: write my block while reading the left neighbour's bound.
-			if err := r.BlockW.Section(ctx, func(block []byte) error {
-				return r.LeftR.Section(ctx, func(bound []byte) error {
-					blockring.Step(t.ID(), orwl.Float64s(block), orwl.Float64s(bound)[0])
-					return nil
-				})
+			if err := pos0.Section(ctx, func(data [][]byte) error {
+				blockring.Step(t.ID(), orwl.Float64s(data[0]), orwl.Float64s(data[1])[0])
+				return nil
 			}); err != nil {
 				return err
 			}
-			// Position 1: read my block and write my bound.
-			return r.BlockR.Section(ctx, func(block []byte) error {
-				return r.BoundW.Section(ctx, func(bound []byte) error {
-					b := orwl.Float64s(block)
-					orwl.Float64s(bound)[0] = b[len(b)-1]
-					last = b[len(b)-1]
-					return nil
-				})
+			return pos1.Section(ctx, func(data [][]byte) error {
+				b := orwl.Float64s(data[0])
+				last = b[len(b)-1]
+				orwl.Float64s(data[1])[0] = last
+				return nil
 			})
 		})
 		return last, err
