@@ -403,8 +403,8 @@ const (
 	// CheckedDefault: the environment variable ORWL_CHECKED ("on" or "off"), else on inside
 	// a test binary (testing.Testing) that runs no benchmarks (no -test.bench), off elsewhere.
 	CheckedDefault Checking = iota
-	CheckedOn
-	CheckedOff
+	CheckedOn               // checked, whatever the environment
+	CheckedOff              // unchecked, whatever the environment: production speed
 )
 
 // envChecked overrides CheckedDefault.
