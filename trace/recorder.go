@@ -1,8 +1,8 @@
 // Package trace records what an ORWL job did — requests, grants, acquire
 // waits, critical sections, releases, data transfers and the schedule barrier
 // — and turns it into something a person can look at: Chrome trace event JSON
-// (opens in Perfetto UI and chrome://tracing), an SVG Gantt chart, and a short
-// text summary.
+// (opens in Perfetto UI and chrome://tracing), a short text summary, and
+// (package gantt) an SVG Gantt chart.
 //
 // # Recording
 //
@@ -50,12 +50,20 @@
 // FIFOTidBase+owner*256+n for the FIFO of the n-th location of an owner task
 // seen by the recorder, and ProcessTidBase+rank for the process track
 // (schedule barrier).
-// [RenderSVG] draws a Gantt chart and [Summarize] prints where time went.
+//
+// # Reading
+//
+// [Parse] and [Merge] read traces back. [NewTimeline] sorts a trace into one
+// row per task (sections, waits, transfers) with the processes' barriers: it
+// is the view that [Summarize] prints where time went from, that
+// [github.com/orwl-go/orwl/trace/gantt.Render] draws a Gantt chart from, and
+// that other views of a trace can be made from.
 //
 // # What it must not do
 //
 // This package imports no other package of this module but fifo, whose Mode
-// (read or write) is the one access mode of the whole module: the ORWL runtime
+// (read or write) is the one access mode of the whole module, and its own
+// internal/units, which prints figures as package gantt does: the ORWL runtime
 // depends on it, never the reverse. It does no I/O of its own except
 // into the writers it is given, starts no goroutines, and never blocks a task
 // beyond the per-track lock of the event it records.

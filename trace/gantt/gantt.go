@@ -12,6 +12,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"github.com/orwl-go/orwl/trace"
+	"github.com/orwl-go/orwl/trace/internal/units"
 	"hash/fnv"
 	"io"
 	"math"
@@ -458,12 +459,12 @@ func (c *chart) binBar(tl []seg, layer, k, j int, v binValue, lastSeg int, singl
 
 func tip(s seg, t0 int64) string {
 	iv := s.src
-	d, at := trace.FormatDuration(time.Duration(iv.End-iv.Ts)), trace.FormatDuration(time.Duration(iv.Ts-t0))
+	d, at := units.Duration(time.Duration(iv.End-iv.Ts)), units.Duration(time.Duration(iv.Ts-t0))
 	switch s.kind {
 	case "wait":
 		return fmt.Sprintf("wait for %s (%s), %s at %s", iv.Loc, iv.Mode, d, at)
 	case "transfer":
-		return fmt.Sprintf("transfer of %s, %s, %s at %s", iv.Loc, trace.FormatBytes(iv.Bytes), d, at)
+		return fmt.Sprintf("transfer of %s, %s, %s at %s", iv.Loc, units.Bytes(iv.Bytes), d, at)
 	}
 	return fmt.Sprintf("%s %s section, %s at %s", iv.Loc, iv.Mode, d, at)
 }
@@ -502,7 +503,7 @@ func (c *chart) draw() {
 func (c *chart) drawTitle() {
 	m := c.m
 	c.text(c.left, 28, ` font-size="20" font-weight="bold" fill="#222"`, c.o.Title)
-	sub := fmt.Sprintf("%d tasks in %d processes, %s", len(m.Rows), m.Procs, trace.FormatDuration(time.Duration(c.t1-c.t0)))
+	sub := fmt.Sprintf("%d tasks in %d processes, %s", len(m.Rows), m.Procs, units.Duration(time.Duration(c.t1-c.t0)))
 	if c.mergedSpans > c.drawnElements {
 		sub += fmt.Sprintf("; %d spans drawn as %d bars in %s px bins (faded: partly busy)", c.mergedSpans, c.drawnElements, strconv.FormatFloat(c.mergeGapPixels, 'f', -1, 64))
 	}
@@ -531,7 +532,7 @@ func (c *chart) drawProcesses() {
 		for _, b := range m.Barriers[rk] {
 			x0, x1 := c.x(b.Ts), math.Max(c.x(b.End), c.x(b.Ts)+1)
 			c.printf(`<rect x="%s" y="%s" width="%s" height="%s" fill="%s"><title>`, f2(x0), f1(gy+c.groupH), f2(x1-x0), f1(ge-gy-c.groupH), barrierFill)
-			xml.EscapeText(c.w, []byte(fmt.Sprintf("%s barrier, %s", b.Loc.Name, trace.FormatDuration(time.Duration(b.End-b.Ts)))))
+			xml.EscapeText(c.w, []byte(fmt.Sprintf("%s barrier, %s", b.Loc.Name, units.Duration(time.Duration(b.End-b.Ts)))))
 			c.w.WriteString("</title></rect>\n")
 		}
 		c.w.WriteString("</g>\n")
