@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -88,6 +89,61 @@ func Survey(dirs []string, job Fingerprint) (*Inventory, error) {
 	}
 	inv.Notes = append(inv.Notes, checksumCopies(inv.Copies, inv.Memory)...)
 	return inv, nil
+}
+
+// scanned is what Survey found in its directories.
+type scanned struct {
+	order     []int             // checkpoints with an intact manifest, newest first
+	manifests map[int]*manifest // the first intact manifest of each
+	from      map[int]string    // the directory of each manifest used
+	holders   map[int][]string  // the directories holding a directory of each checkpoint
+	damaged   []Manifest        // the manifests that cannot be used, and why
+	notes     []string
+}
+
+// scan reads the manifests of every directory and refuses another job's. A manifest that
+// cannot be read as one of job's (not a regular file, too long, its checksum, its
+// pieces) and an entry named as a checkpoint's directory that is none (a link) are
+// damaged: listed, never followed.
+func scan(dirs []string, job Fingerprint) (*scanned, error) {
+	sc := &scanned{manifests: make(map[int]*manifest), from: make(map[int]string), holders: make(map[int][]string)}
+	for _, dir := range dirs {
+		es, err := list(dir)
+		if err != nil {
+			sc.notes = append(sc.notes, fmt.Sprintf("checkpoint directory %s unreadable (%v); not used", dir, err))
+			continue
+		}
+		for _, e := range es {
+			if e.odd != "" {
+				sc.damaged = append(sc.damaged, Manifest{Checkpoint: e.k, Dir: dir,
+					Damage: fmt.Sprintf("%s is not a directory (%s)", ckptDir(dir, e.k), e.odd)})
+				continue
+			}
+			sc.holders[e.k] = append(sc.holders[e.k], dir)
+			if !e.complete {
+				continue
+			}
+			m, err := readManifest(filepath.Join(ckptDir(dir, e.k), manifestName), e.k, job)
+			if err != nil {
+				sc.damaged = append(sc.damaged, Manifest{Checkpoint: e.k, Dir: dir, Damage: err.Error()})
+				continue
+			}
+			if d := m.Job.Diff(job); d != "" {
+				return sc, &MismatchError{Dir: dir, Checkpoint: e.k, Diff: d}
+			}
+			switch first := sc.manifests[e.k]; {
+			case first == nil:
+				sc.manifests[e.k] = m
+				sc.order = append(sc.order, e.k)
+				sc.from[e.k] = dir
+			case !slices.Equal(first.Pieces, m.Pieces):
+				sc.notes = append(sc.notes, fmt.Sprintf("checkpoint %d: manifest in %s differs from the one in %s; using the latter",
+					e.k, dir, sc.from[e.k]))
+			}
+		}
+	}
+	slices.SortFunc(sc.order, func(a, b int) int { return cmpInt(b, a) })
+	return sc, nil
 }
 
 // listCopies returns the pieces in checkpoint k's directory in dir, their size and checksum
