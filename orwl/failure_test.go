@@ -21,7 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/orwl-go/orwl/internal/netemu"
+	"github.com/orwl-go/orwl/internal/testemu/netemu"
 	"github.com/orwl-go/orwl/orwl"
 )
 

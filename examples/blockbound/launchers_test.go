@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/orwl-go/orwl/examples/blockring"
-	"github.com/orwl-go/orwl/internal/netemu"
-	"github.com/orwl-go/orwl/internal/pmi/pmitest"
+	"github.com/orwl-go/orwl/internal/testemu/netemu"
+	"github.com/orwl-go/orwl/internal/testemu/pmitest"
 )
 
 // The job every launcher test runs, and the line its process of rank 0 must print: the

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orwl-go/orwl/internal/kubeemu"
-	"github.com/orwl-go/orwl/internal/netemu"
+	"github.com/orwl-go/orwl/internal/testemu/kubeemu"
+	"github.com/orwl-go/orwl/internal/testemu/netemu"
 )
 
 // TestKubernetesManifest runs the settings of examples/kubernetes/matmul.yaml on emulated

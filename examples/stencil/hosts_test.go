@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/orwl-go/orwl/examples/stencil/jacobi"
-	"github.com/orwl-go/orwl/internal/netemu"
+	"github.com/orwl-go/orwl/internal/testemu/netemu"
 )
 
 // hostIters is the iterations of the jobs on emulated hosts: as kubeIters, enough for a

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/orwl-go/orwl/examples/stencil/jacobi"
-	"github.com/orwl-go/orwl/internal/kubeemu"
-	"github.com/orwl-go/orwl/internal/netemu"
+	"github.com/orwl-go/orwl/internal/testemu/kubeemu"
+	"github.com/orwl-go/orwl/internal/testemu/netemu"
 )
 
 // kubeIters is the iterations of the job of TestKubernetesRestart: fewer than ckIters (the

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/orwl-go/orwl/internal/pmi"
-	"github.com/orwl-go/orwl/internal/pmi/pmitest"
+	"github.com/orwl-go/orwl/internal/testemu/pmitest"
 )
 
 // pmiJob serves a job of size processes with a test PMI server and returns each rank's

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/orwl-go/orwl/internal/pmi"
-	"github.com/orwl-go/orwl/internal/pmi/pmitest"
+	"github.com/orwl-go/orwl/internal/testemu/pmitest"
 )
 
 // pair connects a client end to a server end in this process.

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/orwl-go/orwl/internal/pmi"
-	"github.com/orwl-go/orwl/internal/pmi/pmitest"
+	"github.com/orwl-go/orwl/internal/testemu/pmitest"
 )
 
 // TestRecordedExchanges replays the server side of exchanges recorded from real launchers

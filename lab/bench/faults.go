@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/orwl-go/orwl/internal/netemu"
+	"github.com/orwl-go/orwl/internal/testemu/netemu"
 	"github.com/orwl-go/orwl/orwl"
 )
 

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/orwl-go/orwl/examples/matmul/summa"
-	"github.com/orwl-go/orwl/internal/netemu"
+	"github.com/orwl-go/orwl/internal/testemu/netemu"
 	"github.com/orwl-go/orwl/kernels"
 )
 

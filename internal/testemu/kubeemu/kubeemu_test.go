@@ -11,7 +11,7 @@ import (
 // TestExamplesManifests: the manifests of examples/kubernetes pass Check, and their pods get
 // the Job's variables.
 func TestExamplesManifests(t *testing.T) {
-	files, _ := filepath.Glob("../../examples/kubernetes/*.yaml")
+	files, _ := filepath.Glob("../../../examples/kubernetes/*.yaml")
 	if len(files) < 2 {
 		t.Fatalf("manifests: %v", files)
 	}

@@ -19,7 +19,7 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/orwl-go/orwl/internal/pmi/pmitest"
+	"github.com/orwl-go/orwl/internal/testemu/pmitest"
 )
 
 func main() {

@@ -1,9 +1,8 @@
 // Package netemu emulates hosts for tests: one network namespace per host,
 // all joined by a bridge that lives in a namespace of its own, each host with its own
 // address and a hosts file (/etc/netns/NS/hosts, which `ip netns exec` puts in place of
-// /etc/hosts) naming every host. It is what /work/shared/cluster/net.sh does by hand, made
-// private to one test: the namespaces' names carry the process id, and Close removes
-// everything.
+// /etc/hosts) naming every host, private to one test: the namespaces' names carry the
+// process id, and Close removes everything.
 //
 // It needs root and iproute2; New reports ErrUnavailable when they are missing, so that
 // tests skip. It must not touch the machine's own network namespace beyond creating and
