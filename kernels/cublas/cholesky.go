@@ -62,14 +62,7 @@ func (g *Kernel) Dpotrf(ul blas.Uplo, n int, a []float64, lda int) bool {
 	if !kernels.CheckDpotrf(ul, n, a, lda) {
 		return true
 	}
-	checkInt32(n, lda)
-	s := mustSolver()
-	var info int32
-	g.exec(func() error {
-		h, dA, err := g.solverOn(s, a, lda, n)
-		if err != nil {
-			return err
-		}
+	return g.solve("cusolverDnDpotrf", ul, true, true, n, a, lda, func(s *solver, h, dA, dInfo uintptr) error {
 		var lwork int32
 		if err := solverStatus(s.potrfBufferSize(h, otherFill(ul), int32(n), dA, int32(n), &lwork)); err != nil {
 			return fmt.Errorf("cusolverDnDpotrf_bufferSize: %w", err)
@@ -78,22 +71,11 @@ func (g *Kernel) Dpotrf(ul blas.Uplo, n int, a []float64, lda int) bool {
 		if err != nil {
 			return err
 		}
-		dInfo, err := g.grow(workInfo, 1)
-		if err != nil {
-			return err
-		}
 		if err := solverStatus(s.potrf(h, otherFill(ul), int32(n), dA, int32(n), dW, lwork, dInfo)); err != nil {
 			return fmt.Errorf("cusolverDnDpotrf: %w", err)
 		}
-		return g.downloadScratch(dA, n, dInfo)
-	}, func() {
-		info = g.info(n)
-		copyTriangle(a, lda, g.scratch, n, ul, true)
+		return nil
 	})
-	if info < 0 {
-		panic(fmt.Sprintf("cublas: cusolverDnDpotrf rejected argument %d", -info)) // CheckDpotrf let a mistake through
-	}
-	return info == 0
 }
 
 // Dtrtri inverts the triangle ul of the n×n matrix a in place with cusolverDnXtrtri (see
@@ -113,14 +95,7 @@ func (g *Kernel) Dtrtri(ul blas.Uplo, d blas.Diag, n int, a []float64, lda int) 
 			}
 		}
 	}
-	checkInt32(n, lda)
-	s := mustSolver()
-	var info int32
-	g.exec(func() error {
-		h, dA, err := g.solverOn(s, a, lda, n)
-		if err != nil {
-			return err
-		}
+	return g.solve("cusolverDnXtrtri", ul, d == blas.NonUnit, false, n, a, lda, func(s *solver, h, dA, dInfo uintptr) error {
 		var devBytes, hostBytes uint64
 		if err := solverStatus(s.trtriBufferSize(h, otherFill(ul), cublasDiag(d), int64(n), cudaR64F, dA, int64(n), &devBytes, &hostBytes)); err != nil {
 			return fmt.Errorf("cusolverDnXtrtri_bufferSize: %w", err)
@@ -133,22 +108,44 @@ func (g *Kernel) Dtrtri(ul blas.Uplo, d blas.Diag, n int, a []float64, lda int) 
 		if err != nil {
 			return err
 		}
-		dInfo, err := g.grow(workInfo, 1)
-		if err != nil {
-			return err
-		}
 		if err := solverStatus(s.trtri(h, otherFill(ul), cublasDiag(d), int64(n), cudaR64F, dA, int64(n),
 			dW, devBytes, unsafe.Pointer(&hW[0]), hostBytes, dInfo)); err != nil {
 			return fmt.Errorf("cusolverDnXtrtri: %w", err)
 		}
+		return nil
+	})
+}
+
+// solve runs the cuSOLVER routine fn on the n×n matrix a (leading dimension lda) in place,
+// as Dpotrf and Dtrtri do: call gets the handle, the uploaded matrix dA and the device int
+// dInfo for fn's info, and queues fn's work; the result is brought back and its triangle
+// ul, with the diagonal when diag, copied into a when info is 0, or whatever info is when
+// partial. A negative info (an argument the kernels' checks let through) panics naming fn;
+// any other CUDA failure panics as exec does. It reports whether info is 0.
+func (g *Kernel) solve(fn string, ul blas.Uplo, diag, partial bool, n int, a []float64, lda int, call func(s *solver, h, dA, dInfo uintptr) error) bool {
+	checkInt32(n, lda)
+	s := mustSolver()
+	var info int32
+	g.exec(func() error {
+		h, dA, err := g.solverOn(s, a, lda, n)
+		if err != nil {
+			return err
+		}
+		dInfo, err := g.grow(workInfo, 1)
+		if err != nil {
+			return err
+		}
+		if err := call(s, h, dA, dInfo); err != nil {
+			return err
+		}
 		return g.downloadScratch(dA, n, dInfo)
 	}, func() {
-		if info = g.info(n); info == 0 {
-			copyTriangle(a, lda, g.scratch, n, ul, d == blas.NonUnit)
+		if info = g.info(n); info == 0 || partial {
+			copyTriangle(a, lda, g.scratch, n, ul, diag)
 		}
 	})
 	if info < 0 {
-		panic(fmt.Sprintf("cublas: cusolverDnXtrtri rejected argument %d", -info)) // CheckDtrtri let a mistake through
+		panic(fmt.Sprintf("cublas: %s rejected argument %d", fn, -info)) // the kernels' Check let a mistake through
 	}
 	return info == 0
 }

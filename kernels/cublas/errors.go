@@ -73,17 +73,19 @@ func (s Status) Error() string {
 }
 
 // check converts a cudaError_t to nil or a CUDAError.
-func (c *cuda) check(code int32) error {
-	if code == 0 {
-		return nil
-	}
-	return CUDAError(code)
-}
+func (c *cuda) check(code int32) error { return failure[CUDAError](code) }
 
 // status converts a cublasStatus_t to nil or a Status.
-func status(code int32) error {
+func status(code int32) error { return failure[Status](code) }
+
+// failure converts the status code of a CUDA library, where 0 is success, to nil or to the
+// library's error type E.
+func failure[E interface {
+	~int32
+	error
+}](code int32) error {
 	if code == 0 {
 		return nil
 	}
-	return Status(code)
+	return E(code)
 }

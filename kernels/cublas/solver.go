@@ -189,9 +189,4 @@ func (s SolverStatus) Error() string {
 }
 
 // solverStatus converts a cusolverStatus_t to nil or a SolverStatus.
-func solverStatus(code int32) error {
-	if code == 0 {
-		return nil
-	}
-	return SolverStatus(code)
-}
+func solverStatus(code int32) error { return failure[SolverStatus](code) }

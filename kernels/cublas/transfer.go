@@ -125,24 +125,11 @@ func (g *Kernel) h2d(dst devMat, src hostMat, stream uintptr) error {
 		return lib.check(lib.memcpy2DToDevice(dst.ptr, uintptr(dst.ld*8), unsafe.Pointer(&src.s[0]), uintptr(src.ld*8),
 			width, uintptr(src.rows), memcpyHostToDevice, stream))
 	}
-	chunk := max(1, slotBytes/8/src.cols)
-	for r0 := 0; r0 < src.rows; r0 += chunk {
-		n := min(chunk, src.rows-r0)
-		s, err := g.take(&g.up, n*src.cols)
-		if err != nil {
-			return err
-		}
+	return g.staged(&g.up, src.rows, src.cols, stream, func(s *slot, r0, n int) (func(), error) {
 		packRows(s.buf, src.rowsFrom(r0, n))
-		if err := lib.check(lib.memcpy2DToDevice(dst.row(r0), uintptr(dst.ld*8), unsafe.Pointer(&s.buf[0]), width,
-			width, uintptr(n), memcpyHostToDevice, stream)); err != nil {
-			return err
-		}
-		if err := lib.check(lib.eventRecord(s.ev, stream)); err != nil {
-			return err
-		}
-		s.used = true
-	}
-	return nil
+		return nil, lib.check(lib.memcpy2DToDevice(dst.row(r0), uintptr(dst.ld*8), unsafe.Pointer(&s.buf[0]), width,
+			width, uintptr(n), memcpyHostToDevice, stream))
+	})
 }
 
 // d2h enqueues the copy of src to dst on stream. For pageable dst the data
@@ -153,23 +140,36 @@ func (g *Kernel) d2h(dst hostMat, src devMat, stream uintptr) error {
 		return lib.check(lib.memcpy2DToHost(unsafe.Pointer(&dst.s[0]), uintptr(dst.ld*8), src.ptr, uintptr(src.ld*8),
 			width, uintptr(dst.rows), memcpyDeviceToHost, stream))
 	}
-	chunk := max(1, slotBytes/8/dst.cols)
-	for r0 := 0; r0 < dst.rows; r0 += chunk {
-		n := min(chunk, dst.rows-r0)
-		s, err := g.take(&g.down, n*dst.cols)
+	return g.staged(&g.down, dst.rows, dst.cols, stream, func(s *slot, r0, n int) (func(), error) {
+		err := lib.check(lib.memcpy2DToHost(unsafe.Pointer(&s.buf[0]), width, src.row(r0), uintptr(src.ld*8),
+			width, uintptr(n), memcpyDeviceToHost, stream))
+		part, buf := dst.rowsFrom(r0, n), s.buf
+		return func() { unpackRows(part, buf) }, err
+	})
+}
+
+// staged enqueues on stream, through the slots of ring r, the copy of a pageable block of
+// rows×cols elements, in chunks of whole rows that fit a slot: for the n rows from r0,
+// copyChunk queues the copy between the slot and the device (packing what goes up first)
+// and returns what to unpack once it is complete (nil when nothing), which the slot keeps
+// with the event recorded after the copy.
+func (g *Kernel) staged(r *ring, rows, cols int, stream uintptr, copyChunk func(s *slot, r0, n int) (unpack func(), err error)) error {
+	chunk := max(1, slotBytes/8/cols)
+	for r0 := 0; r0 < rows; r0 += chunk {
+		n := min(chunk, rows-r0)
+		s, err := g.take(r, n*cols)
 		if err != nil {
 			return err
 		}
-		if err := lib.check(lib.memcpy2DToHost(unsafe.Pointer(&s.buf[0]), width, src.row(r0), uintptr(src.ld*8),
-			width, uintptr(n), memcpyDeviceToHost, stream)); err != nil {
+		unpack, err := copyChunk(s, r0, n)
+		if err != nil {
 			return err
 		}
 		if err := lib.check(lib.eventRecord(s.ev, stream)); err != nil {
 			return err
 		}
 		s.used = true
-		part, buf := dst.rowsFrom(r0, n), s.buf
-		s.unpack = func() { unpackRows(part, buf) }
+		s.unpack = unpack
 	}
 	return nil
 }
