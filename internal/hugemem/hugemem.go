@@ -186,10 +186,11 @@ func Find(addr uintptr) (a Access, offset, size int, ok bool) {
 }
 
 // AllocFilled is Alloc for a buffer that its caller is about to write whole (a message's
-// payload lands in it): the kernel gives a mapped buffer its pages during the call, all in
-// one system call (MADV_POPULATE_WRITE, Linux 5.14 and later; elsewhere they come with the
-// caller's writes, as with Alloc), instead of one page fault per 4 KiB page in the writes
-// that follow. The call is then the buffer's first use: make it when the buffer is needed,
+// payload lands in it): the kernel gives a mapped buffer its pages during the call, in
+// system calls of 64 MiB each (MADV_POPULATE_WRITE, Linux 5.14 and later; elsewhere they
+// come with the caller's writes, as with Alloc), instead of one page fault per 4 KiB page in
+// the writes that follow. Between two of them the process's other threads may map memory,
+// so a buffer of gigabytes does not hold them up for seconds. The call is then the buffer's first use: make it when the buffer is needed,
 // not ahead, so that its cost is the caller's.
 func AllocFilled(n int) []byte {
 	b := Alloc(n)

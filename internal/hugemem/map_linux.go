@@ -9,6 +9,9 @@ import (
 // hugePage is the size of a transparent huge page on the architectures Go supports.
 const hugePage = 2 << 20
 
+// fillStep is the most that fill faults in with one system call (see fill).
+const fillStep = 64 << 20
+
 // mapHuge maps n bytes, rounded up to whole huge pages, at an address aligned to a huge
 // page, and gives the kernel the advice ("on": MADV_HUGEPAGE, under the usual THP setting
 // "madvise" the only regions that get huge pages; "off": MADV_NOHUGEPAGE; else none). It
@@ -43,11 +46,21 @@ func mapHuge(n uintptr, advice string) (unsafe.Pointer, uintptr) {
 func unmap(p unsafe.Pointer, length uintptr) { unix.MunmapPtr(p, length) }
 
 // fill asks the kernel to fault in the pages of the first n bytes at p, a region mapHuge
-// mapped, for writing. A kernel that does not know the advice (before 5.14) refuses it:
-// the pages then come with the first writes.
+// mapped, for writing, fillStep bytes per system call: the kernel holds the process's
+// memory map during each call, so that any thread that maps or unmaps meanwhile (the Go
+// runtime growing its heap, with its scheduler held) waits for one step, tens of
+// milliseconds, never for gigabytes (seconds, long enough for the process's heartbeats to
+// stop). A kernel that does not know the advice (before 5.14) refuses it: the pages then
+// come with the first writes.
 func fill(p unsafe.Pointer, n uintptr) {
 	const page = 4 << 10
-	unix.Madvise(unsafe.Slice((*byte)(p), (n+page-1)&^(page-1)), unix.MADV_POPULATE_WRITE)
+	n = (n + page - 1) &^ (page - 1)
+	for off := uintptr(0); off < n; off += fillStep {
+		step := unsafe.Slice((*byte)(unsafe.Add(p, off)), min(fillStep, n-off))
+		if unix.Madvise(step, unix.MADV_POPULATE_WRITE) != nil {
+			return
+		}
+	}
 }
 
 // mapPages maps n bytes, rounded up to whole pages. It returns the address and the mapped
