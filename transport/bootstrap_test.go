@@ -216,6 +216,36 @@ func TestStartFailsFastWhenTheCoordinatorDoesNotAnswer(t *testing.T) {
 	}
 }
 
+// A rank that can never reach the coordinator (pointed at a socket that never answers)
+// gives up within the peer timeout, and every other process fails as soon, naming it:
+// registrations stopped while it was missing; nobody waits for the start timeout.
+func TestStartNamesARankThatNeverRegisters(t *testing.T) {
+	nowhere, err := net.Listen("tcp", "127.0.0.1:0") // never accepts: the kernel queues, nobody answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nowhere.Close()
+	_, errs, took := startAll(t, 4, func(rank int, c *Config) bool {
+		if rank == 3 {
+			c.Coord = nowhere.Addr().String()
+		}
+		return true
+	})
+	if err := errs[3]; err == nil || !strings.Contains(err.Error(), "does not answer") {
+		t.Errorf("rank 3: %v", err)
+	}
+	for rank, err := range errs[:3] {
+		if err == nil || !strings.Contains(err.Error(), "ranks [3] did not register with the coordinator within the peer timeout 1s after the last rank that did (2 of 3 registered)") {
+			t.Errorf("rank %d: %v", rank, err)
+		}
+	}
+	for rank, d := range took {
+		if d > 10*time.Second {
+			t.Errorf("rank %d took %v to fail (start timeout 30s)", rank, d)
+		}
+	}
+}
+
 // A process pointed at a job whose start is over is told so at once by the coordinator,
 // which answers every later connection.
 func TestJoiningAJobThatHasStarted(t *testing.T) {

@@ -138,8 +138,11 @@ type Config struct {
 	Heartbeat, PeerTimeout time.Duration
 	// StartTimeout bounds the wait for every process to register with the coordinator
 	// (default 60s), in addition to Start's ctx: a coordinator that refuses connections
-	// (not listening yet) is waited for. Once the start is over, the coordinator answers
-	// every connection that it is, and a process dialing it fails at once saying so.
+	// (not listening yet) is waited for. Once a rank has registered, registrations are the
+	// start's progress: when none comes for PeerTimeout while ranks are missing, the start
+	// fails on every process, naming them, whatever is left of StartTimeout. Once the
+	// start is over, the coordinator answers every connection that it is, and a process
+	// dialing it fails at once saying so.
 	StartTimeout time.Duration
 	// Spin is how long a connection through shared memory (two processes of one host, see
 	// shm.go) polls for the next message before its reader sleeps; it polls only while

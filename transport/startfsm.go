@@ -87,11 +87,19 @@ type startConfig struct {
 // rank is ready. When the start fails, it tells every rank that has registered, and goes
 // on taking registrations, answering each with the failure, until every rank has been told
 // (or the start's time ends): no process waits for a start that will not come.
+//
+// Registrations are the start's progress: once a rank has registered, a peer timeout
+// without another registration while ranks are missing fails the start, naming them (a
+// rank that cannot reach the coordinator gives up within its peer timeout, and the others
+// learn it as soon), and so does a peer timeout without one after a failure, for the ranks
+// not told yet; the start timeout bounds only a start where no rank registers at all.
 type coordinator struct {
 	cfg               startConfig
 	regs              []bool   // by rank
 	addrs             []string // by rank: the address each accepts its peers on
 	registered, ready int
+	seen              int           // registered, as the last tick saw it
+	progressAt        time.Duration // the elapsed time of the tick that saw the last registration
 	up, waitLogged    bool
 	failure           error
 	over              bool
@@ -128,6 +136,11 @@ func (s *coordinator) step(in startInput) []startAction {
 		s.sendFailed(in)
 	case inTick:
 		s.heartbeat(in.elapsed)
+		if s.stalled(in.elapsed) {
+			s.fail(fmt.Errorf("transport: rank 0: the start failed: ranks %v did not register with the coordinator within the peer timeout %v after the last rank that did (%d of %d registered)",
+				s.unregistered(), s.cfg.peerTimeout, s.registered, s.cfg.size-1))
+			return s.finish(s.failure)
+		}
 	case inTimeout:
 		s.fail(startError(s.cfg, in.err, in.deadline, s.unregistered()))
 		return s.finish(s.failure)
@@ -225,6 +238,16 @@ func (s *coordinator) heartbeat(elapsed time.Duration) {
 		s.waitLogged = true
 		s.out = append(s.out, startAction{kind: actLogWait, ranks: s.unregistered()})
 	}
+}
+
+// stalled reports, at a tick elapsed since the process began, whether registrations have
+// stopped while ranks are missing: none for longer than the peer timeout since the last
+// one, and at least one rank registered (before the first, ranks may still be starting).
+func (s *coordinator) stalled(elapsed time.Duration) bool {
+	if s.registered != s.seen {
+		s.seen, s.progressAt = s.registered, elapsed
+	}
+	return s.registered > 0 && s.registered < s.cfg.size-1 && elapsed-s.progressAt > s.cfg.peerTimeout
 }
 
 // unregistered returns the ranks other than 0 that have not registered.

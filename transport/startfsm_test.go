@@ -55,6 +55,8 @@ func reg(rank int, spec string) startInput {
 	return startInput{kind: inRegister, rank: rank, addr: fmt.Sprintf("h:%d", rank), spec: spec}
 }
 
+func tick(elapsed time.Duration) startInput { return startInput{kind: inTick, elapsed: elapsed} }
+
 func from(kind, rank int) startInput { return startInput{kind: kind, rank: rank} }
 
 func failed(kind, rank int, err error) startInput {
@@ -112,12 +114,27 @@ func TestCoordinatorMachine(t *testing.T) {
 			acts: []string{"book->1", "abort->1", "abort->2"}, want: "transport: sending the address book to rank 1: io: read/write on closed pipe"},
 		{name: "Start does not go out", ins: append(allIn, from(inReady, 1), from(inReady, 2), connected), fail: map[string]error{"start->2": io.ErrClosedPipe},
 			acts: []string{"book->1", "book->2", "connect", "start->1", "start->2", "abort->1", "abort->2"}, want: "transport: telling rank 2 to start: io: read/write on closed pipe"},
-		{name: "a slow start is logged once", ins: []startInput{reg(1, "S"), {kind: inTick, elapsed: time.Second / 2}, {kind: inTick, elapsed: 2 * time.Second},
-			{kind: inTick, elapsed: 3 * time.Second}, {kind: inTimeout, err: context.Canceled}},
-			acts: []string{"heartbeat->1", "heartbeat->1", "wait[2]", "heartbeat->1", "abort->1"}, want: "rank 0: the start failed: context canceled; ranks [2] did not register"},
+		{name: "a slow start is logged once", ins: []startInput{tick(time.Second / 2), tick(2 * time.Second), tick(3 * time.Second), reg(1, "S"),
+			{kind: inTimeout, err: context.Canceled}},
+			acts: []string{"wait[1 2]", "abort->1"}, want: "rank 0: the start failed: context canceled; ranks [2] did not register"},
+		{name: "a rank that does not register within the peer timeout of the others", ins: []startInput{reg(1, "S"), tick(time.Second / 2),
+			tick(1200 * time.Millisecond), tick(1600 * time.Millisecond)},
+			acts: []string{"heartbeat->1", "heartbeat->1", "wait[2]", "heartbeat->1", "abort->1"},
+			want: "transport: rank 0: the start failed: ranks [2] did not register with the coordinator within the peer timeout 1s after the last rank that did (1 of 2 registered)"},
+		{name: "after a failure, the ranks not told within the peer timeout", ins: []startInput{reg(1, "T"), tick(time.Second / 2), tick(1600 * time.Millisecond)},
+			acts: []string{"abort->1", "heartbeat->1", "heartbeat->1"}, want: `rank 1 has "T", rank 0 has "S"`},
 	} {
 		c.check(t, func() machine { return newCoordinator(testStart) })
 	}
+	// Registrations that keep coming, each within the peer timeout of the one before, make
+	// a start of any length: no fixed window fails it.
+	slow := testStart
+	slow.size = 4
+	startCase{name: "registrations that keep coming", ins: []startInput{reg(1, "S"), tick(time.Second / 2), tick(1400 * time.Millisecond),
+		reg(2, "S"), tick(2300 * time.Millisecond), tick(3200 * time.Millisecond), reg(3, "S"), connected,
+		from(inReady, 1), from(inReady, 2), from(inReady, 3)},
+		acts: []string{"heartbeat->1", "heartbeat->1", "wait[2 3]", "heartbeat->1", "heartbeat->2", "heartbeat->1", "heartbeat->2",
+			"book->1", "book->2", "book->3", "connect", "start->1", "start->2", "start->3"}}.check(t, func() machine { return newCoordinator(slow) })
 }
 
 func TestJoinerMachine(t *testing.T) {
