@@ -87,15 +87,19 @@ type Tracer interface {
 // however many handles the owner makes.
 type Owner struct {
 	tr      Tracer
+	newErr  func(op string, s Spec, err error) error // makes its handles' errors; nil: *Error
 	active  []*Handle
 	wake    chan struct{}
 	ctx     context.Context // the context whose end wakes the waits (Watch)
 	watched <-chan struct{} // its Done
 }
 
-// NewOwner returns an owner whose handles tell tr (nil: nobody) of their life.
-func NewOwner(tr Tracer) *Owner {
-	return &Owner{tr: tr, wake: make(chan struct{}, 1)}
+// NewOwner returns an owner whose handles tell tr (nil: nobody) of their life. A failed
+// operation of its handles returns the error that newErr makes of the operation, the
+// handle's Spec and the cause, so that a runtime presents them under its own type
+// (package orwl's HandleError); nil makes an *Error.
+func NewOwner(tr Tracer, newErr func(op string, s Spec, err error) error) *Owner {
+	return &Owner{tr: tr, newErr: newErr, wake: make(chan struct{}, 1)}
 }
 
 // Watch makes the end of ctx wake the owner's waits on ctx at once, so that Acquire blocks on
@@ -152,8 +156,9 @@ func (s Spec) String() string {
 	return fmt.Sprintf("task %d's %s handle on %s (position %d)", s.Task, s.Mode, s.Location, s.Pos)
 }
 
-// Errors of handle misuse; every error returned by a Handle is an *Error wrapping one of these,
-// a Queue's error, or a context's error.
+// Errors of handle misuse; every error returned by a Handle is its owner's error (an *Error
+// unless NewOwner was told otherwise) wrapping one of these, a Queue's error, or a context's
+// error.
 var (
 	ErrNotRequested = errors.New("no request is queued (before the schedule, or a one-shot handle already used)")
 	ErrHeld         = errors.New("already acquired")
@@ -212,7 +217,8 @@ func holding(hs []*Handle, p any) *Handle {
 	return nil
 }
 
-// Error is a failed handle operation. It names the task, the location and the position.
+// Error is a failed handle operation, unless the handle's owner makes its errors itself
+// (NewOwner). It names the task, the location and the position.
 type Error struct {
 	Op   string // "acquire", "release", ...
 	Spec Spec
@@ -248,15 +254,18 @@ type Handle struct {
 // nil, the handle is its own owner, traced by nobody.
 func New(q Queue, spec Spec, o *Owner) *Handle {
 	if o == nil {
-		o = NewOwner(nil)
+		o = NewOwner(nil, nil)
 	}
 	return &Handle{spec: spec, queue: q, owner: o, tr: o.tr, slot: -1}
 }
 
-// Closed returns a handle on which every operation fails with err: the result of an insert
-// that was invalid, so that its mistake is reported where the handle is used.
-func Closed(spec Spec, err error) *Handle {
-	return &Handle{spec: spec, closed: true, cause: err, slot: -1}
+// Closed returns a handle of o (nil: an owner of its own) on which every operation fails with
+// err: the result of an insert that was invalid, so that its mistake is reported where the
+// handle is used.
+func Closed(spec Spec, err error, o *Owner) *Handle {
+	h := New(nil, spec, o)
+	h.closed, h.cause = true, err
+	return h
 }
 
 // Spec returns the description of h.
@@ -269,7 +278,12 @@ func (h *Handle) Acquires() int { return h.rounds }
 // Mode returns h's access mode.
 func (h *Handle) Mode() fifo.Mode { return h.spec.Mode }
 
-func (h *Handle) fail(op string, err error) error { return &Error{Op: op, Spec: h.spec, Err: err} }
+func (h *Handle) fail(op string, err error) error {
+	if h.owner.newErr != nil {
+		return h.owner.newErr(op, h.spec, err)
+	}
+	return &Error{Op: op, Spec: h.spec, Err: err}
+}
 
 func (h *Handle) closedErr(op string) error {
 	if h.cause != nil {

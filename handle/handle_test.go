@@ -278,6 +278,37 @@ func TestErrorNamesTaskLocationPosition(t *testing.T) {
 	}
 }
 
+// ownErr is the error type of an owner that makes its handles' errors itself.
+type ownErr struct {
+	op   string
+	spec handle.Spec
+	err  error
+}
+
+func (e *ownErr) Error() string { return e.op + ": " + e.err.Error() }
+func (e *ownErr) Unwrap() error { return e.err }
+
+// TestOwnerMakesTheErrors: the errors of an owner's handles, a closed one's included, are
+// those its NewOwner function makes, wrapping the cause.
+func TestOwnerMakesTheErrors(t *testing.T) {
+	o := handle.NewOwner(nil, func(op string, s handle.Spec, err error) error { return &ownErr{op, s, err} })
+	spec := handle.Spec{Task: 3, Location: "x", Pos: 2, Mode: fifo.Read}
+	mistake := errors.New("no such location")
+	for _, c := range []struct {
+		err   error
+		op    string
+		cause error
+	}{
+		{handle.New(&queue{}, spec, o).Release(), "release", handle.ErrNotHeld},
+		{handle.Closed(spec, mistake, o).Acquire(context.Background()), "acquire", mistake},
+	} {
+		e, ok := errors.AsType[*ownErr](c.err)
+		if !ok || e.op != c.op || e.spec != spec || !errors.Is(c.err, c.cause) {
+			t.Errorf("error %#v, want the owner's, of %s, wrapping %v", c.err, c.op, c.cause)
+		}
+	}
+}
+
 // TestAcquireFailsOnDoneContextEvenWhenGranted: rule 5 as in x/sync/semaphore. A task looping
 // on an uncontended handle must see its context end.
 func TestAcquireFailsOnDoneContextEvenWhenGranted(t *testing.T) {
@@ -378,7 +409,7 @@ func TestFailedRequestFailsAcquire(t *testing.T) {
 // back in it (rule 8 for every handle ever made).
 func TestOwnerHoldsWhatIsInUse(t *testing.T) {
 	q := &queue{data: make([]byte, 8)}
-	g := handle.NewOwner(nil)
+	g := handle.NewOwner(nil, nil)
 	ctx := context.Background()
 	iter := handle.New(q, handle.Spec{Task: 1, Location: "x", Mode: fifo.Read, Iterative: true}, g)
 	if err := iter.Request(); err != nil {
@@ -484,7 +515,7 @@ func TestTracerAndWaiting(t *testing.T) {
 		q := &queue{data: make([]byte, 8)}
 		ctx := context.Background()
 		first := handle.New(q, handle.Spec{Task: 0, Location: "x", Mode: fifo.Write}, nil)
-		h := handle.New(q, handle.Spec{Task: 1, Location: "x", Mode: fifo.Write}, handle.NewOwner(tr))
+		h := handle.New(q, handle.Spec{Task: 1, Location: "x", Mode: fifo.Write}, handle.NewOwner(tr, nil))
 		if err := first.Request(); err != nil {
 			t.Fatal(err)
 		}

@@ -2,120 +2,187 @@ package orwl
 
 import (
 	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"time"
+	"unsafe"
 
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
+	"github.com/orwl-go/orwl/transport"
 )
 
-// Handle is one task's access path to one location. A task gets its handles from the
-// inserts (ReadInsert, WriteInsert, ReadInsertOnce, WriteInsertOnce) and the requests made
-// after the schedule (ReadRequest, WriteRequest), and uses them from its own goroutine only:
-// a Handle is not safe for concurrent use. Every error a Handle returns is a *HandleError
-// naming the task, the location and the FIFO position, wrapping one of the Err values below,
-// a context's error, or the job's failure.
-type Handle struct{ h *handle.Handle }
+// This file is the vocabulary a program uses besides the methods of Task, Handle and Group:
+// the configuration of a job and the function its tasks run, the access modes, the errors
+// to test for, and the views of mapped data. Types with behaviour of their own have their
+// own files (task.go, handle.go, group.go, location.go, job.go, launch.go, deadlock.go).
 
-// HandleError is a failed handle operation: Op ("acquire", "release"...) of the handle
-// Spec describes, and why (Err).
-type HandleError = handle.Error
-
-// Acquire blocks until the handle's request is granted, then holds the grant until Release.
-// An iterative handle requests its next iteration, in the same mode, before Acquire returns,
-// so every location cycles through its handles in the schedule's order.
-//
-// When ctx is done, Acquire fails even if the grant is there, as in
-// golang.org/x/sync/semaphore: it returns an error wrapping ctx.Err(), the request is
-// cancelled (a grant that arrived is given back unchanged, so the FIFO keeps moving) and
-// the handle is closed. A cancellation that happens before the grant always wins: the grant
-// and the context's end are compared once, after the wait. Any failed Acquire leaves the
-// handle holding nothing, closed: a later Acquire returns ErrClosed.
-//
-// So a context with a deadline does not make a wait that may time out and go on. To wait a
-// bounded time and keep the handle, poll Test until it reports true (then Acquire returns
-// at once) or the time is up, and do something else meanwhile; the request keeps its place
-// in the FIFO. After a failed Acquire, a task that still needs the location places a new
-// request (ReadRequest, WriteRequest): it goes to the tail of the FIFO, behind every
-// request queued meanwhile, outside the schedule's order.
-func (h *Handle) Acquire(ctx context.Context) error { return h.h.Acquire(ctx) }
-
-// Map returns the location's data between Acquire and Release, nil otherwise (an empty
-// location maps to an empty, non-nil slice). The slice is valid until Release, or until a
-// Resize, which returns the new one (Map returns it too): no slice may be used after
-// Release, after a Resize that followed it, or after Run returns. The data of a read handle
-// must not be modified.
-//
-// In a checked job (Config.Checked, on in tests) these mistakes fail the same way at every
-// size and number of processes: a write through a read handle's data fails the Section
-// with ErrReadOnlyData (the data is unchanged), a use of a slice from before Resize fails it
-// with ErrStaleData, outside a Section either one fails the task, and a slice used after
-// Run returns faults. Unchecked, a write through a read handle's data changes the owner's
-// data when it is in the same process and only this process's copy otherwise, and a stale
-// slice may still work, be lost or fault: do not rely on either.
-func (h *Handle) Map() []byte { return h.h.Map() }
-
-// Release ends the access started by Acquire; the next entry of the FIFO is granted. A write
-// makes a new version of the data, which every later reader sees, in any process.
-func (h *Handle) Release() error { return h.h.Release() }
-
-// Section acquires the handle, calls fn with the mapped data, and releases it; it returns
-// the first error of the three. When fn fails or panics in a write section, the data may be
-// half written: it is never handed on, every request waiting on the location (and every
-// later one) fails with an error naming the handle and fn's error, and the handle is closed.
-// The data is fn's until it returns, under Map's rules: read-only for a read handle, and
-// replaced by what Resize returns; in a checked job a misuse is fn's error (ErrReadOnlyData,
-// ErrStaleData), naming the task, the location and the position.
-func (h *Handle) Section(ctx context.Context, fn func(data []byte) error) error {
-	return h.h.Section(ctx, fn)
+// Config describes a job.
+type Config struct {
+	// Tasks is the number of tasks in the whole job.
+	Tasks int
+	// Locations are the names of the locations every task owns.
+	Locations []string
+	// Job places this process in a job of several processes. Nil means: discover it from
+	// the environment (orwlrun, mpirun, srun), or else run the whole job in this process.
+	Job *Job
+	// Place returns the rank of the process that runs task, 0 <= rank < procs. Nil means
+	// contiguous blocks: task*procs/Tasks.
+	Place func(task, procs int) int
+	// Logger receives the runtime's reports (refused connections, rejected frames, lost
+	// processes). Nil means slog.Default().
+	Logger *slog.Logger
+	// Trace, when not empty, records every request, grant, wait, section, release and
+	// transfer of the job, and rank 0 writes them to this file as Chrome trace event JSON
+	// (open it in Perfetto, or draw it with cmd/orwltrace) and reports a summary of where
+	// the time went (see TraceSummary). Empty means the ORWL_TRACE environment variable,
+	// if set.
+	Trace string
+	// TraceSummary receives the summary of a traced job, on rank 0: a table of where each
+	// task's time went. Nil means standard error, after a line naming the trace file.
+	TraceSummary io.Writer
+	// PeerTimeout is how long a process of the job may send nothing before the others take
+	// it for lost (0: ORWL_PEER_TIMEOUT, else 3s). A process that is sending, even one long
+	// transfer, is alive, and a process that finds it was paused itself (stopped,
+	// suspended with its whole job) does not blame the others; a stopped or unreachable one
+	// fails the job within about this time.
+	PeerTimeout time.Duration
+	// StartTimeout bounds the wait for every process of the job to start and connect (0:
+	// ORWL_START_TIMEOUT, else 60s). A process that dies or is unreachable once the start is
+	// under way fails it within PeerTimeout, naming its rank; so does a process that cannot
+	// reach rank 0 (no answer at all), naming rank 0; a process pointed at a job whose
+	// start is over fails at once, saying so.
+	StartTimeout time.Duration
+	// Checkpoint makes the job restartable from checkpoints written while it runs (see
+	// Task.Iterate and Task.Keep). The zero value takes none, unless ORWL_CHECKPOINT_DIR
+	// says where.
+	Checkpoint Checkpoint
+	// Checked makes misuse of mapped data fail the same way at every size and number of
+	// processes (see "Checked jobs" in the package documentation): a write through a read
+	// handle's data, or a use of data that Resize replaced or that Run freed. It costs a page
+	// per location and system calls per grant, for tests: the zero value is on inside test
+	// binaries that run no benchmarks and off elsewhere, unless ORWL_CHECKED is "on" or "off".
+	Checked Checking
 }
 
-// Test reports, without waiting for the FIFO to move, whether the handle's request is
-// granted, so that Acquire would return at once. It sees every grant decided before the
-// caller's last synchronisation with the location's FIFO: its own acquire or release of a
-// handle on it, or a release by another task that happens before. So right after an
-// Acquire returns, Test reports true for every other request of the task granted in the same
-// read group, whether the location is in this process or another.
-func (h *Handle) Test() bool { return h.h.Test() }
+// TaskFunc is the program of every task. Returning a non-nil error cancels the context of
+// the other tasks of the job, in every process, and Run returns the first such error.
+type TaskFunc func(ctx context.Context, t *Task) error
 
-// Resize changes the size of the location's data while the handle holds a write grant,
-// keeping the common prefix and zero-filling the rest, and returns the new data (Map returns
-// it too). Every later access, in any process, sees the new size. The slice that Section's
-// fn was given, and any earlier Map, is no longer valid: use the one Resize returns, or call
-// Map again. Unchecked, a write through the old slice is lost (or, when the size fits in the
-// old capacity, reaches the data); in a checked job it fails with ErrStaleData.
-func (h *Handle) Resize(n int) ([]byte, error) { return h.h.Resize(n) }
+// Checking is a job's choice of checks on the use of mapped data (Config.Checked).
+type Checking uint8
 
-// Request places a one-shot handle's request at the tail of its location's FIFO again, once
-// it has released; inserts and requests place the first one. It never blocks.
-func (h *Handle) Request() error { return h.h.Request() }
-
-// Close releases the grant the handle holds and cancels the request it has queued; every
-// later operation fails with ErrClosed. Closing a closed handle does nothing. A task's
-// handles are closed when its function returns.
-func (h *Handle) Close() error { return h.h.Close() }
-
-// Mode returns whether the handle reads or writes.
-func (h *Handle) Mode() Mode { return h.h.Mode() }
+// The choices of Config.Checked.
+const (
+	// CheckedDefault: the environment variable ORWL_CHECKED ("on" or "off"), else on inside
+	// a test binary (testing.Testing) that runs no benchmarks (no -test.bench), off elsewhere.
+	CheckedDefault Checking = iota
+	CheckedOn               // checked, whatever the environment
+	CheckedOff              // unchecked, whatever the environment: production speed
+)
 
 // Mode says whether a handle reads (shared access, adjacent reads granted together) or
 // writes (exclusive access).
-type Mode = fifo.Mode
+type Mode uint8
 
 // The two access modes.
 const (
-	Read  = fifo.Read
-	Write = fifo.Write
+	Read  Mode = iota + 1 // shared: adjacent reads are granted together
+	Write                 // exclusive
 )
 
-// Errors of handle misuse, matched with errors.Is; every error a Handle returns names the
-// task, the location and the FIFO position.
+// String returns "read" or "write", as errors and traces name the modes.
+func (m Mode) String() string { return m.fifo().String() }
+
+// fifo returns m as the FIFO's mode, and modeOf the FIFO's mode as a Mode: the values are
+// the same (TestModeValues), so neither costs anything.
+func (m Mode) fifo() fifo.Mode { return fifo.Mode(m) }
+
+func modeOf(m fifo.Mode) Mode { return Mode(m) }
+
+// Errors of handle misuse, matched with errors.Is. The error that matches one is a
+// *HandleError naming the task, the location and the FIFO position.
 var (
-	ErrNotRequested = handle.ErrNotRequested
-	ErrHeld         = handle.ErrHeld
-	ErrNotHeld      = handle.ErrNotHeld
-	ErrClosed       = handle.ErrClosed
-	ErrReadOnly     = handle.ErrReadOnly
-	ErrNegativeSize = handle.ErrNegativeSize
-	ErrRequested    = handle.ErrRequested
-	ErrReadOnlyData = handle.ErrReadOnlyData // a checked job's write through a read handle's data
-	ErrStaleData    = handle.ErrStaleData    // a checked job's use of data after Release, a Resize or Run
+	ErrNotRequested error // Acquire with no request queued: before the schedule, or a one-shot handle already used
+	ErrHeld         error // Acquire of a handle that holds its grant
+	ErrNotHeld      error // Release or Resize of a handle that holds no grant
+	ErrClosed       error // use of a closed handle: after Close, a failed Acquire or a failed write section
+	ErrReadOnly     error // Resize through a read handle
+	ErrNegativeSize error // Resize or Scale to a negative size
+	ErrRequested    error // Request of a one-shot handle whose request is still queued
+	ErrReadOnlyData error // a checked job's write through a read handle's data
+	ErrStaleData    error // a checked job's use of data after Release, a Resize or Run
 )
+
+// Errors that Run and Acquire report; test for them with errors.Is.
+var (
+	// ErrDeadlock: every task still running was blocked in Acquire, waiting in a cycle.
+	// The error that matches it is a *DeadlockError naming the cycle.
+	ErrDeadlock = errors.New("orwl: deadlock")
+	// ErrPeerLost: a process of the job is gone. The error that matches it names the rank.
+	ErrPeerLost error
+)
+
+// init gives the errors declared without a value above the values of the packages that
+// report them, which wrap those very values: declared with them, they would name those
+// packages in orwl's documentation.
+func init() {
+	ErrNotRequested, ErrHeld, ErrNotHeld = handle.ErrNotRequested, handle.ErrHeld, handle.ErrNotHeld
+	ErrClosed, ErrReadOnly, ErrNegativeSize = handle.ErrClosed, handle.ErrReadOnly, handle.ErrNegativeSize
+	ErrRequested, ErrReadOnlyData, ErrStaleData = handle.ErrRequested, handle.ErrReadOnlyData, handle.ErrStaleData
+	ErrPeerLost = transport.ErrPeerLost
+}
+
+// HandleError is a failed operation of a Handle: every error a Handle returns is one, and so
+// is the error of a task whose misuse of a handle's data its recovery found (see Checked
+// jobs), which Run returns.
+type HandleError struct {
+	Op       string // "acquire", "release", "section", "resize", "request" or "use of the data"
+	Task     int    // the task whose handle it is
+	Location string // the location, as Location.String names it: `task 3 "bound"`
+	Pos      int    // the handle's FIFO position (0 for a request made after the schedule)
+	Mode     Mode   // the handle's mode
+	Err      error  // why: an Err value (ErrNotHeld...), a context's error, or the failure of the job or of the location
+}
+
+// Error names the task, the operation, the handle and its position, then the cause:
+// `task 0: release of read handle on task 0 "bound" (position 1): not acquired`.
+func (e *HandleError) Error() string {
+	spec := handle.Spec{Task: e.Task, Location: e.Location, Pos: e.Pos, Mode: e.Mode.fifo()}
+	return (&handle.Error{Op: e.Op, Spec: spec, Err: e.Err}).Error()
+}
+
+// Unwrap returns the cause, for errors.Is and errors.As.
+func (e *HandleError) Unwrap() error { return e.Err }
+
+// newHandleError makes the errors of a task's handles (handle.NewOwner).
+func newHandleError(op string, s handle.Spec, err error) error {
+	return &HandleError{Op: op, Task: s.Task, Location: s.Location, Pos: s.Pos, Mode: modeOf(s.Mode), Err: err}
+}
+
+// Float64s views a mapped buffer as float64 values (little-endian, the machine's order);
+// trailing bytes that do not fill a value are left out. Location data is 8-byte aligned,
+// so the view is always valid for it. The view shares memory with b.
+func Float64s(b []byte) []float64 {
+	if len(b) < 8 {
+		return nil
+	}
+	return unsafe.Slice((*float64)(unsafe.Pointer(&b[0])), len(b)/8)
+}
+
+// Uint64s views a mapped buffer as uint64 values, like Float64s.
+func Uint64s(b []byte) []uint64 {
+	if len(b) < 8 {
+		return nil
+	}
+	return unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), len(b)/8)
+}
+
+// Bytes views float64 values as bytes, the inverse of Float64s; it shares memory with f.
+func Bytes(f []float64) []byte {
+	if len(f) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), len(f)*8)
+}

@@ -23,7 +23,7 @@ type DeadlockError struct {
 type Wait struct {
 	Task      int
 	Location  string
-	Mode      fifo.Mode
+	Mode      Mode
 	Pos       int
 	Holder    int
 	HolderPos int

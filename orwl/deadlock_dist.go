@@ -189,9 +189,9 @@ func (j *job) findCycle(reports []*stuckReport) *DeadlockError {
 	}
 	return cycleError(heldBy, func(task int) Wait {
 		w := waits[task]
-		mode := fifo.Read
+		mode := Read
 		if w.Write {
-			mode = fifo.Write
+			mode = Write
 		}
 		return Wait{Task: task, Location: j.locationAt(uint32(w.Loc)).String(), Mode: mode, Pos: w.Pos}
 	})

@@ -122,7 +122,7 @@ func TestGroupReleaseJoinsErrors(t *testing.T) {
 			return err
 		}
 		var he *orwl.HandleError
-		if err := (orwl.Group{block, bound}).Release(); !errors.As(err, &he) || he.Op != "release" || he.Spec.Location != `task 0 "block"` {
+		if err := (orwl.Group{block, bound}).Release(); !errors.As(err, &he) || he.Op != "release" || he.Location != `task 0 "block"` {
 			t.Errorf("release of a group whose first handle is not held: %v, want that handle's *HandleError", err)
 		}
 		if bound.Map() != nil {

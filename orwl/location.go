@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"unsafe"
 
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
@@ -395,18 +394,6 @@ func (l *location) schedule() error {
 	return err
 }
 
-// Checking is a job's choice of checks on the use of mapped data (Config.Checked).
-type Checking uint8
-
-// The choices of Config.Checked.
-const (
-	// CheckedDefault: the environment variable ORWL_CHECKED ("on" or "off"), else on inside
-	// a test binary (testing.Testing) that runs no benchmarks (no -test.bench), off elsewhere.
-	CheckedDefault Checking = iota
-	CheckedOn               // checked, whatever the environment
-	CheckedOff              // unchecked, whatever the environment: production speed
-)
-
 // envChecked overrides CheckedDefault.
 const envChecked = "ORWL_CHECKED"
 
@@ -526,29 +513,3 @@ func filledBytes(n int) []byte { return hugemem.AllocFilled(n) }
 
 // freeBytes frees a buffer alignedBytes or filledBytes returned; it must not be used afterwards.
 func freeBytes(b []byte) { hugemem.Free(b) }
-
-// Float64s views a mapped buffer as float64 values (little-endian, the machine's order);
-// trailing bytes that do not fill a value are left out. Location data is 8-byte aligned,
-// so the view is always valid for it. The view shares memory with b.
-func Float64s(b []byte) []float64 {
-	if len(b) < 8 {
-		return nil
-	}
-	return unsafe.Slice((*float64)(unsafe.Pointer(&b[0])), len(b)/8)
-}
-
-// Uint64s views a mapped buffer as uint64 values, like Float64s.
-func Uint64s(b []byte) []uint64 {
-	if len(b) < 8 {
-		return nil
-	}
-	return unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), len(b)/8)
-}
-
-// Bytes views float64 values as bytes, the inverse of Float64s; it shares memory with f.
-func Bytes(f []float64) []byte {
-	if len(f) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), len(f)*8)
-}

@@ -21,67 +21,6 @@ import (
 	"github.com/orwl-go/orwl/transport"
 )
 
-// Config describes a job.
-type Config struct {
-	// Tasks is the number of tasks in the whole job.
-	Tasks int
-	// Locations are the names of the locations every task owns.
-	Locations []string
-	// Job places this process in a job of several processes. Nil means: discover it from
-	// the environment (orwlrun, mpirun, srun), or else run the whole job in this process.
-	Job *Job
-	// Place returns the rank of the process that runs task, 0 <= rank < procs. Nil means
-	// contiguous blocks: task*procs/Tasks.
-	Place func(task, procs int) int
-	// Logger receives the runtime's reports (refused connections, rejected frames, lost
-	// processes). Nil means slog.Default().
-	Logger *slog.Logger
-	// Trace, when not empty, records every request, grant, wait, section, release and
-	// transfer of the job, and rank 0 writes them to this file as Chrome trace event JSON
-	// (open it in Perfetto, or draw it with cmd/orwltrace) and reports a summary of where
-	// the time went (see TraceSummary). Empty means the ORWL_TRACE environment variable,
-	// if set.
-	Trace string
-	// TraceSummary receives the summary of a traced job, on rank 0: a table of where each
-	// task's time went. Nil means standard error, after a line naming the trace file.
-	TraceSummary io.Writer
-	// PeerTimeout is how long a process of the job may send nothing before the others take
-	// it for lost (0: ORWL_PEER_TIMEOUT, else 3s). A process that is sending, even one long
-	// transfer, is alive, and a process that finds it was paused itself (stopped,
-	// suspended with its whole job) does not blame the others; a stopped or unreachable one
-	// fails the job within about this time.
-	PeerTimeout time.Duration
-	// StartTimeout bounds the wait for every process of the job to start and connect (0:
-	// ORWL_START_TIMEOUT, else 60s). A process that dies or is unreachable once the start is
-	// under way fails it within PeerTimeout, naming its rank; so does a process that cannot
-	// reach rank 0 (no answer at all), naming rank 0; a process pointed at a job whose
-	// start is over fails at once, saying so.
-	StartTimeout time.Duration
-	// Checkpoint makes the job restartable from checkpoints written while it runs (see
-	// Task.Iterate and Task.Keep). The zero value takes none, unless ORWL_CHECKPOINT_DIR
-	// says where.
-	Checkpoint Checkpoint
-	// Checked makes misuse of mapped data fail the same way at every size and number of
-	// processes (see "Checked jobs" in the package documentation): a write through a read
-	// handle's data, or a use of data that Resize replaced or that Run freed. It costs a page
-	// per location and system calls per grant, for tests: the zero value is on inside test
-	// binaries that run no benchmarks and off elsewhere, unless ORWL_CHECKED is "on" or "off".
-	Checked Checking
-}
-
-// TaskFunc is the program of every task. Returning a non-nil error cancels the context of
-// the other tasks of the job, in every process, and Run returns the first such error.
-type TaskFunc func(ctx context.Context, t *Task) error
-
-// Errors that Run and Acquire report; test for them with errors.Is.
-var (
-	// ErrDeadlock: every task still running was blocked in Acquire, waiting in a cycle.
-	// The error that matches it is a *DeadlockError naming the cycle.
-	ErrDeadlock = errors.New("orwl: deadlock")
-	// ErrPeerLost: a process of the job is gone. The error that matches it names the rank.
-	ErrPeerLost = transport.ErrPeerLost
-)
-
 // Run runs the tasks of this process, each in its own goroutine, and returns when the whole
 // job is done: nil, or the first error of a task, of a deadlock, of a lost process, or of
 // the configuration. A task that panics fails the job with an error holding the panic's
@@ -390,7 +329,7 @@ func (j *job) makeTasks() {
 			continue
 		}
 		t := &Task{id: task, job: j}
-		t.handles = handle.NewOwner(t.obs.observe(t, j.rec.TaskTrack(task)))
+		t.handles = handle.NewOwner(t.obs.observe(t, j.rec.TaskTrack(task)), newHandleError)
 		j.local = append(j.local, t)
 		j.task[task] = t
 	}
@@ -542,7 +481,7 @@ func callTask(ctx context.Context, t *Task, fn TaskFunc) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			if merr := t.handles.Misuse(p); merr != nil {
-				if _, named := errors.AsType[*handle.Error](merr); !named {
+				if _, named := errors.AsType[*HandleError](merr); !named {
 					merr = fmt.Errorf("task %d: %w", t.id, merr)
 				}
 				err = fmt.Errorf("orwl: %w\n%s", merr, debug.Stack())

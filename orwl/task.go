@@ -132,7 +132,7 @@ func (t *Task) insert(l Location, pos int, mode fifo.Mode, iterative bool) *Hand
 	if err != nil {
 		err = fmt.Errorf("task %d: %s insert on %s at position %d: %w", t.id, mode, l, pos, err)
 		t.complain(err)
-		return &Handle{handle.Closed(spec, err)}
+		return &Handle{handle.Closed(spec, err, t.handles)}
 	}
 	h := handle.New(q, spec, t.handles)
 	t.inserts = append(t.inserts, h)
