@@ -49,6 +49,7 @@ import (
 	"time"
 
 	"github.com/orwl-go/orwl/examples/cholesky/tiled"
+	"github.com/orwl-go/orwl/examples/grid"
 	"github.com/orwl-go/orwl/examples/matmul/summa"
 	"github.com/orwl-go/orwl/internal/exampleutil"
 	"github.com/orwl-go/orwl/kernels"
@@ -70,7 +71,7 @@ const (
 // config is the parsed and checked command line.
 type config struct {
 	n, nb        int
-	grid         summa.Grid
+	grid         grid.Grid
 	tasks, procs int
 	kernelSpec   string   // as printed
 	kernels      []string // per task
@@ -90,7 +91,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.SetOutput(io.Discard)
 	n := fs.Int("n", 0, "matrix order N (default: 8192 with a BLAS kernel, 1536 with gonum)")
 	nb := fs.Int("nb", 0, "tile size NB (default: tiled.DefaultNB: N/8 within 512 to 1024, at most N/4)")
-	grid := fs.String("grid", "", "task grid PxQ (default: the most square grid of -tasks, with P <= Q)")
+	gridFlag := fs.String("grid", "", "task grid PxQ (default: the most square grid of -tasks, with P <= Q)")
 	tasks := fs.Int("tasks", 0, "tasks (default: P*Q of -grid, else -np, else the launcher's process count, else one per core)")
 	np := fs.Int("np", 0, "processes started on this machine (default: min(tasks, cores)); ignored under a launcher")
 	kernel := fs.String("kernel", "cpu", "kernel: cpu, gonum, openblas, cublas, or a mix such as cublas:1,openblas")
@@ -132,7 +133,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	case *threads < 0:
 		return nil, usagef("-threads is %d; need at least 0 (0: default)", *threads)
 	}
-	if err := c.layout(set, *grid, *tasks, *np, info); err != nil {
+	if err := c.layout(set, *gridFlag, *tasks, *np, info); err != nil {
 		return nil, err
 	}
 	if err := c.chooseKernels(*kernel); err != nil {
@@ -161,11 +162,11 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 }
 
 // layout sets the grid, the tasks and the processes from the flags that were set.
-func (c *config) layout(set map[string]bool, grid string, tasks, np int, info orwl.Job) error {
+func (c *config) layout(set map[string]bool, gridFlag string, tasks, np int, info orwl.Job) error {
 	cores := runtime.NumCPU()
 	if set["grid"] {
 		var err error
-		if c.grid, err = summa.ParseGrid(grid); err != nil {
+		if c.grid, err = grid.Parse(gridFlag, summa.MaxTasks); err != nil {
 			return usagef("-grid: %v", err)
 		}
 	}

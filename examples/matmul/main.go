@@ -72,6 +72,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/orwl-go/orwl/examples/grid"
 	"github.com/orwl-go/orwl/examples/matmul/summa"
 	"github.com/orwl-go/orwl/internal/exampleutil"
 	"github.com/orwl-go/orwl/kernels"
@@ -95,7 +96,7 @@ const (
 // config is the parsed and checked command line.
 type config struct {
 	n, nb        int
-	grid         summa.Grid
+	grid         grid.Grid
 	tasks, procs int
 	kernelSpec   string   // as printed in the result line
 	kernels      []string // per task
@@ -135,7 +136,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.SetOutput(io.Discard)
 	n := fs.Int("n", 0, "matrix size N (default: 6144 with a BLAS kernel, 1536 with gonum)")
 	nb := fs.Int("nb", 0, "block size NB (default: 512, less when the grid would leave a task without a block)")
-	grid := fs.String("grid", "", "task grid PxQ (default: the most square grid of -tasks)")
+	gridFlag := fs.String("grid", "", "task grid PxQ (default: the most square grid of -tasks)")
 	tasks := fs.Int("tasks", 0, "tasks (default: P*Q of -grid, else -np, else the launcher's process count, else one per core)")
 	np := fs.Int("np", 0, "processes started on this machine (default: min(tasks, cores)); ignored under a launcher")
 	kernel := fs.String("kernel", "cpu", "kernel: cpu, auto, gonum, openblas, cublas, or a mix such as cublas:1,openblas")
@@ -186,7 +187,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	}
 	cores := runtime.NumCPU()
 	if set["grid"] {
-		if c.grid, err = summa.ParseGrid(*grid); err != nil {
+		if c.grid, err = grid.Parse(*gridFlag, summa.MaxTasks); err != nil {
 			return nil, usagef("-grid: %v", err)
 		}
 	}
@@ -225,9 +226,9 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	balanced := c.balance || c.split != nil
 	switch {
 	case !set["grid"] && balanced:
-		c.grid = summa.Grid{P: 1, Q: c.tasks}
+		c.grid = grid.Grid{P: 1, Q: c.tasks}
 	case !set["grid"]:
-		c.grid = summa.DefaultGrid(c.tasks)
+		c.grid = grid.Square(c.tasks)
 	case c.grid.Tasks() != c.tasks:
 		return nil, usagef("-grid %s has %d tasks but -tasks is %d", c.grid, c.grid.Tasks(), c.tasks)
 	case balanced && c.grid.P != 1:

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/orwl-go/orwl/examples/grid"
 	"github.com/orwl-go/orwl/examples/matmul/summa"
 	"github.com/orwl-go/orwl/kernels"
 	"github.com/orwl-go/orwl/orwl"
@@ -117,7 +118,7 @@ func TestDefaultBlockSize(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		t.Fatalf("%v: %q", err, out.String())
 	}
-	if want := summa.DefaultNB(100, summa.Grid{P: 2, Q: 2}); !r.Verified || r.NB != want {
+	if want := summa.DefaultNB(100, grid.Grid{P: 2, Q: 2}); !r.Verified || r.NB != want {
 		t.Fatalf("nb %d (verified %v), want %d", r.NB, r.Verified, want)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/orwl-go/orwl/examples/cholesky/tiled"
+	"github.com/orwl-go/orwl/examples/grid"
 	"github.com/orwl-go/orwl/examples/matmul/summa"
 	"github.com/orwl-go/orwl/kernels"
 )
@@ -384,8 +385,8 @@ func (b *cholBench) timeStarpuImplicit(bin string, n int) (cholRow, error) {
 func (b *cholBench) timeScalapack(mpi *openMPI, bin string, n int) (cholRow, error) {
 	var best cholRow
 	first := math.Inf(1)
-	g := summa.DefaultGrid(b.procs)
-	for _, grid := range slices.Compact([]summa.Grid{g, {P: g.Q, Q: g.P}}) {
+	g := grid.Square(b.procs)
+	for _, grid := range slices.Compact([]grid.Grid{g, {P: g.Q, Q: g.P}}) {
 		for _, nb := range []int{128, 256} {
 			out, err := mpi.launch(b.procs, mpi.shm, openblasEnv(1), bin,
 				strconv.Itoa(n), strconv.Itoa(nb), strconv.Itoa(grid.P), strconv.Itoa(grid.Q), strconv.Itoa(b.reps))
@@ -437,7 +438,7 @@ func (b *cholBench) timeORWL(n int) (cholRow, error) {
 // choleskyChild is one process of an ORWL row (its variable holds a cholJob in JSON): it runs its part
 // with one kernel thread and, in the process of task 0, prints the result as JSON.
 func choleskyChild(job cholJob) error {
-	grid, err := summa.ParseGrid(job.Grid)
+	grid, err := grid.Parse(job.Grid, summa.MaxTasks)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 
+	"github.com/orwl-go/orwl/examples/grid"
 	"github.com/orwl-go/orwl/examples/matmul/summa"
 )
 
@@ -88,7 +89,7 @@ func benchFirst(fs *flag.FlagSet) func(rep *report) error {
 			return fmt.Errorf("the C reference is needed: %w", err)
 		}
 		cores := runtime.NumCPU()
-		grid := summa.DefaultGrid(cores)
+		grid := grid.Square(cores)
 		rep.header("%d cores; C: cblas_dgemm with OpenBLAS's default threads; orwl: examples/matmul's defaults, %d processes, grid %s, kernel %s, no warm-up",
 			cores, cores, grid, kernel)
 		rep.line("%6s %5s  %-26s %9s %11s %9s\n", "N", "round", "impl", "seconds", "page-faults", "C/orwl")
@@ -137,7 +138,7 @@ func benchFirst(fs *flag.FlagSet) func(rep *report) error {
 // coldORWL runs one ORWL job of examples/matmul's defaults, one multiplication without
 // warm-up, and returns its first multiplication; huge is "default" (ORWL_HUGEPAGES as
 // inherited), "on" or "off".
-func coldORWL(n, nb int, grid summa.Grid, kernel string, threads int, huge string) (firstRow, error) {
+func coldORWL(n, nb int, grid grid.Grid, kernel string, threads int, huge string) (firstRow, error) {
 	procs := grid.Tasks()
 	job := orwlJob{N: n, NB: nb, Grid: grid.String(), Kernels: slices.Repeat([]string{kernel}, procs), Threads: threads, Reps: 1, Cold: true}
 	spec, _ := json.Marshal(job)

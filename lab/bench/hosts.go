@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/orwl-go/orwl/examples/grid"
 	"github.com/orwl-go/orwl/examples/matmul/summa"
 	"github.com/orwl-go/orwl/internal/testemu/netemu"
 	"github.com/orwl-go/orwl/kernels"
@@ -89,7 +90,7 @@ func benchHosts(fs *flag.FlagSet) func(rep *report) error {
 			if size == 0 {
 				size = 2048 * h
 			}
-			grid := summa.DefaultGrid(h)
+			grid := grid.Square(h)
 			nb := summa.DefaultNB(size, grid)
 			compute, err := bestOf(2**rounds, func() (float64, error) { return timeRoofline(g, size, cores, *reps) })
 			if err != nil {
@@ -148,7 +149,7 @@ func parseRate(s string) (float64, error) {
 // host, receives or sends: the blocks of A in its grid row and of B in its grid column that
 // other tasks own, and a copy of each of its own for every other task of its row (A) or
 // column (B).
-func busiestHostBytes(n, nb int, g summa.Grid) float64 {
+func busiestHostBytes(n, nb int, g grid.Grid) float64 {
 	blocks := (n + nb - 1) / nb
 	width := func(k int) float64 { return float64(min(nb, n-k*nb)) }
 	var most float64

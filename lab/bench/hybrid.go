@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/orwl-go/orwl/examples/grid"
 	"github.com/orwl-go/orwl/examples/matmul/summa"
 	"github.com/orwl-go/orwl/kernels"
 )
@@ -108,7 +109,7 @@ func benchHybrid(fs *flag.FlagSet) func(rep *report) error {
 			}
 			return w
 		}
-		job := orwlJob{N: *n, NB: *nb, Grid: summa.Grid{P: 1, Q: len(names)}.String(), Kernels: names, Threads: *threads, Reps: *reps}
+		job := orwlJob{N: *n, NB: *nb, Grid: grid.Grid{P: 1, Q: len(names)}.String(), Kernels: names, Threads: *threads, Reps: *reps}
 		jobs := []orwlJob{job}
 		jobs[0].Balance = true
 		for _, s := range shares {

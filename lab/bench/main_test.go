@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/orwl-go/orwl/examples/matmul/summa"
+	"github.com/orwl-go/orwl/examples/grid"
 )
 
 // TestBadFlagsAreUsageErrors: every command reports a mistake in its flags as a usageError
@@ -59,13 +59,13 @@ func TestBusiestHostBytes(t *testing.T) {
 	const n = 4096
 	half := float64(n*n*8) / 2
 	for _, c := range []struct {
-		g    summa.Grid
+		g    grid.Grid
 		want float64
 	}{
-		{summa.Grid{P: 2, Q: 1}, half},                   // half of B in, half out
-		{summa.Grid{P: 1, Q: 2}, half},                   // the same with A
-		{summa.Grid{P: 1, Q: 4}, float64(n*n*8) * 3 / 4}, // 3 of 4 quarters of A in; its quarter to 3 others out
-		{summa.Grid{P: 1, Q: 1}, 0},
+		{grid.Grid{P: 2, Q: 1}, half},                   // half of B in, half out
+		{grid.Grid{P: 1, Q: 2}, half},                   // the same with A
+		{grid.Grid{P: 1, Q: 4}, float64(n*n*8) * 3 / 4}, // 3 of 4 quarters of A in; its quarter to 3 others out
+		{grid.Grid{P: 1, Q: 1}, 0},
 	} {
 		if got := busiestHostBytes(n, 512, c.g); got != c.want {
 			t.Errorf("grid %s: %.0f bytes, want %.0f", c.g, got, c.want)

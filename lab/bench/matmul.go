@@ -19,6 +19,7 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 
+	"github.com/orwl-go/orwl/examples/grid"
 	"github.com/orwl-go/orwl/examples/matmul/summa"
 	"github.com/orwl-go/orwl/kernels"
 )
@@ -164,7 +165,7 @@ func benchMatmul(fs *flag.FlagSet) func(rep *report) error {
 			emit(roof)
 			printRow(roof, "one kernel call, all threads")
 			for _, np := range procs {
-				grid := summa.DefaultGrid(np)
+				grid := grid.Square(np)
 				threads := max(1, cores/np)
 				base := mmResult{N: n, NB: *nb, Procs: np, Grid: grid.String(), Threads: threads, Kernel: name}
 				if base.NB == 0 {
@@ -363,7 +364,7 @@ func timeORWL(r mmResult, reps int) (float64, bool, error) {
 // of every distinct CPU kernel of the job and, unless the job is cold, warms it up, runs its part and, in the
 // process of task 0 (the only one summa.Run gives a result), prints the result as JSON.
 func matmulChild(job orwlJob) error {
-	grid, err := summa.ParseGrid(job.Grid)
+	grid, err := grid.Parse(job.Grid, summa.MaxTasks)
 	if err != nil {
 		return err
 	}
@@ -404,7 +405,7 @@ func warmUp(g kernels.Gemm) {
 // timeScalapack runs the driver with Open MPI's mpirun on r's grid (shared memory between
 // the processes).
 func timeScalapack(mpi *openMPI, bin string, r mmResult, reps int) (float64, error) {
-	grid, err := summa.ParseGrid(r.Grid)
+	grid, err := grid.Parse(r.Grid, summa.MaxTasks)
 	if err != nil {
 		return 0, err
 	}

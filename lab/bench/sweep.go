@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 
+	"github.com/orwl-go/orwl/examples/grid"
 	"github.com/orwl-go/orwl/examples/matmul/summa"
 )
 
@@ -70,7 +71,7 @@ func benchSweep(fs *flag.FlagSet) func(rep *report) error {
 		for _, n := range ns {
 			// The default: what examples/matmul picks with no flag but -n.
 			def := sweepRow{N: n, Tasks: *procs, Procs: *procs, Threads: max(1, cores / *procs), Default: true}
-			g := summa.DefaultGrid(def.Tasks)
+			g := grid.Square(def.Tasks)
 			def.Grid, def.NB = g.String(), summa.DefaultNB(n, g)
 			settings := []sweepRow{def}
 			for _, tpp := range []int{1, 2} {
@@ -125,11 +126,11 @@ func benchSweep(fs *flag.FlagSet) func(rep *report) error {
 }
 
 // grids returns every grid of tasks tasks: each factorisation P x Q, both ways.
-func grids(tasks int) []summa.Grid {
-	var gs []summa.Grid
+func grids(tasks int) []grid.Grid {
+	var gs []grid.Grid
 	for p := 1; p <= tasks; p++ {
 		if tasks%p == 0 {
-			gs = append(gs, summa.Grid{P: p, Q: tasks / p})
+			gs = append(gs, grid.Grid{P: p, Q: tasks / p})
 		}
 	}
 	return gs

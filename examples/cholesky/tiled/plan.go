@@ -5,7 +5,7 @@ import (
 	"container/heap"
 	"slices"
 
-	"github.com/orwl-go/orwl/examples/matmul/summa"
+	"github.com/orwl-go/orwl/examples/grid"
 )
 
 // kind is the kernel an operation calls.
@@ -47,10 +47,10 @@ func (o op) reads() []tile {
 // layout is the tiling of an N x N matrix over a grid of tasks.
 type layout struct {
 	n, nb, tiles int
-	grid         summa.Grid
+	grid         grid.Grid
 }
 
-func newLayout(n, nb int, g summa.Grid) layout {
+func newLayout(n, nb int, g grid.Grid) layout {
 	return layout{n: n, nb: nb, tiles: (n + nb - 1) / nb, grid: g}
 }
 

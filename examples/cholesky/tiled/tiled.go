@@ -66,6 +66,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/orwl-go/orwl/examples/grid"
 	"github.com/orwl-go/orwl/examples/matmul/summa"
 	"github.com/orwl-go/orwl/kernels"
 	"github.com/orwl-go/orwl/orwl"
@@ -74,7 +75,7 @@ import (
 // Params describe one job.
 type Params struct {
 	N, NB int
-	Grid  summa.Grid
+	Grid  grid.Grid
 	// Kernels names the kernel of every task (len Grid.Tasks()), as kernels.GetCholesky
 	// takes them.
 	Kernels []string
@@ -130,9 +131,8 @@ const MaxTasks = summa.MaxTasks
 // at least as many columns as rows. Dealt by column, the work of the lower triangle is
 // balanced (by row, the tasks of the last rows have more of it): at N=4096 on 2 tasks, 1x2
 // ran 5-10% faster than 2x1.
-func DefaultGrid(tasks int) summa.Grid {
-	g := summa.DefaultGrid(tasks)
-	return summa.Grid{P: g.Q, Q: g.P}
+func DefaultGrid(tasks int) grid.Grid {
+	return grid.Square(tasks).Transpose()
 }
 
 // DefaultNB is the tile size used unless told otherwise: N/8, at least 512 and at most
@@ -148,7 +148,7 @@ func DefaultNB(n int) int { return max(1, min(n/4, max(512, min(1024, n/8)))) }
 // BytesPerTask estimates the memory one task holds, in bytes: its share of the lower
 // triangle of tiles and of the inverted diagonal tiles, and as much again for the mirrors
 // of tiles of other processes.
-func BytesPerTask(n, nb int, g summa.Grid) float64 {
+func BytesPerTask(n, nb int, g grid.Grid) float64 {
 	t := float64((n + nb - 1) / nb)
 	fnb := float64(min(nb, n))
 	return 2 * 8 * fnb * fnb * (t*(t+1)/2 + t) / float64(g.Tasks())

@@ -10,7 +10,7 @@ import (
 	"gonum.org/v1/gonum/blas"
 	lapack "gonum.org/v1/gonum/lapack/gonum"
 
-	"github.com/orwl-go/orwl/examples/matmul/summa"
+	"github.com/orwl-go/orwl/examples/grid"
 	"github.com/orwl-go/orwl/kernels"
 	_ "github.com/orwl-go/orwl/kernels/all"
 )
@@ -36,8 +36,8 @@ func run(t *testing.T, p Params) *Result {
 func TestVerifies(t *testing.T) {
 	for _, c := range []struct {
 		n, nb int
-		grid  summa.Grid
-	}{{1, 1, summa.Grid{P: 1, Q: 1}}, {10, 3, summa.Grid{P: 2, Q: 1}}, {37, 8, summa.Grid{P: 2, Q: 2}}, {40, 8, summa.Grid{P: 1, Q: 3}}} {
+		grid  grid.Grid
+	}{{1, 1, grid.Grid{P: 1, Q: 1}}, {10, 3, grid.Grid{P: 2, Q: 1}}, {37, 8, grid.Grid{P: 2, Q: 2}}, {40, 8, grid.Grid{P: 1, Q: 3}}} {
 		res := run(t, Params{N: c.n, NB: c.nb, Grid: c.grid, Seed: 5, Reps: 2})
 		if !res.Verified || !(res.Residual < 1) || res.Seconds <= 0 || res.FirstSeconds < res.Seconds {
 			t.Fatalf("n=%d nb=%d grid %s: %+v", c.n, c.nb, c.grid, res)
@@ -50,7 +50,7 @@ func TestVerifies(t *testing.T) {
 // order of the schedule, on one goroutine.
 func TestFactorEqualsLapack(t *testing.T) {
 	const n, nb = 29, 6
-	l := newLayout(n, nb, summa.Grid{P: 1, Q: 1})
+	l := newLayout(n, nb, grid.Grid{P: 1, Q: 1})
 	tiles := map[tile][]float64{}
 	for j := range l.tiles {
 		for i := j; i < l.tiles; i++ {
@@ -101,7 +101,7 @@ func TestFactorEqualsLapack(t *testing.T) {
 func TestVerificationCatchesErrors(t *testing.T) {
 	skipOp = op{gemm, 3, 1, 0}
 	defer func() { skipOp = op{kind: potrf} }()
-	res := run(t, Params{N: 32, NB: 4, Grid: summa.Grid{P: 2, Q: 1}, Seed: 1})
+	res := run(t, Params{N: 32, NB: 4, Grid: grid.Grid{P: 2, Q: 1}, Seed: 1})
 	if res.Verified || !(res.Residual > 1e3) {
 		t.Fatalf("one update left out: residual %g, verified %v", res.Residual, res.Verified)
 	}
@@ -110,7 +110,7 @@ func TestVerificationCatchesErrors(t *testing.T) {
 // TestScheduleIsTopological: the schedule holds every operation once, each after the
 // operations it depends on: a tile is read only once final, and written in step order.
 func TestScheduleIsTopological(t *testing.T) {
-	for _, g := range []summa.Grid{{P: 1, Q: 1}, {P: 2, Q: 1}, {P: 2, Q: 3}} {
+	for _, g := range []grid.Grid{{P: 1, Q: 1}, {P: 2, Q: 1}, {P: 2, Q: 3}} {
 		l := newLayout(100, 7, g)
 		order := l.schedule()
 		if len(order) != len(l.operations()) {

@@ -8,6 +8,7 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 
+	"github.com/orwl-go/orwl/examples/grid"
 	"github.com/orwl-go/orwl/internal/parallel"
 	"github.com/orwl-go/orwl/kernels"
 	"github.com/orwl-go/orwl/orwl"
@@ -37,7 +38,7 @@ type schedulePlan struct {
 	aUses, bUses []bufferUses
 }
 
-func newSchedulePlan(g Grid, nk, reps int) *schedulePlan {
+func newSchedulePlan(g grid.Grid, nk, reps int) *schedulePlan {
 	s := &schedulePlan{}
 	s.steps, s.aUses, s.bUses = schedule(g, nk, reps)
 	return s

@@ -1,36 +1,6 @@
 package summa
 
-import (
-	"fmt"
-	"strconv"
-	"strings"
-)
-
-// Grid is a P x Q grid of tasks: task (p, q) has id p*Q + q.
-type Grid struct{ P, Q int }
-
-// String returns "PxQ".
-func (g Grid) String() string { return fmt.Sprintf("%dx%d", g.P, g.Q) }
-
-// Tasks returns P*Q.
-func (g Grid) Tasks() int { return g.P * g.Q }
-
-// Coords returns the grid row and column of task id.
-func (g Grid) Coords(id int) (p, q int) { return id / g.Q, id % g.Q }
-
-// ID returns the task at grid row p, column q.
-func (g Grid) ID(p, q int) int { return p*g.Q + q }
-
-// DefaultGrid returns the most square grid of tasks tasks with P >= Q.
-func DefaultGrid(tasks int) Grid {
-	q := 1
-	for d := 1; d*d <= tasks; d++ {
-		if tasks%d == 0 {
-			q = d
-		}
-	}
-	return Grid{P: tasks / q, Q: q}
-}
+import "github.com/orwl-go/orwl/examples/grid"
 
 // DefaultNB is the block size a multiplication of N x N matrices over grid g uses unless
 // told otherwise: 512, large enough for a CPU kernel to run near its peak on each block and
@@ -38,22 +8,8 @@ func DefaultGrid(tasks int) Grid {
 // 3% of the best block size, grid and tasks per process at N = 1024 to 8192 on 2 cores), but
 // no larger than a task's share of N along the longer side of the grid, so that every task
 // has a block.
-func DefaultNB(n int, g Grid) int {
+func DefaultNB(n int, g grid.Grid) int {
 	return max(1, min(512, n/max(g.P, g.Q)))
-}
-
-// ParseGrid reads "PxQ".
-func ParseGrid(s string) (Grid, error) {
-	ps, qs, ok := strings.Cut(s, "x")
-	p, err1 := strconv.Atoi(ps)
-	q, err2 := strconv.Atoi(qs)
-	if !ok || err1 != nil || err2 != nil || p < 1 || q < 1 {
-		return Grid{}, fmt.Errorf("grid %q is not PxQ with P, Q >= 1 (for example 2x2)", s)
-	}
-	if p > MaxTasks || q > MaxTasks || p*q > MaxTasks {
-		return Grid{}, fmt.Errorf("grid %q has more than %d tasks", s, MaxTasks)
-	}
-	return Grid{P: p, Q: q}, nil
 }
 
 // MaxTasks bounds the tasks of a multiplication: far more than any machine runs, far fewer
@@ -63,7 +19,7 @@ const MaxTasks = 1 << 16
 // BytesPerTask estimates the memory one task of a multiplication holds, in bytes: its part
 // of A, B and C (all of them in a balanced run), its panel buffers, and at most as many
 // copies of every other owner's in its grid row and column.
-func BytesPerTask(n, nb int, g Grid, balanced bool) float64 {
+func BytesPerTask(n, nb int, g grid.Grid, balanced bool) float64 {
 	fn, fnb := float64(n), float64(min(nb, n))
 	if balanced {
 		return 8 * (3*fn*fn + 4*fn*fnb)
@@ -145,7 +101,7 @@ type bufferUses [panelBuffers]int
 // their number): every buffer less is memory a task need not hold, nor touch for the first
 // time in its first multiplication. It also returns how often each grid column and row
 // publishes, per buffer.
-func schedule(g Grid, nk, reps int) (steps []step, aUses, bUses []bufferUses) {
+func schedule(g grid.Grid, nk, reps int) (steps []step, aUses, bUses []bufferUses) {
 	aUses, bUses = make([]bufferUses, g.Q), make([]bufferUses, g.P)
 	aLast, bLast := make([]lastUse, g.Q), make([]lastUse, g.P)
 	for s := range nk * reps {

@@ -92,6 +92,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/orwl-go/orwl/examples/grid"
 	"github.com/orwl-go/orwl/internal/hugemem"
 	"github.com/orwl-go/orwl/internal/parallel"
 	"github.com/orwl-go/orwl/kernels"
@@ -113,7 +114,7 @@ const (
 // Params describe one job.
 type Params struct {
 	N, NB int
-	Grid  Grid
+	Grid  grid.Grid
 	// Kernels names the kernel of every task (len Grid.Tasks()), as kernels.Get takes them.
 	Kernels []string
 	Reps    int    // multiplications, one after the other (at least 1)

@@ -12,6 +12,7 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 
+	"github.com/orwl-go/orwl/examples/grid"
 	"github.com/orwl-go/orwl/kernels"
 	_ "github.com/orwl-go/orwl/kernels/all"
 )
@@ -53,7 +54,7 @@ func TestNumrocAndGlobals(t *testing.T) {
 // no more buffers than that needs (three alone, two when two owners take turns, one for
 // three or more).
 func TestScheduleReusesBuffersLate(t *testing.T) {
-	for _, g := range []Grid{{1, 1}, {2, 1}, {1, 3}, {2, 2}, {3, 2}, {4, 1}} {
+	for _, g := range []grid.Grid{{P: 1, Q: 1}, {P: 2, Q: 1}, {P: 1, Q: 3}, {P: 2, Q: 2}, {P: 3, Q: 2}, {P: 4, Q: 1}} {
 		for _, nk := range []int{1, 2, 3, 4, 5, 6, 8, 12} {
 			steps, aUses, bUses := schedule(g, nk, 3)
 			lastA, lastB := map[[2]int]int{}, map[[2]int]int{}
@@ -94,32 +95,16 @@ func TestScheduleReusesBuffersLate(t *testing.T) {
 	}
 }
 
-func TestGrids(t *testing.T) {
-	for tasks, want := range map[int]Grid{1: {1, 1}, 2: {2, 1}, 3: {3, 1}, 4: {2, 2}, 6: {3, 2}, 12: {4, 3}} {
-		if g := DefaultGrid(tasks); g != want {
-			t.Errorf("DefaultGrid(%d) = %s, want %s", tasks, g, want)
-		}
-	}
-	for _, bad := range []string{"", "3", "0x2", "2x", "2x2x2", "axb", "-1x2", "2x2 "} {
-		if _, err := ParseGrid(bad); err == nil {
-			t.Errorf("ParseGrid(%q) accepted", bad)
-		}
-	}
-	if g, err := ParseGrid("3x2"); err != nil || g != (Grid{3, 2}) {
-		t.Errorf("ParseGrid(3x2) = %v, %v", g, err)
-	}
-}
-
 // TestDefaultNB: 512 while every task keeps a block along the grid's longer side, then a
 // task's share of N, never 0.
 func TestDefaultNB(t *testing.T) {
 	for _, c := range []struct {
 		n    int
-		g    Grid
+		g    grid.Grid
 		want int
 	}{
-		{8192, Grid{2, 1}, 512}, {4096, Grid{2, 1}, 512}, {1024, Grid{2, 1}, 512},
-		{1024, Grid{4, 4}, 256}, {1000, Grid{3, 1}, 333}, {100, Grid{2, 2}, 50}, {3, Grid{8, 2}, 1},
+		{8192, grid.Grid{P: 2, Q: 1}, 512}, {4096, grid.Grid{P: 2, Q: 1}, 512}, {1024, grid.Grid{P: 2, Q: 1}, 512},
+		{1024, grid.Grid{P: 4, Q: 4}, 256}, {1000, grid.Grid{P: 3, Q: 1}, 333}, {100, grid.Grid{P: 2, Q: 2}, 50}, {3, grid.Grid{P: 8, Q: 2}, 1},
 	} {
 		if got := DefaultNB(c.n, c.g); got != c.want {
 			t.Errorf("DefaultNB(%d, %s) = %d, want %d", c.n, c.g, got, c.want)
@@ -131,7 +116,7 @@ func TestDefaultNB(t *testing.T) {
 // not divide, and every CPU kernel, with both checks.
 func TestMultiplies(t *testing.T) {
 	for _, kernel := range cpuKernels(t) {
-		for _, g := range []Grid{{1, 1}, {2, 1}, {1, 3}, {2, 2}} {
+		for _, g := range []grid.Grid{{P: 1, Q: 1}, {P: 2, Q: 1}, {P: 1, Q: 3}, {P: 2, Q: 2}} {
 			for _, c := range []struct{ n, nb, reps int }{{37, 5, 1}, {50, 8, 2}, {10, 8, 1}, {6, 16, 1}} {
 				names := make([]string, g.Tasks())
 				for i := range names {
@@ -162,7 +147,7 @@ func TestMultiplies(t *testing.T) {
 // B, in the timed interval, fresh: at least one fault).
 func TestFirstMultiplication(t *testing.T) {
 	const n = 600 // C is 2.9 MB: over hugemem's threshold, so mapped fresh on Linux
-	res, err := Run(context.Background(), Params{N: n, NB: 128, Grid: Grid{1, 1}, Kernels: cpuKernels(t)[:1],
+	res, err := Run(context.Background(), Params{N: n, NB: 128, Grid: grid.Grid{P: 1, Q: 1}, Kernels: cpuKernels(t)[:1],
 		Reps: 2, Seed: 7, Verify: Freivalds})
 	if err != nil {
 		t.Fatal(err)
@@ -177,8 +162,8 @@ func TestFirstMultiplication(t *testing.T) {
 func TestDetectsWrongResult(t *testing.T) {
 	gonum4 := []string{"gonum", "gonum", "gonum", "gonum"}
 	for _, p := range []Params{
-		{N: 40, NB: 8, Grid: Grid{2, 2}, Kernels: gonum4, Reps: 1, Seed: 3},
-		{N: 40, NB: 8, Grid: Grid{1, 4}, Kernels: gonum4, Reps: 2, Seed: 3, Balance: true},
+		{N: 40, NB: 8, Grid: grid.Grid{P: 2, Q: 2}, Kernels: gonum4, Reps: 1, Seed: 3},
+		{N: 40, NB: 8, Grid: grid.Grid{P: 1, Q: 4}, Kernels: gonum4, Reps: 2, Seed: 3, Balance: true},
 	} {
 		for _, v := range []Verify{Freivalds, Exact} {
 			p.Verify = v
@@ -226,7 +211,7 @@ func TestBalancedRuns(t *testing.T) {
 		{nil, true},
 		{[]float64{1, 5, 1}, true},
 	} {
-		res, err := Run(context.Background(), Params{N: 61, NB: 9, Grid: Grid{1, 3}, Kernels: mixed, Reps: 3, Seed: 5,
+		res, err := Run(context.Background(), Params{N: 61, NB: 9, Grid: grid.Grid{P: 1, Q: 3}, Kernels: mixed, Reps: 3, Seed: 5,
 			Verify: Freivalds | Exact, Split: c.split, Balance: c.balance})
 		if err != nil {
 			t.Fatalf("%+v: %v", c, err)
@@ -245,7 +230,7 @@ func TestBalancedRuns(t *testing.T) {
 			t.Fatalf("%+v: static split not kept: %v", c, res.Split)
 		}
 	}
-	if _, err := Run(context.Background(), Params{N: 10, NB: 2, Grid: Grid{2, 1}, Kernels: []string{"gonum", "gonum"}, Reps: 1, Balance: true}); err == nil {
+	if _, err := Run(context.Background(), Params{N: 10, NB: 2, Grid: grid.Grid{P: 2, Q: 1}, Kernels: []string{"gonum", "gonum"}, Reps: 1, Balance: true}); err == nil {
 		t.Fatal("balanced run on a 2x1 grid accepted")
 	}
 }
@@ -445,7 +430,7 @@ func init() {
 // balancing moves from equal shares to shares in proportion to the speeds (8:1, that is
 // 112:16 of 128 columns in granules of 8) or, after its search, close to them.
 func TestBalancingFollowsRates(t *testing.T) {
-	res, err := Run(context.Background(), Params{N: 128, NB: 32, Grid: Grid{1, 2}, Kernels: []string{"paced-fast", "paced-slow"},
+	res, err := Run(context.Background(), Params{N: 128, NB: 32, Grid: grid.Grid{P: 1, Q: 2}, Kernels: []string{"paced-fast", "paced-slow"},
 		Reps: 5, Seed: 2, Verify: Freivalds, Balance: true})
 	if err != nil {
 		t.Fatal(err)
@@ -505,7 +490,7 @@ func init() {
 // buffers it reads pinned, each once, and every one is unpinned when the job ends.
 func TestPinsPanelsOfPinningKernels(t *testing.T) {
 	names := []string{pinningName, pinningName, pinningName, "gonum"}
-	res, err := Run(context.Background(), Params{N: 40, NB: 8, Grid: Grid{2, 2}, Kernels: names, Reps: 2, Seed: 3, Verify: Exact})
+	res, err := Run(context.Background(), Params{N: 40, NB: 8, Grid: grid.Grid{P: 2, Q: 2}, Kernels: names, Reps: 2, Seed: 3, Verify: Exact})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -607,7 +592,7 @@ func init() {
 // step's product to its accumulation and stores C once per multiplication, and the result
 // is bit-identical to the same job on plain kernels; every accumulation is closed.
 func TestAccumulatingKernels(t *testing.T) {
-	p := Params{N: 40, NB: 8, Grid: Grid{2, 2}, Reps: 3, Seed: 5, Verify: Exact}
+	p := Params{N: 40, NB: 8, Grid: grid.Grid{P: 2, Q: 2}, Reps: 3, Seed: 5, Verify: Exact}
 	p.Kernels = []string{"gonum", "gonum", "gonum", "gonum"}
 	plain, err := Run(context.Background(), p)
 	if err != nil {
