@@ -68,27 +68,15 @@ func figuresSetup(fs *flag.FlagSet) func(*report) error {
 	return func(*report) error { return benchFigures(f) }
 }
 
+// figuresSections are the measurements the figures command can make, in the order of the
+// page (gpu measures nothing: it rewrites the GPU part from bench gpu's results).
+var figuresSections = []string{"locks", "kernels", "matmul", "first", "hybrid", "stencil", "wavefront", "cholesky", "checkpoint", "grant", "hosts", "faults", "gpu"}
+
 // benchFigures measures what f asks and rewrites the figures of f.page.
 func benchFigures(f *figuresFlags) error {
-	sizes, err := withValue(f.mmSizes, f.n)
+	mm, want, err := checkFigures(f)
 	if err != nil {
-		return badFlags("-matmul-n: %w", err)
-	}
-	procs, err := withValue(f.mmProcs, runtime.NumCPU())
-	if err != nil {
-		return badFlags("-matmul-procs: %w", err)
-	}
-	if _, err := intList(f.firstSizes); err != nil || f.firstRounds < 1 || f.mmRounds < 1 {
-		return badFlags("-first-n must list sizes, -first-rounds and -matmul-rounds be at least 1")
-	}
-	want := map[string]bool{}
-	for _, name := range splitList(f.sections) {
-		switch name {
-		case "locks", "kernels", "matmul", "first", "hybrid", "stencil", "wavefront", "cholesky", "checkpoint", "hosts", "grant", "faults", "gpu":
-			want[name] = true
-		default:
-			return badFlags("-sections: unknown section %q", name)
-		}
+		return err
 	}
 	root, out, links, err := figuresPaths(f)
 	if err != nil {
@@ -111,139 +99,80 @@ func benchFigures(f *figuresFlags) error {
 	if begin < 0 || end < begin {
 		return fmt.Errorf("%s has no %s ... %s section", f.page, figuresBegin, figuresEnd)
 	}
+	figures, err := measureFigures(f, mm, want, root, out, links)
+	if err != nil {
+		return err
+	}
+	page := append([]byte{}, text[:begin]...)
+	page = append(page, figures...)
+	page = append(page, text[end:]...)
+	if err := os.WriteFile(f.page, page, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "figures: wrote %s and the commands' files in %s\n", f.page, out)
+	return nil
+}
 
+// matmulSweep is what the figures command asks of the matmul command: its -n and -procs.
+type matmulSweep struct{ sizes, procs string }
+
+// checkFigures checks f's flags and returns the matmul sweep and the sections -sections
+// names.
+func checkFigures(f *figuresFlags) (mm matmulSweep, want map[string]bool, err error) {
+	if mm.sizes, err = withValue(f.mmSizes, f.n); err != nil {
+		return mm, nil, badFlags("-matmul-n: %w", err)
+	}
+	if mm.procs, err = withValue(f.mmProcs, runtime.NumCPU()); err != nil {
+		return mm, nil, badFlags("-matmul-procs: %w", err)
+	}
+	if _, err := intList(f.firstSizes); err != nil || f.firstRounds < 1 || f.mmRounds < 1 {
+		return mm, nil, badFlags("-first-n must list sizes, -first-rounds and -matmul-rounds be at least 1")
+	}
+	want = map[string]bool{}
+	for _, name := range splitList(f.sections) {
+		if !slices.Contains(figuresSections, name) {
+			return mm, nil, badFlags("-sections: unknown section %q", name)
+		}
+		want[name] = true
+	}
+	return mm, want, nil
+}
+
+// measureFigures makes the measurements of the sections in want, running the commands with
+// -out out (root is the checkout's root, links the results folder as the page links it),
+// and returns the figures, from the begin marker up to the end marker.
+func measureFigures(f *figuresFlags, mm matmulSweep, want map[string]bool, root, out, links string) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\nMeasured by `go run ./lab/bench figures` on %s, %s, %d cores, %s, %s.\n",
 		figuresBegin, time.Now().UTC().Format("2006-01-02"), cpuModel(), runtime.NumCPU(), runtime.Version(), runtime.GOARCH)
 	b.WriteString("Every ratio compares two rows of the same run; absolute numbers vary with the machine's load.\n\n")
-
-	if want["locks"] {
-		fmt.Fprintln(os.Stderr, "figures: lock benchmarks (go test -bench ./orwl)")
-		locks, err := goBench(root, "./orwl", "SectionUncontended|Handoff|ReadersWriter|RemotePush|RemoteReaderSteady", "1s")
-		if err != nil {
-			return err
-		}
-		b.WriteString("| ORWL operation | time | reference | ratio |\n|---|---|---|---|\n")
-		lockRow := func(what, name, ref, refName string) {
-			x, r := locks[name], locks[ref]
-			if x.nsPerOp == 0 || r.nsPerOp == 0 {
-				return
+	measure := map[string]func() error{
+		"locks":   func() error { return lockFigures(&b, root) },
+		"kernels": func() error { return kernelFigures(&b, out) },
+		"matmul":  func() error { return matmulFigures(&b, out, f, mm) },
+		"first": func() error {
+			return appendRows(&b, out, firstFigures, "first", "-n", f.firstSizes, "-rounds", strconv.Itoa(f.firstRounds), "-hugepages", "default,on")
+		},
+		"hybrid": func() error { return hybridFigures(&b, out) },
+		"stencil": func() error {
+			return appendRows(&b, out, stencilFigures, append([]string{"stencil"}, strings.Fields(f.stencilArgs)...)...)
+		},
+		"wavefront": func() error {
+			return appendRows(&b, out, wavefrontFigures, append([]string{"wavefront"}, strings.Fields(f.wavefrontArgs)...)...)
+		},
+		"cholesky": func() error {
+			return appendRows(&b, out, choleskyFigures, "cholesky", "-n", "4096,8192", "-single=false")
+		},
+		"checkpoint": func() error { return appendRows(&b, out, checkpointFigures, "checkpoint") },
+		"grant":      func() error { return appendRows(&b, out, grantFigures, "grant") },
+		"hosts":      func() error { return appendRows(&b, out, hostsFigures, "hosts") },
+		"faults":     func() error { return appendRows(&b, out, faultFigures, "faults") },
+	}
+	for _, name := range figuresSections {
+		if want[name] {
+			if err := measure[name](); err != nil {
+				return "", err
 			}
-			fmt.Fprintf(&b, "| %s | %s, %.0f allocs | %s %s | %.2fx |\n", what, nanos(x.nsPerOp), x.allocs, refName, nanos(r.nsPerOp), x.nsPerOp/r.nsPerOp)
-		}
-		if u, ok := locks["SectionUncontended/untraced"]; ok {
-			fmt.Fprintf(&b, "| uncontended section (acquire, re-request, map, release) | %s, %.0f allocs | | |\n", nanos(u.nsPerOp), u.allocs)
-		}
-		lockRow("the same, tracing on (4 events)", "SectionUncontended/traced", "SectionUncontended/untraced", "tracing off:")
-		lockRow("hand-off between two tasks, per round trip", "Handoff/orwl", "Handoff/channel", "channel ping-pong:")
-		lockRow("hand-off between two tasks, per round trip", "Handoff/orwl", "Handoff/mutex-cond", "sync.Cond hand-off:")
-		lockRow("1 writer then 8 readers, per cycle (ordered)", "ReadersWriter/orwl", "ReadersWriter/rwmutex", "sync.RWMutex (no order):")
-		lockRow("remote hand-off of 8 bytes between 2 processes", "RemoteHandoff/orwl", "RemoteHandoff/tcp", "raw TCP ping-pong:")
-		if x := locks["RemoteHandoff/orwl"]; x.nsPerOp > 0 {
-			if mpi, ok := mpiPingPong(200000); ok {
-				fmt.Fprintf(&b, "| remote hand-off of 8 bytes between 2 processes | %s | Open MPI shared-memory ping-pong: %s | %.2fx |\n", nanos(x.nsPerOp), nanos(mpi), x.nsPerOp/mpi)
-			}
-		}
-		if p, t := locks["RemotePush/orwl"], locks["RemotePush/tcp"]; p.mbPerS > 0 && t.mbPerS > 0 {
-			fmt.Fprintf(&b, "| remote grant of 8 MiB between 2 processes | %.0f MB/s | raw TCP stream: %.0f MB/s | %.2fx |\n", p.mbPerS, t.mbPerS, p.mbPerS/t.mbPerS)
-		}
-		if s, ok := locks["RemoteReaderSteady"]; ok {
-			fmt.Fprintf(&b, "| iterative remote reader, steady state | %s, %.0f allocs/op | | |\n", nanos(s.nsPerOp), s.allocs)
-		}
-	}
-	if want["kernels"] {
-		fmt.Fprintln(os.Stderr, "figures: kernels")
-		kern, err := selfJSON(out, "kernels", "-n", "1024,2048", "-kernels", "openblas,gonum", "-time", "1s", "-rounds", "2")
-		if err != nil {
-			return err
-		}
-		b.WriteString("\n| kernel | N | threads | GFLOP/s | reference | ratio |\n|---|---|---|---|---|---|\n")
-		for _, r := range kern {
-			if r["reference"] == true || r["ref"] == nil || r["ref"] == "" {
-				continue
-			}
-			fmt.Fprintf(&b, "| %v | %v | %v | %.1f | %v | %.2fx |\n", r["kernel"], r["n"], r["threads"], num(r["gflops"]), r["ref"], num(r["ratio"]))
-		}
-	}
-	if want["matmul"] {
-		fmt.Fprintln(os.Stderr, "figures: matmul")
-		cores := runtime.NumCPU()
-		mm, err := selfJSON(out, "matmul", "-n", sizes, "-procs", procs, "-rounds", strconv.Itoa(f.mmRounds))
-		if err != nil {
-			return err
-		}
-		b.WriteString("\n| matmul N=" + strconv.Itoa(f.n) + " | processes | grid | kernel threads | GFLOP/s | vs roofline |\n|---|---|---|---|---|---|\n")
-		impl := map[any]float64{}
-		for _, r := range mm {
-			if num(r["n"]) != float64(f.n) || (r["impl"] != "roofline" && num(r["procs"]) != float64(cores)) {
-				continue // the charts show the other sizes and process counts
-			}
-			fmt.Fprintf(&b, "| %v (%v) | %v | %v | %v | %.1f | %.2fx |\n", r["impl"], r["kernel"], r["procs"], r["grid"], r["threads"], num(r["gflops"]), num(r["vs_roofline"]))
-			impl[r["impl"]] = num(r["gflops"])
-		}
-		if impl["orwl"] > 0 && impl["starpu"] > 0 {
-			fmt.Fprintf(&b, "\nORWL / StarPU dgemm at N=%d, in GFLOP/s (one StarPU CPU worker per ORWL process, blocks of NB, StarPU's mean time): %.2fx.\n", f.n, impl["orwl"]/impl["starpu"])
-		}
-		if impl["orwl"] > 0 && impl["scalapack"] > 0 {
-			fmt.Fprintf(&b, "\nORWL / ScaLAPACK PDGEMM at N=%d, same grid and NB: %.2fx.\n", f.n, impl["orwl"]/impl["scalapack"])
-		}
-	}
-	if want["first"] {
-		if err := appendRows(&b, out, firstFigures, "first", "-n", f.firstSizes, "-rounds", strconv.Itoa(f.firstRounds), "-hugepages", "default,on"); err != nil {
-			return err
-		}
-	}
-	if want["hybrid"] {
-		fmt.Fprintln(os.Stderr, "figures: hybrid")
-		hy, err := selfJSON(out, "hybrid")
-		if err != nil {
-			return err
-		}
-		confirm := map[any]map[string]any{}
-		for _, r := range hy {
-			confirm[r["mode"]] = r
-		}
-		if d, st := confirm["confirm-dynamic"], confirm["confirm-static"]; d != nil && st != nil {
-			fmt.Fprintf(&b, "\nMixed kernels %v, N=%v, %v tasks in as many processes: dynamic balancing %.3fs (final share of %s %.3f), "+
-				"the best of %d static splits, measured again beside it, %.3fs (share %.3f): %.2fx; "+
-				"mean over the run's multiplications, learning included: %.3fs against %.3fs.\n",
-				d["kernel"], d["n"], d["tasks"], num(d["seconds"]), strings.Split(fmt.Sprint(d["kernel"]), ":")[0], num(d["share"]),
-				len(hy)-3, num(st["seconds"]), num(st["share"]), num(d["vs_best_static"]), num(d["mean_seconds"]), num(st["mean_seconds"]))
-		}
-	}
-	if want["stencil"] {
-		if err := appendRows(&b, out, stencilFigures, append([]string{"stencil"}, strings.Fields(f.stencilArgs)...)...); err != nil {
-			return err
-		}
-	}
-	if want["wavefront"] {
-		if err := appendRows(&b, out, wavefrontFigures, append([]string{"wavefront"}, strings.Fields(f.wavefrontArgs)...)...); err != nil {
-			return err
-		}
-	}
-	if want["cholesky"] {
-		if err := appendRows(&b, out, choleskyFigures, "cholesky", "-n", "4096,8192", "-single=false"); err != nil {
-			return err
-		}
-	}
-	if want["checkpoint"] {
-		if err := appendRows(&b, out, checkpointFigures, "checkpoint"); err != nil {
-			return err
-		}
-	}
-	if want["grant"] {
-		if err := appendRows(&b, out, grantFigures, "grant"); err != nil {
-			return err
-		}
-	}
-	if want["hosts"] {
-		if err := appendRows(&b, out, hostsFigures, "hosts"); err != nil {
-			return err
-		}
-	}
-	if want["faults"] {
-		if err := appendRows(&b, out, faultFigures, "faults"); err != nil {
-			return err
 		}
 	}
 	link := func(what, file string) string { return "[" + what + "](" + links + "/" + file + ")" }
@@ -252,14 +181,110 @@ func benchFigures(f *figuresFlags) error {
 			link("first multiplication", "first.txt"), link("hybrid", "hybrid.txt"), link("stencil", "stencil.txt"),
 			link("wavefront", "wavefront.txt"), link("cholesky", "cholesky.txt"), link("checkpoint", "checkpoint.txt"),
 			link("hosts", "hosts.txt"), link("grant", "grant.txt"), link("faults", "faults.txt")}, ", "))
+	return b.String(), nil
+}
 
-	page := append([]byte{}, text[:begin]...)
-	page = append(page, b.String()...)
-	page = append(page, text[end:]...)
-	if err := os.WriteFile(f.page, page, 0o644); err != nil {
+// lockFigures writes the table of the lock benchmarks of package orwl (in the checkout at
+// root), each beside its reference.
+func lockFigures(b *strings.Builder, root string) error {
+	fmt.Fprintln(os.Stderr, "figures: lock benchmarks (go test -bench ./orwl)")
+	locks, err := goBench(root, "./orwl", "SectionUncontended|Handoff|ReadersWriter|RemotePush|RemoteReaderSteady", "1s")
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "figures: wrote %s and the commands' files in %s\n", f.page, out)
+	b.WriteString("| ORWL operation | time | reference | ratio |\n|---|---|---|---|\n")
+	lockRow := func(what, name, ref, refName string) {
+		x, r := locks[name], locks[ref]
+		if x.nsPerOp == 0 || r.nsPerOp == 0 {
+			return
+		}
+		fmt.Fprintf(b, "| %s | %s, %.0f allocs | %s %s | %.2fx |\n", what, nanos(x.nsPerOp), x.allocs, refName, nanos(r.nsPerOp), x.nsPerOp/r.nsPerOp)
+	}
+	if u, ok := locks["SectionUncontended/untraced"]; ok {
+		fmt.Fprintf(b, "| uncontended section (acquire, re-request, map, release) | %s, %.0f allocs | | |\n", nanos(u.nsPerOp), u.allocs)
+	}
+	lockRow("the same, tracing on (4 events)", "SectionUncontended/traced", "SectionUncontended/untraced", "tracing off:")
+	lockRow("hand-off between two tasks, per round trip", "Handoff/orwl", "Handoff/channel", "channel ping-pong:")
+	lockRow("hand-off between two tasks, per round trip", "Handoff/orwl", "Handoff/mutex-cond", "sync.Cond hand-off:")
+	lockRow("1 writer then 8 readers, per cycle (ordered)", "ReadersWriter/orwl", "ReadersWriter/rwmutex", "sync.RWMutex (no order):")
+	lockRow("remote hand-off of 8 bytes between 2 processes", "RemoteHandoff/orwl", "RemoteHandoff/tcp", "raw TCP ping-pong:")
+	if x := locks["RemoteHandoff/orwl"]; x.nsPerOp > 0 {
+		if mpi, ok := mpiPingPong(200000); ok {
+			fmt.Fprintf(b, "| remote hand-off of 8 bytes between 2 processes | %s | Open MPI shared-memory ping-pong: %s | %.2fx |\n", nanos(x.nsPerOp), nanos(mpi), x.nsPerOp/mpi)
+		}
+	}
+	if p, t := locks["RemotePush/orwl"], locks["RemotePush/tcp"]; p.mbPerS > 0 && t.mbPerS > 0 {
+		fmt.Fprintf(b, "| remote grant of 8 MiB between 2 processes | %.0f MB/s | raw TCP stream: %.0f MB/s | %.2fx |\n", p.mbPerS, t.mbPerS, p.mbPerS/t.mbPerS)
+	}
+	if s, ok := locks["RemoteReaderSteady"]; ok {
+		fmt.Fprintf(b, "| iterative remote reader, steady state | %s, %.0f allocs/op | | |\n", nanos(s.nsPerOp), s.allocs)
+	}
+	return nil
+}
+
+// kernelFigures writes the table of the kernels command: each kernel against its reference.
+func kernelFigures(b *strings.Builder, out string) error {
+	fmt.Fprintln(os.Stderr, "figures: kernels")
+	kern, err := selfJSON(out, "kernels", "-n", "1024,2048", "-kernels", "openblas,gonum", "-time", "1s", "-rounds", "2")
+	if err != nil {
+		return err
+	}
+	b.WriteString("\n| kernel | N | threads | GFLOP/s | reference | ratio |\n|---|---|---|---|---|---|\n")
+	for _, r := range kern {
+		if r["reference"] == true || r["ref"] == nil || r["ref"] == "" {
+			continue
+		}
+		fmt.Fprintf(b, "| %v | %v | %v | %.1f | %v | %.2fx |\n", r["kernel"], r["n"], r["threads"], num(r["gflops"]), r["ref"], num(r["ratio"]))
+	}
+	return nil
+}
+
+// matmulFigures runs the matmul sweep sw (its charts) and writes the table of f's size -n
+// at one process per core, with ORWL's ratios to StarPU and ScaLAPACK.
+func matmulFigures(b *strings.Builder, out string, f *figuresFlags, sw matmulSweep) error {
+	fmt.Fprintln(os.Stderr, "figures: matmul")
+	cores := runtime.NumCPU()
+	mm, err := selfJSON(out, "matmul", "-n", sw.sizes, "-procs", sw.procs, "-rounds", strconv.Itoa(f.mmRounds))
+	if err != nil {
+		return err
+	}
+	b.WriteString("\n| matmul N=" + strconv.Itoa(f.n) + " | processes | grid | kernel threads | GFLOP/s | vs roofline |\n|---|---|---|---|---|---|\n")
+	impl := map[any]float64{}
+	for _, r := range mm {
+		if num(r["n"]) != float64(f.n) || (r["impl"] != "roofline" && num(r["procs"]) != float64(cores)) {
+			continue // the charts show the other sizes and process counts
+		}
+		fmt.Fprintf(b, "| %v (%v) | %v | %v | %v | %.1f | %.2fx |\n", r["impl"], r["kernel"], r["procs"], r["grid"], r["threads"], num(r["gflops"]), num(r["vs_roofline"]))
+		impl[r["impl"]] = num(r["gflops"])
+	}
+	if impl["orwl"] > 0 && impl["starpu"] > 0 {
+		fmt.Fprintf(b, "\nORWL / StarPU dgemm at N=%d, in GFLOP/s (one StarPU CPU worker per ORWL process, blocks of NB, StarPU's mean time): %.2fx.\n", f.n, impl["orwl"]/impl["starpu"])
+	}
+	if impl["orwl"] > 0 && impl["scalapack"] > 0 {
+		fmt.Fprintf(b, "\nORWL / ScaLAPACK PDGEMM at N=%d, same grid and NB: %.2fx.\n", f.n, impl["orwl"]/impl["scalapack"])
+	}
+	return nil
+}
+
+// hybridFigures writes the sentence of the hybrid command: dynamic balancing against the
+// best static split.
+func hybridFigures(b *strings.Builder, out string) error {
+	fmt.Fprintln(os.Stderr, "figures: hybrid")
+	hy, err := selfJSON(out, "hybrid")
+	if err != nil {
+		return err
+	}
+	confirm := map[any]map[string]any{}
+	for _, r := range hy {
+		confirm[r["mode"]] = r
+	}
+	if d, st := confirm["confirm-dynamic"], confirm["confirm-static"]; d != nil && st != nil {
+		fmt.Fprintf(b, "\nMixed kernels %v, N=%v, %v tasks in as many processes: dynamic balancing %.3fs (final share of %s %.3f), "+
+			"the best of %d static splits, measured again beside it, %.3fs (share %.3f): %.2fx; "+
+			"mean over the run's multiplications, learning included: %.3fs against %.3fs.\n",
+			d["kernel"], d["n"], d["tasks"], num(d["seconds"]), strings.Split(fmt.Sprint(d["kernel"]), ":")[0], num(d["share"]),
+			len(hy)-3, num(st["seconds"]), num(st["share"]), num(d["vs_best_static"]), num(d["mean_seconds"]), num(st["mean_seconds"]))
+	}
 	return nil
 }
 

@@ -19,7 +19,6 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 
-	"github.com/orwl-go/orwl/examples/grid"
 	"github.com/orwl-go/orwl/examples/matmul/summa"
 	"github.com/orwl-go/orwl/kernels"
 )
@@ -87,150 +86,209 @@ type mmResult struct {
 	Verified *bool   `json:"verified,omitempty"`
 }
 
+// matmulFlags are the flags of the matmul command.
+type matmulFlags struct {
+	sizes, procs, kernel, starpuBin string
+	nb, reps, rounds                int
+	shared, starpu, scalapack       bool
+}
+
+// benchMatmul declares the flags of the matmul command and returns its body.
 func benchMatmul(fs *flag.FlagSet) func(rep *report) error {
-	sizes := fs.String("n", "1024,2048,4096", "comma-separated matrix sizes N")
-	procList := fs.String("procs", "1,2", "comma-separated process counts (tasks = processes, grid from the count)")
-	nb := fs.Int("nb", 0, "block size NB of orwl and scalapack (0: examples/matmul's default for the N and grid)")
-	kernel := fs.String("kernel", "", "kernel plugin (default: the fastest available CPU kernel)")
-	reps := fs.Int("reps", 2, "multiplications per measurement; seconds is the fastest of them (every row)")
-	rounds := fs.Int("rounds", 3, "measurements of every row; the best is reported (the machine may be shared)")
-	withShared := fs.Bool("shared", true, "measure the shared-memory Go version (goroutines, no ORWL)")
-	withStarpu := fs.Bool("starpu", true, "measure StarPU's dgemm example when installed")
-	starpuBin := fs.String("starpu-bin", "", "StarPU's dgemm example (default: starpu_dgemm on PATH, or Debian's starpu-examples)")
-	withScalapack := fs.Bool("scalapack", true, "measure ScaLAPACK PDGEMM when mpicc, mpirun and libscalapack-openmpi are present")
-	return func(rep *report) error {
-		ns, err := intList(*sizes)
-		if err != nil {
-			return badFlags("-n: %w", err)
-		}
-		procs, err := intList(*procList)
-		if err != nil {
-			return badFlags("-procs: %w", err)
-		}
-		if *nb < 0 || *reps < 1 || *rounds < 1 {
-			return badFlags("-nb must not be negative, -reps and -rounds must be at least 1")
-		}
-		cores := runtime.NumCPU()
-		name := *kernel
-		if name == "" {
-			if name, err = fastestCPUKernel(); err != nil {
-				return err
-			}
-		}
-		g, err := kernels.Get(name)
-		if err != nil {
-			return err
-		}
-		if c, ok := g.(io.Closer); ok {
-			defer c.Close()
-		}
-		fmt.Fprintf(os.Stderr, "matmul: kernel %s, %d cores, %d multiplications per measurement, OPENBLAS_CORETYPE=%s\n",
-			name, cores, *reps, os.Getenv("OPENBLAS_CORETYPE"))
+	f := &matmulFlags{}
+	fs.StringVar(&f.sizes, "n", "1024,2048,4096", "comma-separated matrix sizes N")
+	fs.StringVar(&f.procs, "procs", "1,2", "comma-separated process counts (tasks = processes, grid from the count)")
+	fs.IntVar(&f.nb, "nb", 0, "block size NB of orwl and scalapack (0: examples/matmul's default for the N and grid)")
+	fs.StringVar(&f.kernel, "kernel", "", "kernel plugin (default: the fastest available CPU kernel)")
+	fs.IntVar(&f.reps, "reps", 2, "multiplications per measurement; seconds is the fastest of them (every row)")
+	fs.IntVar(&f.rounds, "rounds", 3, "measurements of every row; the best is reported (the machine may be shared)")
+	fs.BoolVar(&f.shared, "shared", true, "measure the shared-memory Go version (goroutines, no ORWL)")
+	fs.BoolVar(&f.starpu, "starpu", true, "measure StarPU's dgemm example when installed")
+	fs.StringVar(&f.starpuBin, "starpu-bin", "", "StarPU's dgemm example (default: starpu_dgemm on PATH, or Debian's starpu-examples)")
+	fs.BoolVar(&f.scalapack, "scalapack", true, "measure ScaLAPACK PDGEMM when mpicc, mpirun and libscalapack-openmpi are present")
+	return func(rep *report) error { return runMatmul(f, rep) }
+}
 
-		var pdgemm string
-		var mpi *openMPI
-		if *withScalapack {
-			var cleanup func()
-			mpi, pdgemm, cleanup = buildPeer("matmul", "scalapack (it needs libscalapack-openmpi-dev)", "pdgemm", pdgemmSource, "-O2", "-lscalapack-openmpi")
-			defer cleanup()
-		}
+// matmulRun is one run of the matmul command: its flags, kernel, peers and rows so far.
+type matmulRun struct {
+	f       *matmulFlags
+	rep     *report
+	g       kernels.Gemm
+	kernel  string // g's name
+	cores   int
+	mpi     *openMPI
+	pdgemm  string       // the ScaLAPACK driver, "" when not measured
+	starpu  *starpuDgemm // nil when not measured
+	results []mmResult
+}
 
-		var starpu *starpuDgemm
-		if *withStarpu {
-			if starpu, err = findStarpuDgemm(*starpuBin, name == "openblas"); err != nil {
-				fmt.Fprintf(os.Stderr, "matmul: skipping starpu: %v\n", err)
-			}
-		}
-
-		var results []mmResult
-		emit := func(r mmResult) {
-			results = append(results, r)
-			rep.row(r)
-		}
-		rep.header("kernel %s, %d cores, fastest of %d multiplications, best of %d rounds, OPENBLAS_CORETYPE=%s",
-			name, cores, *reps, *rounds, os.Getenv("OPENBLAS_CORETYPE"))
-		rep.line("%6s  %-10s %5s %5s %5s %7s %9s %9s %11s  %s\n", "N", "impl", "procs", "grid", "NB", "threads", "seconds", "GFLOP/s", "vs-roofline", "note")
-		printRow := func(r mmResult, note string) {
-			rep.line("%6d  %-10s %5d %5s %5d %7d %9.3f %9.1f %11.3f  %s\n", r.N, r.Impl, r.Procs, r.Grid, r.NB, r.Threads, r.Seconds, r.GFlops, r.Roofline, note)
-		}
-		for _, n := range ns {
-			roof := mmResult{Impl: "roofline", N: n, NB: n, Procs: 1, Grid: "1x1", Threads: cores, Kernel: name}
-			// The roofline is the denominator of every ratio: measure it twice as often, so
-			// that a noisy neighbour does not flatter the ratios.
-			if roof.Seconds, err = bestOf(2**rounds, func() (float64, error) { return timeRoofline(g, n, cores, *reps) }); err != nil {
-				return err
-			}
-			roof.GFlops = summa.Flops(n) / roof.Seconds / 1e9
-			roof.Roofline = 1
-			emit(roof)
-			printRow(roof, "one kernel call, all threads")
-			for _, np := range procs {
-				grid := grid.Square(np)
-				threads := max(1, cores/np)
-				base := mmResult{N: n, NB: *nb, Procs: np, Grid: grid.String(), Threads: threads, Kernel: name}
-				if base.NB == 0 {
-					base.NB = summa.DefaultNB(n, grid)
-				}
-
-				if *withShared {
-					sh := base
-					sh.Impl, sh.NB = "shared", n
-					if sh.Seconds, err = bestOf(*rounds, func() (float64, error) { return timeShared(g, n, np, threads, *reps) }); err != nil {
-						return err
-					}
-					finish(&sh, roof.GFlops)
-					emit(sh)
-					printRow(sh, fmt.Sprintf("%d goroutines, rows of C", np))
-				}
-
-				ow := base
-				ow.Impl = "orwl"
-				verified := true
-				if ow.Seconds, err = bestOf(*rounds, func() (float64, error) {
-					s, ok, err := timeORWL(ow, *reps)
-					verified = verified && ok
-					return s, err
-				}); err != nil {
-					return err
-				}
-				ow.Verified = &verified
-				finish(&ow, roof.GFlops)
-				emit(ow)
-				printRow(ow, fmt.Sprintf("verified=%v", verified))
-
-				if starpu != nil {
-					sp := base
-					sp.Impl, sp.Grid = "starpu", "-"
-					if sp.Seconds, err = bestOf(*rounds, func() (float64, error) { return timeStarpu(starpu, sp, *reps) }); err != nil {
-						return err
-					}
-					verified := true
-					sp.Verified = &verified // every run checks its result (-check)
-					finish(&sp, roof.GFlops)
-					emit(sp)
-					printRow(sp, fmt.Sprintf("%d workers, verified, orwl/starpu=%.3f", np, ow.GFlops/sp.GFlops))
-				}
-
-				if pdgemm != "" {
-					sc := base
-					sc.Impl = "scalapack"
-					if sc.Seconds, err = bestOf(*rounds, func() (float64, error) { return timeScalapack(mpi, pdgemm, sc, *reps) }); err != nil {
-						fmt.Fprintf(os.Stderr, "matmul: scalapack N=%d procs=%d: %v\n", n, np, err)
-						continue
-					}
-					verified := true
-					sc.Verified = &verified // the driver checks its result (Freivalds), or fails
-					finish(&sc, roof.GFlops)
-					emit(sc)
-					printRow(sc, fmt.Sprintf("orwl/scalapack=%.3f", ow.GFlops/sc.GFlops))
-				}
-			}
-		}
-		if err := rep.write(results); err != nil {
-			return err
-		}
-		return matmulCharts(rep.out, results)
+// runMatmul measures every size and process count of f, then writes the table and charts.
+func runMatmul(f *matmulFlags, rep *report) error {
+	ns, err := intList(f.sizes)
+	if err != nil {
+		return badFlags("-n: %w", err)
 	}
+	procs, err := intList(f.procs)
+	if err != nil {
+		return badFlags("-procs: %w", err)
+	}
+	if f.nb < 0 || f.reps < 1 || f.rounds < 1 {
+		return badFlags("-nb must not be negative, -reps and -rounds must be at least 1")
+	}
+	m := &matmulRun{f: f, rep: rep, kernel: f.kernel, cores: runtime.NumCPU()}
+	if m.kernel == "" {
+		if m.kernel, err = fastestCPUKernel(); err != nil {
+			return err
+		}
+	}
+	if m.g, err = kernels.Get(m.kernel); err != nil {
+		return err
+	}
+	if c, ok := m.g.(io.Closer); ok {
+		defer c.Close()
+	}
+	fmt.Fprintf(os.Stderr, "matmul: kernel %s, %d cores, %d multiplications per measurement, OPENBLAS_CORETYPE=%s\n",
+		m.kernel, m.cores, f.reps, os.Getenv("OPENBLAS_CORETYPE"))
+	if f.scalapack {
+		var cleanup func()
+		m.mpi, m.pdgemm, cleanup = buildPeer("matmul", "scalapack (it needs libscalapack-openmpi-dev)", "pdgemm", pdgemmSource, "-O2", "-lscalapack-openmpi")
+		defer cleanup()
+	}
+	if f.starpu {
+		if m.starpu, err = findStarpuDgemm(f.starpuBin, m.kernel == "openblas"); err != nil {
+			fmt.Fprintf(os.Stderr, "matmul: skipping starpu: %v\n", err)
+		}
+	}
+	rep.header("kernel %s, %d cores, fastest of %d multiplications, best of %d rounds, OPENBLAS_CORETYPE=%s",
+		m.kernel, m.cores, f.reps, f.rounds, os.Getenv("OPENBLAS_CORETYPE"))
+	rep.line("%6s  %-10s %5s %5s %5s %7s %9s %9s %11s  %s\n", "N", "impl", "procs", "grid", "NB", "threads", "seconds", "GFLOP/s", "vs-roofline", "note")
+	for _, n := range ns {
+		if err := m.size(n, procs); err != nil {
+			return err
+		}
+	}
+	if err := rep.write(m.results); err != nil {
+		return err
+	}
+	return matmulCharts(rep.out, m.results)
+}
+
+// emit adds the row r, with its note in the table.
+func (m *matmulRun) emit(r mmResult, note string) {
+	m.results = append(m.results, r)
+	m.rep.row(r)
+	m.rep.line("%6d  %-10s %5d %5s %5d %7d %9.3f %9.1f %11.3f  %s\n", r.N, r.Impl, r.Procs, r.Grid, r.NB, r.Threads, r.Seconds, r.GFlops, r.Roofline, note)
+}
+
+// size measures the roofline of size n, then every row of every process count of procs.
+func (m *matmulRun) size(n int, procs []int) error {
+	roof := mmResult{Impl: "roofline", N: n, NB: n, Procs: 1, Grid: "1x1", Threads: m.cores, Kernel: m.kernel}
+	// The roofline is the denominator of every ratio: measure it twice as often, so
+	// that a noisy neighbour does not flatter the ratios.
+	var err error
+	if roof.Seconds, err = bestOf(2*m.f.rounds, func() (float64, error) { return timeRoofline(m.g, n, m.cores, m.f.reps) }); err != nil {
+		return err
+	}
+	roof.GFlops = summa.Flops(n) / roof.Seconds / 1e9
+	roof.Roofline = 1
+	m.emit(roof, "one kernel call, all threads")
+	for _, np := range procs {
+		if err := m.procs(n, np, roof.GFlops); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// procs measures the rows of size n on np processes (shared, orwl, starpu, scalapack, as
+// asked and installed) against the roofline's GFLOP/s roof.
+func (m *matmulRun) procs(n, np int, roof float64) error {
+	g := summa.DefaultGrid(np)
+	base := mmResult{N: n, NB: m.f.nb, Procs: np, Grid: g.String(), Threads: max(1, m.cores/np), Kernel: m.kernel}
+	if base.NB == 0 {
+		base.NB = summa.DefaultNB(n, g)
+	}
+	if m.f.shared {
+		if err := m.shared(base, roof); err != nil {
+			return err
+		}
+	}
+	ow, err := m.orwl(base, roof)
+	if err != nil {
+		return err
+	}
+	if m.starpu != nil {
+		if err := m.starpuRow(base, roof, ow.GFlops); err != nil {
+			return err
+		}
+	}
+	if m.pdgemm != "" {
+		m.scalapack(base, roof, ow.GFlops)
+	}
+	return nil
+}
+
+// shared measures the shared-memory Go row of base.
+func (m *matmulRun) shared(base mmResult, roof float64) error {
+	sh := base
+	sh.Impl, sh.NB = "shared", base.N
+	var err error
+	if sh.Seconds, err = bestOf(m.f.rounds, func() (float64, error) { return timeShared(m.g, base.N, base.Procs, base.Threads, m.f.reps) }); err != nil {
+		return err
+	}
+	finish(&sh, roof)
+	m.emit(sh, fmt.Sprintf("%d goroutines, rows of C", base.Procs))
+	return nil
+}
+
+// orwl measures and returns the ORWL row of base, verified when every product was.
+func (m *matmulRun) orwl(base mmResult, roof float64) (mmResult, error) {
+	ow := base
+	ow.Impl = "orwl"
+	verified := true
+	var err error
+	if ow.Seconds, err = bestOf(m.f.rounds, func() (float64, error) {
+		s, ok, err := timeORWL(ow, m.f.reps)
+		verified = verified && ok
+		return s, err
+	}); err != nil {
+		return ow, err
+	}
+	ow.Verified = &verified
+	finish(&ow, roof)
+	m.emit(ow, fmt.Sprintf("verified=%v", verified))
+	return ow, nil
+}
+
+// starpuRow measures StarPU's dgemm on base's problem, against ORWL's GFLOP/s orwl.
+func (m *matmulRun) starpuRow(base mmResult, roof, orwl float64) error {
+	sp := base
+	sp.Impl, sp.Grid = "starpu", "-"
+	var err error
+	if sp.Seconds, err = bestOf(m.f.rounds, func() (float64, error) { return timeStarpu(m.starpu, sp, m.f.reps) }); err != nil {
+		return err
+	}
+	verified := true
+	sp.Verified = &verified // every run checks its result (-check)
+	finish(&sp, roof)
+	m.emit(sp, fmt.Sprintf("%d workers, verified, orwl/starpu=%.3f", base.Procs, orwl/sp.GFlops))
+	return nil
+}
+
+// scalapack measures PDGEMM on base's problem, against ORWL's GFLOP/s orwl; a failure is
+// said and leaves the row out.
+func (m *matmulRun) scalapack(base mmResult, roof, orwl float64) {
+	sc := base
+	sc.Impl = "scalapack"
+	var err error
+	if sc.Seconds, err = bestOf(m.f.rounds, func() (float64, error) { return timeScalapack(m.mpi, m.pdgemm, sc, m.f.reps) }); err != nil {
+		fmt.Fprintf(os.Stderr, "matmul: scalapack N=%d procs=%d: %v\n", base.N, base.Procs, err)
+		return
+	}
+	verified := true
+	sc.Verified = &verified // the driver checks its result (Freivalds), or fails
+	finish(&sc, roof)
+	m.emit(sc, fmt.Sprintf("orwl/scalapack=%.3f", orwl/sc.GFlops))
 }
 
 // finish fills r's GFLOP/s from its seconds, and its ratio to the roofline's GFLOP/s.
@@ -364,7 +422,7 @@ func timeORWL(r mmResult, reps int) (float64, bool, error) {
 // of every distinct CPU kernel of the job and, unless the job is cold, warms it up, runs its part and, in the
 // process of task 0 (the only one summa.Run gives a result), prints the result as JSON.
 func matmulChild(job orwlJob) error {
-	grid, err := grid.Parse(job.Grid, summa.MaxTasks)
+	grid, err := summa.ParseGrid(job.Grid)
 	if err != nil {
 		return err
 	}
@@ -405,7 +463,7 @@ func warmUp(g kernels.Gemm) {
 // timeScalapack runs the driver with Open MPI's mpirun on r's grid (shared memory between
 // the processes).
 func timeScalapack(mpi *openMPI, bin string, r mmResult, reps int) (float64, error) {
-	grid, err := grid.Parse(r.Grid, summa.MaxTasks)
+	grid, err := summa.ParseGrid(r.Grid)
 	if err != nil {
 		return 0, err
 	}
