@@ -87,19 +87,14 @@
 // Discard(k) and the job goes on.
 //
 // At a restart, on any number of processes, the processes need not see each other's
-// directories (a disk per node, as with SCR's or FTI's node-local levels). Each process
-// calls Survey(Glob(pattern), job) on the directories it sees and sends the Inventory it
-// gets to one process, which calls Choose with every process's inventory and a function
-// naming the process that now runs each task: the Plan says which checkpoint the job
-// restarts from (the newest complete across all the inventories; Checkpoint 0: start
-// afresh) and, for each piece, the process whose copy is read, the process that needs it
-// whenever it has an intact copy. That process prints the notes and sends the Plan to
-// every process. Each process reads the pieces it was chosen for with LoadCopy, keeps
-// those of its own tasks and sends the others to the processes that need them, which
-// check each piece on arrival against the manifest's checksum (Checksum). Each process
-// then continues writing checkpoints after the one restored; the first write of a number
-// into a Store removes that Store's leftovers of the abandoned run numbered as high or
-// higher.
+// directories (a disk per node, as with SCR's or FTI's node-local levels). Each surveys the
+// directories it sees (Survey(Glob(pattern), job)); one chooses over all their inventories
+// (Choose), whose Plan names the checkpoint the job restarts from (Checkpoint 0: start
+// afresh) and the copy of each piece that is read (LoadCopy); a piece sent to another
+// process is checked on arrival against the manifest's checksum (Checksum). Package orwl's
+// restore.go describes that protocol in full. Each process then continues writing
+// checkpoints after the one restored; the first write of a number into a Store removes that
+// Store's leftovers of the abandoned run numbered as high or higher.
 //
 // When the whole job succeeds, each process calls MarkFinished on its Store. A restart
 // leaves out the checkpoints that Finished names in the directories it surveys: a job run

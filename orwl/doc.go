@@ -117,12 +117,10 @@
 // partner's. A job started again after a failure (orwlrun -restarts N does it) resumes from
 // the newest checkpoint complete across the surviving directories, on any number of
 // processes, and ends with the bytes an uninterrupted run would have produced; a job that
-// finished marks its checkpoints so, and run again starts afresh, saying why. The processes need not see each other's
-// directories (a disk per node): once connected, each tells rank 0 what the directories it
-// sees hold; rank 0 chooses the checkpoint, complete across all of them, and which copy of
-// each piece is read, and a process that does not have a piece of its tasks is sent it by
-// one that has, checked against its checksum on arrival. Package checkpoint describes the
-// storage.
+// finished marks its checkpoints so, and run again starts afresh, saying why. The processes
+// need not see each other's directories (a disk per node): a process that lacks a piece of
+// its tasks is sent it by one that has a copy, checked on arrival (restore.go describes the
+// restart). Package checkpoint describes the storage.
 //
 // A resumed job's locations and kept states hold the checkpoint's data when Schedule
 // returns, and Iterate starts at the checkpoint's iteration (Task.Resumed, known from the
