@@ -28,8 +28,8 @@ func TestMain(m *testing.M) {
 }
 
 var (
-	resultRE   = regexp.MustCompile(`(?m)^\[0\] result: n=(\d+) nb=(\d+) procs=(\d+) seconds=[0-9.]+ gflops=[0-9.]+ first_gflops=[0-9.]+ residual=\S+ verified=true\n\z`)
-	checksumRE = regexp.MustCompile(`(?m)^\[0\] summary: grid=(\S+) .* checksum=([0-9a-f]{16})$`)
+	resultRE   = regexp.MustCompile(`(?m)^\[0\] result: n=(\d+) nb=(\d+) grid=(\S+) kernel=\S+ reps=2 tasks=(\d+) procs=(\d+) first-seconds=[0-9.]+ first-gflops=[0-9.]+ seconds=[0-9.]+ gflops=[0-9.]+ residual=\S+ verified=true\n\z`)
+	checksumRE = regexp.MustCompile(`(?m)^\[0\] summary: .* checksum=([0-9a-f]{16})$`)
 )
 
 // TestProcessesGiveIdenticalFactors runs the program as 1, 2 and 3 processes for several
@@ -46,10 +46,10 @@ func TestProcessesGiveIdenticalFactors(t *testing.T) {
 					Env: []string{childEnv + "=" + args}, Stdout: &out, Stderr: &errs}.Run()
 				m := resultRE.FindStringSubmatch(out.String())
 				c := checksumRE.FindStringSubmatch(out.String())
-				if status != 0 || m == nil || c == nil || m[3] != fmt.Sprint(procs) || c[1] != grid {
+				if status != 0 || m == nil || c == nil || m[5] != fmt.Sprint(procs) || m[3] != grid {
 					t.Fatalf("%s %s, %d processes: status %d\n%s%s", kernel, grid, procs, status, out.String(), errs.String())
 				}
-				sums[c[2]] = append(sums[c[2]], procs)
+				sums[c[1]] = append(sums[c[1]], procs)
 			}
 			if len(sums) != 1 {
 				t.Fatalf("%s %s: checksums differ across process counts: %v", kernel, grid, sums)
@@ -72,12 +72,28 @@ func TestUnderMpirun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("mpirun: %v\n%s", err, out)
 	}
-	if strings.Count(string(out), "result: ") != 1 || !strings.Contains(string(out), "result: n=50 nb=8 procs=2 ") || !strings.Contains(string(out), "verified=true") {
-		t.Fatalf("want one line result: n=50 nb=8 procs=2 ... verified=true, got:\n%s", out)
+	if strings.Count(string(out), "result: ") != 1 || !strings.Contains(string(out), "result: n=50 nb=8 grid=1x3 kernel=gonum reps=1 tasks=3 procs=2 ") || !strings.Contains(string(out), "verified=true") {
+		t.Fatalf("want one line result: n=50 nb=8 grid=1x3 kernel=gonum reps=1 tasks=3 procs=2 ... verified=true, got:\n%s", out)
 	}
 }
 
-// TestJSON: -json prints one object with the result line's fields and the defaults chosen.
+// jsonResult is the keys of the -json object the tests read.
+type jsonResult struct {
+	N           int     `json:"n"`
+	NB          int     `json:"nb"`
+	Grid        string  `json:"grid"`
+	Kernel      string  `json:"kernel"`
+	Reps        int     `json:"reps"`
+	Tasks       int     `json:"tasks"`
+	Procs       int     `json:"procs"`
+	FirstGFlops float64 `json:"first-gflops"`
+	GFlops      float64 `json:"gflops"`
+	Residual    float64 `json:"residual"`
+	Checksum    string  `json:"checksum"`
+	Verified    bool    `json:"verified"`
+}
+
+// TestJSON: -json prints one object with the result line's keys and the defaults chosen.
 func TestJSON(t *testing.T) {
 	var out, errs bytes.Buffer
 	if status := run([]string{"-n", "33", "-grid", "2x1", "-np", "1", "-kernel", "gonum", "-reps", "2", "-json"}, &out, &errs); status != 0 {

@@ -12,25 +12,26 @@
 //	go run ./examples/levenshtein -gen 100000
 //	go run ./examples/levenshtein -a left.txt -b right.txt -tasks 4 -block 512 -np 2
 //
-// -tasks defaults to -np when given, else to the launcher's process count, else to one per
-// core; -np starts that many processes on this machine (default 1: every task a goroutine
-// of this process). Started by a launcher (orwlrun -np N, mpirun, srun) it is one process of
-// that job and starts nothing itself; every process reads the files (or generates the
+// The command line is the examples' (package examples/internal/cli): -tasks (a count;
+// default -np when given, else the launcher's process count, else one per core), -np
+// (processes started on this machine, default 1: every task a goroutine of this process),
+// -json, -trace FILE. Started by a launcher (orwlrun -np N, mpirun, srun) it is one process
+// of that job and starts nothing itself; every process reads the files (or generates the
 // strings) itself. The process that runs task 0 prints, last, the result line:
 //
-//	result: la=100000 lb=100000 tasks=2 distance=51738 seconds=4.115 gcups=2.430 procs=1 block=1024
+//	result: la=100000 lb=100000 distance=51738 block=1024 tasks=2 procs=1 seconds=4.115 gcups=2.430 verified=true
 //
 // where seconds runs from the schedule to the end of the last task and GCUPS is la·lb /
-// seconds / 1e9 (-json prints one JSON object with the same fields instead). -verify also
-// computes the distance with one sequential loop and adds verified=true or false. Flags
-// that make no sense are reported in one line on standard error with exit status 2; a
-// failed run exits with status 1; a failed verification with status 3.
+// seconds / 1e9 (-json prints one JSON object with the same keys instead). The distance is
+// verified against one sequential loop when that is cheap (la·lb at most 2^28 cells, a
+// fraction of a second), or always with -verify, never with -verify=false (verified=skipped).
+// Flags that make no sense are reported in one line on standard error with exit status 2;
+// a failed run exits with status 1; a failed verification with status 3.
 package main
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -38,17 +39,20 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/orwl-go/orwl/examples/internal/cli"
 	"github.com/orwl-go/orwl/examples/levenshtein/wavefront"
-	"github.com/orwl-go/orwl/internal/exampleutil"
-	"github.com/orwl-go/orwl/orwl"
 )
 
 // Exit statuses.
 const (
-	exitFailed   = exampleutil.ExitFailed
-	exitUsage    = exampleutil.ExitUsage
-	exitMismatch = 3 // the distance differs from the sequential loop's
+	exitFailed   = cli.ExitFailed
+	exitUsage    = cli.ExitUsage
+	exitMismatch = cli.ExitMismatch // the distance differs from the sequential loop's
 )
+
+// verifyCells is the most cells (la·lb) verified without -verify: the sequential loop then
+// takes a fraction of a second.
+const verifyCells = 1 << 28
 
 // sequential is the reference of -verify; tests replace it to see a failed check.
 var sequential = wavefront.Sequential
@@ -59,66 +63,40 @@ func main() {
 
 // config is the parsed and checked command line.
 type config struct {
-	exampleutil.Where // processes, and whether a launcher started this one
-	p                 wavefront.Params
-	verify            bool
-	json              bool
-	args              []string
+	cli.Job
+	p      wavefront.Params
+	verify bool
 }
 
 func parse(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("levenshtein", flag.ContinueOnError)
+	c := &config{}
+	c.Flags(fs, cli.Layout{Tasks: runtime.NumCPU(), TasksDoc: "one per core", MaxTasks: wavefront.MaxTasks})
 	fileA := fs.String("a", "", "file holding string A (one trailing newline is left out)")
 	fileB := fs.String("b", "", "file holding string B")
 	gen := fs.Int("gen", -1, "generate A and B of this many characters instead of reading files")
 	seed := fs.Uint64("seed", 1, "seed of generated A; B's is seed+1")
-	tasks := fs.Int("tasks", 0, "tasks, each owning a band of B (default: -np, else the launcher's process count, else one per core)")
 	block := fs.Int("block", 1024, "rows of A per block: the height of a tile")
-	np := fs.Int("np", 1, "processes started on this machine; ignored under a launcher")
-	verify := fs.Bool("verify", false, "also compute the distance with one sequential loop and compare")
-	asJSON := fs.Bool("json", false, "print one JSON object instead of the result line")
-	if err := exampleutil.Parse(fs, args, "usage: levenshtein (-a FILE -b FILE | -gen N) [flags]", stderr); err != nil {
+	verify := fs.Bool("verify", false, "compare the distance with one sequential loop's (default: when la·lb is at most 2^28)")
+	if err := cli.Parse(fs, args, "usage: levenshtein (-a FILE -b FILE | -gen N) [flags]", stderr); err != nil {
 		return nil, err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	c := &config{verify: *verify, json: *asJSON, args: args}
-	info, err := orwl.Environment()
-	if err != nil {
-		return nil, fmt.Errorf("%v", err)
-	}
-	c.InJob = info.Launched()
+	set := cli.Set(fs)
 	switch {
-	case *np < 1:
-		return nil, fmt.Errorf("-np is %d; need at least 1", *np)
-	case set["tasks"] && (*tasks < 1 || *tasks > wavefront.MaxTasks):
-		return nil, fmt.Errorf("-tasks is %d; need 1 to %d", *tasks, wavefront.MaxTasks)
 	case *block < 1:
 		return nil, fmt.Errorf("-block is %d; need at least 1", *block)
 	case set["gen"] && *gen < 0:
 		return nil, fmt.Errorf("-gen is %d; need at least 0", *gen)
 	}
-	c.Procs = *np
-	if c.InJob {
-		c.Procs = info.Size
+	if err := c.Resolve(0); err != nil {
+		return nil, err
 	}
-	switch {
-	case set["tasks"]:
-		c.p.Tasks = *tasks
-	case set["np"]:
-		c.p.Tasks = *np
-	case c.InJob:
-		c.p.Tasks = info.Size
-	default:
-		c.p.Tasks = runtime.NumCPU()
-	}
-	if c.Procs > c.p.Tasks {
-		return nil, fmt.Errorf("%d processes for %d tasks; need at most one process per task", c.Procs, c.p.Tasks)
-	}
-	c.p.Block = *block
+	c.p.Tasks, c.p.Block, c.p.Trace = c.Tasks, *block, c.Trace
+	var err error
 	if c.p.A, c.p.B, err = input(*fileA, *fileB, *gen, *seed); err != nil {
 		return nil, err
 	}
+	c.verify = *verify || !set["verify"] && len(c.p.A)*len(c.p.B) <= verifyCells
 	return c, c.p.Validate()
 }
 
@@ -177,20 +155,7 @@ func readString(flag, file string) ([]byte, error) {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	return exampleutil.Run("levenshtein", args, stdout, stderr, parse, compute)
-}
-
-// jsonResult is the -json output: the result line's fields.
-type jsonResult struct {
-	LA       int     `json:"la"`
-	LB       int     `json:"lb"`
-	Tasks    int     `json:"tasks"`
-	Distance int     `json:"distance"`
-	Seconds  float64 `json:"seconds"`
-	GCUPS    float64 `json:"gcups"`
-	Procs    int     `json:"procs"`
-	Block    int     `json:"block"`
-	Verified *bool   `json:"verified,omitempty"` // with -verify
+	return cli.Run("levenshtein", args, stdout, stderr, parse, compute)
 }
 
 // compute runs this process's part of the job and, in the process of task 0, reports.
@@ -204,26 +169,16 @@ func compute(c *config, stdout, stderr io.Writer) int {
 		return 0 // another process runs task 0 and reports
 	}
 	la, lb := len(c.p.A), len(c.p.B)
-	r := jsonResult{LA: la, LB: lb, Tasks: c.p.Tasks, Distance: res.Distance, Seconds: res.Seconds,
-		GCUPS: wavefront.GCUPS(la, lb, res.Seconds), Procs: c.Procs, Block: c.p.Block}
+	var r cli.Result
+	r.Add("la", la)
+	r.Add("lb", lb)
+	r.Add("distance", res.Distance)
+	r.Add("block", c.p.Block)
+	r.Job(c.Tasks, c.Procs)
+	r.Seconds(res.Seconds)
+	r.Addf("gcups", "%.3f", wavefront.GCUPS(la, lb, res.Seconds))
 	if c.verify {
-		ok := sequential(c.p.A, c.p.B) == res.Distance
-		r.Verified = &ok
+		r.Verified(sequential(c.p.A, c.p.B) == res.Distance)
 	}
-	if c.json {
-		out, _ := json.Marshal(r)
-		fmt.Fprintln(stdout, string(out))
-	} else {
-		line := fmt.Sprintf("result: la=%d lb=%d tasks=%d distance=%d seconds=%.3f gcups=%.3f procs=%d block=%d",
-			r.LA, r.LB, r.Tasks, r.Distance, r.Seconds, r.GCUPS, r.Procs, r.Block)
-		if r.Verified != nil {
-			line += fmt.Sprintf(" verified=%v", *r.Verified)
-		}
-		fmt.Fprintln(stdout, line)
-	}
-	if r.Verified != nil && !*r.Verified {
-		fmt.Fprintln(stderr, "levenshtein: the distance differs from the sequential loop's")
-		return exitMismatch
-	}
-	return 0
+	return r.Report(stdout, stderr, "levenshtein", c.JSON)
 }

@@ -56,7 +56,15 @@ func writeFile(t *testing.T, s string) string {
 	return f.Name()
 }
 
-var resultRE = regexp.MustCompile(`(?m)^\[0\] result: la=(\d+) lb=(\d+) tasks=(\d+) distance=(\d+) seconds=[0-9.]+ gcups=[0-9.]+ procs=(\d+) block=(\d+) verified=true$`)
+var resultRE = regexp.MustCompile(`(?m)^\[0\] result: la=(\d+) lb=(\d+) distance=(\d+) block=(\d+) tasks=(\d+) procs=(\d+) seconds=[0-9.]+ gcups=[0-9.]+ verified=true$`)
+
+// jsonResult is the keys of the -json object the tests read.
+type jsonResult struct {
+	Distance int   `json:"distance"`
+	Tasks    int   `json:"tasks"`
+	Procs    int   `json:"procs"`
+	Verified *bool `json:"verified"`
+}
 
 // TestProcessesGiveTheSameDistance runs the program as 1, 2 and 3 processes on strings
 // from files (an empty one, unequal lengths, a file with a trailing newline) with several
@@ -80,7 +88,7 @@ func TestProcessesGiveTheSameDistance(t *testing.T) {
 			args := []string{"-a", fa, "-b", fb, "-tasks", c.tasks, "-block", block, "-verify"}
 			status, out := launch(procs, args)
 			m := resultRE.FindStringSubmatch(out)
-			if status != 0 || m == nil || m[4] != fmt.Sprint(want) || m[5] != fmt.Sprint(procs) || m[3] != c.tasks || m[6] != block {
+			if status != 0 || m == nil || m[3] != fmt.Sprint(want) || m[6] != fmt.Sprint(procs) || m[5] != c.tasks || m[4] != block {
 				t.Fatalf("%q, %d processes: status %d, want distance %d\n%s", args, procs, status, want, out)
 			}
 		}
@@ -96,13 +104,14 @@ func TestStartsItsProcesses(t *testing.T) {
 		t.Fatalf("status %d\n%s%s", status, out.String(), errs.String())
 	}
 	a, b := wavefront.Generate(300, 1), wavefront.Generate(300, 2)
-	want := fmt.Sprintf("result: la=300 lb=300 tasks=3 distance=%d ", wavefront.Sequential(a, b))
-	if !strings.HasPrefix(out.String(), want) || strings.Count(out.String(), "\n") != 1 || !strings.HasSuffix(out.String(), " procs=2 block=50 verified=true\n") {
-		t.Fatalf("want one line %q...procs=2 block=50 verified=true, got:\n%s", want, out.String())
+	want := fmt.Sprintf("result: la=300 lb=300 distance=%d block=50 tasks=3 procs=2 seconds=", wavefront.Sequential(a, b))
+	if !strings.HasPrefix(out.String(), want) || strings.Count(out.String(), "\n") != 1 || !strings.HasSuffix(out.String(), " verified=true\n") {
+		t.Fatalf("want one line %q...verified=true, got:\n%s", want, out.String())
 	}
 }
 
-// TestFileInput: one trailing newline of each file is left out, and only one.
+// TestFileInput: one trailing newline of each file is left out, and only one; strings
+// this short are verified without -verify.
 func TestFileInput(t *testing.T) {
 	for _, c := range []struct {
 		a, b string
@@ -118,9 +127,17 @@ func TestFileInput(t *testing.T) {
 			t.Fatalf("%q, %q: status %d: %s", c.a, c.b, status, errs.String())
 		}
 		var r jsonResult
-		if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.Distance != c.want || r.Tasks != 2 || r.Procs != 1 || r.Verified != nil {
+		if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.Distance != c.want || r.Tasks != 2 || r.Procs != 1 || r.Verified == nil || !*r.Verified {
 			t.Fatalf("%q, %q: %+v, %v; want distance %d", c.a, c.b, r, err, c.want)
 		}
+	}
+}
+
+// TestVerifyOff: -verify=false skips the check, and the result says so.
+func TestVerifyOff(t *testing.T) {
+	var out, errs bytes.Buffer
+	if status := run([]string{"-gen", "20", "-tasks", "2", "-verify=false"}, &out, &errs); status != 0 || !strings.HasSuffix(out.String(), " verified=skipped\n") {
+		t.Fatalf("status %d, want 0 and verified=skipped:\n%s%s", status, out.String(), errs.String())
 	}
 }
 

@@ -79,7 +79,7 @@ func TestKubernetesManifest(t *testing.T) {
 }
 
 // TestThreadsPerHost: in a pod of a Kubernetes Indexed Job of three (one process per pod),
-// the process uses every core (exampleutil.TasksOnHost has the other cases).
+// the process uses every core (cli.Job.TasksOnHost has the other cases).
 func TestThreadsPerHost(t *testing.T) {
 	for _, kv := range []string{"JOB_COMPLETION_INDEX=1", "ORWL_SIZE=3", "ORWL_SERVICE=svc", "ORWL_JOB_NAME=mm", "ORWL_SECRET=s"} {
 		k, v, _ := strings.Cut(kv, "=")
@@ -89,7 +89,7 @@ func TestThreadsPerHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.inJob || c.procs != 3 || c.threads != runtime.NumCPU() {
-		t.Fatalf("in a pod: in a job %v, %d processes, %d threads; want 3 processes and %d threads", c.inJob, c.procs, c.threads, runtime.NumCPU())
+	if !c.InJob || c.Procs != 3 || c.Threads != runtime.NumCPU() {
+		t.Fatalf("in a pod: in a job %v, %d processes, %d threads; want 3 processes and %d threads", c.InJob, c.Procs, c.Threads, runtime.NumCPU())
 	}
 }

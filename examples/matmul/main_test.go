@@ -40,7 +40,7 @@ func cpuKernels(t *testing.T) []string {
 }
 
 var (
-	resultRE   = regexp.MustCompile(`(?m)^\[0\] result: n=(\d+) nb=(\d+) grid=(\S+) tasks=(\d+) procs=(\d+) kernel=(\S+) reps=(\d+) first-seconds=[0-9.]+ first-gflops=[0-9.]+ best-seconds=[0-9.]+ best-gflops=[0-9.]+ verified=true\n\z`)
+	resultRE   = regexp.MustCompile(`(?m)^\[0\] result: n=(\d+) nb=(\d+) grid=(\S+) kernel=(\S+) reps=(\d+) tasks=(\d+) procs=(\d+) first-seconds=[0-9.]+ first-gflops=[0-9.]+ seconds=[0-9.]+ gflops=[0-9.]+ verified=true\n\z`)
 	checksumRE = regexp.MustCompile(`(?m)^\[0\] summary: checks=freivalds\+exact .* checksum=([0-9a-f]{16})$`)
 )
 
@@ -58,7 +58,7 @@ func TestProcessesGiveIdenticalResults(t *testing.T) {
 					Env: []string{childEnv + "=" + args}, Stdout: &out, Stderr: &errs}.Run()
 				m := resultRE.FindStringSubmatch(out.String())
 				c := checksumRE.FindStringSubmatch(out.String())
-				if status != 0 || m == nil || c == nil || m[5] != fmt.Sprint(procs) || m[6] != kernel || m[7] != "2" {
+				if status != 0 || m == nil || c == nil || m[7] != fmt.Sprint(procs) || m[4] != kernel || m[5] != "2" {
 					t.Fatalf("%s %s, %d processes: status %d\n%s%s", kernel, grid, procs, status, out.String(), errs.String())
 				}
 				sums[c[1]] = append(sums[c[1]], procs)
@@ -88,12 +88,32 @@ func TestUnderMpirun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("mpirun: %v\n%s", err, out)
 	}
-	want := "result: n=64 nb=8 grid=1x3 tasks=3 procs=2 kernel=" + spec + " "
+	want := "result: n=64 nb=8 grid=1x3 kernel=" + spec + " reps=3 tasks=3 procs=2 "
 	if strings.Count(string(out), "result: ") != 1 || !strings.Contains(string(out), want) || !strings.Contains(string(out), "verified=true") {
 		t.Fatalf("want one line %q...verified=true, got:\n%s", want, out)
 	}
 }
 
+// jsonResult is the keys of the -json object the tests read.
+type jsonResult struct {
+	N        int     `json:"n"`
+	NB       int     `json:"nb"`
+	Grid     string  `json:"grid"`
+	Kernel   string  `json:"kernel"`
+	Tasks    int     `json:"tasks"`
+	Procs    int     `json:"procs"`
+	First    float64 `json:"first-seconds"`
+	FirstGF  float64 `json:"first-gflops"`
+	Seconds  float64 `json:"seconds"`
+	GFlops   float64 `json:"gflops"`
+	Threads  int     `json:"threads"`
+	Checks   string  `json:"checks"`
+	Checksum string  `json:"checksum"`
+	Verified bool    `json:"verified"`
+}
+
+// TestOneProcessInline: -json prints one object with the result line's keys and the
+// summary's figures.
 func TestOneProcessInline(t *testing.T) {
 	var out, errs bytes.Buffer
 	if status := run([]string{"-n", "33", "-nb", "4", "-grid", "2x1", "-np", "1", "-kernel", "gonum", "-json"}, &out, &errs); status != 0 {
@@ -103,7 +123,7 @@ func TestOneProcessInline(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		t.Fatalf("%v: %q", err, out.String())
 	}
-	if !r.Verified || r.N != 33 || r.NB != 4 || r.Grid != "2x1" || r.Tasks != 2 || r.Procs != 1 || r.Kernel != "gonum" || r.GFlops <= 0 || r.Checks != "freivalds+exact" {
+	if !r.Verified || r.N != 33 || r.NB != 4 || r.Grid != "2x1" || r.Tasks != 2 || r.Procs != 1 || r.Kernel != "gonum" || r.GFlops <= 0 || r.FirstGF <= 0 || r.First < r.Seconds || r.Checks != "freivalds+exact" {
 		t.Fatalf("unexpected result %+v", r)
 	}
 }
@@ -189,7 +209,7 @@ func TestMixedKernels(t *testing.T) {
 	}
 	// The shares found: any split of the four tasks, the slow one's share 0 included (the
 	// balancer tries the fast tasks alone, and keeps that split when it was the fastest).
-	if !strings.Contains(out.String(), "grid=1x4 tasks=4 procs=1 kernel="+spec+" ") || !strings.Contains(out.String(), "verified=true") ||
+	if !strings.Contains(out.String(), "grid=1x4 kernel="+spec+" reps=6 tasks=4 procs=1 ") || !strings.Contains(out.String(), "verified=true") ||
 		!strings.Contains(out.String(), "(balanced from measured rates): "+names[1]+" ") ||
 		!regexp.MustCompile(`; to start a later run from them: -split [0-9.]+(,[0-9.]+){3}\n`).MatchString(out.String()) {
 		t.Fatalf("unexpected output:\n%s", out.String())

@@ -56,6 +56,7 @@ type Params struct {
 	A, B  []byte // the strings; A runs down the rows of the matrix, B along its columns
 	Tasks int    // tasks, each owning a band of B's columns (a band may be empty)
 	Block int    // rows of A per block (the height of a tile)
+	Trace string // orwl.Config.Trace: a file for the job's Chrome trace, or ""
 }
 
 // Validate reports what makes p unusable, or nil.
@@ -114,7 +115,7 @@ func Run(ctx context.Context, p Params) (*Result, error) {
 		return nil, err
 	}
 	var result *Result
-	err := orwl.Run(ctx, orwl.Config{Tasks: p.Tasks, Locations: locations()},
+	err := orwl.Run(ctx, orwl.Config{Tasks: p.Tasks, Locations: locations(), Trace: p.Trace},
 		func(ctx context.Context, t *orwl.Task) error {
 			r, err := runTask(ctx, t, p)
 			if r != nil {

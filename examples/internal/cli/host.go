@@ -1,11 +1,7 @@
-// Package exampleutil holds what the example commands (matmul, cholesky, levenshtein) share
-// around their engines: the main function's body (Run: flags parsed with one-line errors,
-// the job's processes started on this machine, exit statuses), usage errors, the -kernel
-// flag, the memory and core accounting of a host, and the progress line.
-//
-// It parses and prints for commands; it must not compute, and library packages must not
-// import it.
-package exampleutil
+// What the example commands need of their host: the -kernel flag, the memory available,
+// their processes started here, the progress line.
+
+package cli
 
 import (
 	"errors"
@@ -101,22 +97,6 @@ func AvailableMemory() float64 {
 		}
 	}
 	return 0
-}
-
-// TasksOnHost is the number of a job's tasks on this host, which share its cores: all of
-// them when the command starts the processes itself (inJob false); under a launcher, this
-// process's share of the tasks times the job's processes on this host (info.LocalSize;
-// every process when the launcher does not say), so that one process per node uses the
-// whole node.
-func TasksOnHost(inJob bool, tasks, procs int, info orwl.Job) int {
-	if !inJob {
-		return tasks
-	}
-	local := info.LocalSize
-	if local <= 0 || local > procs {
-		local = procs
-	}
-	return max(1, (tasks*local+procs-1)/procs)
 }
 
 // StartProcesses runs this program with args as procs local processes of one job, the

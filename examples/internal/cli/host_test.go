@@ -1,4 +1,4 @@
-package exampleutil
+package cli
 
 import (
 	"errors"
@@ -25,7 +25,7 @@ func TestTasksOnHost(t *testing.T) {
 		{tasks: 5, procs: 2, local: 1, inJob: true, want: 3},  // uneven share: the larger
 		{tasks: 4, procs: 4, local: 0, inJob: true, want: 4},  // the launcher does not say: all here
 	} {
-		if got := TasksOnHost(tc.inJob, tc.tasks, tc.procs, orwl.Job{LocalSize: tc.local}); got != tc.want {
+		if got := (&Job{InJob: tc.inJob, Tasks: tc.tasks, Procs: tc.procs, Env: orwl.Job{LocalSize: tc.local}}).TasksOnHost(); got != tc.want {
 			t.Errorf("%d tasks, %d processes, %d here, in a job %v: %d tasks on this host, want %d", tc.tasks, tc.procs, tc.local, tc.inJob, got, tc.want)
 		}
 	}
