@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"net"
 	"time"
 )
 
@@ -111,32 +113,59 @@ func (a *authClient) challenge(h Header, p []byte) ([]byte, error) {
 	return resp, nil
 }
 
-// serverAuth runs the server side of the handshake on w and returns the authenticated
-// client rank and the connection's purpose.
-func (m *Mesh) serverAuth(w *wire) (int, uint8, error) {
-	deadline := time.Now().Add(handshakeTimeout)
+// errHandshakeTimeout is the handshake's time ending before the client answered: a busy
+// client, or a busy server, not a refusal; the client tries again.
+var errHandshakeTimeout = fmt.Errorf("transport: the handshake's time (%v) ended at the server before the client answered", handshakeTimeout)
+
+// serverAuth runs the server side of the handshake on w, to be done by deadline, and returns
+// the authenticated client rank and the connection's purpose. Its error is ErrAuth for a
+// client it refuses, errHandshakeTimeout when the deadline passes first (see endHandshake).
+func (m *Mesh) serverAuth(w *wire, deadline time.Time) (int, uint8, error) {
 	w.nc.SetDeadline(deadline)
 	defer w.nc.SetDeadline(time.Time{})
 	a := &authServer{secret: m.cfg.Secret, rank: m.rank, size: m.size}
 	h, nonceC, err := w.readMsg(TypeAuthHello, nonceSize)
 	if err != nil {
-		return 0, 0, fmt.Errorf("%w: reading hello: %v", ErrAuth, err)
+		return 0, 0, handshakeFailed("reading hello", err)
 	}
 	p, err := a.hello(h, nonceC)
 	if err != nil {
 		return 0, 0, err
 	}
 	if err := w.writeMsg(Header{Type: TypeAuthChallenge, Arg: int64(m.rank)}, p); err != nil {
-		return 0, 0, fmt.Errorf("%w: sending challenge: %v", ErrAuth, err)
+		return 0, 0, handshakeFailed("sending challenge", err)
 	}
 	_, proof, err := w.readMsg(TypeAuthResponse, sha256.Size)
 	if err != nil {
-		return 0, 0, fmt.Errorf("%w: reading response: %v", ErrAuth, err)
+		return 0, 0, handshakeFailed("reading response", err)
 	}
 	if err := a.response(proof); err != nil {
 		return 0, 0, err
 	}
 	return a.client, a.purpose, nil
+}
+
+// handshakeFailed is the error of the server's handshake when step failed with err: its
+// deadline passing is errHandshakeTimeout, anything else a refusal.
+func handshakeFailed(step string, err error) error {
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		return fmt.Errorf("%w: %s: %v", errHandshakeTimeout, step, err)
+	}
+	return fmt.Errorf("%w: %s: %v", ErrAuth, step, err)
+}
+
+// endHandshake closes w, whose handshake failed with err, telling the client why by the
+// close status: a refusal (ErrAuth), which it does not try again, or a handshake whose time
+// ended (errHandshakeTimeout), which it does.
+func endHandshake(w *wire, err error) {
+	status := closePolicyViolation
+	if errors.Is(err, errHandshakeTimeout) {
+		status = closeTryAgain
+	}
+	w.nc.SetWriteDeadline(time.Now().Add(time.Second))
+	w.writeClose(status)
+	w.flush()
+	w.nc.Close()
 }
 
 // clientAuth runs the client side of the handshake with serverRank on w.

@@ -50,6 +50,12 @@ type bootstrap struct {
 	controls []*control // every open control connection
 	accepted int
 	allIn    chan struct{} // closed when Size-1 Owner-role connections are attached
+
+	// full is closed when the listener could not accept for the limit of open files,
+	// fullErr (set before) saying so: the start fails, naming it.
+	full     chan struct{}
+	fullOnce sync.Once
+	fullErr  error
 }
 
 // bootEvent is what a control connection brought: an input of the start's machine, and
@@ -128,7 +134,7 @@ func (m *Mesh) listen() (*bootstrap, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport: rank %d: listen: %w", m.rank, err)
 	}
-	b := &bootstrap{m: m, ln: ln, events: make(chan bootEvent), done: make(chan struct{}), allIn: make(chan struct{})}
+	b := &bootstrap{m: m, ln: ln, events: make(chan bootEvent), done: make(chan struct{}), allIn: make(chan struct{}), full: make(chan struct{})}
 	b.lnCtx, b.lnCancel = context.WithCancel(context.Background())
 	b.srv = &http.Server{
 		Handler:           http.HandlerFunc(b.serveHTTP),
@@ -139,7 +145,7 @@ func (m *Mesh) listen() (*bootstrap, error) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		b.srv.Serve(limitListener(ln, maxPreauth))
+		b.srv.Serve(limitListener(ln, maxPreauth, b.acceptFailed))
 	}()
 	return b, nil
 }
@@ -169,6 +175,17 @@ func (b *bootstrap) close(answer bool) {
 		c.w.nc.Close()
 	}
 	b.tasks.Wait()
+}
+
+// acceptFailed takes an error of the listener's Accept, which the server tries again: the
+// limit of open files fails the start (see full).
+func (b *bootstrap) acceptFailed(err error) {
+	if tooManyFiles(err) {
+		b.fullOnce.Do(func() {
+			b.fullErr = fmt.Errorf("transport: rank %d: accepting a connection: %w", b.m.rank, fdLimitError(b.m.size, err))
+			close(b.full)
+		})
+	}
 }
 
 // post hands ev to the start's loop; false once the start is over.
@@ -286,6 +303,7 @@ func (b *bootstrap) coordinate(ctx context.Context) error {
 		}
 		return nil
 	}
+	full := b.full // rank 0's own failure to accept; its connections' are connect's
 	tick := time.NewTicker(m.cfg.Heartbeat)
 	defer tick.Stop()
 	for {
@@ -300,6 +318,8 @@ func (b *bootstrap) coordinate(ctx context.Context) error {
 			}
 		case err := <-connected:
 			connected, in = nil, startInput{kind: inConnected, err: err}
+		case <-full:
+			full, in = nil, startInput{kind: inAbort, rank: 0, err: b.fullErr}
 		case <-tick.C:
 			in = startInput{kind: inTick, elapsed: time.Since(m.started)}
 		case <-ctx.Done():
@@ -390,12 +410,14 @@ func (b *bootstrap) connectAsync(book []string) chan error {
 }
 
 // connect dials every other process at its address in book and waits for every other
-// process's connection to this one. After the address book every process listens, so both
-// must happen within the peer timeout; an error names the ranks that did not connect.
+// process's connection to this one. After the address book every process listens, so
+// connections come while the start makes progress: connect fails when none has come, in
+// either direction, for the peer timeout, naming the ranks that did not connect, however
+// long the connections of a large job take. The limit of open files fails it at once.
 func (b *bootstrap) connect(book []string) error {
 	m := b.m
-	ctx, cancel := context.WithTimeout(b.lnCtx, m.cfg.PeerTimeout) // ends with the start, too
-	defer cancel()
+	ctx, cancel := b.whileConnecting() // ends with the start, too
+	defer cancel(nil)
 	errs := make([]error, m.size)
 	var dials sync.WaitGroup
 	for j, addr := range book {
@@ -412,26 +434,74 @@ func (b *bootstrap) connect(book []string) error {
 			if err == nil && !m.attach(j, Requester, w) {
 				err = fmt.Errorf("a second connection to rank %d", j)
 			}
+			if tooManyFiles(err) {
+				cancel(err) // no other dial can succeed
+			}
 			errs[j] = err
 		})
 	}
 	dials.Wait()
+	for _, err := range errs {
+		if tooManyFiles(err) { // the cause of every other error
+			return fmt.Errorf("transport: rank %d: connecting the mesh: %w", m.rank, err)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("transport: rank %d: connecting the mesh: %w", m.rank, err)
 	}
 	select {
 	case <-b.allIn:
 		return nil
+	case <-b.full:
+		return b.fullErr
 	case <-ctx.Done():
 		return missingError(b.startConfig(), func(j int) bool { return m.peers[j].conns[Owner].Load() != nil })
 	}
 }
 
+// whileConnecting returns the context of connect: it ends with the start, or when no
+// connection of the mesh has come, dialed or accepted, for the peer timeout (checked every
+// heartbeat period), or with its cancel.
+func (b *bootstrap) whileConnecting() (context.Context, context.CancelCauseFunc) {
+	m := b.m
+	ctx, cancel := context.WithCancelCause(b.lnCtx)
+	b.tasks.Add(1)
+	go func() {
+		defer b.tasks.Done()
+		t := time.NewTicker(m.cfg.Heartbeat)
+		defer t.Stop()
+		n, at := b.attached(), time.Now()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				if k := b.attached(); k != n {
+					n, at = k, now
+				} else if now.Sub(at) > m.cfg.PeerTimeout {
+					cancel(fmt.Errorf("no connection of the mesh came for the peer timeout %v", m.cfg.PeerTimeout))
+					return
+				}
+			}
+		}
+	}()
+	return ctx, cancel
+}
+
+// attached counts the connections of the mesh that are up, in both directions.
+func (b *bootstrap) attached() int {
+	n := 0
+	b.m.eachConn(func(*conn) { n++ })
+	return n
+}
+
 // dial connects to addr, retrying until ctx ends, and authenticates as the client of
 // serverRank. A process that is not listening yet (a refused connection, a name not known
-// yet) is waited for; one that does not answer at all for PeerTimeout (a partition, a
-// stopped process) fails the dial, and so does a coordinator that answers that its job's
-// start is over.
+// yet) is waited for, and so is a handshake whose time ended at the server (a busy one); a
+// coordinator that does not answer at all for PeerTimeout (a partition, a stopped process)
+// fails the dial (a silent peer of the mesh is connect's to judge, by the progress of the
+// others), and so do a coordinator that answers that its job's start is over, a refused
+// handshake, and the limit of open files.
 func (m *Mesh) dial(ctx context.Context, addr string, serverRank int, purpose uint8) (*wire, error) {
 	d := websocket.Dialer{HandshakeTimeout: handshakeTimeout}
 	backoff := initialDialBackoff
@@ -442,6 +512,9 @@ func (m *Mesh) dial(ctx context.Context, addr string, serverRank int, purpose ui
 		attempt, cancel := context.WithTimeout(ctx, m.cfg.PeerTimeout)
 		ws, resp, err := d.DialContext(attempt, "ws://"+addr+wsPath, nil)
 		cancel()
+		if tooManyFiles(err) { // waiting frees none
+			return nil, fmt.Errorf("transport: rank %d: dialing rank %d at %s: %w", m.rank, serverRank, addr, fdLimitError(m.size, err))
+		}
 		if err != nil && ctx.Err() == nil {
 			if refusal := answered(resp); refusal != "" {
 				return nil, fmt.Errorf("transport: rank %d: rank %d at %s answers: %s", m.rank, serverRank, addr, refusal)
@@ -451,12 +524,8 @@ func (m *Mesh) dial(ctx context.Context, addr string, serverRank int, purpose ui
 			} else if silentSince.IsZero() {
 				silentSince = tried
 			}
-			if !silentSince.IsZero() && time.Since(silentSince) >= m.cfg.PeerTimeout {
-				what := fmt.Sprintf("rank %d at %s", serverRank, addr)
-				if purpose == purposeRegister {
-					what = "the coordinator, " + what
-				}
-				return nil, fmt.Errorf("transport: rank %d: %s, does not answer: unreachable or stopped for the peer timeout %v (%v)", m.rank, what, m.cfg.PeerTimeout, err)
+			if purpose == purposeRegister && !silentSince.IsZero() && time.Since(silentSince) >= m.cfg.PeerTimeout {
+				return nil, fmt.Errorf("transport: rank %d: the coordinator, rank %d at %s, does not answer: unreachable or stopped for the peer timeout %v (%v)", m.rank, serverRank, addr, m.cfg.PeerTimeout, err)
 			}
 		}
 		if err == nil {
@@ -548,14 +617,15 @@ func (b *bootstrap) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	// The end of the start closes the socket, not w.nc: shmAnswer may replace w.nc meanwhile.
 	sock := w.nc
 	stop := context.AfterFunc(b.lnCtx, func() { sock.Close() })
-	rank, purpose, err := m.serverAuth(w)
+	rank, purpose, err := m.serverAuth(w, time.Now().Add(handshakeTimeout))
 	if err != nil {
 		stop()
-		m.log.Warn("refused connection", "remote", r.RemoteAddr, "err", err)
-		w.nc.SetWriteDeadline(time.Now().Add(time.Second))
-		w.writeClose(closePolicyViolation)
-		w.flush()
-		w.nc.Close()
+		if errors.Is(err, ErrAuth) {
+			m.log.Warn("refused connection", "remote", r.RemoteAddr, "err", err)
+		} else {
+			m.log.Info("a connection's handshake timed out; its client tries again", "remote", r.RemoteAddr, "err", err)
+		}
+		endHandshake(w, err)
 		return
 	}
 	authenticated(w.nc)
@@ -642,19 +712,22 @@ func decodeStrings(p []byte, n int) ([]string, error) {
 // limitListener accepts at most max connections at a time that have not authenticated
 // (see authenticated); it closes the others at once, so that a flood of connections costs
 // the job a bounded amount of memory and the peers' dials, which retry, still get through.
-func limitListener(ln net.Listener, max int) net.Listener {
-	return &limited{Listener: ln, slots: make(chan struct{}, max)}
+// failed sees every error of Accept.
+func limitListener(ln net.Listener, max int, failed func(error)) net.Listener {
+	return &limited{Listener: ln, slots: make(chan struct{}, max), failed: failed}
 }
 
 type limited struct {
 	net.Listener
-	slots chan struct{}
+	slots  chan struct{}
+	failed func(error)
 }
 
 func (l *limited) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
+			l.failed(err)
 			return nil, err
 		}
 		select {

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"net"
@@ -126,7 +127,7 @@ func TestStartFailsWhenTheCoordinatorDies(t *testing.T) {
 			return
 		}
 		w := newWire(ws.NetConn(), false)
-		if _, _, err := m0.serverAuth(w); err == nil {
+		if _, _, err := m0.serverAuth(w, time.Now().Add(handshakeTimeout)); err == nil {
 			w.readMsg(TypeRegister, 1<<16)
 		}
 		w.nc.Close()
@@ -296,4 +297,89 @@ func TestRefusedRequestsCloseTheirConnection(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// tcpWires returns both ends of a loopback TCP connection as the wires of a client and of
+// a server.
+func tcpWires(t *testing.T) (client, server *wire) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close(); sc.Close() })
+	return newWire(cc, true), newWire(sc, false)
+}
+
+// A handshake whose time ends at the server (a client too busy to answer in time, as in a
+// start of hundreds of processes) is no refusal: the client learns that it may try again,
+// and dial does; a client without the secret is refused, and learns that it is.
+func TestHandshakeTimeoutIsNoRefusal(t *testing.T) {
+	server := &Mesh{rank: 0, size: 2, cfg: Config{Secret: testSecret}}
+	for _, c := range []struct {
+		name    string
+		secret  []byte
+		refused bool
+	}{{"a busy client", testSecret, false}, {"a client without the secret", []byte("another"), true}} {
+		cw, sw := tcpWires(t)
+		client := &Mesh{rank: 1, size: 2, cfg: Config{Secret: c.secret}}
+		deadline := time.Now().Add(50 * time.Millisecond)
+		var serr, cerr error
+		if c.refused {
+			done := make(chan error, 1)
+			go func() { done <- client.clientAuth(time.Time{}, cw, 0, purposeMesh) }()
+			_, _, serr = server.serverAuth(sw, deadline)
+			endHandshake(sw, serr)
+			cerr = <-done
+		} else { // the client, too busy to send its hello, reads what the server answers
+			_, _, serr = server.serverAuth(sw, deadline)
+			endHandshake(sw, serr)
+			_, _, cerr = cw.readMsg(TypeAuthChallenge, nonceSize+sha256.Size)
+		}
+		if errors.Is(serr, ErrAuth) != c.refused || errors.Is(serr, errHandshakeTimeout) == c.refused {
+			t.Errorf("%s: the server's error %v", c.name, serr)
+		}
+		if errors.Is(cerr, ErrAuth) != c.refused || errors.Is(cerr, errHandshakeTimeout) == c.refused {
+			t.Errorf("%s: the client's error %v", c.name, cerr)
+		}
+		t.Logf("%s: server: %v; client: %v", c.name, serr, cerr)
+	}
+}
+
+// The mesh's connections after the address book are the start's progress: connect's
+// context lasts as long as one comes within every peer timeout, however long that makes
+// the whole, and ends a peer timeout after the last one, saying why.
+func TestConnectingLastsWhileConnectionsCome(t *testing.T) {
+	const peerTimeout = 500 * time.Millisecond
+	m := &Mesh{size: 8, cfg: Config{PeerTimeout: peerTimeout, Heartbeat: 25 * time.Millisecond}, peers: make([]peer, 8)}
+	b := &bootstrap{m: m, lnCtx: context.Background()}
+	ctx, cancel := b.whileConnecting()
+	defer b.tasks.Wait()
+	defer cancel(nil)
+	start := time.Now()
+	for j := 1; j < len(m.peers); j++ { // 7 connections, one every 150ms: over 1s in all
+		time.Sleep(150 * time.Millisecond)
+		if ctx.Err() != nil {
+			t.Fatalf("connecting ended after %v, with connections coming: %v", time.Since(start), context.Cause(ctx))
+		}
+		m.peers[j].conns[Owner].Store(&conn{})
+	}
+	last := time.Now()
+	<-ctx.Done()
+	waited := time.Since(last)
+	if want := "no connection of the mesh came for the peer timeout 500ms"; context.Cause(ctx) == nil || context.Cause(ctx).Error() != want {
+		t.Errorf("the cause %v, want %q", context.Cause(ctx), want)
+	}
+	if waited < peerTimeout || waited > 3*peerTimeout {
+		t.Errorf("connecting ended %v after the last connection, want about the peer timeout %v", waited, peerTimeout)
+	}
 }

@@ -300,7 +300,8 @@ func (c *conn) endQuiet() {
 
 var (
 	closeNormal          = []byte{0x03, 0xe8} // status 1000
-	closePolicyViolation = []byte{0x03, 0xf0} // status 1008
+	closePolicyViolation = []byte{0x03, 0xf0} // status 1008: a refused handshake
+	closeTryAgain        = []byte{0x03, 0xf5} // status 1013: a handshake whose time ended
 )
 
 // readLoop reads messages until the connection ends.

@@ -133,8 +133,10 @@ type Config struct {
 	// peer that is sending, even one long payload, is not silent, and a process that finds
 	// it was paused itself (stopped, suspended) gives its peers a new PeerTimeout instead of
 	// blaming them. During the start too, a process that cannot reach the coordinator
-	// (no answer at all: a partition, a stopped coordinator) or, after the address book, a
-	// peer fails within PeerTimeout, naming it.
+	// (no answer at all: a partition, a stopped coordinator) fails within PeerTimeout,
+	// naming it; so does, after the address book, a peer that does not connect, once no
+	// connection has come from any peer for PeerTimeout: a start that makes progress is
+	// never failed by a fixed window.
 	Heartbeat, PeerTimeout time.Duration
 	// StartTimeout bounds the wait for every process to register with the coordinator
 	// (default 60s), in addition to Start's ctx: a coordinator that refuses connections

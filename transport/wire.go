@@ -456,11 +456,23 @@ func (w *wire) readMsg(want uint8, max int) (Header, []byte, error) {
 	return h, p, err
 }
 
+// closedBy is the error of a close frame f that came instead of a message of the handshake
+// or of the start: a handshake whose time ended at the peer (closeTryAgain) may be tried
+// again; any other close is the peer refusing this process (ErrAuth).
+func (w *wire) closedBy(f *frameInfo) error {
+	var status [125]byte // a control frame's payload is 125 bytes at most
+	b := status[:min(f.n, int64(len(status)))]
+	if _, err := w.read(f, 0, b); err == nil && len(b) >= 2 && b[0] == closeTryAgain[0] && b[1] == closeTryAgain[1] {
+		return errHandshakeTimeout
+	}
+	return fmt.Errorf("%w: the peer refused the connection (wrong secret, or a rank or purpose it does not take: its log says which)", ErrAuth)
+}
+
 // readAny reads one message of any type with at most max payload bytes, in one frame.
 func (w *wire) readAny(max int) (Header, []byte, error) {
 	f, err := w.nextFrame()
 	if errors.Is(err, errClosed) {
-		return Header{}, nil, fmt.Errorf("%w: connection closed by the peer", ErrAuth)
+		return Header{}, nil, w.closedBy(&f)
 	}
 	if err != nil {
 		return Header{}, nil, err
