@@ -19,6 +19,7 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 
+	"github.com/orwl-go/orwl/examples/grid"
 	"github.com/orwl-go/orwl/examples/matmul/summa"
 	"github.com/orwl-go/orwl/kernels"
 )
@@ -203,7 +204,7 @@ func (m *matmulRun) size(n int, procs []int) error {
 // procs measures the rows of size n on np processes (shared, orwl, starpu, scalapack, as
 // asked and installed) against the roofline's GFLOP/s roof.
 func (m *matmulRun) procs(n, np int, roof float64) error {
-	g := summa.DefaultGrid(np)
+	g := grid.Square(np)
 	base := mmResult{N: n, NB: m.f.nb, Procs: np, Grid: g.String(), Threads: max(1, m.cores/np), Kernel: m.kernel}
 	if base.NB == 0 {
 		base.NB = summa.DefaultNB(n, g)
@@ -422,7 +423,7 @@ func timeORWL(r mmResult, reps int) (float64, bool, error) {
 // of every distinct CPU kernel of the job and, unless the job is cold, warms it up, runs its part and, in the
 // process of task 0 (the only one summa.Run gives a result), prints the result as JSON.
 func matmulChild(job orwlJob) error {
-	grid, err := summa.ParseGrid(job.Grid)
+	grid, err := grid.Parse(job.Grid, summa.MaxTasks)
 	if err != nil {
 		return err
 	}
@@ -463,7 +464,7 @@ func warmUp(g kernels.Gemm) {
 // timeScalapack runs the driver with Open MPI's mpirun on r's grid (shared memory between
 // the processes).
 func timeScalapack(mpi *openMPI, bin string, r mmResult, reps int) (float64, error) {
-	grid, err := summa.ParseGrid(r.Grid)
+	grid, err := grid.Parse(r.Grid, summa.MaxTasks)
 	if err != nil {
 		return 0, err
 	}

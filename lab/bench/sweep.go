@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 
+	"github.com/orwl-go/orwl/examples/grid"
 	"github.com/orwl-go/orwl/examples/matmul/summa"
 )
 
@@ -105,7 +106,7 @@ func runSweep(f *sweepFlags, rep *report) error {
 // with every grid of one and of two tasks per process, each once.
 func sweepSettings(n, procs, cores int, nbs []int) []sweepRow {
 	def := sweepRow{N: n, Tasks: procs, Procs: procs, Threads: max(1, cores/procs), Default: true}
-	g := summa.DefaultGrid(def.Tasks)
+	g := grid.Square(def.Tasks)
 	def.Grid, def.NB = g.String(), summa.DefaultNB(n, g)
 	settings := []sweepRow{def}
 	for _, tpp := range []int{1, 2} {
@@ -153,11 +154,11 @@ func measureSweep(settings []sweepRow, kernel string, reps, rounds int) error {
 }
 
 // grids returns every grid of tasks tasks: each factorisation P x Q, both ways.
-func grids(tasks int) []summa.Grid {
-	var gs []summa.Grid
+func grids(tasks int) []grid.Grid {
+	var gs []grid.Grid
 	for p := 1; p <= tasks; p++ {
 		if tasks%p == 0 {
-			gs = append(gs, summa.Grid{P: p, Q: tasks / p})
+			gs = append(gs, grid.Grid{P: p, Q: tasks / p})
 		}
 	}
 	return gs
