@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orwl-go/orwl/examples/grid"
 	"github.com/orwl-go/orwl/examples/stencil/jacobi"
 )
 
@@ -83,7 +84,7 @@ func newCkJob(t *testing.T) *ckJob {
 	}
 	j := &ckJob{t: t, dir: t.TempDir(), pids: t.TempDir()}
 	var err error
-	if j.p, err = params(strconv.Itoa(ckN), "3", ckIters); err != nil {
+	if j.p, err = params(strconv.Itoa(ckN), grid.Grid{}, 3, ckIters); err != nil {
 		t.Fatal(err)
 	}
 	j.want = fmt.Sprintf("%016x", jacobi.Checksum(jacobi.Sequential(j.p)))

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orwl-go/orwl/examples/grid"
 	"github.com/orwl-go/orwl/examples/stencil/jacobi"
 	"github.com/orwl-go/orwl/internal/testemu/netemu"
 )
@@ -38,7 +39,7 @@ type hostJob struct {
 func newHostJob(t *testing.T) *hostJob {
 	t.Helper()
 	skipWithoutMounts(t)
-	p, err := params(strconv.Itoa(ckN), "3", hostIters)
+	p, err := params(strconv.Itoa(ckN), grid.Grid{}, 3, hostIters)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orwl-go/orwl/examples/grid"
 	"github.com/orwl-go/orwl/examples/stencil/jacobi"
 	"github.com/orwl-go/orwl/internal/testemu/kubeemu"
 	"github.com/orwl-go/orwl/internal/testemu/netemu"
@@ -225,7 +226,11 @@ func (j *kubeJob) restart(victim int, nodeLost bool) {
 		j.t.Fatalf("%d pods of %d failed after pod %d was lost (at %v)\n%s", c.firstFailures, len(c.first), victim, killed, strings.Join(c.logs, ""))
 	}
 	j.t.Logf("pod %d lost, node lost %v: %d pod failures, then every pod succeeded", victim, nodeLost, c.failures)
-	p, err := params(strconv.Itoa(ckN), j.tasks, kubeIters)
+	tasks, err := strconv.Atoi(j.tasks)
+	if err != nil {
+		j.t.Fatalf("the manifest's -tasks %q: %v", j.tasks, err)
+	}
+	p, err := params(strconv.Itoa(ckN), grid.Grid{}, tasks, kubeIters)
 	if err != nil {
 		j.t.Fatal(err)
 	}

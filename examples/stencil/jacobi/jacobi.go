@@ -33,7 +33,13 @@ type Params struct {
 	NX, NY int // cells along x and y; the domain is NY rows of NX cells
 	PX, PY int // tasks along x and y; task id = y*PX + x
 	Iters  int // iterations
+	// Trace is orwl.Config.Trace: a file for the job's Chrome trace, or "".
+	Trace string
 }
+
+// MaxTasks is the largest job Validate accepts: far more than any machine runs, far fewer
+// than what would exhaust memory just describing the job.
+const MaxTasks = 1 << 16
 
 // Tasks returns the number of tasks of the job, PX*PY.
 func (p Params) Tasks() int { return p.PX * p.PY }
@@ -43,6 +49,8 @@ func (p Params) Validate() error {
 	switch {
 	case p.Dim != 1 && p.Dim != 2:
 		return fmt.Errorf("dimension %d: want 1 or 2", p.Dim)
+	case p.PX > MaxTasks || p.PY > MaxTasks || p.Tasks() > MaxTasks:
+		return fmt.Errorf("%dx%d tasks: at most %d", p.PX, p.PY, MaxTasks)
 	case p.PX < 1 || p.PY < 1 || p.NX < p.PX || p.NY < p.PY:
 		return fmt.Errorf("%dx%d cells cannot be split over %dx%d tasks (at least one cell per task)", p.NX, p.NY, p.PX, p.PY)
 	case p.Dim == 1 && (p.NY != 1 || p.PY != 1):
@@ -175,7 +183,7 @@ func RunCheckpointed(ctx context.Context, p Params, ck orwl.Checkpoint) (*Result
 	ck.Params = map[string]string{"dim": fmt.Sprint(p.Dim), "n": fmt.Sprintf("%dx%d", p.NX, p.NY),
 		"tasks": fmt.Sprintf("%dx%d", p.PX, p.PY), "iters": fmt.Sprint(p.Iters)}
 	var result *Result
-	err := orwl.Run(ctx, orwl.Config{Tasks: p.Tasks(), Locations: p.locations(), Checkpoint: ck},
+	err := orwl.Run(ctx, orwl.Config{Tasks: p.Tasks(), Locations: p.locations(), Checkpoint: ck, Trace: p.Trace},
 		func(ctx context.Context, t *orwl.Task) error {
 			res, err := runTask(ctx, t, p)
 			if res != nil {
