@@ -85,12 +85,12 @@ type checkpointer struct {
 	slack   atomic.Int64 // how far past the highest entered iteration a hold lets tasks go
 	waited  atomic.Bool  // a task waited at the hold of the checkpoint being prepared
 	began   atomic.Int64 // when a task first entered an iteration, in ns since made; 0: none yet
-	// held counts this process's pieces of armed checkpoints whose buffers (location.snapBuf,
+	// held counts this process's pieces of armed checkpoints whose buffers (location.ckpt.buf,
 	// keptState.snap) are not free yet: from the arm until the writer is done with the piece
 	// and, if it sent it, the partner said it stored its copy (ckptStored).
 	held atomic.Int64
 	// owing counts this process's tasks that iterate, keep state and have not copied it for
-	// the armed checkpoint yet (Task.owes, under mu too). Once it is zero after the
+	// the armed checkpoint yet (Task.ckpt.owes, under mu too). Once it is zero after the
 	// checkpoint's ckptGo, the process sends ckptCopied (copiedDue: the checkpoint whose
 	// ckptCopied waits for it, 0: none).
 	owing     int

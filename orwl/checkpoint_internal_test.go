@@ -139,8 +139,8 @@ func TestWritingWaitsForEveryCopy(t *testing.T) {
 	j := &job{rank: 0, procs: 1}
 	c := &checkpointer{j: j, replies: make(chan ckptReply, 4), lifted: make(chan struct{}), wake: make(chan struct{}, 1)}
 	j.ckpt = c
-	task := &Task{job: j, kept: []keptState{{name: "s"}}}
-	task.iterating.Store(true)
+	task := &Task{job: j, ckpt: taskCkpt{kept: []keptState{{name: "s"}}}}
+	task.ckpt.iterating.Store(true)
 	j.local = []*Task{task}
 	c.handle(0, ckptMsg{phase: ckptArm, k: 5}, nil)
 	if r := <-c.replies; r.phase != ckptArmed {

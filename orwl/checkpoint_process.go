@@ -15,6 +15,13 @@ import (
 // Each process's part in a checkpoint: the hold, the arm, the snapshots, and the dispatch
 // of checkpoint messages (checkpoint.go has the overview).
 
+// locationCkpt is a location's part in the checkpoints, under the location's mu.
+type locationCkpt struct {
+	rounds bool   // an iterative handle's request came (see queued.round)
+	round  int    // the round whose first grant takes the armed checkpoint's snapshot; 0: none
+	buf    []byte // the snapshot, reused from one checkpoint to the next
+}
+
 // keptState is a task's private state registered with Task.Keep.
 type keptState struct {
 	name string
@@ -99,9 +106,9 @@ func (c *checkpointer) enter(ctx context.Context, t *Task, iter int) error {
 		if held.IsZero() {
 			held = time.Now()
 		}
-		t.ckptEntered++
-		for i := range t.kept {
-			s := &t.kept[i]
+		t.ckpt.entered++
+		for i := range t.ckpt.kept {
+			s := &t.ckpt.kept[i]
 			if len(s.snap) != len(s.buf) { // not allocated at the schedule
 				s.wire = append([]byte(s.name), s.buf...)
 				s.snap = s.wire[len(s.name):]
@@ -113,7 +120,7 @@ func (c *checkpointer) enter(ctx context.Context, t *Task, iter int) error {
 		t.paid()
 	}
 	if !held.IsZero() {
-		t.ckptHeld += time.Since(held)
+		t.ckpt.held += time.Since(held)
 	}
 	return nil
 }
@@ -125,8 +132,8 @@ func (t *Task) paid() {
 	c := t.job.ckpt
 	c.mu.Lock()
 	k := 0
-	if t.owes {
-		t.owes = false
+	if t.ckpt.owes {
+		t.ckpt.owes = false
 		if c.owing--; c.owing == 0 {
 			k, c.copiedDue = c.copiedDue, 0
 		}
@@ -141,7 +148,7 @@ func (t *Task) paid() {
 func (c *checkpointer) arm(k int) {
 	expect := 0
 	for _, t := range c.j.local {
-		expect += len(t.kept)
+		expect += len(t.ckpt.kept)
 	}
 	for _, l := range c.j.owned {
 		if l != nil {
@@ -154,9 +161,9 @@ func (c *checkpointer) arm(k int) {
 	// A task leaving Iterate now pays under c.mu after this (Task.paid). One that owes a
 	// copy already pays both at once.
 	for _, t := range c.j.local {
-		if len(t.kept) > 0 && t.iterating.Load() && !t.owes {
+		if len(t.ckpt.kept) > 0 && t.ckpt.iterating.Load() && !t.ckpt.owes {
 			c.owing++
-			t.owes = true
+			t.ckpt.owes = true
 		}
 	}
 	c.mu.Unlock()
@@ -173,22 +180,22 @@ func (c *checkpointer) arm(k int) {
 func (l *location) arm(k int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.snapRound = k
-	if !l.rounds {
+	l.ckpt.round = k
+	if !l.ckpt.rounds {
 		l.snapshot()
 	}
 }
 
 // snapshot copies l's data for the armed checkpoint and hands it to the writer; l.mu held.
 func (l *location) snapshot() {
-	k := l.snapRound
-	l.snapRound = 0
-	if cap(l.snapBuf) < len(l.data) { // resized since the schedule; no piece uses it (held)
-		hugemem.Free(l.snapBuf)
-		l.snapBuf = snapBytes(len(l.data))
+	k := l.ckpt.round
+	l.ckpt.round = 0
+	if cap(l.ckpt.buf) < len(l.data) { // resized since the schedule; no piece uses it (held)
+		hugemem.Free(l.ckpt.buf)
+		l.ckpt.buf = snapBytes(len(l.data))
 	}
-	l.snapBuf = append(l.snapBuf[:0], l.data...)
-	p := pieceJob{k: k, key: checkpoint.LocationKey(l.id.Task, l.id.Name), data: l.snapBuf, from: -1}
+	l.ckpt.buf = append(l.ckpt.buf[:0], l.data...)
+	p := pieceJob{k: k, key: checkpoint.LocationKey(l.id.Task, l.id.Name), data: l.ckpt.buf, from: -1}
 	l.j.ckpt.push(func() { l.j.ckpt.writePiece(p) })
 }
 
@@ -205,13 +212,13 @@ func (c *checkpointer) allocate() {
 	for _, l := range c.j.owned {
 		if l != nil {
 			l.mu.Lock()
-			l.snapBuf = snapBytes(len(l.data))[:0]
+			l.ckpt.buf = snapBytes(len(l.data))[:0]
 			l.mu.Unlock()
 		}
 	}
 	for _, t := range c.j.local {
-		for i := range t.kept {
-			s := &t.kept[i]
+		for i := range t.ckpt.kept {
+			s := &t.ckpt.kept[i]
 			s.wire = snapBytes(len(s.name) + len(s.buf))
 			copy(s.wire, s.name)
 			s.snap = s.wire[len(s.name):]
@@ -240,13 +247,13 @@ func (c *checkpointer) freeSnapshots() {
 	}
 	for _, l := range c.j.owned {
 		if l != nil {
-			hugemem.Free(l.snapBuf)
-			l.snapBuf = nil
+			hugemem.Free(l.ckpt.buf)
+			l.ckpt.buf = nil
 		}
 	}
 	for _, t := range c.j.local {
-		for i := range t.kept {
-			s := &t.kept[i]
+		for i := range t.ckpt.kept {
+			s := &t.ckpt.kept[i]
 			hugemem.Free(s.wire)
 			s.wire, s.snap = nil, nil
 		}

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/orwl-go/orwl/fifo"
+	"github.com/orwl-go/orwl/handle"
 )
 
 // The user API of checkpoints: Config.Checkpoint, Task.Keep, Task.Iterate and what they
@@ -51,6 +53,16 @@ const (
 	defaultCheckpointEvery = time.Minute
 )
 
+// taskCkpt is a task's part in Iterate and in the checkpoints of its job.
+type taskCkpt struct {
+	kept      []keptState      // private state in its checkpoints (Keep)
+	iterative []*handle.Handle // its iterative handles (Iterate checks that each iteration acquires them once)
+	entered   int              // checkpoints the task entered (CheckpointHold)
+	held      time.Duration    // the time they held it up
+	iterating atomic.Bool      // in Iterate, in a job that takes checkpoints
+	owes      bool             // counted in checkpointer.owing; under its mu
+}
+
 // Keep registers state, memory of the task's own that it keeps across iterations, as part
 // of the task's checkpoints: it is copied when the task enters a checkpoint's iteration and
 // restored before Schedule returns when the job restarts. name tells the task's states
@@ -64,13 +76,13 @@ func (t *Task) Keep(name string, state []byte) {
 		t.complain(fmt.Errorf("task %d: Keep with an empty name", t.id))
 		return
 	}
-	for _, s := range t.kept {
+	for _, s := range t.ckpt.kept {
 		if s.name == name {
 			t.complain(fmt.Errorf("task %d: Keep(%q) twice", t.id, name))
 			return
 		}
 	}
-	t.kept = append(t.kept, keptState{name: name, buf: state})
+	t.ckpt.kept = append(t.ckpt.kept, keptState{name: name, buf: state})
 }
 
 // Iterate runs body for iterations 0 to n-1 of the task, in order, and returns the first
@@ -101,14 +113,14 @@ func (t *Task) Iterate(ctx context.Context, n int, body func(iter int) error) er
 				break
 			}
 		}
-		t.iterating.Store(true)
+		t.ckpt.iterating.Store(true)
 		defer func() {
-			t.iterating.Store(false)
+			t.ckpt.iterating.Store(false)
 			t.paid()
 		}()
 	}
-	base := make([]int, len(t.iterative)) // their acquires before the first iteration
-	for i, h := range t.iterative {
+	base := make([]int, len(t.ckpt.iterative)) // their acquires before the first iteration
+	for i, h := range t.ckpt.iterative {
 		base[i] = h.Acquires()
 	}
 	for iter := start; iter < n; iter++ {
@@ -131,12 +143,12 @@ func (t *Task) Iterate(ctx context.Context, n int, body func(iter int) error) er
 
 // checkRounds reports an iterative handle of t that was not acquired once in each of the
 // done iterations of Iterate, given its acquires before them (base, in the order of
-// t.iterative); every iteration is checked as the next begins, so it is the last one that
+// t.ckpt.iterative); every iteration is checked as the next begins, so it is the last one that
 // did not. The rounds of the handle's location would no longer be iterations: its other
 // handles would see the accesses of other iterations, and no checkpoint would be
 // consistent, nor complete.
 func (t *Task) checkRounds(base []int, done int) error {
-	for i, h := range t.iterative {
+	for i, h := range t.ckpt.iterative {
 		if got := h.Acquires() - base[i]; got != done {
 			s := h.Spec()
 			return fmt.Errorf("orwl: task %d: iteration %d of Iterate acquired the iterative handle on %s (position %d) %d times: every iteration must acquire each iterative handle of the task once, or the rounds of its location no longer follow the iterations (group the iterations of handles used in turn into one)",
@@ -152,7 +164,7 @@ func (t *Task) checkRounds(base []int, done int) error {
 // under its lock when its round is granted, is not in it. It is meant for the task itself
 // (it is not safe to call from another goroutine while the task iterates).
 func (t *Task) CheckpointHold() (checkpoints int, held time.Duration) {
-	return t.ckptEntered, t.ckptHeld
+	return t.ckpt.entered, t.ckpt.held
 }
 
 // Resumed returns the iteration at which the job restarted from a checkpoint, 0 for a job
@@ -182,7 +194,7 @@ func (c *checkpointer) refuseInitialWrites() error {
 		l.mu.Lock()
 		var writes []pendingRequest
 		for _, p := range l.pending {
-			if l.rounds && p.initial && p.mode == fifo.Write && p.req.Tag.(queued).round() < 0 {
+			if l.ckpt.rounds && p.initial && p.mode == fifo.Write && p.req.Tag.(queued).round() < 0 {
 				writes = append(writes, p)
 			}
 		}

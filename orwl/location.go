@@ -44,9 +44,7 @@ type location struct {
 	scheduled bool             // the initial requests have been placed in the FIFO
 	pending   []pendingRequest // requests that came before the schedule
 	grants    uint64           // FIFO operations that granted something (see waitKey)
-	rounds    bool             // an iterative handle's request came (see queued.round)
-	snapRound int              // the round whose first grant takes the armed checkpoint's snapshot; 0: none
-	snapBuf   []byte           // the snapshot, reused from one checkpoint to the next
+	ckpt      locationCkpt     // its part in the checkpoints (checkpoint_process.go)
 
 	data    []byte   // 8-byte aligned; written only under a write grant (or before the schedule)
 	version uint64   // counts the write releases; changed under mu by the releasing writer
@@ -130,8 +128,8 @@ func (l *location) enqueue(r *fifo.Request, mode fifo.Mode, initial bool, pos, t
 		l.mu.Unlock()
 		return l.err
 	}
-	if !l.rounds && r.Tag.(queued).round() >= 0 {
-		l.rounds = true
+	if !l.ckpt.rounds && r.Tag.(queued).round() >= 0 {
+		l.ckpt.rounds = true
 	}
 	if !l.scheduled {
 		l.pending = append(l.pending, pendingRequest{initial, pos, task, r, mode})
@@ -162,11 +160,11 @@ func (l *location) granting(granted []*fifo.Request) {
 			s.recycle = s.recyclable()
 		}
 	}
-	if l.snapRound == 0 {
+	if l.ckpt.round == 0 {
 		return
 	}
 	for _, r := range granted {
-		if r.Tag.(queued).round() >= l.snapRound {
+		if r.Tag.(queued).round() >= l.ckpt.round {
 			l.snapshot()
 			return
 		}

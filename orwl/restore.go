@@ -399,7 +399,7 @@ func (c *checkpointer) restore() error {
 		}
 	}
 	for _, t := range c.j.local {
-		for _, s := range t.kept {
+		for _, s := range t.ckpt.kept {
 			i, p, err := r.piece(checkpoint.StateKey(t.id, s.name))
 			if err == nil && p.Size != int64(len(s.buf)) {
 				err = fmt.Errorf("it is %d bytes, this job keeps %d", p.Size, len(s.buf))

@@ -555,7 +555,7 @@ func (j *job) schedule(ctx context.Context) error {
 				return err
 			}
 			if h.Spec().Iterative {
-				t.iterative = append(t.iterative, h)
+				t.ckpt.iterative = append(t.ckpt.iterative, h)
 			}
 		}
 		t.inserts = nil

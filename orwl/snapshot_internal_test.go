@@ -163,7 +163,7 @@ func TestSnapshotBuffersAreMappedAndFreed(t *testing.T) {
 		if err := tk.Schedule(ctx); err != nil {
 			return err
 		}
-		s := &tk.kept[0]
+		s := &tk.ckpt.kept[0]
 		wire = s.wire
 		if hugemem.Mapped(wire) != linux || len(wire) != 1+big || &s.snap[0] != &wire[1] || string(wire[:1]) != "s" {
 			problems = append(problems, fmt.Sprintf("kept state's buffer: mapped %v, %d bytes, not the name then the copy", hugemem.Mapped(wire), len(wire)))
@@ -172,8 +172,8 @@ func TestSnapshotBuffersAreMappedAndFreed(t *testing.T) {
 		return tk.Iterate(ctx, math.MaxInt32, func(iter int) error {
 			n, _ := tk.CheckpointHold()
 			l.mu.Lock()
-			if grown == nil && cap(l.snapBuf) >= big && n > checkpointedSince {
-				grown, grownMapped = l.snapBuf, hugemem.Mapped(l.snapBuf)
+			if grown == nil && cap(l.ckpt.buf) >= big && n > checkpointedSince {
+				grown, grownMapped = l.ckpt.buf, hugemem.Mapped(l.ckpt.buf)
 			}
 			l.mu.Unlock()
 			if grown != nil {
@@ -198,7 +198,7 @@ func TestSnapshotBuffersAreMappedAndFreed(t *testing.T) {
 	if grownMapped != linux || len(grown) != big {
 		t.Errorf("grown location's snapshot: %d bytes, mapped %v", len(grown), grownMapped)
 	}
-	if hugemem.Mapped(wire) || hugemem.Mapped(grown) || task.kept[0].wire != nil || task.job.owned[0].snapBuf != nil {
+	if hugemem.Mapped(wire) || hugemem.Mapped(grown) || task.ckpt.kept[0].wire != nil || task.job.owned[0].ckpt.buf != nil {
 		t.Error("snapshot buffers not freed when the job ended")
 	}
 }

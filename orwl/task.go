@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
-	"time"
 
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
@@ -24,13 +22,8 @@ type Task struct {
 	misuse    []error          // mistakes after the schedule, returned when the task ends
 	scheduled bool
 
-	failedGrants []failedGrant    // grants of write sections that failed, held until the task ends
-	kept         []keptState      // private state in its checkpoints (Keep)
-	iterative    []*handle.Handle // its iterative handles (Iterate checks that each iteration acquires them once)
-	ckptEntered  int              // checkpoints the task entered (CheckpointHold)
-	ckptHeld     time.Duration    // the time they held it up
-	iterating    atomic.Bool      // in Iterate, in a job that takes checkpoints
-	owes         bool             // counted in checkpointer.owing; under its mu
+	failedGrants []failedGrant // grants of write sections that failed, held until the task ends
+	ckpt         taskCkpt      // its part in Iterate and in the job's checkpoints (iterate.go)
 }
 
 // failedGrant is the grant of a write section that failed: nothing is handed on from it,
