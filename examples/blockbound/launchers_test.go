@@ -17,8 +17,8 @@ import (
 	"github.com/orwl-go/orwl/internal/testemu/pmitest"
 )
 
-// The job every launcher test runs, and the line its process of rank 0 must print: the
-// result of the same job run as one process.
+// The job every launcher test runs, and the start of the line its process of rank 0 must
+// print: the bounds of the same job run as one process.
 const jobArgs = "-tasks 5 -size 64 -iters 30"
 
 func oneProcessLine(t *testing.T) string {
@@ -27,14 +27,14 @@ func oneProcessLine(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fmt.Sprintf("tasks=5 size=64 iters=30 bounds=%v identical-to-sequential=true", bounds)
+	return fmt.Sprintf("result: size=64 iters=30 bounds=%v tasks=5 procs=", bounds)
 }
 
-// checkOneResult checks that out holds the one-process result line exactly once and no
-// warning about a derived secret.
+// checkOneResult checks that out holds the one-process result exactly once, verified, and
+// no warning about a derived secret.
 func checkOneResult(t *testing.T, out []byte, want string) {
 	t.Helper()
-	if n := strings.Count(string(out), "tasks="); n != 1 || !strings.Contains(string(out), want) {
+	if n := strings.Count(string(out), "tasks="); n != 1 || !strings.Contains(string(out), want) || !strings.Contains(string(out), " verified=true\n") {
 		t.Fatalf("want the one-process result once:\n%s\ngot:\n%s", want, out)
 	}
 	if strings.Contains(string(out), "derived from") {

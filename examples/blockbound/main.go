@@ -9,22 +9,30 @@
 // job and its handles are set up by blockring.Run (shared with examples/external); this
 // file is the iterations.
 //
-// The same program runs as one process or as several (under orwlrun or mpirun); the process
-// that runs task 0 prints the result line, and exits with status 1 if the bounds differ from
-// a sequential sweep's. examples/external is the same ring with an external program as the
-// step; both print the same line (package examples/blockring holds what they share).
+// The same program runs as one process, as several it starts itself (-np), or as several
+// under a launcher (orwlrun, mpirun); the process that runs task 0 prints the result line,
+// verified=true when the bounds are a sequential sweep's, and exits with status 3 when they
+// are not. examples/external is the same ring with an external program as the step; both
+// take the same flags and print the same bounds (package examples/blockring holds what they
+// share).
 //
 //	go run ./examples/blockbound -tasks 8 -size 1000 -iters 100
 package main
 
 import (
 	"context"
+	"io"
+	"os"
 
 	"github.com/orwl-go/orwl/examples/blockring"
 	"github.com/orwl-go/orwl/orwl"
 )
 
-func main() { blockring.Main("blockbound", ring, reference) }
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	return blockring.Command{Name: "blockbound", Ring: ring, Reference: reference}.Run(args, stdout, stderr)
+}
 
 // reference computes the bounds main checks against; tests replace it to see a failed check.
 var reference = blockring.Sequential

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/orwl-go/orwl/examples/blockring"
+	"github.com/orwl-go/orwl/examples/internal/cli"
 	"github.com/orwl-go/orwl/orwl"
 )
 
@@ -48,9 +49,11 @@ func TestMain(m *testing.M) {
 				return bounds
 			}
 		}
-		os.Args = append([]string{"blockbound"}, strings.Fields(args)...)
-		main()
-		os.Exit(0)
+		argv := strings.Fields(args)
+		if args == "" { // started by the program itself (-np): its arguments are the program's
+			argv = os.Args[1:]
+		}
+		os.Exit(run(argv, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
@@ -63,8 +66,8 @@ func TestProcessesGiveIdenticalResults(t *testing.T) {
 		var out bytes.Buffer
 		status := orwl.Launch{Procs: procs, Argv: []string{os.Args[0], "-test.run=^$"},
 			Env: []string{childEnv + "=-tasks 5 -size 64 -iters 30"}, Stdout: &out, Stderr: &out}.Run()
-		m := regexp.MustCompile(`\[0\] (tasks=.* identical-to-sequential=true)`).FindStringSubmatch(out.String())
-		if status != 0 || m == nil {
+		m := regexp.MustCompile(`\[0\] result: (size=.* tasks=5) procs=(\d+) seconds=[0-9.]+ verified=true\n`).FindStringSubmatch(out.String())
+		if status != 0 || m == nil || m[2] != fmt.Sprint(procs) {
 			t.Fatalf("%d processes: status %d\n%s", procs, status, out.String())
 		}
 		lines[m[1]] = true
@@ -74,15 +77,29 @@ func TestProcessesGiveIdenticalResults(t *testing.T) {
 	}
 }
 
-// TestFailedCheckExitsNonZero: bounds that differ from the reference are reported and fail
-// the program.
-func TestFailedCheckExitsNonZero(t *testing.T) {
+// TestFailedCheckExits3: bounds that differ from the reference are reported and fail the
+// program with the examples' status of a failed verification.
+func TestFailedCheckExits3(t *testing.T) {
 	for _, procs := range []int{1, 2} {
 		var out bytes.Buffer
 		status := orwl.Launch{Procs: procs, Argv: []string{os.Args[0], "-test.run=^$"},
 			Env: []string{childEnv + "=-tasks 2 -size 8 -iters 3", brokenEnv + "=1"}, Stdout: &out, Stderr: &out}.Run()
-		if status != 1 || !strings.Contains(out.String(), "identical-to-sequential=false") {
-			t.Fatalf("%d processes: status %d, want 1\n%s", procs, status, out.String())
+		if status != cli.ExitMismatch || !strings.Contains(out.String(), "verified=false") {
+			t.Fatalf("%d processes: status %d, want %d\n%s", procs, status, cli.ExitMismatch, out.String())
 		}
+	}
+}
+
+// TestStartsItsProcesses: with -np and no launcher, the program starts its processes
+// itself, and only the process of task 0 prints; -json prints the same keys.
+func TestStartsItsProcesses(t *testing.T) {
+	t.Setenv(childEnv, "") // the processes it starts are this test binary, running the program
+	var out, errs bytes.Buffer
+	if status := run([]string{"-np", "2", "-tasks", "3", "-size", "8", "-iters", "4", "-json"}, &out, &errs); status != 0 {
+		t.Fatalf("status %d\n%s%s", status, out.String(), errs.String())
+	}
+	want := fmt.Sprintf(`{"size":8,"iters":4,"bounds":%s,"tasks":3,"procs":2,"seconds":`, strings.ReplaceAll(fmt.Sprint(blockring.Sequential(3, 8, 4)), " ", ","))
+	if !strings.HasPrefix(out.String(), want) || !strings.HasSuffix(out.String(), `,"verified":true}`+"\n") || strings.Count(out.String(), "\n") != 1 {
+		t.Fatalf("want one line %s...\"verified\":true}, got:\n%s", want, out.String())
 	}
 }

@@ -1,10 +1,10 @@
 // Package blockring holds what the two programs of the ORWL papers' ring example share:
 // examples/blockbound, whose step is Go code, and examples/external, whose step is an
-// external program. For the same flags both must print the same result line, bit for bit;
-// so the flags, the result line, the job with every task's handles and their FIFO
-// positions, the arithmetic of a step, the sequential sweep the result is checked against
-// and the gathering of every task's last bound live here, once; a program supplies its
-// iterations.
+// external program. For the same flags both must print the same bounds, bit for bit; so
+// the command line (the examples' skeleton, package examples/internal/cli, and -size,
+// -iters), the result line, the job with every task's handles and their FIFO positions,
+// the arithmetic of a step, the sequential sweep the result is checked against and the
+// gathering of every task's last bound live here, once; a program supplies its iterations.
 //
 // It is example code: it must not grow anything the examples do not share.
 package blockring
@@ -13,9 +13,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
+	"io"
 	"slices"
+	"time"
 
+	"github.com/orwl-go/orwl/examples/internal/cli"
 	"github.com/orwl-go/orwl/orwl"
 )
 
@@ -80,10 +82,11 @@ func declare(t *orwl.Task, size int) *Ring {
 	return r
 }
 
-// Job is one run of the ring: its tasks, values per block and iterations, and its
-// checkpoints (none in the zero value).
+// Job is one run of the ring: its tasks, values per block and iterations, its trace file
+// (orwl.Config.Trace, none when "") and its checkpoints (none in the zero value).
 type Job struct {
 	Tasks, Size, Iters int
+	Trace              string
 	// Checkpoint is the job's orwl.Config.Checkpoint; Run sets its Params to the job's
 	// size and iterations. The iterations must then go through Task.Iterate.
 	Checkpoint orwl.Checkpoint
@@ -97,7 +100,7 @@ func Run(ctx context.Context, j Job, iterate func(ctx context.Context, t *orwl.T
 	var bounds []float64
 	ck := j.Checkpoint
 	ck.Params = map[string]string{"size": fmt.Sprint(j.Size), "iters": fmt.Sprint(j.Iters)}
-	err := orwl.Run(ctx, orwl.Config{Tasks: j.Tasks, Locations: []string{"block", "bound", "final"}, Checkpoint: ck},
+	err := orwl.Run(ctx, orwl.Config{Tasks: j.Tasks, Locations: []string{"block", "bound", "final"}, Checkpoint: ck, Trace: j.Trace},
 		func(ctx context.Context, t *orwl.Task) error {
 			r := declare(t, j.Size)
 			if err := t.Schedule(ctx); err != nil {
@@ -134,43 +137,69 @@ func (r *Ring) gather(ctx context.Context, last float64) ([]float64, error) {
 	return bounds, nil
 }
 
-// Main is the main function of both programs, called name in messages. It parses the
-// command line (-tasks, -size, -iters, -checkpoint, -checkpoint-every, and any flag the
-// program defined before calling it), runs ring, and in the process that gets the bounds
-// (the one that runs task 0) prints the result line. It exits with status 2 for bad flags,
-// and 1 when ring fails or its bounds differ from reference's (Sequential's, but for tests
-// of the check).
-func Main(name string, ring func(ctx context.Context, j Job) ([]float64, error), reference func(tasks, size, iters int) []float64) {
-	var j Job
-	flag.IntVar(&j.Tasks, "tasks", 4, "tasks in the ring")
-	flag.IntVar(&j.Size, "size", 1000, "values per block")
-	flag.IntVar(&j.Iters, "iters", 100, "iterations")
-	flag.StringVar(&j.Checkpoint.Dir, "checkpoint", "", `directory of checkpoints ("{rank}" and "{host}" in it become the process's rank and host): the job restarts from the newest complete one there (default $ORWL_CHECKPOINT_DIR)`)
-	flag.DurationVar(&j.Checkpoint.Every, "checkpoint-every", 0, "time between two checkpoints (0: $ORWL_CHECKPOINT_EVERY, else 1m)")
-	flag.Parse()
-	j.Checkpoint.Program = name
-	if j.Tasks < 1 || j.Size < 1 || j.Iters < 0 {
-		fmt.Fprintln(os.Stderr, name+": -tasks and -size must be at least 1, -iters at least 0")
-		os.Exit(2)
-	}
-	got, err := ring(context.Background(), j)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, name+":", err)
-		os.Exit(1)
-	}
-	if got == nil {
-		return // another process runs task 0 and reports
-	}
-	line, same := ResultLine(j.Tasks, j.Size, j.Iters, got, reference(j.Tasks, j.Size, j.Iters))
-	fmt.Println(line)
-	if !same {
-		os.Exit(1)
-	}
+// Command is one of the two programs: its name (in messages), its ring, which returns every
+// task's last bound in the process that runs task 0 and nil in the others, the reference
+// the bounds are checked against (Sequential, but for tests of the check), and its own
+// flags beside the shared ones (nil: none).
+type Command struct {
+	Name      string
+	Ring      func(ctx context.Context, j Job) ([]float64, error)
+	Reference func(tasks, size, iters int) []float64
+	Flags     func(fs *flag.FlagSet)
 }
 
-// ResultLine returns the line the programs print for a ring of tasks, size and iters that
-// ended with bounds, and whether bounds are want.
-func ResultLine(tasks, size, iters int, bounds, want []float64) (line string, same bool) {
-	same = slices.Equal(bounds, want)
-	return fmt.Sprintf("tasks=%d size=%d iters=%d bounds=%v identical-to-sequential=%v", tasks, size, iters, bounds, same), same
+// config is the parsed command line.
+type config struct {
+	cli.Job
+	size, iters int
+}
+
+// Run is the body of both programs' main function: it parses args (the examples' flags
+// -tasks, default 4, -np, -json, -trace, -checkpoint, -checkpoint-every; then -size, -iters
+// and the program's own), runs the ring, and in the process that gets the bounds prints
+// the result line:
+//
+//	result: size=1000 iters=100 bounds=[...] tasks=4 procs=1 seconds=0.012 verified=true
+//
+// It returns the exit status: 2 for bad flags, 1 when the ring fails, 3 when its bounds
+// differ from the reference's.
+func (c Command) Run(args []string, stdout, stderr io.Writer) int {
+	parse := func(args []string, stderr io.Writer) (*config, error) {
+		fs := flag.NewFlagSet(c.Name, flag.ContinueOnError)
+		cf := &config{}
+		cf.Flags(fs, cli.Layout{Tasks: 4, TasksDoc: "4", Checkpoints: true})
+		fs.IntVar(&cf.size, "size", 1000, "values per block")
+		fs.IntVar(&cf.iters, "iters", 100, "iterations")
+		if c.Flags != nil {
+			c.Flags(fs)
+		}
+		if err := cli.Parse(fs, args, "usage: "+c.Name+" [flags]", stderr); err != nil {
+			return nil, err
+		}
+		if cf.size < 1 || cf.iters < 0 {
+			return nil, fmt.Errorf("-size is %d and -iters %d; need at least 1 and 0", cf.size, cf.iters)
+		}
+		return cf, cf.Resolve(0)
+	}
+	return cli.Run(c.Name, args, stdout, stderr, parse, func(cf *config, stdout, stderr io.Writer) int {
+		j := Job{Tasks: cf.Tasks, Size: cf.size, Iters: cf.iters, Trace: cf.Trace, Checkpoint: cf.Checkpoint}
+		j.Checkpoint.Program = c.Name
+		start := time.Now()
+		bounds, err := c.Ring(context.Background(), j)
+		if err != nil {
+			fmt.Fprintln(stderr, c.Name+":", err)
+			return cli.ExitFailed
+		}
+		if bounds == nil {
+			return 0 // another process runs task 0 and reports
+		}
+		var r cli.Result
+		r.Add("size", j.Size)
+		r.Add("iters", j.Iters)
+		r.Add("bounds", bounds)
+		r.Job(j.Tasks, cf.Procs)
+		r.Seconds(time.Since(start).Seconds())
+		r.Verified(slices.Equal(bounds, c.Reference(j.Tasks, j.Size, j.Iters)))
+		return r.Report(stdout, stderr, c.Name, cf.JSON)
+	})
 }

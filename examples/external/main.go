@@ -5,9 +5,9 @@
 // bound and writes the new block; at position 1 it reads the block and writes the bound.
 // The data reach the script as memory-backed files, never a disk.
 //
-// It takes the same flags as examples/blockbound, plus -python, and prints the same result
-// line, bit for bit: the script does the same floating-point operations in the same order.
-// It exits with status 1 if the bounds differ from a sequential sweep's. Every step starts a
+// It takes the same flags as examples/blockbound, plus -python, and prints the same bounds,
+// bit for bit: the script does the same floating-point operations in the same order. It
+// exits with status 3 if they differ from a sequential sweep's. Every step starts a
 // Python process, so it is slower than blockbound by about the start time of Python per step.
 //
 //	go run ./examples/external -tasks 4 -size 1000 -iters 100
@@ -22,6 +22,8 @@ import (
 	_ "embed"
 	"flag"
 	"fmt"
+	"io"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -34,14 +36,21 @@ import (
 //go:embed step.py
 var stepScript string
 
-var python = flag.String("python", "python3", "the Python 3 interpreter that runs step.py")
+// python is -python: the interpreter that runs step.py (tests call ring without flags).
+var python = "python3"
 
-func main() { blockring.Main("external", ring, blockring.Sequential) }
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	return blockring.Command{Name: "external", Ring: ring, Reference: blockring.Sequential, Flags: func(fs *flag.FlagSet) {
+		fs.StringVar(&python, "python", "python3", "the Python 3 interpreter that runs step.py")
+	}}.Run(args, stdout, stderr)
+}
 
 // ring runs the example with ORWL and returns every task's final bound, or nil in a process
 // that does not run task 0.
 func ring(ctx context.Context, j blockring.Job) ([]float64, error) {
-	py, err := interpreter(ctx, *python)
+	py, err := interpreter(ctx, python)
 	if err != nil {
 		return nil, err
 	}
