@@ -67,13 +67,27 @@ func hugeReadScenario() int {
 // TestHugeLocationThroughSharedMemory: a location of ORWL_TEST_HUGE_MIB MiB (2100 reproduces
 // the size of the report: 2^31 bytes and more) written by task 0 and read once by task 1 in
 // another process of the same host, through shared memory; every process succeeds. It
-// needs about 3 times that memory and tens of seconds, so it runs only when asked.
+// needs about 3 times that memory and tens of seconds, so it runs only when asked. It runs
+// under load, as the report did: each process has one scheduler (GOMAXPROCS 1, a process of
+// two on a host of two cores, where filling the reader's mirror once stopped its
+// heartbeats for longer than the peer timeout), and this process keeps a core busy.
 func TestHugeLocationThroughSharedMemory(t *testing.T) {
 	mib := os.Getenv("ORWL_TEST_HUGE_MIB")
 	if mib == "" {
 		t.Skip("set ORWL_TEST_HUGE_MIB=2100 to move a location of that many MiB between two processes")
 	}
-	p := startScenario(t, "hugeread", 2, nil, func(int) []string { return []string{"HUGE_MIB=" + mib} })
+	busy := make(chan struct{})
+	defer close(busy)
+	go func() {
+		for {
+			select {
+			case <-busy:
+				return
+			default:
+			}
+		}
+	}()
+	p := startScenario(t, "hugeread", 2, nil, func(int) []string { return []string{"HUGE_MIB=" + mib, "GOMAXPROCS=1"} })
 	outs, codes := p.wait()
 	expectExitZero(t, outs, codes)
 }
