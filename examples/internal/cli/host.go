@@ -19,27 +19,17 @@ import (
 	"github.com/orwl-go/orwl/orwl"
 )
 
-// UsageError is a mistake on the command line: commands print it in one line and exit 2.
-type UsageError struct{ Msg string }
-
-func (e *UsageError) Error() string { return e.Msg }
-
-// Usagef returns a *UsageError with a formatted message.
-func Usagef(format string, args ...any) error {
-	return &UsageError{fmt.Sprintf(format, args...)}
-}
-
 // OneLine keeps an error message on one line.
 func OneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // ParseKernels turns -kernel into one kernel name per task of a job of tasks tasks (a
 // kernel name, "cpu", "auto", or a mix such as "cublas:1,openblas": kernels.ParseMix),
 // checking that each is known and available here, and returns the spec as a result line
-// prints it, with "cpu" and "auto" resolved. Mistakes are *UsageError.
+// prints it, with "cpu" and "auto" resolved. A mistake is an error that names -kernel.
 func ParseKernels(spec string, tasks int) ([]string, string, error) {
 	mix, err := kernels.ParseMix(spec, tasks)
 	if err != nil {
-		return nil, "", Usagef("-kernel: %v", err)
+		return nil, "", fmt.Errorf("-kernel: %v", err)
 	}
 	for i := range mix {
 		if mix[i].Name, err = resolveKernel(mix[i].Name); err != nil {
@@ -56,11 +46,11 @@ func resolveKernel(name string) (string, error) {
 		if cpu := kernels.AvailableOn(kernels.CPU); len(cpu) > 0 {
 			return cpu[0], nil
 		}
-		return "", Usagef("-kernel cpu: no CPU kernel is available")
+		return "", fmt.Errorf("-kernel cpu: no CPU kernel is available")
 	case kernels.Auto:
 		avail := kernels.Available()
 		if len(avail) == 0 {
-			return "", Usagef("-kernel auto: no kernel is available")
+			return "", fmt.Errorf("-kernel auto: no kernel is available")
 		}
 		return avail[0], nil
 	}
@@ -71,9 +61,9 @@ func resolveKernel(name string) (string, error) {
 		for _, p := range kernels.Registered() {
 			known = append(known, p.Name)
 		}
-		return "", Usagef("-kernel: unknown kernel %q (known: cpu, auto, %s)", name, strings.Join(known, ", "))
+		return "", fmt.Errorf("-kernel: unknown kernel %q (known: cpu, auto, %s)", name, strings.Join(known, ", "))
 	case err != nil:
-		return "", Usagef("-kernel: %s is not available here: %s", name, strings.TrimPrefix(err.Error(), kernels.ErrUnavailable.Error()+": "))
+		return "", fmt.Errorf("-kernel: %s is not available here: %s", name, strings.TrimPrefix(err.Error(), kernels.ErrUnavailable.Error()+": "))
 	}
 	if c, ok := g.(io.Closer); ok {
 		c.Close()
