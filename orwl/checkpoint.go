@@ -68,7 +68,7 @@ import (
 //   - checkpoint_coord.go: rank 0's coordinator, which runs the exchanges above
 //     (checkpointer.take) and logs what could not be written.
 //   - restore.go: the restart from a checkpoint, whose protocol it describes.
-//   - protocol.go: the checkpoint messages (ckptMsg) and how they travel.
+//   - protocol.go: the checkpoint messages, a form for each step, and how they travel.
 
 // checkpointer is this process's part in the checkpoints of the job; nil when the job takes
 // none.
@@ -192,7 +192,7 @@ func (j *job) round(iterative bool, acquires int) int {
 // before it.
 func (c *checkpointer) ended() {
 	if c != nil && c.minIter.Load() != math.MaxInt64 {
-		c.send(0, ckptMsg{phase: ckptIterated}, nil)
+		c.send(0, iteratedMsg{}, nil)
 	}
 }
 

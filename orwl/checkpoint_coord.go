@@ -33,7 +33,7 @@ func (c *checkpointer) coordinate(ctx context.Context) {
 
 // take takes one checkpoint; it returns false when ctx ended first.
 func (c *checkpointer) take(ctx context.Context) bool {
-	reports, ok := c.exchange(ctx, ckptMsg{phase: ckptPrepare}, ckptReport)
+	reports, ok := c.exchange(ctx, prepareMsg{}, ckptReport)
 	if !ok {
 		return false
 	}
@@ -49,18 +49,18 @@ func (c *checkpointer) take(ctx context.Context) bool {
 	}
 	k, ok := nextCheckpoint(reports, c.start())
 	if !ok || len(busy) > 0 {
-		c.broadcast(ckptMsg{phase: ckptGo}, nil)
+		c.broadcast(goMsg{}, nil)
 		return true
 	}
 	c.armedAt = time.Now()
-	if _, ok := c.exchange(ctx, ckptMsg{phase: ckptArm, k: int(k)}, ckptArmed); !ok {
+	if _, ok := c.exchange(ctx, armMsg{int(k)}, ckptArmed); !ok {
 		return false
 	}
-	c.broadcast(ckptMsg{phase: ckptGo, k: int(k)}, nil)
+	c.broadcast(goMsg{int(k)}, nil)
 	if _, ok := c.gather(ctx, ckptCopied); !ok {
 		return false
 	}
-	c.broadcast(ckptMsg{phase: ckptWrite, k: int(k)}, nil)
+	c.broadcast(writeMsg{int(k)}, nil)
 	done, ok := c.gather(ctx, ckptDone)
 	if !ok {
 		return false
@@ -68,13 +68,13 @@ func (c *checkpointer) take(ctx context.Context) bool {
 	var pieces []checkpoint.PieceInfo
 	for _, r := range done {
 		if r.failed {
-			c.broadcast(ckptMsg{phase: ckptDiscard, k: int(k)}, nil)
+			c.broadcast(discardMsg{int(k)}, nil)
 			return true
 		}
 		pieces = append(pieces, r.pieces...)
 	}
 	payload, _ := json.Marshal(pieces)
-	c.broadcast(ckptMsg{phase: ckptCommit, k: int(k)}, payload)
+	c.broadcast(commitMsg{int(k)}, payload)
 	return true
 }
 
@@ -93,13 +93,13 @@ func nextCheckpoint(reports []ckptReply, start int) (k int64, ok bool) {
 }
 
 // exchange sends m to every process and gathers their answers of phase want.
-func (c *checkpointer) exchange(ctx context.Context, m ckptMsg, want uint8) ([]ckptReply, bool) {
+func (c *checkpointer) exchange(ctx context.Context, m ckptMessage, want uint8) ([]ckptReply, bool) {
 	c.broadcast(m, nil)
 	return c.gather(ctx, want)
 }
 
 // broadcast sends m to every process, this one included.
-func (c *checkpointer) broadcast(m ckptMsg, payload []byte) {
+func (c *checkpointer) broadcast(m ckptMessage, payload []byte) {
 	for r := range c.j.procs {
 		c.send(r, m, payload)
 	}
@@ -124,18 +124,18 @@ func (c *checkpointer) gather(ctx context.Context, want uint8) ([]ckptReply, boo
 }
 
 // report is rank 0's part of warn: it logs what rank from could not write of checkpoint k
-// (m.failed: a full disk), and why. A full disk is logged once for the whole job, however
+// (m.full: a full disk), and why. A full disk is logged once for the whole job, however
 // many processes find it, at however many checkpoints; any other trouble each time.
-func (c *checkpointer) report(from int, m ckptMsg, why string) {
+func (c *checkpointer) report(from int, m warnMsg, why string) {
 	c.mu.Lock()
-	first := !m.failed || !c.full
-	c.full = c.full || m.failed
+	first := !m.full || !c.full
+	c.full = c.full || m.full
 	c.mu.Unlock()
 	if !first {
 		return
 	}
 	msg := fmt.Sprintf("orwl: checkpoint %d not written (rank %d); the job goes on and the previous checkpoint stays: %s", m.k, from, why)
-	if m.failed {
+	if m.full {
 		msg += " (a full disk is reported once per job)"
 	}
 	c.j.log.Warn(msg)

@@ -1,11 +1,13 @@
 package orwl
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
 
 	"github.com/orwl-go/orwl/checkpoint"
+	"github.com/orwl-go/orwl/transport"
 )
 
 // TestNextCheckpointFollowsTheResumedOne: a checkpoint prepared after a restart from
@@ -41,18 +43,18 @@ func TestNextCheckpointFollowsTheResumedOne(t *testing.T) {
 func TestPartnerAnswers(t *testing.T) {
 	c := &checkpointer{j: &job{rank: 0, procs: 1}, replies: make(chan ckptReply, 4),
 		k: 5, expect: 1, written: []checkpoint.PieceInfo{{Key: checkpoint.StateKey(0, "s")}}}
-	c.handle(1, ckptMsg{phase: ckptStored, k: 4}, nil)
+	c.handle(1, storedMsg{k: 4}, nil)
 	if c.stored != 0 || len(c.replies) != 0 {
 		t.Fatalf("an answer about checkpoint 4 counted for 5: %d stored, %d reports", c.stored, len(c.replies))
 	}
-	c.handle(1, ckptMsg{phase: ckptStored, k: 5, failed: true}, nil)
+	c.handle(1, storedMsg{k: 5, failed: true}, nil)
 	if len(c.replies) != 1 {
 		t.Fatal("a partner's failure did not end the checkpoint")
 	}
 	if r := <-c.replies; r.phase != ckptDone || !r.failed || r.from != 0 {
 		t.Fatalf("report %+v, want checkpoint 5 done and failed", r)
 	}
-	if m := decodeCkpt(new((&ckptMsg{phase: ckptStored, k: 5, failed: true}).header())); !m.failed || m.k != 5 {
+	if m := decodeCkpt(new(storedMsg{k: 5, failed: true}.header())); m != (storedMsg{k: 5, failed: true}) {
 		t.Fatalf("a failed store does not survive the wire: %+v", m)
 	}
 }
@@ -66,27 +68,27 @@ func TestHoldSlackDoubles(t *testing.T) {
 	c.slack.Store(1)
 	c.entered.Store(10)
 	prepare := func() int64 {
-		c.handle(0, ckptMsg{phase: ckptPrepare}, nil)
+		c.handle(0, prepareMsg{}, nil)
 		return (<-c.replies).bound
 	}
 	if b := prepare(); b != 11 || c.hold.Load() != 11 {
 		t.Fatalf("bound %d, hold %d, want 11 and 11", b, c.hold.Load())
 	}
 	c.waited.Store(true) // a task waited at 12
-	c.handle(0, ckptMsg{phase: ckptGo}, nil)
+	c.handle(0, goMsg{}, nil)
 	if c.hold.Load() != math.MaxInt64 {
 		t.Fatal("go did not lift the hold")
 	}
 	if b := prepare(); b != 12 {
 		t.Fatalf("after a wait, bound %d, want 10+2", b)
 	}
-	c.handle(0, ckptMsg{phase: ckptGo}, nil) // nobody waited: the slack stays
+	c.handle(0, goMsg{}, nil) // nobody waited: the slack stays
 	if b := prepare(); b != 12 {
 		t.Fatalf("after no wait, bound %d, want 10+2 still", b)
 	}
 	for range 20 {
 		c.waited.Store(true)
-		c.handle(0, ckptMsg{phase: ckptGo}, nil)
+		c.handle(0, goMsg{}, nil)
 	}
 	if s := c.slack.Load(); s != maxSlack {
 		t.Fatalf("slack %d after many waits, want the bound %d", s, maxSlack)
@@ -116,16 +118,16 @@ func TestHoldSlackFollowsThePace(t *testing.T) {
 	c.hold.Store(math.MaxInt64)
 	c.slack.Store(1)
 	c.entered.Store(10)
-	c.handle(0, ckptMsg{phase: ckptPrepare}, nil)
+	c.handle(0, prepareMsg{}, nil)
 	<-c.replies
-	c.handle(0, ckptMsg{phase: ckptGo}, nil)
+	c.handle(0, goMsg{}, nil)
 	if c.window <= 0 {
 		t.Fatalf("window %v after a prepare and a go, want the time between them", c.window)
 	}
 	c.prepared = c.prepared.Add(-time.Second) // 100 iterations in a second
 	c.window = 55 * time.Millisecond
 	c.entered.Store(110)
-	c.handle(0, ckptMsg{phase: ckptPrepare}, nil)
+	c.handle(0, prepareMsg{}, nil)
 	if r := <-c.replies; r.bound != 110+11 {
 		t.Fatalf("bound %d at 10 ms an iteration and a 55 ms hold, want 110+11", r.bound)
 	}
@@ -142,11 +144,11 @@ func TestWritingWaitsForEveryCopy(t *testing.T) {
 	task := &Task{job: j, ckpt: taskCkpt{kept: []keptState{{name: "s"}}}}
 	task.ckpt.iterating.Store(true)
 	j.local = []*Task{task}
-	c.handle(0, ckptMsg{phase: ckptArm, k: 5}, nil)
+	c.handle(0, armMsg{5}, nil)
 	if r := <-c.replies; r.phase != ckptArmed {
 		t.Fatalf("answer %+v to the arm, want armed", r)
 	}
-	c.handle(0, ckptMsg{phase: ckptGo, k: 5}, nil)
+	c.handle(0, goMsg{5}, nil)
 	if len(c.replies) != 0 {
 		t.Fatalf("a copy reported at the go while the task has not copied: %+v", <-c.replies)
 	}
@@ -160,7 +162,7 @@ func TestWritingWaitsForEveryCopy(t *testing.T) {
 	if c.released.Load() >= c.armed.Load() {
 		t.Fatal("the writer may write checkpoint 5 before rank 0 said every task copied")
 	}
-	c.handle(0, ckptMsg{phase: ckptWrite, k: 5}, nil)
+	c.handle(0, writeMsg{5}, nil)
 	if c.released.Load() < c.armed.Load() {
 		t.Fatal("the writer may not write checkpoint 5 after ckptWrite")
 	}
@@ -174,19 +176,47 @@ func TestProcessWithoutPiecesAnswersInTurn(t *testing.T) {
 	c := &checkpointer{j: j, replies: make(chan ckptReply, 4), lifted: make(chan struct{}), wake: make(chan struct{}, 1)}
 	j.ckpt = c
 	for _, step := range []struct {
-		m    ckptMsg
+		m    ckptMessage
 		want uint8
 	}{
-		{ckptMsg{phase: ckptArm, k: 3}, ckptArmed},
-		{ckptMsg{phase: ckptGo, k: 3}, ckptCopied},
-		{ckptMsg{phase: ckptWrite, k: 3}, ckptDone},
+		{armMsg{3}, ckptArmed},
+		{goMsg{3}, ckptCopied},
+		{writeMsg{3}, ckptDone},
 	} {
 		c.handle(0, step.m, nil)
 		if len(c.replies) != 1 {
-			t.Fatalf("%d answers to phase %d, want one", len(c.replies), step.m.phase)
+			t.Fatalf("%d answers to phase %d, want one", len(c.replies), step.m.header().Flags)
 		}
 		if r := <-c.replies; r.phase != step.want || r.failed {
-			t.Fatalf("answer %+v to phase %d, want phase %d", r, step.m.phase, step.want)
+			t.Fatalf("answer %+v to phase %d, want phase %d", r, step.m.header().Flags, step.want)
 		}
+	}
+}
+
+// TestCheckpointMessagesSurviveTheWire: every form of checkpoint message reads back as it
+// was sent, each phase has a form of its own, and a phase of none is unknownMsg.
+func TestCheckpointMessagesSurviveTheWire(t *testing.T) {
+	for _, m := range []ckptMessage{
+		prepareMsg{}, reportMsg{bound: 7, minIter: 9, busy: true}, reportMsg{bound: -1, minIter: 1 << 62},
+		armMsg{3}, armedMsg{3}, goMsg{3}, goMsg{}, copiedMsg{3}, writeMsg{3},
+		ckptPieceMsg{k: 3, task: 2, loc: 5, state: -1}, ckptPieceMsg{k: 3, task: 2, state: 4},
+		storedMsg{k: 3, failed: true}, doneMsg{k: 3}, doneMsg{k: 3, failed: true}, commitMsg{3}, discardMsg{3},
+		warnMsg{k: 3, full: true}, iteratedMsg{}, inventoryMsg{}, restartPlanMsg{},
+		partMsg{k: 3, piece: 4, off: 1 << 40}, unknownMsg{200},
+	} {
+		h := m.header()
+		if got := decodeCkpt(&h); h.Type != msgCheckpoint || got != m {
+			t.Errorf("%#v came back as %#v (type %d)", m, got, h.Type)
+		}
+	}
+	forms := map[string]uint8{}
+	for phase := ckptPrepare; phase <= ckptIterated; phase++ {
+		m := decodeCkpt(&transport.Header{Type: msgCheckpoint, Flags: phase})
+		name := fmt.Sprintf("%T", m)
+		_, unknown := m.(unknownMsg)
+		if other, ok := forms[name]; ok || unknown || m.header().Flags != phase {
+			t.Errorf("phase %d reads as %s, written as phase %d (the form of phase %d)", phase, name, m.header().Flags, other)
+		}
+		forms[name] = phase
 	}
 }

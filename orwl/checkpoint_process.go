@@ -140,7 +140,7 @@ func (t *Task) paid() {
 	}
 	c.mu.Unlock()
 	if k != 0 {
-		c.send(0, ckptMsg{phase: ckptCopied, k: k}, nil)
+		c.send(0, copiedMsg{k}, nil)
 	}
 }
 
@@ -261,7 +261,7 @@ func (c *checkpointer) freeSnapshots() {
 }
 
 // send sends m to rank to, or hands it to this process's own handler.
-func (c *checkpointer) send(to int, m ckptMsg, payload []byte) {
+func (c *checkpointer) send(to int, m ckptMessage, payload []byte) {
 	if to == c.j.rank {
 		c.handle(to, m, payload)
 		return
@@ -271,17 +271,17 @@ func (c *checkpointer) send(to int, m ckptMsg, payload []byte) {
 
 // handle runs a checkpoint message of process from. It never blocks: it runs on a
 // connection's reader.
-func (c *checkpointer) handle(from int, m ckptMsg, payload []byte) {
-	switch m.phase {
-	case ckptPrepare:
+func (c *checkpointer) handle(from int, m ckptMessage, payload []byte) {
+	switch m := m.(type) {
+	case prepareMsg:
 		bound := c.entered.Load() + c.holdSlack()
 		c.hold.Store(bound)
 		bound = max(bound, c.entered.Load()) // a task that entered meanwhile saw no hold
-		c.send(0, ckptMsg{phase: ckptReport, bound: bound, minIter: c.minIter.Load(), busy: c.held.Load() > 0}, nil)
-	case ckptArm:
+		c.send(0, reportMsg{bound: bound, minIter: c.minIter.Load(), busy: c.held.Load() > 0}, nil)
+	case armMsg:
 		c.arm(m.k)
-		c.send(0, ckptMsg{phase: ckptArmed, k: m.k}, nil)
-	case ckptGo:
+		c.send(0, armedMsg{m.k}, nil)
+	case goMsg:
 		if c.waited.Swap(false) { // let the tasks run further during the next exchanges
 			c.slack.Store(min(2*c.slack.Load(), maxSlack))
 		}
@@ -296,9 +296,9 @@ func (c *checkpointer) handle(from int, m ckptMsg, payload []byte) {
 		}
 		c.mu.Unlock()
 		if copied {
-			c.send(0, ckptMsg{phase: ckptCopied, k: m.k}, nil)
+			c.send(0, copiedMsg{m.k}, nil)
 		}
-	case ckptWrite:
+	case writeMsg:
 		c.released.Store(int64(m.k))
 		c.mu.Lock()
 		empty := m.k == c.k && c.expect == 0
@@ -307,7 +307,7 @@ func (c *checkpointer) handle(from int, m ckptMsg, payload []byte) {
 			c.maybeDone()
 		}
 		c.nudge()
-	case ckptPiece:
+	case ckptPieceMsg:
 		if int(m.loc) >= c.j.tasks*len(c.j.names) {
 			c.j.fail(fmt.Errorf("orwl: checkpoint piece from rank %d for location %d, which does not exist", from, m.loc))
 			return
@@ -318,7 +318,7 @@ func (c *checkpointer) handle(from int, m ckptMsg, payload []byte) {
 			return
 		}
 		c.push(func() { c.writePiece(pieceJob{k: m.k, key: key, data: data, from: from, buf: payload}) })
-	case ckptStored:
+	case storedMsg:
 		c.held.Add(-1) // the partner is done with the piece, whatever its checkpoint
 		c.mu.Lock()
 		if m.k == c.k { // not a late answer about a checkpoint already given up
@@ -327,7 +327,7 @@ func (c *checkpointer) handle(from int, m ckptMsg, payload []byte) {
 		}
 		c.mu.Unlock()
 		c.maybeDone()
-	case ckptCommit:
+	case commitMsg:
 		var pieces []checkpoint.PieceInfo
 		err := json.Unmarshal(payload, &pieces)
 		took := time.Since(c.armedAt) // rank 0 runs its own messages at once, in coordinate
@@ -341,23 +341,34 @@ func (c *checkpointer) handle(from int, m ckptMsg, payload []byte) {
 				c.j.log.Info("orwl: checkpoint complete", "iteration", m.k, "seconds", took.Seconds())
 			}
 		})
-	case ckptDiscard:
+	case discardMsg:
 		c.push(func() { c.store.Discard(m.k) })
-	case ckptWarn:
+	case warnMsg:
 		c.report(from, m, string(payload))
-	case ckptIterated:
+	case iteratedMsg:
 		c.iterated.Store(true)
-	case ckptInventory, ckptPlan, ckptPart:
+	case inventoryMsg, restartPlanMsg, partMsg:
 		c.restartMessage(from, m, payload)
-	default: // answers to rank 0
-		r := ckptReply{from: from, phase: m.phase, bound: m.bound, minIt: m.minIter, failed: m.failed, busy: m.busy}
-		if m.phase == ckptDone {
-			json.Unmarshal(payload, &r.pieces)
-		}
-		select {
-		case c.replies <- r:
-		default:
-			c.j.fail(fmt.Errorf("orwl: checkpoint: rank %d answered out of turn", from))
-		}
+	case reportMsg: // the answers to rank 0
+		c.answer(ckptReply{from: from, phase: ckptReport, bound: m.bound, minIt: m.minIter, busy: m.busy})
+	case armedMsg:
+		c.answer(ckptReply{from: from, phase: ckptArmed})
+	case copiedMsg:
+		c.answer(ckptReply{from: from, phase: ckptCopied})
+	case doneMsg:
+		r := ckptReply{from: from, phase: ckptDone, failed: m.failed}
+		json.Unmarshal(payload, &r.pieces)
+		c.answer(r)
+	default:
+		c.j.fail(fmt.Errorf("orwl: a checkpoint message of unknown phase %d from rank %d", m.header().Flags, from))
+	}
+}
+
+// answer hands rank 0's coordinator (gather) an answer of a process.
+func (c *checkpointer) answer(r ckptReply) {
+	select {
+	case c.replies <- r:
+	default:
+		c.j.fail(fmt.Errorf("orwl: checkpoint: rank %d answered out of turn", r.from))
 	}
 }

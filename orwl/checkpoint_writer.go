@@ -134,7 +134,7 @@ func (c *checkpointer) writePiece(p pieceJob) {
 		c.mu.Lock()
 		c.spare = append(c.spare, p.buf)
 		c.mu.Unlock()
-		c.send(p.from, ckptMsg{phase: ckptStored, k: p.k, failed: err != nil}, nil)
+		c.send(p.from, storedMsg{k: p.k, failed: err != nil}, nil)
 		return
 	}
 	c.mu.Lock()
@@ -147,7 +147,7 @@ func (c *checkpointer) writePiece(p pieceJob) {
 	c.mu.Unlock()
 	if partner := c.partner(); partner >= 0 && err == nil && !inline {
 		loc, _ := c.j.locIndex(Location{Task: p.key.Task, Name: p.key.Name}) // a state's is not used
-		var m ckptMsg
+		var m ckptPieceMsg
 		var payload []byte
 		if p.wire != nil { // the name and the data as pieceMsg makes them, with no copy
 			m, _ = pieceMsg(p.k, p.key, nil, loc)
@@ -209,7 +209,7 @@ func (c *checkpointer) warn(k int, err error) {
 	c.told = c.told || full
 	c.mu.Unlock()
 	if tell {
-		c.send(0, ckptMsg{phase: ckptWarn, k: k, failed: full}, []byte(err.Error()))
+		c.send(0, warnMsg{k: k, full: full}, []byte(err.Error()))
 	}
 }
 
@@ -236,7 +236,7 @@ func (c *checkpointer) maybeDone() {
 		return
 	}
 	payload, _ := json.Marshal(pieces)
-	c.send(0, ckptMsg{phase: ckptDone, k: k, failed: failed}, payload)
+	c.send(0, doneMsg{k: k, failed: failed}, payload)
 }
 
 // copyBuffer returns the buffer a partner copy of n bytes (a ckptPiece's payload) lands in:

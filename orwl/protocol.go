@@ -24,7 +24,7 @@ const (
 	msgStuck                                  // stuckMsg: a stuck process to rank 0, for deadlock detection
 	msgTracePart                              // payload: the sender's trace part, to rank 0 at the end
 	msgClock                                  // clockMsg: a process to rank 0 and back, for the trace
-	msgCheckpoint                             // ckptMsg: a step of a checkpoint (checkpoint.go)
+	msgCheckpoint                             // ckptMessage: a step of a checkpoint or a restart, a form for each (ckptPrepare...)
 )
 
 // Flags, by message. A bit means one thing per message type: flagRecycle, which only grants
@@ -171,78 +171,203 @@ func decodeClock(h *transport.Header) clockMsg {
 	return clockMsg{asked: h.Arg, answer: int64(h.Seq)}
 }
 
-// The steps of a checkpoint (ckptMsg.phase): rank 0 to every process, and their answers.
+// The steps of a checkpoint and of a restart: the Flags of a msgCheckpoint, each with a
+// message form of its own below (the Seq of every form that has one is the checkpoint's
+// number k). checkpoint.go describes the checkpoint's exchanges, restore.go the restart's.
 const (
-	ckptPrepare   uint8 = iota + 1 // hold the tasks; answered by ckptReport
-	ckptReport                     // bound: the iteration the tasks are held at; minIter: the smallest Iterate n; busy: pieces of an earlier checkpoint held
-	ckptArm                        // arm checkpoint k; answered by ckptArmed
-	ckptArmed                      //
-	ckptGo                         // lift the hold
-	ckptPiece                      // to the partner: a piece of checkpoint k to keep; answered by ckptStored
-	ckptStored                     // the partner stored a piece of k, or failed to
-	ckptDone                       // to rank 0: the payload lists the pieces the sender wrote (JSON), or failed
-	ckptCommit                     // commit k with the job's pieces (payload, JSON)
-	ckptDiscard                    // give k up
-	ckptInventory                  // at the start, to rank 0: what the sender's directories hold (payload, JSON)
-	ckptPlan                       // rank 0 to every process: the checkpoint the job restarts from, who sends what (payload, JSON)
-	ckptPart                       // a part of piece number loc of the plan, at offset off (restore.go)
-	ckptCopied                     // to rank 0, after ckptGo of k: the tasks of the sender have copied their kept states
-	ckptWrite                      // every process's tasks have copied theirs: write the pieces of k
-	ckptWarn                       // to rank 0: a piece or a commit of k failed, failed: for a full disk; the payload says why
-	ckptIterated                   // to rank 0, as its tasks end: a task of the sender ran Task.Iterate
+	ckptPrepare   uint8 = iota + 1 // prepareMsg: rank 0 to every process
+	ckptReport                     // reportMsg: the answer to prepareMsg
+	ckptArm                        // armMsg: rank 0 to every process
+	ckptArmed                      // armedMsg: the answer to armMsg
+	ckptGo                         // goMsg: rank 0 to every process
+	ckptPiece                      // ckptPieceMsg: to the partner
+	ckptStored                     // storedMsg: the partner's answer to ckptPieceMsg
+	ckptDone                       // doneMsg: to rank 0
+	ckptCommit                     // commitMsg: rank 0 to every process
+	ckptDiscard                    // discardMsg: rank 0 to every process
+	ckptInventory                  // inventoryMsg: at the start, to rank 0
+	ckptPlan                       // restartPlanMsg: rank 0 to every process, at the start
+	ckptPart                       // partMsg: at the start, to the process that runs the piece's task
+	ckptCopied                     // copiedMsg: to rank 0
+	ckptWrite                      // writeMsg: rank 0 to every process
+	ckptWarn                       // warnMsg: to rank 0
+	ckptIterated                   // iteratedMsg: to rank 0, as the sender's tasks end
 )
 
-// ckptMsg is one step of a checkpoint. A piece carries its key: the task in ID, a location's
-// index in Key, or, for a task's kept state (Arg >= 0), its name as the payload's first Arg
-// bytes.
-type ckptMsg struct {
-	phase   uint8
-	k       int
-	bound   int64
-	minIter int64
-	failed  bool
-	busy    bool // ckptReport: the sender still holds buffers of an earlier checkpoint's pieces
-	task    int
-	loc     uint32
-	state   int   // the length of a kept state's name; -1 for a location
-	off     int64 // ckptPart: the offset of the payload in its piece
+// ckptMessage is a message of a checkpoint or a restart, one of the forms below; decodeCkpt
+// reads one.
+type ckptMessage interface {
+	header() transport.Header
 }
 
-func (m *ckptMsg) header() transport.Header {
-	h := transport.Header{Type: msgCheckpoint, Flags: m.phase, Seq: uint64(m.k), ID: uint64(m.task), Key: m.loc, Arg: int64(m.state)}
-	switch m.phase {
-	case ckptReport:
-		h.Arg, h.ID, h.Key = m.bound, uint64(m.minIter), 0
-		if m.busy {
-			h.Key = 1
-		}
-	case ckptDone, ckptStored, ckptWarn:
-		if m.failed {
-			h.Arg = 1
-		}
-	case ckptPart:
-		h.Arg = m.off
+type (
+	// prepareMsg asks a process to hold its tasks (checkpointer.holdSlack).
+	prepareMsg struct{}
+	// reportMsg answers prepareMsg: the tasks are held at iteration bound, the smallest n of
+	// the process's Iterate calls is minIter, and busy says that buffers of an earlier
+	// checkpoint's pieces are still held.
+	reportMsg struct {
+		bound, minIter int64
+		busy           bool
 	}
+	// armMsg asks a process to arm checkpoint k; armedMsg answers it.
+	armMsg   struct{ k int }
+	armedMsg struct{ k int }
+	// goMsg lifts the hold; k is the checkpoint armed, 0 when none was.
+	goMsg struct{ k int }
+	// copiedMsg says that the tasks of the sender have copied their kept states for k.
+	copiedMsg struct{ k int }
+	// writeMsg says that every process's tasks have copied theirs: write the pieces of k.
+	writeMsg struct{ k int }
+	// ckptPieceMsg sends a piece of checkpoint k to the partner, which keeps a copy: the
+	// piece of task's location number loc, or, when state >= 0, of its kept state whose name
+	// is the payload's first state bytes (the data follows).
+	ckptPieceMsg struct {
+		k, task int
+		loc     uint32
+		state   int
+	}
+	// storedMsg says that the partner stored a piece of k, or failed to.
+	storedMsg struct {
+		k      int
+		failed bool
+	}
+	// doneMsg says that the sender's part of k is written on two processes, or failed; the
+	// payload lists the pieces it wrote (JSON).
+	doneMsg struct {
+		k      int
+		failed bool
+	}
+	// commitMsg commits k with the job's pieces (the payload, JSON); discardMsg gives k up.
+	commitMsg  struct{ k int }
+	discardMsg struct{ k int }
+	// warnMsg says that a piece or a commit of k failed, full for a full disk; the payload
+	// says why.
+	warnMsg struct {
+		k    int
+		full bool
+	}
+	// iteratedMsg says that a task of the sender ran Task.Iterate.
+	iteratedMsg struct{}
+	// inventoryMsg carries what the sender's directories hold (the payload, JSON).
+	inventoryMsg struct{}
+	// restartPlanMsg carries rank 0's restart plan, or why the job cannot start (the
+	// payload, planMsg in JSON).
+	restartPlanMsg struct{}
+	// partMsg carries a part of piece number piece of the restart plan of checkpoint k, at
+	// offset off in the piece.
+	partMsg struct {
+		k     int
+		piece uint32
+		off   int64
+	}
+	// unknownMsg is a msgCheckpoint of no phase above.
+	unknownMsg struct{ phase uint8 }
+)
+
+// ckptHeader is the header of a checkpoint message of phase with checkpoint number k.
+func ckptHeader(phase uint8, k int) transport.Header {
+	return transport.Header{Type: msgCheckpoint, Flags: phase, Seq: uint64(k)}
+}
+
+func (prepareMsg) header() transport.Header { return ckptHeader(ckptPrepare, 0) }
+
+func (m reportMsg) header() transport.Header {
+	h := ckptHeader(ckptReport, 0)
+	h.Arg, h.ID, h.Key = m.bound, uint64(m.minIter), uint32(flags(m.busy, 1))
 	return h
 }
 
-func decodeCkpt(h *transport.Header) ckptMsg {
-	m := ckptMsg{phase: h.Flags, k: int(h.Seq), task: int(h.ID), loc: h.Key, state: int(h.Arg)}
-	switch m.phase {
+func (m armMsg) header() transport.Header     { return ckptHeader(ckptArm, m.k) }
+func (m armedMsg) header() transport.Header   { return ckptHeader(ckptArmed, m.k) }
+func (m goMsg) header() transport.Header      { return ckptHeader(ckptGo, m.k) }
+func (m copiedMsg) header() transport.Header  { return ckptHeader(ckptCopied, m.k) }
+func (m writeMsg) header() transport.Header   { return ckptHeader(ckptWrite, m.k) }
+func (m commitMsg) header() transport.Header  { return ckptHeader(ckptCommit, m.k) }
+func (m discardMsg) header() transport.Header { return ckptHeader(ckptDiscard, m.k) }
+
+func (m ckptPieceMsg) header() transport.Header {
+	h := ckptHeader(ckptPiece, m.k)
+	h.ID, h.Key, h.Arg = uint64(m.task), m.loc, int64(m.state)
+	return h
+}
+
+func (m storedMsg) header() transport.Header {
+	h := ckptHeader(ckptStored, m.k)
+	h.Arg = int64(flags(m.failed, 1))
+	return h
+}
+
+func (m doneMsg) header() transport.Header {
+	h := ckptHeader(ckptDone, m.k)
+	h.Arg = int64(flags(m.failed, 1))
+	return h
+}
+
+func (m warnMsg) header() transport.Header {
+	h := ckptHeader(ckptWarn, m.k)
+	h.Arg = int64(flags(m.full, 1))
+	return h
+}
+
+func (iteratedMsg) header() transport.Header    { return ckptHeader(ckptIterated, 0) }
+func (inventoryMsg) header() transport.Header   { return ckptHeader(ckptInventory, 0) }
+func (restartPlanMsg) header() transport.Header { return ckptHeader(ckptPlan, 0) }
+
+func (m partMsg) header() transport.Header {
+	h := ckptHeader(ckptPart, m.k)
+	h.Key, h.Arg = m.piece, m.off
+	return h
+}
+
+func (m unknownMsg) header() transport.Header { return ckptHeader(m.phase, 0) }
+
+// decodeCkpt reads the checkpoint message of h in the form of its phase.
+func decodeCkpt(h *transport.Header) ckptMessage {
+	k := int(h.Seq)
+	switch h.Flags {
+	case ckptPrepare:
+		return prepareMsg{}
 	case ckptReport:
-		m.bound, m.minIter, m.busy = h.Arg, int64(h.ID), h.Key == 1
-	case ckptDone, ckptStored, ckptWarn:
-		m.failed = h.Arg == 1
+		return reportMsg{bound: h.Arg, minIter: int64(h.ID), busy: h.Key == 1}
+	case ckptArm:
+		return armMsg{k}
+	case ckptArmed:
+		return armedMsg{k}
+	case ckptGo:
+		return goMsg{k}
+	case ckptCopied:
+		return copiedMsg{k}
+	case ckptWrite:
+		return writeMsg{k}
+	case ckptPiece:
+		return ckptPieceMsg{k: k, task: int(h.ID), loc: h.Key, state: int(h.Arg)}
+	case ckptStored:
+		return storedMsg{k: k, failed: h.Arg == 1}
+	case ckptDone:
+		return doneMsg{k: k, failed: h.Arg == 1}
+	case ckptCommit:
+		return commitMsg{k}
+	case ckptDiscard:
+		return discardMsg{k}
+	case ckptWarn:
+		return warnMsg{k: k, full: h.Arg == 1}
+	case ckptIterated:
+		return iteratedMsg{}
+	case ckptInventory:
+		return inventoryMsg{}
+	case ckptPlan:
+		return restartPlanMsg{}
 	case ckptPart:
-		m.off = h.Arg
+		return partMsg{k: k, piece: h.Key, off: h.Arg}
 	}
-	return m
+	return unknownMsg{h.Flags}
 }
 
 // pieceMsg is the message that sends p, a piece of checkpoint k, to the partner, and its
 // payload; loc is the location's index when p is a location's.
-func pieceMsg(k int, key checkpoint.Key, data []byte, loc int) (ckptMsg, []byte) {
-	m := ckptMsg{phase: ckptPiece, k: k, task: key.Task, loc: uint32(loc), state: -1}
+func pieceMsg(k int, key checkpoint.Key, data []byte, loc int) (ckptPieceMsg, []byte) {
+	m := ckptPieceMsg{k: k, task: key.Task, loc: uint32(loc), state: -1}
 	if key.Kind == checkpoint.State {
 		m.state = len(key.Name)
 		return m, append([]byte(key.Name), data...)
@@ -252,7 +377,7 @@ func pieceMsg(k int, key checkpoint.Key, data []byte, loc int) (ckptMsg, []byte)
 
 // pieceKey reads the key of a piece m carries and returns its data, in payload; location
 // names the location of an index.
-func pieceKey(m ckptMsg, payload []byte, location func(uint32) Location) (checkpoint.Key, []byte, error) {
+func pieceKey(m ckptPieceMsg, payload []byte, location func(uint32) Location) (checkpoint.Key, []byte, error) {
 	if m.state < 0 {
 		l := location(m.loc)
 		return checkpoint.LocationKey(l.Task, l.Name), payload, nil

@@ -72,7 +72,7 @@ type arrival struct {
 // earlyPart is a part of a piece received before the plan.
 type earlyPart struct {
 	from    int
-	m       ckptMsg
+	m       partMsg
 	payload []byte
 }
 
@@ -103,7 +103,7 @@ func (c *checkpointer) recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("orwl: checkpoints: %w", err)
 	}
-	c.send(0, ckptMsg{phase: ckptInventory}, payload)
+	c.send(0, inventoryMsg{}, payload)
 	if c.j.rank == 0 {
 		if err := c.choose(ctx); err != nil {
 			return err
@@ -174,7 +174,7 @@ func (c *checkpointer) choose(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("orwl: checkpoints: %w", err)
 	}
-	c.broadcast(ckptMsg{phase: ckptPlan}, payload)
+	c.broadcast(restartPlanMsg{}, payload)
 	return nil
 }
 
@@ -210,11 +210,11 @@ func (c *checkpointer) finishedNote(skipped []int, k int) string {
 
 // restartMessage runs a message of the restart from process from. It never blocks: it runs
 // on a connection's reader.
-func (c *checkpointer) restartMessage(from int, m ckptMsg, payload []byte) {
+func (c *checkpointer) restartMessage(from int, m ckptMessage, payload []byte) {
 	r := c.restart
 	var err error
-	switch m.phase {
-	case ckptInventory:
+	switch m := m.(type) {
+	case inventoryMsg:
 		inv := inventory{from: from}
 		if err = json.Unmarshal(payload, &inv); err == nil && c.j.rank != 0 {
 			err = errors.New("an inventory of checkpoints, and this process is not rank 0")
@@ -226,7 +226,7 @@ func (c *checkpointer) restartMessage(from int, m ckptMsg, payload []byte) {
 				err = errors.New("an inventory of checkpoints out of turn")
 			}
 		}
-	case ckptPlan:
+	case restartPlanMsg:
 		var msg planMsg
 		if err = json.Unmarshal(payload, &msg); err == nil && from != 0 {
 			err = errors.New("a restart plan, and only rank 0 makes one")
@@ -234,7 +234,7 @@ func (c *checkpointer) restartMessage(from int, m ckptMsg, payload []byte) {
 		if err == nil {
 			err = c.install(msg)
 		}
-	case ckptPart:
+	case partMsg:
 		r.mu.Lock()
 		if r.plan == nil && r.planErr == "" {
 			r.early = append(r.early, earlyPart{from: from, m: m, payload: bytes.Clone(payload)}) // payload is the mesh's memory
@@ -296,16 +296,16 @@ func (c *checkpointer) install(msg planMsg) error {
 
 // part copies a part of a piece into its place, and checks the piece when it is complete;
 // restart.mu held, the plan set.
-func (c *checkpointer) part(from int, m ckptMsg, payload []byte) error {
+func (c *checkpointer) part(from int, m partMsg, payload []byte) error {
 	r := c.restart
 	if r.plan == nil || m.k != r.plan.Checkpoint {
 		return fmt.Errorf("a part of a piece of checkpoint %d, and the job restarts from another", m.k)
 	}
-	a := r.incoming[int(m.loc)]
+	a := r.incoming[int(m.piece)]
 	if a == nil || a.from != from {
-		return fmt.Errorf("checkpoint %d: a part of piece number %d, which this process is not to be sent by that rank", m.k, m.loc)
+		return fmt.Errorf("checkpoint %d: a part of piece number %d, which this process is not to be sent by that rank", m.k, m.piece)
 	}
-	p := r.plan.Pieces[m.loc]
+	p := r.plan.Pieces[m.piece]
 	if m.off != a.got || int64(len(payload)) > p.Size-a.got || len(payload) == 0 && p.Size != 0 {
 		return fmt.Errorf("checkpoint %d: piece %v: %d bytes at offset %d, after %d of its %d", m.k, p.Key, len(payload), m.off, a.got, p.Size)
 	}
@@ -337,7 +337,7 @@ func (c *checkpointer) sendPieces() error {
 		}
 		for off := 0; ; off += restartChunk {
 			end := min(off+restartChunk, len(buf))
-			c.send(to, ckptMsg{phase: ckptPart, k: plan.Checkpoint, loc: uint32(i), off: int64(off)}, buf[off:end])
+			c.send(to, partMsg{k: plan.Checkpoint, piece: uint32(i), off: int64(off)}, buf[off:end])
 			if end == len(buf) {
 				break
 			}

@@ -31,7 +31,7 @@ func TestPartsAreChecked(t *testing.T) {
 	part := func(from, piece int, off int64, b string) error {
 		c.restart.mu.Lock()
 		defer c.restart.mu.Unlock()
-		return c.part(from, ckptMsg{phase: ckptPart, k: 5, loc: uint32(piece), off: off}, []byte(b))
+		return c.part(from, partMsg{k: 5, piece: uint32(piece), off: off}, []byte(b))
 	}
 	for _, bad := range []struct {
 		err  error
@@ -55,8 +55,8 @@ func TestPartsAreChecked(t *testing.T) {
 	}
 
 	c, plan = testRestart(data)
-	c.restartMessage(0, ckptMsg{phase: ckptPart, k: 5, loc: 1, off: 0}, data[:5])
-	c.restartMessage(0, ckptMsg{phase: ckptPart, k: 5, loc: 1, off: 5}, data[5:])
+	c.restartMessage(0, partMsg{k: 5, piece: 1, off: 0}, data[:5])
+	c.restartMessage(0, partMsg{k: 5, piece: 1, off: 5}, data[5:])
 	if err := c.install(plan); err != nil {
 		t.Fatal(err)
 	}
