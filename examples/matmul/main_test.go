@@ -88,7 +88,7 @@ func TestUnderMpirun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("mpirun: %v\n%s", err, out)
 	}
-	want := "result: n=64 nb=8 grid=1x3 kernel=" + spec + " reps=3 tasks=3 procs=2 "
+	want := "result: n=64 nb=8 grid=1x3 kernel=" + spec + " reps=6 tasks=3 procs=2 " // mixed kernels: balanced, 6 reps
 	if strings.Count(string(out), "result: ") != 1 || !strings.Contains(string(out), want) || !strings.Contains(string(out), "verified=true") {
 		t.Fatalf("want one line %q...verified=true, got:\n%s", want, out)
 	}
