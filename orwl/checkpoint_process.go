@@ -280,7 +280,7 @@ func (c *checkpointer) handle(from int, m ckptMessage, payload []byte) {
 		c.send(0, reportMsg{bound: bound, minIter: c.minIter.Load(), busy: c.held.Load() > 0}, nil)
 	case armMsg:
 		c.arm(m.k)
-		c.send(0, armedMsg{m.k}, nil)
+		c.send(0, armedMsg(m), nil)
 	case goMsg:
 		if c.waited.Swap(false) { // let the tasks run further during the next exchanges
 			c.slack.Store(min(2*c.slack.Load(), maxSlack))
@@ -296,7 +296,7 @@ func (c *checkpointer) handle(from int, m ckptMessage, payload []byte) {
 		}
 		c.mu.Unlock()
 		if copied {
-			c.send(0, copiedMsg{m.k}, nil)
+			c.send(0, copiedMsg(m), nil)
 		}
 	case writeMsg:
 		c.released.Store(int64(m.k))
