@@ -386,10 +386,10 @@ func (b *cholBench) timeScalapack(mpi *openMPI, bin string, n int) (cholRow, err
 	var best cholRow
 	first := math.Inf(1)
 	g := grid.Square(b.procs)
-	for _, grid := range slices.Compact([]grid.Grid{g, {P: g.Q, Q: g.P}}) {
+	for _, gr := range slices.Compact([]grid.Grid{g, g.Transpose()}) {
 		for _, nb := range []int{128, 256} {
 			out, err := mpi.launch(b.procs, mpi.shm, openblasEnv(1), bin,
-				strconv.Itoa(n), strconv.Itoa(nb), strconv.Itoa(grid.P), strconv.Itoa(grid.Q), strconv.Itoa(b.reps))
+				strconv.Itoa(n), strconv.Itoa(nb), strconv.Itoa(gr.P), strconv.Itoa(gr.Q), strconv.Itoa(b.reps))
 			if err != nil {
 				return best, err
 			}
@@ -398,7 +398,7 @@ func (b *cholBench) timeScalapack(mpi *openMPI, bin string, n int) (cholRow, err
 				return best, err
 			}
 			if best.Seconds == 0 || r.Seconds < best.Seconds {
-				best, best.NB, best.Grid = r, nb, grid.String()
+				best, best.NB, best.Grid = r, nb, gr.String()
 			}
 			first = min(first, r.First)
 		}
@@ -438,15 +438,15 @@ func (b *cholBench) timeORWL(n int) (cholRow, error) {
 // choleskyChild is one process of an ORWL row (its variable holds a cholJob in JSON): it runs its part
 // with one kernel thread and, in the process of task 0, prints the result as JSON.
 func choleskyChild(job cholJob) error {
-	grid, err := grid.Parse(job.Grid, summa.MaxTasks)
+	g, err := grid.Parse(job.Grid, summa.MaxTasks)
 	if err != nil {
 		return err
 	}
-	names := slices.Repeat([]string{job.Kernel}, grid.Tasks())
+	names := slices.Repeat([]string{job.Kernel}, g.Tasks())
 	if err := kernels.SetCPUThreads(names, 1); err != nil {
 		return err
 	}
-	res, err := tiled.Run(context.Background(), tiled.Params{N: job.N, NB: job.NB, Grid: grid, Kernels: names, Reps: job.Reps, Seed: 1})
+	res, err := tiled.Run(context.Background(), tiled.Params{N: job.N, NB: job.NB, Grid: g, Kernels: names, Reps: job.Reps, Seed: 1})
 	if err != nil || res == nil {
 		return err
 	}

@@ -89,9 +89,9 @@ func benchFirst(fs *flag.FlagSet) func(rep *report) error {
 			return fmt.Errorf("the C reference is needed: %w", err)
 		}
 		cores := runtime.NumCPU()
-		grid := grid.Square(cores)
+		g := grid.Square(cores)
 		rep.header("%d cores; C: cblas_dgemm with OpenBLAS's default threads; orwl: examples/matmul's defaults, %d processes, grid %s, kernel %s, no warm-up",
-			cores, cores, grid, kernel)
+			cores, cores, g, kernel)
 		rep.line("%6s %5s  %-26s %9s %11s %9s\n", "N", "round", "impl", "seconds", "page-faults", "C/orwl")
 		var rows []firstRow
 		emit := func(r firstRow) {
@@ -104,7 +104,7 @@ func benchFirst(fs *flag.FlagSet) func(rep *report) error {
 			rep.line("%6d %5d  %-26s %9.3f %11d %9s\n", r.N, r.Round, r.Impl, r.Secs, r.Faults, ratio)
 		}
 		for _, n := range ns {
-			nb := summa.DefaultNB(n, grid)
+			nb := summa.DefaultNB(n, g)
 			for round := 1; round <= *rounds; round++ {
 				cs, cf, err := c.cold(n, 0)
 				if err != nil {
@@ -112,7 +112,7 @@ func benchFirst(fs *flag.FlagSet) func(rep *report) error {
 				}
 				emit(firstRow{N: n, Round: round, Impl: "c-cold", Procs: 1, Kernel: "openblas", Secs: cs, Faults: cf})
 				for _, v := range variants {
-					r, err := coldORWL(n, nb, grid, kernel, max(1, cores/grid.Tasks()), v)
+					r, err := coldORWL(n, nb, g, kernel, max(1, cores/g.Tasks()), v)
 					if err != nil {
 						return err
 					}
@@ -138,9 +138,9 @@ func benchFirst(fs *flag.FlagSet) func(rep *report) error {
 // coldORWL runs one ORWL job of examples/matmul's defaults, one multiplication without
 // warm-up, and returns its first multiplication; huge is "default" (ORWL_HUGEPAGES as
 // inherited), "on" or "off".
-func coldORWL(n, nb int, grid grid.Grid, kernel string, threads int, huge string) (firstRow, error) {
-	procs := grid.Tasks()
-	job := orwlJob{N: n, NB: nb, Grid: grid.String(), Kernels: slices.Repeat([]string{kernel}, procs), Threads: threads, Reps: 1, Cold: true}
+func coldORWL(n, nb int, g grid.Grid, kernel string, threads int, huge string) (firstRow, error) {
+	procs := g.Tasks()
+	job := orwlJob{N: n, NB: nb, Grid: g.String(), Kernels: slices.Repeat([]string{kernel}, procs), Threads: threads, Reps: 1, Cold: true}
 	spec, _ := json.Marshal(job)
 	env := []string{matmulChildEnv + "=" + string(spec)}
 	impl := "orwl"
@@ -159,7 +159,7 @@ func coldORWL(n, nb int, grid grid.Grid, kernel string, threads int, huge string
 	if !res.Verified {
 		return firstRow{}, fmt.Errorf("orwl N=%d: the product did not verify", n)
 	}
-	return firstRow{N: n, Impl: impl, Procs: procs, Grid: grid.String(), NB: nb, Kernel: kernel,
+	return firstRow{N: n, Impl: impl, Procs: procs, Grid: g.String(), NB: nb, Kernel: kernel,
 		Secs: res.FirstSeconds, Faults: res.FirstFaults, Verified: &res.Verified}, nil
 }
 

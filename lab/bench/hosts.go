@@ -90,16 +90,16 @@ func benchHosts(fs *flag.FlagSet) func(rep *report) error {
 			if size == 0 {
 				size = 2048 * h
 			}
-			grid := grid.Square(h)
-			nb := summa.DefaultNB(size, grid)
+			gr := grid.Square(h)
+			nb := summa.DefaultNB(size, gr)
 			compute, err := bestOf(2**rounds, func() (float64, error) { return timeRoofline(g, size, cores, *reps) })
 			if err != nil {
 				return err
 			}
-			moved := busiestHostBytes(size, nb, grid)
+			moved := busiestHostBytes(size, nb, gr)
 			for i, rate := range rates {
-				r := hostsRow{Hosts: h, Rate: rate, N: size, NB: nb, Grid: grid.String(), ComputeBound: compute, LinkBound: moved * 8 / bitsPerS[i]}
-				job := orwlJob{N: size, NB: nb, Grid: grid.String(), Kernels: slices.Repeat([]string{kernel}, h), Threads: max(1, cores/h), Reps: *reps}
+				r := hostsRow{Hosts: h, Rate: rate, N: size, NB: nb, Grid: gr.String(), ComputeBound: compute, LinkBound: moved * 8 / bitsPerS[i]}
+				job := orwlJob{N: size, NB: nb, Grid: gr.String(), Kernels: slices.Repeat([]string{kernel}, h), Threads: max(1, cores/h), Reps: *reps}
 				r.Seconds, err = bestOf(*rounds, func() (float64, error) { return timeOnHosts(job, rate) })
 				if err != nil {
 					if !errors.Is(err, netemu.ErrUnavailable) {
