@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strconv"
 
 	"github.com/orwl-go/orwl/orwl"
 )
@@ -103,7 +104,7 @@ func (j *Job) Flags(fs *flag.FlagSet, l Layout) {
 	if l.Grid {
 		grid = "P*Q of -grid, else "
 	}
-	fs.IntVar(&j.Tasks, "tasks", 0, "tasks of the job, a count (default: "+grid+"-np, else the launcher's process count, else "+l.TasksDoc+")")
+	fs.Var((*count)(&j.Tasks), "tasks", "tasks of the job, a `count` (default: "+grid+"-np, else the launcher's process count, else "+l.TasksDoc+")")
 	procs := "1: every task a goroutine of this process"
 	if l.Spread {
 		procs = "min(tasks, cores)"
@@ -164,6 +165,19 @@ func (j *Job) Resolve(gridTasks int) error {
 	if j.Procs > j.Tasks {
 		return fmt.Errorf("%d processes for %d tasks; need at most one process per task", j.Procs, j.Tasks)
 	}
+	return nil
+}
+
+// count is -tasks: an int whose mistakes say that a grid of tasks is another flag.
+type count int
+
+func (c *count) String() string { return strconv.Itoa(int(*c)) }
+func (c *count) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return errors.New("not a count of tasks (a grid of tasks is -grid PxQ)")
+	}
+	*c = count(n)
 	return nil
 }
 

@@ -43,6 +43,7 @@ func TestRun(t *testing.T) {
 		{[]string{"-m"}, ExitUsage, "", "t: flag provided but not defined: -m\n"},
 		{[]string{"-n", "2", "extra"}, ExitUsage, "", "t: unexpected argument \"extra\"\n"},
 		{[]string{"-tasks", "9"}, ExitUsage, "", "t: -tasks is 9; need 1 to 8\n"},
+		{[]string{"-tasks", "2x2"}, ExitUsage, "", "t: invalid value \"2x2\" for flag -tasks: not a count of tasks (a grid of tasks is -grid PxQ)\n"},
 		{[]string{"-np", "0"}, ExitUsage, "", "t: -np is 0; need 1 to 8\n"},
 		{[]string{"-np", "3", "-tasks", "2"}, ExitUsage, "", "t: 3 processes for 2 tasks; need at most one process per task\n"},
 	} {
