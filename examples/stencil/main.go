@@ -25,12 +25,13 @@
 // With -checkpoint DIR the job takes a checkpoint every -checkpoint-every (each task's
 // block, at the start of a step of 4 iterations) into DIR, where "{rank}" becomes each
 // process's rank (a directory per process, each piece copied to the next process's too),
-// and a job started again with the same flags, on any number of processes, resumes from
-// the newest complete checkpoint (saying so on standard error) and prints the same
-// checksum as an uninterrupted run; the result line then has resumed-at=ITERATION.
-// Under orwlrun -restarts N, a job that loses a process restarts by itself:
+// and a job started again with the same flags resumes from the newest complete checkpoint
+// (saying so on standard error) and prints the same checksum as an uninterrupted run; the
+// result line then has resumed-at=ITERATION. It resumes on any number of processes when
+// -tasks is given (its default follows the process count, and another count of tasks is
+// another job). Under orwlrun -restarts N, a job that loses a process restarts by itself:
 //
-//	go run ./cmd/orwlrun -np 3 -restarts 3 /tmp/stencil -n 3000000 -iters 2000 -checkpoint /tmp/ck/{rank} -checkpoint-every 2s
+//	go run ./cmd/orwlrun -np 3 -restarts 3 /tmp/stencil -tasks 3 -n 3000000 -iters 2000 -checkpoint /tmp/ck/{rank} -checkpoint-every 2s
 //
 //	go run ./examples/stencil -n 1000000 -tasks 4 -iters 200
 //	go run ./examples/stencil -n 2000x2000 -grid 2x2 -iters 100
