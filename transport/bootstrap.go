@@ -409,22 +409,28 @@ func (b *bootstrap) connectAsync(book []string) chan error {
 	return done
 }
 
-// connect dials every other process at its address in book and waits for every other
-// process's connection to this one. After the address book every process listens, so
-// connections come while the start makes progress: connect fails when none has come, in
-// either direction, for the peer timeout, naming the ranks that did not connect, however
-// long the connections of a large job take. The limit of open files fails it at once.
+// connect dials every other process at its address in book, maxDials at a time and the
+// ranks after its own first (so that no process is every process's first), and waits for
+// every other process's connection to this one. After the address book every process
+// listens, so connections come while the start makes progress: a dial fails when no
+// connection has come, in either direction, for the peer timeout, however long the
+// connections of a large job take, and the limit of open files fails it at once. Then
+// connect waits for the others' dials as long as the start goes on: each process judges
+// the connections it dials, and the coordinator loses one that dies or stops (its control
+// connection), which fails the start.
 func (b *bootstrap) connect(book []string) error {
 	m := b.m
 	ctx, cancel := b.whileConnecting() // ends with the start, too
 	defer cancel(nil)
 	errs := make([]error, m.size)
 	var dials sync.WaitGroup
-	for j, addr := range book {
-		if j == m.rank {
-			continue
-		}
+	slots := make(chan struct{}, maxDials)
+	for k := 1; k < m.size; k++ {
+		j := (m.rank + k) % m.size
+		addr := book[j]
 		dials.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
 			w, err := m.dial(ctx, addr, j, purposeMesh)
 			if err == nil {
 				if err = m.shmOffer(w); err != nil {
@@ -454,7 +460,7 @@ func (b *bootstrap) connect(book []string) error {
 		return nil
 	case <-b.full:
 		return b.fullErr
-	case <-ctx.Done():
+	case <-b.lnCtx.Done(): // the start is over
 		return missingError(b.startConfig(), func(j int) bool { return m.peers[j].conns[Owner].Load() != nil })
 	}
 }

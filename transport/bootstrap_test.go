@@ -383,3 +383,23 @@ func TestConnectingLastsWhileConnectionsCome(t *testing.T) {
 		t.Errorf("connecting ended %v after the last connection, want about the peer timeout %v", waited, peerTimeout)
 	}
 }
+
+// A job of many processes on few cores starts, however long its connections take in all
+// (here 32 processes of one test process, 1984 connections: with a peer timeout of 1s, the
+// former fixed window, a peer timeout from the address book, failed such a start): no
+// fixed window fails a start that makes progress, and the processes do not all dial the
+// same one first.
+func TestStartOfManyProcesses(t *testing.T) {
+	const n = 32
+	start := time.Now()
+	_, errs, _ := startAll(t, n, func(_ int, c *Config) bool {
+		c.PeerTimeout, c.Heartbeat = 3*time.Second, 300*time.Millisecond // liveness itself not at stake
+		return true
+	})
+	for rank, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", rank, err)
+		}
+	}
+	t.Logf("%d processes started in %v (peer timeout 3s)", n, time.Since(start).Round(time.Millisecond))
+}

@@ -183,6 +183,7 @@ const (
 	maxAddrLen          = 1024
 	maxJobSpec          = 64 << 10
 	maxPreauth          = 32 // connections accepted at once that have not authenticated yet
+	maxDials            = 8  // connections of the mesh a process dials at once
 	initialDialBackoff  = 5 * time.Millisecond
 	maximumDialBackoff  = 250 * time.Millisecond
 	maxHeartbeat        = 500 * time.Millisecond

@@ -333,7 +333,7 @@ func startError(cfg startConfig, cause error, deadline bool, unreg []int) error 
 }
 
 // missingError names the ranks other than rank whose connection has not come (has(j) is
-// false) when, after the address book, no connection has come for the peer timeout.
+// false) when the start ends while this process waits for them.
 func missingError(cfg startConfig, has func(j int) bool) error {
 	var missing []int
 	for j := range cfg.size {
@@ -341,5 +341,5 @@ func missingError(cfg startConfig, has func(j int) bool) error {
 			missing = append(missing, j)
 		}
 	}
-	return fmt.Errorf("transport: rank %d: no connection from ranks %v, and none from any rank for the peer timeout %v", cfg.rank, missing, cfg.peerTimeout)
+	return fmt.Errorf("transport: rank %d: no connection from ranks %v", cfg.rank, missing)
 }
