@@ -92,7 +92,7 @@ type startConfig struct {
 // without another registration while ranks are missing fails the start, naming them (a
 // rank that cannot reach the coordinator gives up within its peer timeout, and the others
 // learn it as soon), and so does a peer timeout without one after a failure, for the ranks
-// not told yet; the start timeout bounds only a start where no rank registers at all.
+// not told yet. Before the first registration, only the start timeout ends the wait.
 type coordinator struct {
 	cfg               startConfig
 	regs              []bool   // by rank
