@@ -84,16 +84,9 @@ func (c *control) send(typ uint8, payload []byte) error {
 // maxControl is the largest payload of a control message.
 func (m *Mesh) maxControl() int { return m.size*(maxAddrLen+2) + maxJobSpec + 2 }
 
-// start runs the start of the mesh; on error the caller closes the mesh. A rank other than 0
-// waits a peer timeout longer than StartTimeout, so that when the start times out the
-// coordinator's report of why (the ranks that did not register) reaches it first.
+// start runs the start of the mesh; on error the caller closes the mesh. ctx cancels it; the
+// start's machines judge its progress against StartTimeout (startfsm.go).
 func (m *Mesh) start(ctx context.Context) error {
-	limit := m.cfg.StartTimeout
-	if m.rank != 0 {
-		limit += m.cfg.PeerTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
 	b, err := m.listen()
 	if err != nil {
 		return err
@@ -348,11 +341,16 @@ func (b *bootstrap) join(ctx context.Context) error {
 		}
 		return nil
 	}
-	w, err := m.dial(ctx, m.cfg.Coord, 0, purposeRegister)
+	// Registering waits for a coordinator that is not listening yet for the start timeout, and
+	// a peer timeout more, so that when the start times out the coordinator's report of why
+	// (the ranks that did not register) reaches this process first.
+	dctx, cancel := context.WithTimeout(ctx, m.cfg.StartTimeout+m.cfg.PeerTimeout)
+	defer cancel()
+	w, err := m.dial(dctx, m.cfg.Coord, 0, purposeRegister)
 	in := startInput{kind: inDialFailed, err: err}
 	switch {
-	case err != nil && ctx.Err() != nil:
-		in = timeoutInput(ctx)
+	case err != nil && dctx.Err() != nil:
+		in = timeoutInput(dctx)
 	case err == nil:
 		c = &control{rank: 0, w: w}
 		if !b.keep(c) {
@@ -375,7 +373,7 @@ func (b *bootstrap) join(ctx context.Context) error {
 		case err := <-connected:
 			connected, in = nil, startInput{kind: inConnected, err: err}
 		case <-tick.C:
-			in = startInput{kind: inTick}
+			in = startInput{kind: inTick, elapsed: time.Since(m.started)}
 		case <-ctx.Done():
 			in = timeoutInput(ctx)
 		}

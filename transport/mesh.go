@@ -138,13 +138,14 @@ type Config struct {
 	// connection has come from any peer for PeerTimeout: a start that makes progress is
 	// never failed by a fixed window.
 	Heartbeat, PeerTimeout time.Duration
-	// StartTimeout bounds the wait for every process to register with the coordinator
-	// (default 60s), in addition to Start's ctx: a coordinator that refuses connections
-	// (not listening yet) is waited for. Once a rank has registered, registrations are the
-	// start's progress: when none comes for PeerTimeout while ranks are missing, the start
-	// fails on every process, naming them, whatever is left of StartTimeout. Once the
-	// start is over, the coordinator answers every connection that it is, and a process
-	// dialing it fails at once saying so.
+	// StartTimeout (default 60s) fails a start that does not move for that long: no rank
+	// registers or becomes ready, the address book does not come; a start that moves
+	// takes as long as it needs, and Start's ctx may cancel it. A coordinator that refuses
+	// connections (not listening yet) is waited for that long. Once a rank has registered,
+	// registrations are the start's progress: when none comes for PeerTimeout while ranks
+	// are missing, the start fails on every process, naming them. Once the start is over,
+	// the coordinator answers every connection that it is, and a process dialing it fails
+	// at once saying so.
 	StartTimeout time.Duration
 	// Spin is how long a connection through shared memory (two processes of one host, see
 	// shm.go) polls for the next message before its reader sleeps; it polls only while
@@ -333,9 +334,11 @@ func New(cfg Config) (*Mesh, error) {
 // coordinator (rank 0 checks every process's JobSpec, collects every rank's address and
 // hands out the address book), connects to every other process in both directions,
 // authenticating every connection, and returns when all 2*(Size-1) connections of every
-// process are up. It fails, naming the rank at fault, when a process does not register
-// within StartTimeout (or ctx), when one is lost or cannot connect after the address book
-// (within PeerTimeout), or when the processes disagree on the job; the mesh is then closed.
+// process are up. It fails, naming the rank at fault or the cause, when processes do not
+// register (PeerTimeout after the last one that did, StartTimeout when none did), when the
+// start does not move for StartTimeout, when one is lost or cannot connect after the
+// address book (PeerTimeout without a connection), when the processes disagree on the job,
+// at the limit of open files, or when ctx ends; the mesh is then closed.
 // Handler methods may run before Start returns. ctx bounds the bootstrap only, not the
 // mesh's life. With Size == 1 it opens nothing. Start may be called once.
 func (m *Mesh) Start(ctx context.Context) error {

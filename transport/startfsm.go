@@ -92,7 +92,8 @@ type startConfig struct {
 // without another registration while ranks are missing fails the start, naming them (a
 // rank that cannot reach the coordinator gives up within its peer timeout, and the others
 // learn it as soon), and so does a peer timeout without one after a failure, for the ranks
-// not told yet. Before the first registration, only the start timeout ends the wait.
+// not told yet. The start timeout fails a start that does not move at all for that long:
+// no rank registers or becomes ready, and rank 0's connections do not come up.
 type coordinator struct {
 	cfg               startConfig
 	regs              []bool   // by rank
@@ -100,6 +101,8 @@ type coordinator struct {
 	registered, ready int
 	seen              int           // registered, as the last tick saw it
 	progressAt        time.Duration // the elapsed time of the tick that saw the last registration
+	moves             int           // registered + ready + up, as the last tick saw them
+	movedAt           time.Duration // the elapsed time of the tick that saw the last move
 	up, waitLogged    bool
 	failure           error
 	over              bool
@@ -107,7 +110,7 @@ type coordinator struct {
 }
 
 func newCoordinator(cfg startConfig) *coordinator {
-	s := &coordinator{cfg: cfg, regs: make([]bool, cfg.size), addrs: make([]string, cfg.size)}
+	s := &coordinator{cfg: cfg, regs: make([]bool, cfg.size), addrs: make([]string, cfg.size), moves: -1} // the first tick is a move
 	s.addrs[0] = cfg.coord
 	return s
 }
@@ -139,6 +142,10 @@ func (s *coordinator) step(in startInput) []startAction {
 		if s.stalled(in.elapsed) {
 			s.fail(fmt.Errorf("transport: rank 0: the start failed: ranks %v did not register with the coordinator within the peer timeout %v after the last rank that did (%d of %d registered)",
 				s.unregistered(), s.cfg.peerTimeout, s.registered, s.cfg.size-1))
+			return s.finish(s.failure)
+		}
+		if s.idle(in.elapsed) {
+			s.fail(startError(s.cfg, fmt.Errorf("nothing moved for the start timeout %v", s.cfg.startTimeout), false, s.unregistered()))
 			return s.finish(s.failure)
 		}
 	case inTimeout:
@@ -250,6 +257,20 @@ func (s *coordinator) stalled(elapsed time.Duration) bool {
 	return s.registered > 0 && s.registered < s.cfg.size-1 && elapsed-s.progressAt > s.cfg.peerTimeout
 }
 
+// idle reports, at a tick elapsed since the process began, whether the start has not moved
+// for longer than the start timeout: no rank registered or became ready, and rank 0's
+// connections did not come up.
+func (s *coordinator) idle(elapsed time.Duration) bool {
+	moves := s.registered + s.ready
+	if s.up {
+		moves++
+	}
+	if moves != s.moves {
+		s.moves, s.movedAt = moves, elapsed
+	}
+	return elapsed-s.movedAt > s.cfg.startTimeout
+}
+
 // unregistered returns the ranks other than 0 that have not registered.
 func (s *coordinator) unregistered() []int {
 	var unreg []int
@@ -262,14 +283,18 @@ func (s *coordinator) unregistered() []int {
 }
 
 // joiner is the start of a rank other than 0: register with rank 0, connect to the
-// address book, tell rank 0 it is ready, and wait for Start.
+// address book, tell rank 0 it is ready, and wait for Start. It gives up when its start has
+// not moved (registered, the book, its connections) for the start timeout and a peer
+// timeout, so that the coordinator's report, after the start timeout, comes first.
 type joiner struct {
-	cfg        startConfig
-	connecting bool // the book arrived and the connections are not up yet
-	over       bool
+	cfg         startConfig
+	connecting  bool // the book arrived and the connections are not up yet
+	moves, seen int  // the start's steps so far, and as the last tick saw them
+	movedAt     time.Duration
+	over        bool
 }
 
-func newJoiner(cfg startConfig) *joiner { return &joiner{cfg: cfg} }
+func newJoiner(cfg startConfig) *joiner { return &joiner{cfg: cfg, seen: -1} } // the first tick is a move
 
 // step takes one input and returns what follows from it.
 func (s *joiner) step(in startInput) []startAction {
@@ -279,6 +304,7 @@ func (s *joiner) step(in startInput) []startAction {
 	rank := s.cfg.rank
 	switch in.kind {
 	case inDialed:
+		s.moves++
 		return []startAction{checkedSend(0, TypeRegister, encodeStrings([]string{in.addr, s.cfg.spec}))}
 	case inDialFailed:
 		return s.finish(fmt.Errorf("transport: rank %d: registering with the coordinator %s: %w", rank, s.cfg.coord, in.err))
@@ -289,9 +315,11 @@ func (s *joiner) step(in startInput) []startAction {
 		return s.finish(fmt.Errorf("transport: rank %d: registering with the coordinator: %w", rank, in.err))
 	case inBook:
 		s.connecting = true
+		s.moves++
 		return []startAction{{kind: actConnect, book: in.book}}
 	case inConnected:
 		s.connecting = false
+		s.moves++
 		if in.err != nil {
 			return s.finish(in.err, send(0, TypeAbort, []byte(in.err.Error())))
 		}
@@ -306,6 +334,12 @@ func (s *joiner) step(in startInput) []startAction {
 	case inLost:
 		return s.finish(fmt.Errorf("transport: rank %d: the coordinator, rank 0, was lost during the start: %w", rank, in.err))
 	case inTick:
+		if s.moves != s.seen {
+			s.seen, s.movedAt = s.moves, in.elapsed
+		}
+		if limit := s.cfg.startTimeout + s.cfg.peerTimeout; in.elapsed-s.movedAt > limit {
+			return s.finish(startError(s.cfg, fmt.Errorf("nothing came from the coordinator for %v, the start timeout and a peer timeout", limit), false, nil))
+		}
 		return []startAction{send(0, TypeHeartbeat, nil)}
 	case inTimeout:
 		return s.finish(startError(s.cfg, in.err, in.deadline, nil))

@@ -126,6 +126,20 @@ func TestCoordinatorMachine(t *testing.T) {
 	} {
 		c.check(t, func() machine { return newCoordinator(testStart) })
 	}
+	// The start timeout fails a start that does not move for that long, not one that does.
+	for _, c := range []startCase{
+		{name: "a start that moves outlives the start timeout", ins: append(allIn, tick(time.Second/2), connected, from(inReady, 1),
+			tick(25*time.Second), tick(50*time.Second), from(inReady, 2)),
+			acts: []string{"book->1", "book->2", "connect", "heartbeat->1", "heartbeat->2", "heartbeat->1", "heartbeat->2",
+				"heartbeat->1", "heartbeat->2", "start->1", "start->2"}},
+		{name: "a start that does not move for the start timeout", ins: append(allIn, tick(time.Second/2), connected, tick(time.Second), tick(32*time.Second)),
+			acts: []string{"book->1", "book->2", "connect", "heartbeat->1", "heartbeat->2", "heartbeat->1", "heartbeat->2",
+				"heartbeat->1", "heartbeat->2", "abort->1", "abort->2"}, want: "transport: rank 0: the start failed: nothing moved for the start timeout 30s"},
+		{name: "no rank registers for the start timeout", ins: []startInput{tick(time.Second / 2), tick(31 * time.Second)},
+			acts: []string{"wait[1 2]"}, want: "transport: rank 0: the start failed: nothing moved for the start timeout 30s; ranks [1 2] did not register with the coordinator"},
+	} {
+		c.check(t, func() machine { return newCoordinator(testStart) })
+	}
 	// Registrations that keep coming, each within the peer timeout of the one before, make
 	// a start of any length: no fixed window fails it.
 	slow := testStart
@@ -161,6 +175,13 @@ func TestJoinerMachine(t *testing.T) {
 			acts: []string{"register->0", "heartbeat->0", "connect", "ready->0", "abort->0"}, want: "io: read/write on closed pipe"},
 		{name: "cancelled", ins: []startInput{dialed, {kind: inTimeout, err: context.Canceled}},
 			acts: []string{"register->0"}, want: "transport: rank 2: the start failed: context canceled"},
+		{name: "a start that moves outlives the start timeout", ins: []startInput{dialed, tick(time.Second), book, tick(10 * time.Second),
+			tick(32 * time.Second), {kind: inConnected}, tick(40 * time.Second), tick(70 * time.Second), from(inStart, 0)},
+			acts: []string{"register->0", "heartbeat->0", "connect", "heartbeat->0", "heartbeat->0", "ready->0", "heartbeat->0", "heartbeat->0"}},
+		{name: "nothing from the coordinator for the start timeout and a peer timeout", ins: []startInput{dialed, tick(time.Second), book,
+			tick(10 * time.Second), {kind: inConnected}, tick(40 * time.Second), tick(72 * time.Second)},
+			acts: []string{"register->0", "heartbeat->0", "connect", "heartbeat->0", "ready->0", "heartbeat->0"},
+			want: "transport: rank 2: the start failed: nothing came from the coordinator for 31s, the start timeout and a peer timeout"},
 		{name: "the start timeout while dialing", ins: []startInput{timedOut},
 			want: "transport: rank 2: the start failed: context deadline exceeded (start timeout 30s)"},
 	} {
