@@ -48,11 +48,15 @@ type Config struct {
 	// suspended with its whole job) does not blame the others; a stopped or unreachable one
 	// fails the job within about this time.
 	PeerTimeout time.Duration
-	// StartTimeout bounds the wait for every process of the job to start and connect (0:
-	// ORWL_START_TIMEOUT, else 60s). A process that dies or is unreachable once the start is
-	// under way fails it within PeerTimeout, naming its rank; so does a process that cannot
-	// reach rank 0 (no answer at all), naming rank 0; a process pointed at a job whose
-	// start is over fails at once, saying so.
+	// StartTimeout bounds how long the start of the job may go on without progress (no
+	// process registering with rank 0, no connection made) before it fails (0:
+	// ORWL_START_TIMEOUT, else 60s): a start that is still moving is never cut short. A
+	// process that dies or is unreachable once the start is under way fails it within
+	// PeerTimeout, naming its rank; so does a rank that never registers while others did
+	// (named by every process, PeerTimeout after the last registration), and a process that
+	// cannot reach rank 0 (no answer at all), naming rank 0; a process pointed at a job whose
+	// start is over fails at once, saying so; one that reaches its limit of open files fails
+	// the start at once, naming RLIMIT_NOFILE.
 	StartTimeout time.Duration
 	// Checkpoint makes the job restartable from checkpoints written while it runs (see
 	// Task.Iterate and Task.Keep). The zero value takes none, unless ORWL_CHECKPOINT_DIR
