@@ -478,7 +478,7 @@ func (h *Handle) Section(ctx context.Context, fn func(data []byte) error) (err e
 		if !done {
 			p = recover()
 		}
-		if err, p = EndSection([]*Handle{h}, err, done, p); p != nil {
+		if p, err = EndSection([]*Handle{h}, err, done, p); p != nil {
 			panic(p) // on top of fn's frames, still on the stack
 		}
 	}()
@@ -490,8 +490,8 @@ func (h *Handle) Section(ctx context.Context, fn func(data []byte) error) (err e
 // EndSection ends a section over hs, handles of one owner acquired in this order (Section's
 // one handle, or several taken together), whose function returned err, or did not return
 // (done false) and panicked with p, which the caller's deferred function recovered (nil
-// when the function's goroutine exits without a panic). It returns the section's error and
-// the panic to go on with, if any.
+// when the function's goroutine exits without a panic). It returns the panic to go on with,
+// if any, and the section's error.
 //
 // A fault of the function on a buffer that the runtime guards (see ErrReadOnlyData) is the
 // function's failure, named after the handle whose data it hit (after hs[0] when none of
@@ -500,7 +500,7 @@ func (h *Handle) Section(ctx context.Context, fn func(data []byte) error) (err e
 // failed or panicked, a write handle that still holds its grant fails it (see Section) and
 // is closed. The section's error is the function's, or else the releases' (one alone as it
 // is, several joined).
-func EndSection(hs []*Handle, err error, done bool, p any) (error, any) {
+func EndSection(hs []*Handle, err error, done bool, p any) (any, error) {
 	if merr := misuse(p); merr != nil {
 		switch h := holding(hs, p); {
 		case h != nil:
@@ -531,7 +531,7 @@ func EndSection(hs []*Handle, err error, done bool, p any) (error, any) {
 			err = errors.Join(errs...)
 		}
 	}
-	return err, p
+	return p, err
 }
 
 // abort fails the grant h holds after its write section failed with cause, and closes h.

@@ -105,10 +105,6 @@ type holder struct {
 // release, or with a later request: remote.go). Whether a one-shot handle acquired its
 // grant is not known.
 func (l *location) holders() []holder {
-	type granted struct {
-		r    *fifo.Request
-		hold *holder
-	}
 	var hs []holder
 	var grants []*fifo.Request
 	l.fifo.Holders(func(r *fifo.Request) {

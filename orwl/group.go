@@ -53,7 +53,7 @@ func (g Group) Release() error {
 	if err != nil {
 		return err
 	}
-	err, _ = handle.EndSection(hs, nil, true, nil)
+	_, err = handle.EndSection(hs, nil, true, nil)
 	return err
 }
 
@@ -86,7 +86,7 @@ func (g Group) Section(ctx context.Context, fn func(data [][]byte) error) (err e
 		if !done {
 			p = recover()
 		}
-		if err, p = handle.EndSection(hs, err, done, p); p != nil {
+		if p, err = handle.EndSection(hs, err, done, p); p != nil {
 			panic(p) // on top of fn's frames, still on the stack
 		}
 	}()
@@ -113,7 +113,7 @@ func (g Group) handles(hs []*handle.Handle) ([]*handle.Handle, error) {
 func acquire(ctx context.Context, hs []*handle.Handle) error {
 	for i, h := range hs {
 		if err := h.Acquire(ctx); err != nil {
-			if rerr, _ := handle.EndSection(hs[:i], nil, true, nil); rerr != nil {
+			if _, rerr := handle.EndSection(hs[:i], nil, true, nil); rerr != nil {
 				return errors.Join(err, rerr)
 			}
 			return err

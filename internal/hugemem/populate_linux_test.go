@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,7 @@ func fillWithHeartbeat(size uintptr) (took, worst time.Duration) {
 			select {
 			case <-done: // the gap since the last tick counts too
 				longest <- max(worst, time.Since(last))
+				runtime.KeepAlive(keep)
 				return
 			case now := <-tick.C:
 				worst = max(worst, now.Sub(last))
