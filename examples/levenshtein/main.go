@@ -6,8 +6,8 @@
 // is deadlock-free). The distance is the same whatever the tasks, processes and block size.
 //
 // The strings come from two files (-a FILE -b FILE, whole files or pipes, one trailing
-// newline of each left out, at most 4 GiB each) or are generated (-gen N: two strings of N characters of ACGT, drawn from
-// -seed and -seed+1):
+// newline of each left out, at most 4 GiB each) or are generated (-gen N: two strings of N
+// characters of ACGT, drawn from -seed and -seed+1):
 //
 //	go run ./examples/levenshtein -gen 100000
 //	go run ./examples/levenshtein -a left.txt -b right.txt -tasks 4 -block 512 -np 2

@@ -31,9 +31,9 @@
 // first time, count in it; the summary gives its page faults (ORWL_HUGEPAGES=on asks for
 // transparent huge pages for C, the panels and the mirrors: see package orwl). The best is
 // the fastest of the -reps multiplications (seconds, gflops). (-json prints one JSON object
-// with the same keys, and the summary's figures, instead of the summary and result lines.) Flags that make no sense are reported in
-// one line on standard error with exit status 2; a failed run exits with status 1; a failed
-// verification with status 3.
+// with the same keys, and the summary's figures, instead of the summary and result lines.)
+// Flags that make no sense are reported in one line on standard error with exit status 2;
+// a failed run exits with status 1; a failed verification with status 3.
 //
 // -kernel takes a kernel name (gonum, openblas, cublas), "cpu" (the fastest available CPU
 // kernel, the default; when that is pure-Go gonum because libopenblas.so.0 is missing, the

@@ -190,8 +190,9 @@ func Find(addr uintptr) (a Access, offset, size int, ok bool) {
 // system calls of 64 MiB each (MADV_POPULATE_WRITE, Linux 5.14 and later; elsewhere they
 // come with the caller's writes, as with Alloc), instead of one page fault per 4 KiB page in
 // the writes that follow. Between two of them the process's other threads may map memory,
-// so a buffer of gigabytes does not hold them up for seconds. The call is then the buffer's first use: make it when the buffer is needed,
-// not ahead, so that its cost is the caller's.
+// so a buffer of gigabytes does not hold them up for seconds. The call is then the
+// buffer's first use: make it when the buffer is needed, not ahead, so that its cost is
+// the caller's.
 func AllocFilled(n int) []byte {
 	b := Alloc(n)
 	if Mapped(b) {
