@@ -1,7 +1,6 @@
 package orwl
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -51,65 +50,24 @@ func newNode(j *job, log *slog.Logger) *node {
 	}
 }
 
-// Sink implements transport.Handler: a grant's data lands in the mirror (requester), a
-// write-back in the location (owner), a checkpoint piece from a partner in a buffer of the
-// checkpointer.
-func (n *node) Sink(from int, h *transport.Header) ([]byte, error) {
-	switch {
-	case h.Type == msgGrant:
-		return n.grantSink(from, h)
-	case h.Type == msgRelease:
-		return n.writeBackSink(from, h)
-	case h.Type == msgCheckpoint && h.Flags == ckptPiece && n.j.ckpt != nil:
-		return n.j.ckpt.copyBuffer(h.Len), nil
-	}
-	return nil, nil
+// problemsFrom keeps the init-phase mistakes that rank from sent (see exchangeProblems).
+func (n *node) problemsFrom(from int, payload []byte) {
+	text := string(payload)
+	n.wide.mu.Lock()
+	n.wide.problems[from] = &text
+	n.wide.mu.Unlock()
 }
 
-// Handle implements transport.Handler.
-func (n *node) Handle(from int, h *transport.Header, payload []byte) {
-	var err error
-	switch h.Type {
-	case msgRequest:
-		err = n.serve(from, h)
-	case msgGrant:
-		err = n.granted(from, h, payload)
-	case msgRelease:
-		err = n.released(from, h, payload)
-	case msgProblems:
-		text := string(payload)
-		n.wide.mu.Lock()
-		n.wide.problems[from] = &text
-		n.wide.mu.Unlock()
-	case msgFail:
-		m := decodeFailure(h)
-		msg := string(payload)
-		if note := n.mesh.PauseNote(); note != "" {
-			msg += " " + note
-		} else if strings.Contains(msg, fmt.Sprintf("process rank %d lost", n.j.rank)) {
-			msg += fmt.Sprintf(" (this process, rank %d, is the one the others lost: it was cut off from them, or too slow to answer within the peer timeout)", n.j.rank)
-		}
-		n.j.fail(&peerFailure{rank: from, msg: msg, deadlock: m.deadlock, peerLost: m.peerLost})
-	case msgStuck:
-		n.stuck(from, decodeStuck(h), payload)
-	case msgClock:
-		n.clockMessage(from, decodeClock(h))
-	case msgCheckpoint:
-		if n.j.ckpt == nil {
-			err = errors.New("a checkpoint message, and this job takes none")
-		} else {
-			n.j.ckpt.handle(from, decodeCkpt(h), payload)
-		}
-	case msgTracePart:
-		n.wide.mu.Lock()
-		n.wide.traceParts[from] = bytes.Clone(payload) // payload is the mesh's scratch memory
-		n.wide.mu.Unlock()
-	default:
-		err = fmt.Errorf("unknown message type %d", h.Type)
+// peerFailed fails the job with the failure that rank from reported, saying so when this
+// process is the one the others lost.
+func (n *node) peerFailed(from int, m failMsg, payload []byte) {
+	msg := string(payload)
+	if note := n.mesh.PauseNote(); note != "" {
+		msg += " " + note
+	} else if strings.Contains(msg, fmt.Sprintf("process rank %d lost", n.j.rank)) {
+		msg += fmt.Sprintf(" (this process, rank %d, is the one the others lost: it was cut off from them, or too slow to answer within the peer timeout)", n.j.rank)
 	}
-	if err != nil {
-		n.j.fail(fmt.Errorf("orwl: protocol error from rank %d: %w", from, err))
-	}
+	n.j.fail(&peerFailure{rank: from, msg: msg, deadlock: m.deadlock, peerLost: m.peerLost})
 }
 
 // PeerLost implements transport.Handler: a process of the job is gone before it finished,

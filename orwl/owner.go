@@ -125,13 +125,8 @@ func (n *node) servedGrant(from int, id uint64) *served {
 	return s
 }
 
-// serve places the request of a remote handle in the FIFO of one of our locations, or
-// refuses it when the location does not exist here.
-func (n *node) serve(from int, h *transport.Header) error {
-	return n.place(from, decodeRequest(h))
-}
-
-// place places request m of rank from (see serve).
+// place places request m of rank from, a remote handle's, in the FIFO of one of our
+// locations, or refuses it when the location does not exist here.
 func (n *node) place(from int, m requestMsg) error {
 	n.j.det.moves.Add(1) // the deadlock watch must see that something moved
 	l, err := n.j.ownedByIndex(m.loc)
@@ -157,8 +152,7 @@ func (n *node) place(from int, m requestMsg) error {
 // released ends a remote handle's access to one of our locations, after placing the
 // request of its next round that the release carries; a write's data is already in the
 // location's buffer.
-func (n *node) released(from int, h *transport.Header, payload []byte) error {
-	m := decodeRelease(h)
+func (n *node) released(from int, m releaseMsg, payload []byte) error {
 	n.j.det.moves.Add(1)
 	s := n.servedGrant(from, m.ticket)
 	if s == nil {
@@ -191,7 +185,7 @@ func (n *node) released(from int, h *transport.Header, payload []byte) error {
 	mirror := -1
 	if m.data && s.req.Mode() == fifo.Write {
 		mirror = from
-		n.j.bufs.resizeKeep(&l.data, int(h.Len), n.j.bufs.filled) // the payload is there; this sets the size, 0 included
+		n.j.bufs.resizeKeep(&l.data, m.size, n.j.bufs.filled) // the payload is there; this sets the size, 0 included
 	}
 	return l.release(&s.req, mirror >= 0, mirror, false)
 }
@@ -199,19 +193,19 @@ func (n *node) released(from int, h *transport.Header, payload []byte) error {
 // writeBackSink returns where the data of a write release goes: the location's data. Data
 // for a ticket that holds no write grant is refused, the peer is broken, unless the job has
 // failed (see grantSink).
-func (n *node) writeBackSink(from int, h *transport.Header) ([]byte, error) {
-	if !decodeRelease(h).data {
+func (n *node) writeBackSink(from int, m releaseMsg) ([]byte, error) {
+	if !m.data {
 		return nil, nil
 	}
-	s := n.servedGrant(from, h.ID)
+	s := n.servedGrant(from, m.ticket)
 	if s == nil || s.req.Mode() != fifo.Write {
 		if n.j.failed.Load() {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("orwl: write-back for ticket %d, which holds no write grant", h.ID)
+		return nil, fmt.Errorf("orwl: write-back for ticket %d, which holds no write grant", m.ticket)
 	}
 	if n.j.rec != nil {
-		s.transfer = n.j.rec.TaskTrack(s.loc.id.Task).BeginTransfer(trace.Loc(s.loc.id), trace.In, from, int64(h.Len))
+		s.transfer = n.j.rec.TaskTrack(s.loc.id.Task).BeginTransfer(trace.Loc(s.loc.id), trace.In, from, int64(m.size))
 	}
-	return n.j.bufs.resizeKeep(&s.loc.data, int(h.Len), n.j.bufs.filled), nil
+	return n.j.bufs.resizeKeep(&s.loc.data, m.size, n.j.bufs.filled), nil
 }

@@ -1,6 +1,7 @@
 package orwl
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/orwl-go/orwl/checkpoint"
@@ -9,8 +10,11 @@ import (
 	"github.com/orwl-go/orwl/transport"
 )
 
-// The ORWL protocol between the processes of a job: every message, its direction, and how
-// it fills the transport's neutral header (Type, Flags, Key, ID, Seq, Arg) and payload. Nothing else in the package builds or reads a header.
+// The ORWL protocol between the processes of a job: every message, its direction, how it
+// fills the transport's neutral header (Type, Flags, Key, ID, Seq, Arg) and payload, and
+// the dispatch of what arrives (node.Sink, node.Handle) to the decoded message's receiver.
+// Nothing else in the package builds or reads a header: no other function takes a
+// *transport.Header.
 //
 // Requests, releases and write-back data travel on the requester's connection, in the
 // order the requester's tasks made them (rule 14); grants, with the location's data, on the
@@ -92,6 +96,7 @@ type grantMsg struct {
 	refused bool
 	more    bool
 	recycle bool
+	size    int // the payload's length, when decoded (the transport sets it on sending)
 }
 
 func (m *grantMsg) header() transport.Header {
@@ -102,7 +107,7 @@ func (m *grantMsg) header() transport.Header {
 func decodeGrant(h *transport.Header) grantMsg {
 	return grantMsg{loc: h.Key, ticket: h.ID, version: h.Seq, flow: trace.FlowID(h.Arg),
 		data: h.Flags&flagData != 0, refused: h.Flags&flagRefused != 0, more: h.Flags&flagMore != 0,
-		recycle: h.Flags&flagRecycle != 0}
+		recycle: h.Flags&flagRecycle != 0, size: int(h.Len)}
 }
 
 // releaseMsg ends the access of ticket; a writer's release carries the data it leaves, and
@@ -120,6 +125,7 @@ type releaseMsg struct {
 	data    bool
 	failed  bool
 	dropped bool
+	size    int // the payload's length, when decoded (the transport sets it on sending)
 }
 
 func (m *releaseMsg) header() transport.Header {
@@ -129,7 +135,7 @@ func (m *releaseMsg) header() transport.Header {
 
 func decodeRelease(h *transport.Header) releaseMsg {
 	return releaseMsg{loc: h.Key, ticket: h.ID, next: h.Seq, flow: trace.FlowID(h.Arg), data: h.Flags&flagData != 0,
-		failed: h.Flags&flagFailed != 0, dropped: h.Flags&flagDropped != 0}
+		failed: h.Flags&flagFailed != 0, dropped: h.Flags&flagDropped != 0, size: int(h.Len)}
 }
 
 // problemsHeader is the header of a process's init-phase mistakes (msgProblems), and
@@ -169,6 +175,58 @@ func (m *clockMsg) header() transport.Header {
 
 func decodeClock(h *transport.Header) clockMsg {
 	return clockMsg{asked: h.Arg, answer: int64(h.Seq)}
+}
+
+// Sink implements transport.Handler: a grant's data lands in the mirror (requester), a
+// write-back in the location (owner), a checkpoint piece from a partner in a buffer of the
+// checkpointer.
+func (n *node) Sink(from int, h *transport.Header) ([]byte, error) {
+	switch h.Type {
+	case msgGrant:
+		return n.grantSink(from, decodeGrant(h))
+	case msgRelease:
+		return n.writeBackSink(from, decodeRelease(h))
+	case msgCheckpoint:
+		if h.Flags == ckptPiece && n.j.ckpt != nil {
+			return n.j.ckpt.copyBuffer(h.Len), nil
+		}
+	}
+	return nil, nil
+}
+
+// Handle implements transport.Handler: it decodes the message and hands it to its receiver.
+// A malformed message fails the job, naming the sender.
+func (n *node) Handle(from int, h *transport.Header, payload []byte) {
+	var err error
+	switch h.Type {
+	case msgRequest:
+		err = n.place(from, decodeRequest(h))
+	case msgGrant:
+		err = n.granted(from, decodeGrant(h), payload)
+	case msgRelease:
+		err = n.released(from, decodeRelease(h), payload)
+	case msgProblems:
+		n.problemsFrom(from, payload)
+	case msgFail:
+		n.peerFailed(from, decodeFailure(h), payload)
+	case msgStuck:
+		n.stuck(from, decodeStuck(h), payload)
+	case msgClock:
+		n.clockMessage(from, decodeClock(h))
+	case msgCheckpoint:
+		if n.j.ckpt == nil {
+			err = errors.New("a checkpoint message, and this job takes none")
+		} else {
+			n.j.ckpt.handle(from, decodeCkpt(h), payload)
+		}
+	case msgTracePart:
+		n.tracePart(from, payload)
+	default:
+		err = fmt.Errorf("unknown message type %d", h.Type)
+	}
+	if err != nil {
+		n.j.fail(fmt.Errorf("orwl: protocol error from rank %d: %w", from, err))
+	}
 }
 
 // The steps of a checkpoint and of a restart: the Flags of a msgCheckpoint, each with a

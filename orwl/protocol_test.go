@@ -1,6 +1,11 @@
 package orwl
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/orwl-go/orwl/fifo"
@@ -42,5 +47,49 @@ func TestMessagesRoundTrip(t *testing.T) {
 	c := clockMsg{asked: 1_700_000_000_000_000_000, answer: 1_700_000_000_000_000_123}
 	if h := c.header(); decodeClock(&h) != c {
 		t.Errorf("clock %+v did not come back", c)
+	}
+}
+
+// A decoded grant or release says how long its payload is: the receivers size the mirror or
+// the location from it, and read no header.
+func TestDecodedSize(t *testing.T) {
+	g := grantMsg{loc: 1, ticket: 2, data: true}
+	h := g.header()
+	h.Len = 4096
+	if got := decodeGrant(&h).size; got != 4096 {
+		t.Errorf("grant of 4096 bytes decoded with size %d", got)
+	}
+	r := releaseMsg{loc: 1, ticket: 2, data: true}
+	h = r.header()
+	h.Len = 24
+	if got := decodeRelease(&h).size; got != 24 {
+		t.Errorf("release of 24 bytes decoded with size %d", got)
+	}
+}
+
+// Only protocol.go builds or reads a header: no other file of the package names
+// transport.Header.
+func TestOnlyProtocolReadsHeaders(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if name == "protocol.go" || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if s, ok := n.(*ast.SelectorExpr); ok && s.Sel.Name == "Header" {
+				if x, ok := s.X.(*ast.Ident); ok && x.Name == "transport" {
+					t.Errorf("%s: transport.Header outside protocol.go", fset.Position(s.Pos()))
+				}
+			}
+			return true
+		})
 	}
 }

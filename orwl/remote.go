@@ -358,19 +358,19 @@ func (t *remoteTicket) traceRelease(_ int, _ fifo.Mode, flow trace.FlowID) { t.r
 // the job has failed: the owner granted it before it heard of the failure, and refusing it
 // would cut the connection, which the owner would take for this process's loss. It lands
 // in the connection's scratch memory then (nil), and Handle's error changes nothing.
-func (n *node) grantSink(from int, h *transport.Header) ([]byte, error) {
-	if !decodeGrant(h).data {
+func (n *node) grantSink(from int, m grantMsg) ([]byte, error) {
+	if !m.data {
 		return nil, nil
 	}
-	t := n.ticket(h.ID)
+	t := n.ticket(m.ticket)
 	if t == nil || t.q.owner != from {
 		if n.j.failed.Load() {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("orwl: data for unknown ticket %d", h.ID)
+		return nil, fmt.Errorf("orwl: data for unknown ticket %d", m.ticket)
 	}
 	if n.j.rec != nil {
-		t.transfer = n.j.rec.TaskTrack(t.spec.Task).BeginTransfer(trace.Loc(n.j.locationAt(h.Key)), trace.In, from, int64(h.Len))
+		t.transfer = n.j.rec.TaskTrack(t.spec.Task).BeginTransfer(trace.Loc(n.j.locationAt(m.loc)), trace.In, from, int64(m.size))
 	}
 	// Data comes only when no grant of the queue is held (a new version needs every reader
 	// of the old one to have released), so the mirror is writable; a failed job's late
@@ -381,7 +381,7 @@ func (n *node) grantSink(from int, h *transport.Header) ([]byte, error) {
 		q.guard(false)
 		q.grantMu.Unlock()
 	}
-	return n.j.bufs.resizeKeep(&q.mirror, int(h.Len), n.req.spare.take), nil
+	return n.j.bufs.resizeKeep(&q.mirror, m.size, n.req.spare.take), nil
 }
 
 // resizeKeep sets *b to n bytes, reallocating with alloc (freeing the old buffer) only when
@@ -397,8 +397,7 @@ func (bs buffers) resizeKeep(b *[]byte, n int, alloc func(int) []byte) []byte {
 }
 
 // granted completes a remote ticket: the payload, if any, is already in the mirror.
-func (n *node) granted(from int, h *transport.Header, payload []byte) error {
-	m := decodeGrant(h)
+func (n *node) granted(from int, m grantMsg, payload []byte) error {
 	n.j.det.moves.Add(1)
 	t := n.ticket(m.ticket)
 	if t == nil || t.q.owner != from {
@@ -410,7 +409,7 @@ func (n *node) granted(from int, h *transport.Header, payload []byte) error {
 	}
 	q := t.q
 	if m.data {
-		n.j.bufs.resizeKeep(&q.mirror, int(h.Len), n.req.spare.take) // the payload is there; this sets the size, 0 included
+		n.j.bufs.resizeKeep(&q.mirror, m.size, n.req.spare.take) // the payload is there; this sets the size, 0 included
 		q.version = m.version
 	} else if q.version != m.version {
 		return fmt.Errorf("grant of %s without data: this process's copy holds version %d, not %d", n.j.locationAt(m.loc), q.version, m.version)

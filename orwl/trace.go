@@ -1,6 +1,7 @@
 package orwl
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -66,6 +67,13 @@ func (n *node) clockMessage(from int, m clockMsg) {
 // traceLoc names the location of ticket t for the trace.
 func (j *job) traceLoc(t handle.Ticket) trace.Loc {
 	return trace.Loc(j.locationAt(t.(ticket).where()))
+}
+
+// tracePart keeps the trace part of rank from, at rank 0 (see sendTracePart).
+func (n *node) tracePart(from int, payload []byte) {
+	n.wide.mu.Lock()
+	n.wide.traceParts[from] = bytes.Clone(payload) // payload is the mesh's scratch memory
+	n.wide.mu.Unlock()
 }
 
 // sendTracePart sends this process's trace to rank 0; it travels before the final
