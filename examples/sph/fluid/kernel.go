@@ -1,0 +1,361 @@
+package fluid
+
+import (
+	"fmt"
+	"math"
+)
+
+// This file is the physics, shared by Sequential and the tasks of Run: the canonical
+// order, the density phase and the force phase with the integration. Every product that
+// feeds an addition or a subtraction is written float64(a*b) so that no compiler fuses it
+// into a multiply-add (the Go specification: an explicit conversion rounds), whatever
+// GOAMD64 or GOARCH: the results are those of the problem's exact build.
+
+// particles is a set of particles as arrays, one per coordinate.
+type particles struct {
+	id                  []int32
+	x, y, z, vx, vy, vz []float64
+}
+
+func (p *particles) len() int { return len(p.id) }
+
+// resize sets the number of particles to n, keeping the first ones; memory is reused
+// once it has grown, so a steady state allocates nothing.
+func (p *particles) resize(n int) {
+	p.id = grow(p.id, n)
+	for _, a := range p.floats() {
+		*a = grow(*a, n)
+	}
+}
+
+// floats returns the coordinate arrays, in the order of the locations' formats.
+func (p *particles) floats() [6]*[]float64 {
+	return [6]*[]float64{&p.x, &p.y, &p.z, &p.vx, &p.vy, &p.vz}
+}
+
+// set copies particle j of q into particle i of p.
+func (p *particles) set(i int, q *particles, j int) {
+	p.id[i], p.x[i], p.y[i], p.z[i] = q.id[j], q.x[j], q.y[j], q.z[j]
+	p.vx[i], p.vy[i], p.vz[i] = q.vx[j], q.vy[j], q.vz[j]
+}
+
+// grow returns s with length n, its prefix kept, reallocated with a margin when its
+// capacity is too small.
+func grow[T any](s []T, n int) []T {
+	if n <= cap(s) {
+		return s[:n]
+	}
+	return append(s[:cap(s)], make([]T, n+n/4-cap(s))...)[:n]
+}
+
+// order is the canonical order of a set of particles that lie in the cells [c0, c1): cell
+// by cell, ascending id within a cell.
+type order struct {
+	c0, c1 int
+	cell   []int32 // the cell of each particle
+	perm   []int32 // the particles' indexes in canonical order
+	first  []int32 // first[c-c0]: where cell c begins in perm; len c1-c0+1
+}
+
+// sort computes the canonical order of p. A particle outside [c0, c1) is an error naming
+// it.
+func (o *order) sort(k *consts, p *particles, c0, c1 int) error {
+	n := p.len()
+	o.c0, o.c1 = c0, c1
+	o.cell, o.perm = grow(o.cell, n), grow(o.perm, n)
+	o.first = grow(o.first, c1-c0+1)
+	clear(o.first)
+	for i := range n {
+		c := k.cellOf(p.x[i], p.y[i], p.z[i])
+		if c < c0 || c >= c1 {
+			return fmt.Errorf("particle %d at (%v, %v, %v) is in cell %d, outside cells [%d, %d)", p.id[i], p.x[i], p.y[i], p.z[i], c, c0, c1)
+		}
+		o.cell[i] = int32(c - c0)
+		o.first[c-c0+1]++
+	}
+	for c := range c1 - c0 {
+		o.first[c+1] += o.first[c]
+	}
+	next := o.first[:c1-c0] // filled in place, then shifted back
+	for i := range n {
+		c := o.cell[i]
+		o.perm[next[c]] = int32(i)
+		next[c]++
+	}
+	copy(o.first[1:], next)
+	o.first[0] = 0
+	for c := range c1 - c0 {
+		cell := o.perm[o.first[c]:o.first[c+1]]
+		for a := 1; a < len(cell); a++ { // insertion: the cells are small and mostly in order
+			for b := a; b > 0 && p.id[cell[b]] < p.id[cell[b-1]]; b-- {
+				cell[b], cell[b-1] = cell[b-1], cell[b]
+			}
+		}
+	}
+	return nil
+}
+
+// span returns the range of perm of the cells [a, b).
+func (o *order) span(a, b int) []int32 { return o.perm[o.first[a-o.c0]:o.first[b-o.c0]] }
+
+// window is what one task computes with: the particles of the cells [w0, w1) in canonical
+// order, of which those of the cells [c0, c1), indexes [o0, o1), are its own, and the
+// others its halo. It computes the density and the forces of its own particles.
+type window struct {
+	k              *consts
+	w0, w1, c0, c1 int
+	o0, o1         int
+	start          []int32 // start[c-w0]: the index of the first particle of cell c
+	cells          int     // cells appended so far
+
+	x, y, z, vx, vy, vz, rho, pt []float64
+	id                           []int32 // ids of the own particles, id[i-o0]
+
+	nbFirst  []int32   // the neighbours of own particle i are nb[nbFirst[i-o0]:nbFirst[i-o0+1]]
+	nb       []int32   // in canonical neighbour order
+	r2       []float64 // the squared distances of one particle's neighbour candidates
+	cellWork []int64   // neighbour count of every own cell's particles
+}
+
+// reset begins a window of the cells [w0, w1) whose own cells are [c0, c1).
+func (w *window) reset(k *consts, w0, c0, c1, w1 int) {
+	w.k, w.w0, w.c0, w.c1, w.w1 = k, w0, c0, c1, w1
+	w.start = grow(w.start, w1-w0+1)
+	w.start[0] = 0
+	w.cells = 0
+	w.resize(0)
+}
+
+func (w *window) n() int { return int(w.start[w.cells]) }
+
+func (w *window) resize(n int) {
+	for _, a := range []*[]float64{&w.x, &w.y, &w.z, &w.vx, &w.vy, &w.vz, &w.rho, &w.pt} {
+		*a = grow(*a, n)
+	}
+}
+
+// addBand appends the cells of a halo band, count[i] particles in its i-th cell, with their
+// positions and velocities q (x, y, z, vx, vy, vz).
+func (w *window) addBand(count []float64, q [6][]float64) error {
+	n := w.n()
+	if w.cells+len(count) > w.w1-w.w0 {
+		return fmt.Errorf("a band of %d cells after %d overflows the window [%d, %d)", len(count), w.cells, w.w0, w.w1)
+	}
+	total := n
+	for _, c := range count {
+		total += int(c)
+		w.cells++
+		w.start[w.cells] = int32(total)
+	}
+	if total-n != len(q[0]) {
+		return fmt.Errorf("a band's cells count %d particles, its data has %d", total-n, len(q[0]))
+	}
+	w.resize(total)
+	for i, a := range [6][]float64{w.x, w.y, w.z, w.vx, w.vy, w.vz} {
+		copy(a[n:total], q[i])
+	}
+	return nil
+}
+
+// addOwn appends the own cells: the particles p in the canonical order o.
+func (w *window) addOwn(p *particles, o *order) {
+	n := w.n()
+	w.o0 = n
+	for c := o.c0; c < o.c1; c++ {
+		w.cells++
+		w.start[w.cells] = int32(n) + o.first[c+1-o.c0]
+	}
+	w.o1 = w.n()
+	w.resize(w.o1)
+	w.id = grow(w.id, w.o1-w.o0)
+	x, y, z, vx, vy, vz := w.x[n:w.o1], w.y[n:w.o1], w.z[n:w.o1], w.vx[n:w.o1], w.vy[n:w.o1], w.vz[n:w.o1]
+	id := w.id[:len(x)]
+	for i, j := range o.perm[:len(x)] {
+		id[i], x[i], y[i], z[i] = p.id[j], p.x[j], p.y[j], p.z[j]
+		vx[i], vy[i], vz[i] = p.vx[j], p.vy[j], p.vz[j]
+	}
+}
+
+// complete checks that every cell of the window was appended.
+func (w *window) complete() error {
+	if w.cells != w.w1-w.w0 {
+		return fmt.Errorf("the window [%d, %d) has %d cells, want %d", w.w0, w.w1, w.cells, w.w1-w.w0)
+	}
+	return nil
+}
+
+// ranges returns the particle ranges of the neighbour cells of cell c in the canonical
+// visiting order: for each (dz, dy), the run of up to three cells along x, contiguous in
+// cell order, so one range each.
+func (w *window) ranges(c int, lo, hi *[9]int32) int {
+	nc := w.k.nc
+	cx, cy, cz := c%nc, c/nc%nc, c/(nc*nc)
+	nr := 0
+	for dz := -1; dz <= 1; dz++ {
+		if cz+dz < 0 || cz+dz >= nc {
+			continue
+		}
+		for dy := -1; dy <= 1; dy++ {
+			if cy+dy < 0 || cy+dy >= nc {
+				continue
+			}
+			a := c + nc*(dy+nc*dz) - w.w0
+			b := a + 1
+			if cx > 0 {
+				a--
+			}
+			if cx < nc-1 {
+				b++
+			}
+			lo[nr], hi[nr] = w.start[a], w.start[b]
+			nr++
+		}
+	}
+	return nr
+}
+
+// density computes rho and pt of the own particles, their neighbour lists and the work
+// of every own cell (its particles' neighbour counts), and returns the total work.
+func (w *window) density() int64 {
+	k := w.k
+	own := w.o1 - w.o0
+	w.nbFirst = grow(w.nbFirst, own+1)
+	w.cellWork = grow(w.cellWork, w.c1-w.c0)
+	nb := w.nb[:cap(w.nb)]
+	used := 0
+	var total int64
+	var lo, hi [9]int32
+	for c := w.c0; c < w.c1; c++ {
+		nr := w.ranges(c, &lo, &hi)
+		first := used
+		for i := w.start[c-w.w0]; i < w.start[c-w.w0+1]; i++ {
+			w.nbFirst[int(i)-w.o0] = int32(used)
+			xi, yi, zi := w.x[i], w.y[i], w.z[i]
+			cand := 0
+			for r := range nr {
+				cand += int(hi[r] - lo[r])
+			}
+			if len(nb)-used < cand {
+				nb = grow(nb[:used], used+cand)
+				nb = nb[:cap(nb)]
+			}
+			if len(w.r2) < cand {
+				w.r2 = grow(w.r2, cand)
+			}
+			found := 0
+			for r := range nr {
+				a, b := lo[r], hi[r]
+				if a <= i && i < b { // the particle's own cell: leave it out
+					found += filter(nb[used+found:], w.r2[found:], w.x[a:i], w.y[a:i], w.z[a:i], a, xi, yi, zi, k.H2)
+					a = i + 1
+				}
+				found += filter(nb[used+found:], w.r2[found:], w.x[a:b], w.y[a:b], w.z[a:b], a, xi, yi, zi, k.H2)
+			}
+			used += found
+			rho := k.m * kernelSum(w.r2[:found], k)
+			w.rho[i], w.pt[i] = rho, rho/(rho*rho)
+		}
+		w.cellWork[c-w.c0] = int64(used - first)
+		total += int64(used - first)
+	}
+	w.nbFirst[own] = int32(used)
+	w.nb = nb[:used]
+	return total
+}
+
+// filter writes to dst the indexes j0+j of the points (xs[j], ys[j], zs[j]) closer to (xi,
+// yi, zi) than the support (r² < H2), in order, and their r² to r2 at the same places; it
+// returns how many. It writes every candidate and advances only past the neighbours,
+// without a branch: dst and r2 must have room for all of xs.
+func filter(dst []int32, r2 []float64, xs, ys, zs []float64, j0 int32, xi, yi, zi, H2 float64) int {
+	ys, zs = ys[:len(xs)], zs[:len(xs)]
+	dst, r2 = dst[:len(xs)], r2[:len(xs)]
+	n := 0
+	for j, xj := range xs {
+		dx, dy, dz := xi-xj, yi-ys[j], zi-zs[j]
+		d := float64(float64(dx*dx)+float64(dy*dy)) + float64(dz*dz)
+		dst[n], r2[n] = j0+int32(j), d
+		n += int(math.Float64bits(d-H2) >> 63) // d < H2: d-H2 is negative (never -0: d != H2)
+	}
+	return n
+}
+
+// kernelSum returns W(0) + Σ W(r) over the squared distances r2, in order.
+func kernelSum(r2 []float64, k *consts) float64 {
+	acc := k.sigma
+	for _, d := range r2 {
+		q := math.Sqrt(d) * k.hinv
+		var w float64
+		if q < 1.0 {
+			w = k.sigma * (1.0 + float64(float64(q*q)*(float64(0.75*q)-1.5)))
+		} else {
+			t := 2.0 - q
+			w = ((k.sig4 * t) * t) * t
+		}
+		acc += w
+	}
+	return acc
+}
+
+// forces computes the acceleration of every own particle from its neighbours (density
+// must have run, and rho and pt of the halo be known) and integrates it: out, resized to
+// the own particles, receives their ids and new positions and velocities, walls applied,
+// in canonical order.
+func (w *window) forces(out *particles) {
+	k := w.k
+	out.resize(w.o1 - w.o0)
+	x, y, z, vx, vy, vz, rho, pt := w.x, w.y, w.z, w.vx, w.vy, w.vz, w.rho, w.pt
+	y, z, vx, vy, vz, rho, pt = y[:len(x)], z[:len(x)], vx[:len(x)], vy[:len(x)], vz[:len(x)], rho[:len(x)], pt[:len(x)]
+	for i := w.o0; i < w.o1; i++ {
+		xi, yi, zi, vxi, vyi, vzi, rhoi, pti := x[i], y[i], z[i], vx[i], vy[i], vz[i], rho[i], pt[i]
+		var sx, sy, sz float64
+		for _, j := range w.nb[w.nbFirst[i-w.o0]:w.nbFirst[i-w.o0+1]] {
+			dx, dy, dz := xi-x[j], yi-y[j], zi-z[j]
+			r2 := float64(float64(dx*dx)+float64(dy*dy)) + float64(dz*dz)
+			r := math.Sqrt(r2)
+			q := r * k.hinv
+			var f float64
+			if q < 1.0 {
+				f = k.c1 * (float64(2.25*q) - 3.0)
+			} else {
+				t := 2.0 - q
+				f = (-((k.c2 * t) * t)) / r
+			}
+			vdotr := float64(float64((vxi-vx[j])*dx)+float64((vyi-vy[j])*dy)) + float64((vzi-vz[j])*dz)
+			visc := 0.0
+			if vdotr < 0.0 {
+				mu := (k.h * vdotr) / (r2 + k.epsh2)
+				visc = (float64((2.0*mu)*mu) - mu) / (0.5 * (rhoi + rho[j]))
+			}
+			g := (k.m * ((pti + pt[j]) + visc)) * f
+			sx += float64(g * dx)
+			sy += float64(g * dy)
+			sz += float64(g * dz)
+		}
+		o := i - w.o0
+		out.id[o] = w.id[o]
+		out.x[o], out.vx[o] = integrate(xi, vxi, -sx, k.dt)
+		out.y[o], out.vy[o] = integrate(yi, vyi, -sy, k.dt)
+		out.z[o], out.vz[o] = integrate(zi, vzi, -sz, k.dt)
+	}
+}
+
+// integrate is one component of the symplectic Euler step and the walls' reflection.
+func integrate(x, v, a, dt float64) (float64, float64) {
+	v += float64(dt * a)
+	x += float64(dt * v)
+	if x < 0.0 {
+		x, v = -x, -v
+	} else if x > 1.0 {
+		x, v = 2.0-x, -v
+	}
+	return x, v
+}
+
+// scatter copies the particles p into s, each at its id.
+func (p *particles) scatter(s *State) {
+	for i, id := range p.id {
+		s.X[id], s.Y[id], s.Z[id] = p.x[i], p.y[i], p.z[i]
+		s.VX[id], s.VY[id], s.VZ[id] = p.vx[i], p.vy[i], p.vz[i]
+	}
+}
