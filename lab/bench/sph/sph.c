@@ -1,0 +1,321 @@
+/* The C OpenMP reference of go run ./lab/bench sph: the SPH workload of issue 45 (the page
+ * that defines it: sph.md), a 3-D weakly-compressible SPH of N particles in the unit box,
+ * written from that page alone; "section" below means one of that page's.
+ *
+ *   sph N STEPS [SEED]
+ *
+ * Every step sorts the particles into the canonical order (by cell, then by id) with a
+ * counting sort, then computes the density and the force of every particle as gathers over
+ * its neighbours in the canonical neighbour order (OpenMP, schedule(dynamic,64), threads of
+ * OMP_NUM_THREADS), then integrates (symplectic Euler) and reflects at the walls. The
+ * result does not depend on the thread count. It prints one line
+ *
+ *   interactions=I cells=C h=H
+ *
+ * and last the page's result line
+ *
+ *   result: particles=N steps=S threads=T seconds=W interactions_per_s=I kinetic=K checksum=C
+ *
+ * W times the steps alone. Build: gcc -O3 -march=native -fopenmp (the page's "default"
+ * build, FMA contraction allowed), with -ffp-contract=off for its "exact" build.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PI 3.141592653589793
+
+/* The derived constants of section 2, computed once, in its order. */
+static long N;
+static int nc;
+static double h, hinv, H2, m, dt, sigma, sig4, c1, c2, epsh2;
+
+/* The particles in canonical order (slot i): positions, velocities, density, pressure term,
+ * acceleration, id and cell; where[id] is the slot of particle id. */
+static double *x, *y, *z, *vx, *vy, *vz, *rho, *pt, *ax, *ay, *az;
+static long *id, *where;
+static int *cell;
+/* The next order's arrays, swapped with the current ones after each sort. */
+static double *nx, *ny, *nz, *nvx, *nvy, *nvz;
+static long *nid;
+static int *ncell;
+/* start[c] .. start[c+1]-1 are the slots of cell c; next[c] fills them during the sort. */
+static long *start, *next;
+
+static void *alloc(size_t n, size_t size) {
+	void *p = calloc(n ? n : 1, size);
+	if (!p) {
+		fprintf(stderr, "sph: out of memory for %zu items of %zu bytes\n", n, size);
+		exit(1);
+	}
+	return p;
+}
+
+static uint64_t rng;
+
+/* draw returns the next uniform double in [0,1) of the splitmix64 stream. */
+static double draw(void) {
+	rng += 0x9E3779B97F4A7C15ULL;
+	uint64_t v = rng;
+	v = (v ^ (v >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	v = (v ^ (v >> 27)) * 0x94D049BB133111EBULL;
+	v = v ^ (v >> 31);
+	return (double)(v >> 11) * 0x1.0p-53;
+}
+
+/* setup computes the constants and places the particles (sections 2 and 3). */
+static void setup(uint64_t seed) {
+	long k = 1;
+	while ((k + 1) * (k + 1) * (k + 1) <= N)
+		k++;
+	h = 1.2 / k;
+	hinv = 1.0 / h;
+	double H = 2.0 * h;
+	H2 = H * H;
+	nc = (int)(1.0 / H);
+	if (nc < 1)
+		nc = 1;
+	m = 1.0 / N;
+	dt = 0.1 * h;
+	sigma = 1.0 / (((PI * h) * h) * h);
+	sig4 = 0.25 * sigma;
+	c1 = (sigma * hinv) * hinv;
+	c2 = (0.75 * sigma) * hinv;
+	epsh2 = (0.01 * h) * h;
+
+	double **arrays[] = {&x, &y, &z, &vx, &vy, &vz, &rho, &pt, &ax, &ay, &az, &nx, &ny, &nz, &nvx, &nvy, &nvz};
+	for (size_t a = 0; a < sizeof arrays / sizeof arrays[0]; a++)
+		*arrays[a] = alloc(N, sizeof(double));
+	id = alloc(N, sizeof(long));
+	nid = alloc(N, sizeof(long));
+	where = alloc(N, sizeof(long));
+	cell = alloc(N, sizeof(int));
+	ncell = alloc(N, sizeof(int));
+	long cells = (long)nc * nc * nc;
+	start = alloc(cells + 1, sizeof(long));
+	next = alloc(cells, sizeof(long));
+
+	rng = seed;
+	long nd = N / 4;
+	for (long i = 0; i < N; i++) {
+		if (i < nd) {
+			x[i] = 0.5 * draw();
+			y[i] = 0.5 * draw();
+			z[i] = 0.5 * draw();
+		} else {
+			do {
+				x[i] = draw();
+				y[i] = draw();
+				z[i] = draw();
+			} while (x[i] < 0.5 && y[i] < 0.5 && z[i] < 0.5);
+		}
+		id[i] = where[i] = i;
+	}
+}
+
+/* coord returns the cell coordinate of position p, truncated and clamped to [0, nc-1]. */
+static inline int coord(double p) {
+	int c = (int)(p * nc);
+	return c < 0 ? 0 : c >= nc ? nc - 1 : c;
+}
+
+/* sort puts the particles into canonical order: by cell, within a cell by ascending id. */
+static void sort(void) {
+	long cells = (long)nc * nc * nc;
+	memset(start, 0, (cells + 1) * sizeof(long));
+	for (long i = 0; i < N; i++) {
+		cell[i] = coord(x[i]) + nc * (coord(y[i]) + nc * coord(z[i]));
+		start[cell[i] + 1]++;
+	}
+	for (long c = 0; c < cells; c++) {
+		start[c + 1] += start[c];
+		next[c] = start[c];
+	}
+	for (long p = 0; p < N; p++) { /* by ascending id: each cell fills in id order */
+		long i = where[p], d = next[cell[i]]++;
+		nx[d] = x[i], ny[d] = y[i], nz[d] = z[i];
+		nvx[d] = vx[i], nvy[d] = vy[i], nvz[d] = vz[i];
+		nid[d] = p, ncell[d] = cell[i];
+		where[p] = d;
+	}
+	double *t;
+	t = x, x = nx, nx = t;
+	t = y, y = ny, ny = t;
+	t = z, z = nz, nz = t;
+	t = vx, vx = nvx, nvx = t;
+	t = vy, vy = nvy, nvy = t;
+	t = vz, vz = nvz, nvz = t;
+	long *l = id;
+	id = nid, nid = l;
+	int *c = cell;
+	cell = ncell, ncell = c;
+}
+
+/* neighbours writes the cells around cell c that lie in the box into b, in canonical order
+ * (dz, then dy, then dx, each -1, 0, 1), and returns how many. */
+static int neighbours(int c, int b[27]) {
+	int cx = c % nc, cy = (c / nc) % nc, cz = c / (nc * nc), n = 0;
+	for (int dz = -1; dz <= 1; dz++)
+		for (int dy = -1; dy <= 1; dy++)
+			for (int dx = -1; dx <= 1; dx++)
+				if (cx + dx >= 0 && cx + dx < nc && cy + dy >= 0 && cy + dy < nc && cz + dz >= 0 && cz + dz < nc)
+					b[n++] = (cx + dx) + nc * ((cy + dy) + nc * (cz + dz));
+	return n;
+}
+
+/* density computes rho and pt of every particle and returns the number of neighbour pairs. */
+static long density(void) {
+	long pairs = 0;
+#pragma omp parallel for schedule(dynamic, 64) reduction(+ : pairs)
+	for (long i = 0; i < N; i++) {
+		double xi = x[i], yi = y[i], zi = z[i], acc = sigma;
+		int b[27], nb = neighbours(cell[i], b);
+		for (int k = 0; k < nb; k++) {
+			for (long j = start[b[k]]; j < start[b[k] + 1]; j++) {
+				double dx = xi - x[j], dy = yi - y[j], dz = zi - z[j];
+				double r2 = ((dx * dx) + (dy * dy)) + (dz * dz);
+				if (j == i || !(r2 < H2))
+					continue;
+				pairs++;
+				double r = sqrt(r2), q = r * hinv, w;
+				if (q < 1.0) {
+					w = sigma * (1.0 + ((q * q) * ((0.75 * q) - 1.5)));
+				} else {
+					double t = 2.0 - q;
+					w = ((sig4 * t) * t) * t;
+				}
+				acc = acc + w;
+			}
+		}
+		double ri = m * acc;
+		rho[i] = ri;
+		pt[i] = ri / (ri * ri);
+	}
+	return pairs;
+}
+
+/* force computes the acceleration of every particle from x, v, rho and pt. */
+static void force(void) {
+#pragma omp parallel for schedule(dynamic, 64)
+	for (long i = 0; i < N; i++) {
+		double xi = x[i], yi = y[i], zi = z[i], vxi = vx[i], vyi = vy[i], vzi = vz[i];
+		double rhoi = rho[i], pti = pt[i], sx = 0.0, sy = 0.0, sz = 0.0;
+		int b[27], nb = neighbours(cell[i], b);
+		for (int k = 0; k < nb; k++) {
+			for (long j = start[b[k]]; j < start[b[k] + 1]; j++) {
+				double dx = xi - x[j], dy = yi - y[j], dz = zi - z[j];
+				double r2 = ((dx * dx) + (dy * dy)) + (dz * dz);
+				if (j == i || !(r2 < H2))
+					continue;
+				double r = sqrt(r2), q = r * hinv, f;
+				if (q < 1.0) {
+					f = c1 * ((2.25 * q) - 3.0);
+				} else {
+					double t = 2.0 - q;
+					f = (-((c2 * t) * t)) / r;
+				}
+				double vdotr = (((vxi - vx[j]) * dx) + ((vyi - vy[j]) * dy)) + ((vzi - vz[j]) * dz);
+				double visc = 0.0;
+				if (vdotr < 0.0) {
+					double mu = (h * vdotr) / (r2 + epsh2);
+					visc = (((2.0 * mu) * mu) - mu) / (0.5 * (rhoi + rho[j]));
+				}
+				double g = (m * ((pti + pt[j]) + visc)) * f;
+				sx = sx + g * dx;
+				sy = sy + g * dy;
+				sz = sz + g * dz;
+			}
+		}
+		ax[i] = -sx;
+		ay[i] = -sy;
+		az[i] = -sz;
+	}
+}
+
+/* wall reflects position *p and velocity *v at the walls 0 and 1. */
+static inline void wall(double *p, double *v) {
+	if (*p < 0.0) {
+		*p = -*p;
+		*v = -*v;
+	} else if (*p > 1.0) {
+		*p = 2.0 - *p;
+		*v = -*v;
+	}
+}
+
+/* integrate advances every particle by dt (symplectic Euler), then reflects it at the walls. */
+static void integrate(void) {
+#pragma omp parallel for schedule(static)
+	for (long i = 0; i < N; i++) {
+		vx[i] = vx[i] + (dt * ax[i]);
+		x[i] = x[i] + (dt * vx[i]);
+		wall(&x[i], &vx[i]);
+		vy[i] = vy[i] + (dt * ay[i]);
+		y[i] = y[i] + (dt * vy[i]);
+		wall(&y[i], &vy[i]);
+		vz[i] = vz[i] + (dt * az[i]);
+		z[i] = z[i] + (dt * vz[i]);
+		wall(&z[i], &vz[i]);
+	}
+}
+
+/* fnv hashes the 8 bytes of v (little endian) into hash, FNV-1a 64. */
+static uint64_t fnv(uint64_t hash, double v) {
+	uint64_t b;
+	memcpy(&b, &v, sizeof b);
+	for (int k = 0; k < 8; k++) {
+		hash ^= (b >> (8 * k)) & 0xff;
+		hash *= 0x100000001b3ULL;
+	}
+	return hash;
+}
+
+/* totals returns the kinetic energy and the checksum of section 6, summed in ascending id.
+ * The kinetic energy is section 6's formula without fused multiply-add in both builds: the
+ * default build's contraction stops at the steps. */
+__attribute__((optimize("fp-contract=off"))) static void totals(double *kinetic, uint64_t *sum) {
+	double k = 0.0, hm = 0.5 * m;
+	uint64_t hash = 0xcbf29ce484222325ULL;
+	for (long p = 0; p < N; p++) {
+		long i = where[p];
+		k = k + (hm * (((vx[i] * vx[i]) + (vy[i] * vy[i])) + (vz[i] * vz[i])));
+		double v[6] = {x[i], y[i], z[i], vx[i], vy[i], vz[i]};
+		for (int c = 0; c < 6; c++)
+			hash = fnv(hash, v[c]);
+	}
+	*kinetic = k, *sum = hash;
+}
+
+int main(int argc, char **argv) {
+	if (argc < 3 || argc > 4 || atol(argv[1]) < 1 || atol(argv[2]) < 0) {
+		fprintf(stderr, "usage: sph N STEPS [SEED]: N particles (at least 1), STEPS time steps\n");
+		return 2;
+	}
+	N = atol(argv[1]);
+	long steps = atol(argv[2]);
+	uint64_t seed = argc == 4 ? strtoull(argv[3], NULL, 10) : 1;
+	setup(seed);
+
+	long pairs = 0;
+	double t0 = omp_get_wtime();
+	for (long s = 0; s < steps; s++) {
+		sort();
+		pairs += density();
+		force();
+		integrate();
+	}
+	double seconds = omp_get_wtime() - t0;
+
+	double kinetic;
+	uint64_t sum;
+	totals(&kinetic, &sum);
+	long interactions = 2 * pairs;
+	printf("interactions=%ld cells=%ld h=%.17g\n", interactions, (long)nc * nc * nc, h);
+	printf("result: particles=%ld steps=%ld threads=%d seconds=%.6f interactions_per_s=%.6g kinetic=%.17g checksum=%016llx\n",
+	       N, steps, omp_get_max_threads(), seconds, seconds > 0 ? interactions / seconds : 0.0, kinetic,
+	       (unsigned long long)sum);
+	return 0;
+}
