@@ -21,7 +21,7 @@ import (
 // <!-- figures:begin --> and <!-- figures:end -->) from fresh measurements: the lock
 // benchmarks of package orwl (go test -bench, best of three runs, each beside its
 // reference from the same run) and this harness's kernels, matmul, first, hybrid, stencil,
-// wavefront, cholesky, checkpoint, hosts, grant and faults commands (their -json output).
+// wavefront, sph, cholesky, checkpoint, hosts, grant and faults commands (their -json output).
 // The matmul command sweeps sizes and process counts for its charts (lab/results/matmul_n.svg,
 // matmul_procs.svg); the table gives one size at one process per core. Figures in that
 // page are only ever written by this command, and so are the files in lab/results: it
@@ -49,6 +49,7 @@ type figuresFlags struct {
 	mmSizes, mmProcs           string
 	firstSizes, sections       string
 	stencilArgs, wavefrontArgs string
+	sphArgs                    string
 }
 
 // figuresSetup declares the flags of the figures command and returns its body.
@@ -62,15 +63,16 @@ func figuresSetup(fs *flag.FlagSet) func(*report) error {
 	fs.IntVar(&f.mmRounds, "matmul-rounds", 2, "rounds of every measurement of the matmul sweep")
 	fs.StringVar(&f.firstSizes, "first-n", "4096,6144", "matrix sizes of the first-multiplication comparison")
 	fs.IntVar(&f.firstRounds, "first-rounds", 5, "alternations of the first-multiplication comparison")
-	fs.StringVar(&f.sections, "sections", "locks,kernels,matmul,first,hybrid,stencil,wavefront,cholesky,checkpoint,hosts,grant,faults,gpu", "the measurements to make; the figures are rewritten with these only (try fewer on a copy of the page); gpu measures nothing: it rewrites the GPU part alone from the results of bench gpu in the results folder's gpu/")
+	fs.StringVar(&f.sections, "sections", "locks,kernels,matmul,first,hybrid,stencil,wavefront,sph,cholesky,checkpoint,hosts,grant,faults,gpu", "the measurements to make; the figures are rewritten with these only (try fewer on a copy of the page); gpu measures nothing: it rewrites the GPU part alone from the results of bench gpu in the results folder's gpu/")
 	fs.StringVar(&f.stencilArgs, "stencil-args", "", "more flags of the stencil command (for example -sizes 1000 -rounds 1)")
 	fs.StringVar(&f.wavefrontArgs, "wavefront-args", "", "more flags of the wavefront command (for example -n 20000 -rounds 1)")
+	fs.StringVar(&f.sphArgs, "sph-args", "", "more flags of the sph command (for example -n 20000 -steps 20)")
 	return func(*report) error { return benchFigures(f) }
 }
 
 // figuresSections are the measurements the figures command can make, in the order of the
 // page (gpu measures nothing: it rewrites the GPU part from bench gpu's results).
-var figuresSections = []string{"locks", "kernels", "matmul", "first", "hybrid", "stencil", "wavefront", "cholesky", "checkpoint", "grant", "hosts", "faults", "gpu"}
+var figuresSections = []string{"locks", "kernels", "matmul", "first", "hybrid", "stencil", "wavefront", "sph", "cholesky", "checkpoint", "grant", "hosts", "faults", "gpu"}
 
 // benchFigures measures what f asks and rewrites the figures of f.page.
 func benchFigures(f *figuresFlags) error {
@@ -160,6 +162,9 @@ func measureFigures(f *figuresFlags, mm matmulSweep, want map[string]bool, root,
 		"wavefront": func() error {
 			return appendRows(&b, out, wavefrontFigures, append([]string{"wavefront"}, strings.Fields(f.wavefrontArgs)...)...)
 		},
+		"sph": func() error {
+			return appendRows(&b, out, sphFigures, append([]string{"sph"}, strings.Fields(f.sphArgs)...)...)
+		},
 		"cholesky": func() error {
 			return appendRows(&b, out, choleskyFigures, "cholesky", "-n", "4096,8192", "-single=false")
 		},
@@ -179,7 +184,7 @@ func measureFigures(f *figuresFlags, mm matmulSweep, want map[string]bool, root,
 	fmt.Fprintf(&b, "\nCharts: %s, %s, %s; tables: %s.\n", link("kernels", "kernels.svg"), link("matmul against N", "matmul_n.svg"),
 		link("matmul against processes", "matmul_procs.svg"), strings.Join([]string{link("matmul", "matmul.txt"),
 			link("first multiplication", "first.txt"), link("hybrid", "hybrid.txt"), link("stencil", "stencil.txt"),
-			link("wavefront", "wavefront.txt"), link("cholesky", "cholesky.txt"), link("checkpoint", "checkpoint.txt"),
+			link("wavefront", "wavefront.txt"), link("sph", "sph.txt"), link("cholesky", "cholesky.txt"), link("checkpoint", "checkpoint.txt"),
 			link("hosts", "hosts.txt"), link("grant", "grant.txt"), link("faults", "faults.txt")}, ", "))
 	return b.String(), nil
 }
