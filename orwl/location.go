@@ -38,7 +38,7 @@ type location struct {
 	index uint32 // its number in the job, as it travels on the wire
 	j     *job
 
-	mu        sync.Mutex
+	mu        sync.Mutex // guards fifo to ckpt, version and readers (lock order: node.go)
 	fifo      fifo.FIFO
 	err       error            // the job's failure: nothing is granted any more
 	scheduled bool             // the initial requests have been placed in the FIFO
@@ -52,7 +52,8 @@ type location struct {
 	stale   [][]byte // buffers that Resize replaced, freed at the write grant's release (buffers.resize)
 
 	// sendMu orders the grants sent to other processes, and guards mirrors: the version of
-	// the data each process's mirror holds, by rank (nil in a job of one process).
+	// the data each process's mirror holds, by rank (nil in a job of one process). Lock
+	// order: node.go.
 	sendMu  sync.Mutex
 	mirrors []uint64
 

@@ -34,7 +34,7 @@ type remoteQueue struct {
 	// batch holds the grants received with more set, until the last of their FIFO operation
 	// comes (used by the reader of the owner's connection only); grantMu is held while a
 	// batch's latches are granted, so Granted sees all of them or none, and guards held and
-	// recycle.
+	// recycle (lock order: node.go).
 	batch   []*remoteTicket
 	grantMu sync.Mutex
 	held    int  // grants of the queue delivered and not given back
@@ -44,7 +44,7 @@ type remoteQueue struct {
 	// sendMu orders the requests on the queue with the release that gives the mirror up
 	// (givenBack), and guards active: a request sent after that release finds the owner
 	// knowing that the mirror holds nothing. Messages are only queued under it, never
-	// written (see transport.Mesh.Flush).
+	// written (see transport.Mesh.Flush). Lock order: node.go.
 	sendMu sync.Mutex
 	active int // tickets requested and not given back
 	// next is the request of an iterative handle's next round (rule 6), not sent yet: the
@@ -55,7 +55,7 @@ type remoteQueue struct {
 
 // requester is the state of this process's requests on the locations of other processes.
 type requester struct {
-	mu      sync.Mutex
+	mu      sync.Mutex      // guards tickets, freeIDs and lost (lock order: node.go)
 	tickets []*remoteTicket // by id (0 unused)
 	freeIDs []uint64        // ids of retired tickets, handed out again
 	lost    []error         // by rank, once lost
@@ -66,7 +66,7 @@ type requester struct {
 // that needs a buffer. Only mapped buffers are kept (hugemem.Threshold): a smaller one is Go
 // memory, as cheap to allocate again.
 type spareMirrors struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // guards bufs (lock order: node.go)
 	bufs  [][]byte
 	alloc buffers // the job's
 }
