@@ -192,17 +192,23 @@ type waitKey struct {
 	grants uint64
 }
 
-// block publishes that task is about to wait on t.
-func (d *detector) block(task int, t *ticketBase) {
+// block publishes that task is about to wait on t, and returns the flag that says while the
+// task polls for its grant (see idle).
+func (d *detector) block(task int, t *ticketBase) (polling *atomic.Bool) {
 	s := &d.slots[task]
 	for i := range s.waits {
 		if s.waits[i].Load() == t {
-			return
+			return &s.polling
 		}
 	}
 	s.waits[s.next].Store(t)
 	s.next = (s.next + 1) % slotWaits
+	return &s.polling
 }
+
+// moved counts a message that may unblock somebody (a request, a grant or a release
+// received): a process that receives one is not stuck.
+func (d *detector) moved() { d.moves.Add(1) }
 
 func (d *detector) finished(task int) { d.slots[task].done.Store(true) }
 

@@ -69,7 +69,8 @@ func (j *job) connect(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("orwl: rank %d of %d: %w", j.rank, j.procs, err)
 	}
-	j.mesh, j.node.mesh = m, m // before Start: messages may arrive while it runs
+	j.mesh = m
+	j.node.setMesh(m) // before Start: messages may arrive while it runs
 	if err := m.Start(ctx); err != nil {
 		return fmt.Errorf("orwl: rank %d of %d: connecting the job: %w", j.rank, j.procs, err)
 	}

@@ -58,8 +58,8 @@ func newNode(j *job, log *slog.Logger) *node {
 	return &node{
 		j:   j,
 		log: log,
-		req: requester{tickets: []*remoteTicket{nil}, lost: make([]error, j.procs)},
-		own: owner{served: make([][]*served, j.procs)},
+		req: requester{j: j, tickets: []*remoteTicket{nil}, lost: make([]error, j.procs)},
+		own: owner{j: j, log: log, served: make([][]*served, j.procs)},
 		wide: jobWide{problems: make([]*string, j.procs), traceParts: make([][]byte, j.procs),
 			clock: make(chan int64, 1)},
 	}
@@ -89,10 +89,14 @@ func (n *node) peerFailed(from int, m failMsg, payload []byte) {
 // so the job fails: every request fails, and the others that can be reached are told.
 func (n *node) PeerLost(rank int, err error) {
 	lostErr := fmt.Errorf("orwl: %w", err) // a *transport.PeerLostError, which names rank
-	n.req.mu.Lock()
-	n.req.lost[rank] = lostErr
-	n.req.mu.Unlock()
+	n.req.lose(rank, lostErr)
 	n.j.fail(lostErr)
+}
+
+// setMesh gives the node and its services the mesh, before it starts: messages may arrive
+// while it does.
+func (n *node) setMesh(m *transport.Mesh) {
+	n.mesh, n.req.mesh, n.own.mesh = m, m, m
 }
 
 // exchangeProblems tells every process this one's init-phase mistakes and returns everybody's,

@@ -3,6 +3,7 @@ package orwl
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 
 	"github.com/orwl-go/orwl/fifo"
@@ -13,7 +14,7 @@ import (
 // served is a request of a remote handle, placed in a FIFO of this process on its behalf.
 type served struct {
 	req       fifo.Request
-	n         *node
+	o         *owner
 	from      int    // requester rank
 	id        uint64 // the requester's ticket id
 	taskID    int    // the requesting task
@@ -26,10 +27,15 @@ type served struct {
 	transfer  trace.Span  // a write-back arriving
 }
 
-// owner is the state of other processes' requests on this process's locations: by requester
-// rank and ticket id. A rank's table is used only by the reader of that rank's connection,
-// which delivers its requests and releases in order; entries are reused with the ids.
+// owner is this process's side of the requests of other processes on its locations: it
+// receives their requests and releases and sends their grants (on the Owner connections).
+// It keeps them by requester rank and ticket id; a rank's table is used only by the reader
+// of that rank's connection, which delivers its requests and releases in order; entries
+// are reused with the ids.
 type owner struct {
+	j      *job
+	mesh   *transport.Mesh
+	log    *slog.Logger
 	served [][]*served
 }
 
@@ -54,16 +60,16 @@ func (s *served) granted(onTask, more bool) {
 		l.mirrors[s.from] = l.version
 	}
 	s.delivered.Store(true)
-	err := s.n.mesh.SendAhead(s.from, transport.Owner, m.header(), payload)
+	err := s.o.mesh.SendAhead(s.from, transport.Owner, m.header(), payload)
 	l.sendMu.Unlock()
 	if err == nil {
 		// on a task's goroutine, written at once (see location)
-		err = s.n.mesh.Flush(s.from, transport.Owner, onTask)
+		err = s.o.mesh.Flush(s.from, transport.Owner, onTask)
 	}
 	if err != nil && !errors.Is(err, transport.ErrPeerClosed) {
 		// A peer that closed its mesh cleanly has finished (every task of the job is done) or
 		// has failed and said so: nobody waits for this grant.
-		s.n.j.fail(fmt.Errorf("orwl: sending the grant of %s to rank %d: %w", l.id, s.from, err))
+		s.o.j.fail(fmt.Errorf("orwl: sending the grant of %s to rank %d: %w", l.id, s.from, err))
 	}
 }
 
@@ -96,17 +102,17 @@ func (s *served) round() int { return s.rnd }
 func (s *served) remote() (int, uint64, bool) { return s.from, s.id, true }
 
 // servedAt returns the entry of from's ticket id, making it on first use.
-func (n *node) servedAt(from int, id uint64) (*served, error) {
+func (o *owner) servedAt(from int, id uint64) (*served, error) {
 	if id == 0 || id > maxTicketID {
 		return nil, fmt.Errorf("orwl: rank %d sent ticket id %d, outside 1..%d", from, id, maxTicketID)
 	}
-	table := n.own.served[from]
+	table := o.served[from]
 	for uint64(len(table)) <= id {
 		table = append(table, nil)
 	}
-	n.own.served[from] = table
+	o.served[from] = table
 	if table[id] == nil {
-		s := &served{n: n, from: from, id: id}
+		s := &served{o: o, from: from, id: id}
 		s.req.Tag = s
 		table[id] = s
 	}
@@ -114,11 +120,11 @@ func (n *node) servedAt(from int, id uint64) (*served, error) {
 }
 
 // servedGrant returns from's entry for ticket id when it holds a grant, else nil.
-func (n *node) servedGrant(from int, id uint64) *served {
-	if id >= uint64(len(n.own.served[from])) {
+func (o *owner) servedGrant(from int, id uint64) *served {
+	if id >= uint64(len(o.served[from])) {
 		return nil
 	}
-	s := n.own.served[from][id]
+	s := o.served[from][id]
 	if s == nil || !s.active || !s.delivered.Load() {
 		return nil
 	}
@@ -127,16 +133,15 @@ func (n *node) servedGrant(from int, id uint64) *served {
 
 // place places request m of rank from, a remote handle's, in the FIFO of one of our
 // locations, or refuses it when the location does not exist here.
-func (n *node) place(from int, m requestMsg) error {
-	n.j.det.moves.Add(1) // the deadlock watch must see that something moved
-	l, err := n.j.ownedByIndex(m.loc)
+func (o *owner) place(from int, m requestMsg) error {
+	l, err := o.j.ownedByIndex(m.loc)
 	if err != nil {
-		n.log.Error("orwl: request refused", "rank", from, "err", err)
+		o.log.Error("orwl: request refused", "rank", from, "err", err)
 		g := grantMsg{loc: m.loc, ticket: m.ticket, refused: true}
-		n.mesh.Send(from, transport.Owner, g.header(), []byte(err.Error()))
+		o.mesh.Send(from, transport.Owner, g.header(), []byte(err.Error()))
 		return nil
 	}
-	s, err := n.servedAt(from, m.ticket)
+	s, err := o.servedAt(from, m.ticket)
 	if err != nil {
 		return err
 	}
@@ -152,9 +157,8 @@ func (n *node) place(from int, m requestMsg) error {
 // released ends a remote handle's access to one of our locations, after placing the
 // request of its next round that the release carries; a write's data is already in the
 // location's buffer.
-func (n *node) released(from int, m releaseMsg, payload []byte) error {
-	n.j.det.moves.Add(1)
-	s := n.servedGrant(from, m.ticket)
+func (o *owner) released(from int, m releaseMsg, payload []byte) error {
+	s := o.servedGrant(from, m.ticket)
 	if s == nil {
 		return fmt.Errorf("release of ticket %d, which holds no grant", m.ticket)
 	}
@@ -163,7 +167,7 @@ func (n *node) released(from int, m releaseMsg, payload []byte) error {
 			return fmt.Errorf("release of ticket %d with the request of a next round, and it has no rounds", m.ticket)
 		}
 		next := requestMsg{loc: m.loc, ticket: m.next, mode: s.req.Mode(), pos: s.pos, task: s.taskID, round: s.rnd + 1}
-		if err := n.place(from, next); err != nil {
+		if err := o.place(from, next); err != nil {
 			return err
 		}
 	}
@@ -185,7 +189,7 @@ func (n *node) released(from int, m releaseMsg, payload []byte) error {
 	mirror := -1
 	if m.data && s.req.Mode() == fifo.Write {
 		mirror = from
-		n.j.bufs.resizeKeep(&l.data, m.size, n.j.bufs.filled) // the payload is there; this sets the size, 0 included
+		o.j.bufs.resizeKeep(&l.data, m.size, o.j.bufs.filled) // the payload is there; this sets the size, 0 included
 	}
 	return l.release(&s.req, mirror >= 0, mirror, false)
 }
@@ -193,19 +197,19 @@ func (n *node) released(from int, m releaseMsg, payload []byte) error {
 // writeBackSink returns where the data of a write release goes: the location's data. Data
 // for a ticket that holds no write grant is refused, the peer is broken, unless the job has
 // failed (see grantSink).
-func (n *node) writeBackSink(from int, m releaseMsg) ([]byte, error) {
+func (o *owner) writeBackSink(from int, m releaseMsg) ([]byte, error) {
 	if !m.data {
 		return nil, nil
 	}
-	s := n.servedGrant(from, m.ticket)
+	s := o.servedGrant(from, m.ticket)
 	if s == nil || s.req.Mode() != fifo.Write {
-		if n.j.failed.Load() {
+		if o.j.failed.Load() {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("orwl: write-back for ticket %d, which holds no write grant", m.ticket)
 	}
-	if n.j.rec != nil {
-		s.transfer = n.j.rec.TaskTrack(s.loc.id.Task).BeginTransfer(trace.Loc(s.loc.id), trace.In, from, int64(m.size))
+	if o.j.rec != nil {
+		s.transfer = o.j.rec.TaskTrack(s.loc.id.Task).BeginTransfer(trace.Loc(s.loc.id), trace.In, from, int64(m.size))
 	}
-	return n.j.bufs.resizeKeep(&s.loc.data, m.size, n.j.bufs.filled), nil
+	return o.j.bufs.resizeKeep(&s.loc.data, m.size, o.j.bufs.filled), nil
 }

@@ -183,9 +183,9 @@ func decodeClock(h *transport.Header) clockMsg {
 func (n *node) Sink(from int, h *transport.Header) ([]byte, error) {
 	switch h.Type {
 	case msgGrant:
-		return n.grantSink(from, decodeGrant(h))
+		return n.req.grantSink(from, decodeGrant(h))
 	case msgRelease:
-		return n.writeBackSink(from, decodeRelease(h))
+		return n.own.writeBackSink(from, decodeRelease(h))
 	case msgCheckpoint:
 		if h.Flags == ckptPiece && n.j.ckpt != nil {
 			return n.j.ckpt.copyBuffer(h.Len), nil
@@ -195,16 +195,20 @@ func (n *node) Sink(from int, h *transport.Header) ([]byte, error) {
 }
 
 // Handle implements transport.Handler: it decodes the message and hands it to its receiver.
+// A request, a grant or a release counts for the deadlock watch as a move (detector.moved).
 // A malformed message fails the job, naming the sender.
 func (n *node) Handle(from int, h *transport.Header, payload []byte) {
 	var err error
 	switch h.Type {
 	case msgRequest:
-		err = n.place(from, decodeRequest(h))
+		n.j.det.moved()
+		err = n.own.place(from, decodeRequest(h))
 	case msgGrant:
-		err = n.granted(from, decodeGrant(h), payload)
+		n.j.det.moved()
+		err = n.req.granted(from, decodeGrant(h), payload)
 	case msgRelease:
-		err = n.released(from, decodeRelease(h), payload)
+		n.j.det.moved()
+		err = n.own.released(from, decodeRelease(h), payload)
 	case msgProblems:
 		n.problemsFrom(from, payload)
 	case msgFail:

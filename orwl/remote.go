@@ -24,7 +24,7 @@ import (
 // locations of other processes once each, a tiled factorisation, pays the page faults of a
 // fresh buffer only for the mirrors it reads at the same time.
 type remoteQueue struct {
-	n       *node
+	r       *requester
 	owner   int
 	loc     uint32
 	mirror  []byte   // 8-byte aligned, never nil; written by a grant's data or under a write grant
@@ -53,8 +53,13 @@ type remoteQueue struct {
 	next *remoteTicket
 }
 
-// requester is the state of this process's requests on the locations of other processes.
+// requester is this process's side of its requests on the locations of other processes:
+// it sends the requests and releases of their tickets (on the Requester connections) and
+// receives their grants.
 type requester struct {
+	j    *job
+	mesh *transport.Mesh
+
 	mu      sync.Mutex      // guards tickets, freeIDs and lost (lock order: node.go)
 	tickets []*remoteTicket // by id (0 unused)
 	freeIDs []uint64        // ids of retired tickets, handed out again
@@ -107,37 +112,37 @@ func (s *spareMirrors) free() {
 type remoteTicket struct {
 	ticketBase
 	q       *remoteQueue
-	id      uint64 // its number in n.req.tickets and at the owner; 0 once retired
-	active  bool   // requested and not yet released; guarded by n.req.mu
+	id      uint64 // its number in requester.tickets and at the owner; 0 once retired
+	active  bool   // requested and not yet released; guarded by requester.mu
 	version uint64 // the version the grant carried
 
 	grantFlow, releaseFlow trace.FlowID // trace arrows carried by the grant and the release
 	transfer               trace.Span   // the grant's data arriving
 }
 
-// newTicket registers a new ticket of q under a free id; n.req.mu held.
-func (n *node) newTicket(q *remoteQueue) *remoteTicket {
+// newTicket registers a new ticket of q under a free id; r.mu held.
+func (r *requester) newTicket(q *remoteQueue) *remoteTicket {
 	t := &remoteTicket{q: q}
-	t.self, t.j = t, n.j
-	if k := len(n.req.freeIDs); k > 0 {
-		t.id = n.req.freeIDs[k-1]
-		n.req.freeIDs = n.req.freeIDs[:k-1]
-		n.req.tickets[t.id] = t
+	t.self, t.j = t, r.j
+	if k := len(r.freeIDs); k > 0 {
+		t.id = r.freeIDs[k-1]
+		r.freeIDs = r.freeIDs[:k-1]
+		r.tickets[t.id] = t
 	} else {
-		t.id = uint64(len(n.req.tickets))
-		n.req.tickets = append(n.req.tickets, t)
+		t.id = uint64(len(r.tickets))
+		r.tickets = append(r.tickets, t)
 	}
 	return t
 }
 
 // ticket returns the active ticket numbered id, or nil.
-func (n *node) ticket(id uint64) *remoteTicket {
-	n.req.mu.Lock()
-	defer n.req.mu.Unlock()
-	if id >= uint64(len(n.req.tickets)) || n.req.tickets[id] == nil || !n.req.tickets[id].active {
+func (r *requester) ticket(id uint64) *remoteTicket {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if id >= uint64(len(r.tickets)) || r.tickets[id] == nil || !r.tickets[id].active {
 		return nil
 	}
-	return n.req.tickets[id]
+	return r.tickets[id]
 }
 
 // Request implements handle.Queue: it sends the request to the owner at once, but for the
@@ -145,25 +150,25 @@ func (n *node) ticket(id uint64) *remoteTicket {
 // (see remoteQueue.next). A released ticket of the same handle is reused with its id, so
 // the owner reuses its entry too.
 func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Ticket, error) {
-	n := q.n
+	r := q.r
 	t, _ := reuse.(*remoteTicket)
 	q.sendMu.Lock()
 	defer q.sendMu.Unlock()
-	n.req.mu.Lock()
-	if err := n.req.lost[q.owner]; err != nil {
-		n.req.mu.Unlock()
+	r.mu.Lock()
+	if err := r.lost[q.owner]; err != nil {
+		r.mu.Unlock()
 		return nil, err
 	}
 	if t == nil || t.id == 0 || t.active {
-		t = n.newTicket(q)
+		t = r.newTicket(q)
 		t.h, t.spec = h, h.Spec() // a reused ticket is h's own (Queue.Request), and the deadlock watch reads it
 	}
 	t.active = true
 	q.active++
 	t.latch.Start()
-	n.req.mu.Unlock()
-	live := n.j.requestsLive.Load()
-	t.rnd = n.j.round(t.spec.Iterative, h.Acquires())
+	r.mu.Unlock()
+	live := r.j.requestsLive.Load()
+	t.rnd = r.j.round(t.spec.Iterative, h.Acquires())
 	err := q.sendNext()
 	switch {
 	case err != nil:
@@ -174,13 +179,13 @@ func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Tic
 		return t, nil
 	default:
 		m := t.request(!live)
-		err = n.mesh.Send(q.owner, transport.Requester, m.header(), nil)
+		err = r.mesh.Send(q.owner, transport.Requester, m.header(), nil)
 	}
 	if err != nil {
-		n.req.mu.Lock()
+		r.mu.Lock()
 		t.active = false
 		q.active--
-		n.req.mu.Unlock()
+		r.mu.Unlock()
 		return nil, err
 	}
 	return t, nil
@@ -201,7 +206,7 @@ func (q *remoteQueue) sendNext() error {
 	}
 	q.next = nil
 	m := t.request(false)
-	return q.n.mesh.SendAhead(q.owner, transport.Requester, m.header(), nil)
+	return q.r.mesh.SendAhead(q.owner, transport.Requester, m.header(), nil)
 }
 
 func (t *remoteTicket) Latch() *handle.Latch { return &t.latch }
@@ -221,36 +226,36 @@ func (t *remoteTicket) Data() []byte { return t.q.mirror }
 
 func (t *remoteTicket) Resize(n int) ([]byte, error) {
 	q := t.q
-	return q.n.j.bufs.resize(&q.mirror, &q.stale, n), nil
+	return q.r.j.bufs.resize(&q.mirror, &q.stale, n), nil
 }
 
 // Release gives the grant back to the owner, with the data when it was a write.
 func (t *remoteTicket) Release() error {
-	return t.q.n.sendRelease(t, releaseMsg{data: t.h.Mode() == fifo.Write}, nil, true)
+	return t.q.r.sendRelease(t, releaseMsg{data: t.h.Mode() == fifo.Write}, nil, true)
 }
 
 // failGrant gives the grant back as failed: the owner fails the location with err. In a
 // failed job it sends nothing: the owner fails with the job.
 func (t *remoteTicket) failGrant(err error) {
-	t.q.n.sendRelease(t, releaseMsg{failed: true}, []byte(err.Error()), true)
+	t.q.r.sendRelease(t, releaseMsg{failed: true}, []byte(err.Error()), true)
 }
 
 // Cancel gives a grant that had arrived back now, unchanged, and one that has not as soon
 // as it arrives (see granted).
 func (t *remoteTicket) Cancel() {
-	n := t.q.n
+	r := t.q.r
 	if t.latch.Cancel() {
-		n.sendRelease(t, releaseMsg{}, nil, true)
+		r.sendRelease(t, releaseMsg{}, nil, true)
 		return
 	}
 	if t.latch.State() == handle.LatchFailed {
 		t.q.sendMu.Lock()
-		n.req.mu.Lock()
+		r.mu.Lock()
 		if t.active {
 			t.active = false
 			t.q.active--
 		}
-		n.req.mu.Unlock()
+		r.mu.Unlock()
 		t.q.sendMu.Unlock()
 	}
 }
@@ -261,24 +266,24 @@ func (t *remoteTicket) Cancel() {
 // handle's, a cancelled or failed one's) is retired and its id handed out again, after the
 // release is on its way: a later request with the same id reaches the owner after it. In a
 // failed job nothing is sent: the owner fails with the job, and hands nothing on.
-func (n *node) sendRelease(t *remoteTicket, m releaseMsg, payload []byte, onTask bool) error {
+func (r *requester) sendRelease(t *remoteTicket, m releaseMsg, payload []byte, onTask bool) error {
 	q := t.q
 	q.sendMu.Lock()
-	n.req.mu.Lock()
+	r.mu.Lock()
 	if !t.active {
-		n.req.mu.Unlock()
+		r.mu.Unlock()
 		q.sendMu.Unlock()
 		return fifo.ErrNotGranted
 	}
 	t.active = false
 	q.active--
-	if n.j.failed.Load() {
-		n.req.mu.Unlock()
+	if r.j.failed.Load() {
+		r.mu.Unlock()
 		q.sendMu.Unlock()
 		return nil
 	}
 	retire := !t.spec.Iterative || m.failed || t.latch.State() == handle.LatchCancelled
-	n.req.mu.Unlock()
+	r.mu.Unlock()
 	m.loc, m.ticket, m.flow = q.loc, t.id, t.releaseFlow
 	if next := q.next; next != nil && next.h == t.h {
 		m.next, q.next = next.id, nil // the owner places it first (rule 6)
@@ -286,22 +291,22 @@ func (n *node) sendRelease(t *remoteTicket, m releaseMsg, payload []byte, onTask
 	if m.data {
 		payload = q.mirror
 		q.version = t.version + 1 // what the owner's data becomes
-		n.j.bufs.freeStale(&q.stale)
+		r.j.bufs.freeStale(&q.stale)
 	}
 	m.dropped = q.givenBack(!m.data)
 	// Queued under sendMu, so that it goes before any later request of q, and written
 	// after: a write that waits for room in the connection holds up no request.
-	err := n.mesh.SendAhead(q.owner, transport.Requester, m.header(), payload)
+	err := r.mesh.SendAhead(q.owner, transport.Requester, m.header(), payload)
 	q.sendMu.Unlock()
 	if err == nil {
-		err = n.mesh.Flush(q.owner, transport.Requester, onTask)
+		err = r.mesh.Flush(q.owner, transport.Requester, onTask)
 	}
 	if retire {
-		n.req.mu.Lock()
-		n.req.tickets[t.id] = nil
-		n.req.freeIDs = append(n.req.freeIDs, t.id)
+		r.mu.Lock()
+		r.tickets[t.id] = nil
+		r.freeIDs = append(r.freeIDs, t.id)
 		t.id = 0
-		n.req.mu.Unlock()
+		r.mu.Unlock()
 	}
 	return err
 }
@@ -326,15 +331,15 @@ func (q *remoteQueue) givenBack(mayDrop bool) bool {
 	if spare == nil {
 		return false
 	}
-	q.n.req.spare.keep(spare)
+	q.r.spare.keep(spare)
 	return true
 }
 
 // guard makes the mirror read-only (read) or writable again, in a checked job (see
 // buffers); q.grantMu held.
 func (q *remoteQueue) guard(read bool) {
-	if q.guarded != read && q.n.j.bufs.checked {
-		q.n.j.bufs.guard(q.mirror, read)
+	if q.guarded != read && q.r.j.bufs.checked {
+		q.r.j.bufs.guard(q.mirror, read)
 		q.guarded = read
 	}
 }
@@ -342,10 +347,10 @@ func (q *remoteQueue) guard(read bool) {
 func (t *remoteTicket) where() uint32 { return t.q.loc }
 
 func (t *remoteTicket) describeWait(w *waitRecord) bool {
-	n := t.q.n
-	n.req.mu.Lock() // the id changes when the ticket is retired
+	r := t.q.r
+	r.mu.Lock() // the id changes when the ticket is retired
 	w.Loc, w.Ticket = int(t.q.loc), t.id
-	n.req.mu.Unlock()
+	r.mu.Unlock()
 	return !t.latch.Granted()
 }
 
@@ -358,30 +363,30 @@ func (t *remoteTicket) traceRelease(_ int, _ fifo.Mode, flow trace.FlowID) { t.r
 // the job has failed: the owner granted it before it heard of the failure, and refusing it
 // would cut the connection, which the owner would take for this process's loss. It lands
 // in the connection's scratch memory then (nil), and Handle's error changes nothing.
-func (n *node) grantSink(from int, m grantMsg) ([]byte, error) {
+func (r *requester) grantSink(from int, m grantMsg) ([]byte, error) {
 	if !m.data {
 		return nil, nil
 	}
-	t := n.ticket(m.ticket)
+	t := r.ticket(m.ticket)
 	if t == nil || t.q.owner != from {
-		if n.j.failed.Load() {
+		if r.j.failed.Load() {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("orwl: data for unknown ticket %d", m.ticket)
 	}
-	if n.j.rec != nil {
-		t.transfer = n.j.rec.TaskTrack(t.spec.Task).BeginTransfer(trace.Loc(n.j.locationAt(m.loc)), trace.In, from, int64(m.size))
+	if r.j.rec != nil {
+		t.transfer = r.j.rec.TaskTrack(t.spec.Task).BeginTransfer(trace.Loc(r.j.locationAt(m.loc)), trace.In, from, int64(m.size))
 	}
 	// Data comes only when no grant of the queue is held (a new version needs every reader
 	// of the old one to have released), so the mirror is writable; a failed job's late
 	// grant is the exception that must not fault.
 	q := t.q
-	if n.j.bufs.checked {
+	if r.j.bufs.checked {
 		q.grantMu.Lock()
 		q.guard(false)
 		q.grantMu.Unlock()
 	}
-	return n.j.bufs.resizeKeep(&q.mirror, m.size, n.req.spare.take), nil
+	return r.j.bufs.resizeKeep(&q.mirror, m.size, r.spare.take), nil
 }
 
 // resizeKeep sets *b to n bytes, reallocating with alloc (freeing the old buffer) only when
@@ -397,9 +402,8 @@ func (bs buffers) resizeKeep(b *[]byte, n int, alloc func(int) []byte) []byte {
 }
 
 // granted completes a remote ticket: the payload, if any, is already in the mirror.
-func (n *node) granted(from int, m grantMsg, payload []byte) error {
-	n.j.det.moves.Add(1)
-	t := n.ticket(m.ticket)
+func (r *requester) granted(from int, m grantMsg, payload []byte) error {
+	t := r.ticket(m.ticket)
 	if t == nil || t.q.owner != from {
 		return fmt.Errorf("grant of unknown ticket %d", m.ticket)
 	}
@@ -409,10 +413,10 @@ func (n *node) granted(from int, m grantMsg, payload []byte) error {
 	}
 	q := t.q
 	if m.data {
-		n.j.bufs.resizeKeep(&q.mirror, m.size, n.req.spare.take) // the payload is there; this sets the size, 0 included
+		r.j.bufs.resizeKeep(&q.mirror, m.size, r.spare.take) // the payload is there; this sets the size, 0 included
 		q.version = m.version
 	} else if q.version != m.version {
-		return fmt.Errorf("grant of %s without data: this process's copy holds version %d, not %d", n.j.locationAt(m.loc), q.version, m.version)
+		return fmt.Errorf("grant of %s without data: this process's copy holds version %d, not %d", r.j.locationAt(m.loc), q.version, m.version)
 	}
 	t.transfer.End()
 	t.transfer = trace.Span{}
@@ -438,19 +442,26 @@ func (n *node) granted(from int, m grantMsg, payload []byte) error {
 	clear(q.batch)
 	q.batch = q.batch[:0]
 	for _, b := range cancelled { // cancelled meanwhile: the cancellation wins, give it back
-		n.sendRelease(b, releaseMsg{}, nil, false)
+		r.sendRelease(b, releaseMsg{}, nil, false)
 	}
 	return nil
 }
 
 // failTickets fails every ticket of this process that still waits for its grant.
-func (n *node) failTickets(err error) {
-	n.req.mu.Lock()
-	tickets := append([]*remoteTicket(nil), n.req.tickets...)
-	n.req.mu.Unlock()
+func (r *requester) failTickets(err error) {
+	r.mu.Lock()
+	tickets := append([]*remoteTicket(nil), r.tickets...)
+	r.mu.Unlock()
 	for _, t := range tickets {
 		if t != nil {
 			t.latch.Fail(err)
 		}
 	}
+}
+
+// lose fails every later request on the locations of rank, which is lost with err.
+func (r *requester) lose(rank int, err error) {
+	r.mu.Lock()
+	r.lost[rank] = err
+	r.mu.Unlock()
 }

@@ -84,7 +84,7 @@ func queueOfX(t *testing.T, j *job) handle.Queue {
 func TestRequestForMissingLocationIsRefused(t *testing.T) {
 	jobs := connectedPair(t)
 	ctx := context.Background()
-	bogus := &remoteQueue{n: jobs[1].node, owner: 0, loc: 9999}
+	bogus := &remoteQueue{r: &jobs[1].node.req, owner: 0, loc: 9999}
 	h := handle.New(bogus, handle.Spec{Task: 1, Location: "nowhere", Mode: fifo.Read}, nil)
 	if err := h.Request(); err != nil {
 		t.Fatal(err)

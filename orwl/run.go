@@ -309,7 +309,7 @@ func (j *job) makeLocations() {
 	for idx := range n {
 		id := j.locationAt(uint32(idx))
 		if j.owner[id.Task] != j.rank {
-			j.queues[idx] = &remoteQueue{n: j.node, owner: j.owner[id.Task], loc: uint32(idx), mirror: alignedBytes(0)}
+			j.queues[idx] = &remoteQueue{r: &j.node.req, owner: j.owner[id.Task], loc: uint32(idx), mirror: alignedBytes(0)}
 			continue
 		}
 		l := &location{id: id, index: uint32(idx), j: j, data: alignedBytes(0), version: 1}
@@ -421,7 +421,7 @@ func (j *job) fail(err error) {
 	if j.node == nil {
 		return
 	}
-	j.node.failTickets(err)
+	j.node.req.failTickets(err)
 	// Every process tells every other one, also of a failure it was told of (but not back to
 	// whoever told it): a process cut off from the one that failed first still hears of it,
 	// before any goodbye. A schedule error is found by every process alike.

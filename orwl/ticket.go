@@ -56,12 +56,11 @@ func (b *ticketBase) Fail(err error) {
 // that would otherwise cost two wake-ups, which delay the task's next release past its
 // neighbours' Spin in turn, iteration after iteration.
 func (b *ticketBase) Waiting(ctx context.Context) {
-	b.j.det.block(b.spec.Task, b)
+	polling := b.j.det.block(b.spec.Task, b)
 	n := b.j.node
 	if n == nil {
 		return
 	}
-	polling := &b.j.det.slots[b.spec.Task].polling
 	polling.Store(true)
 	n.mesh.Poll(b.settled, ctx.Done())
 	polling.Store(false)
