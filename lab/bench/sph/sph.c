@@ -34,13 +34,12 @@ static int nc;
 static double h, hinv, H2, m, dt, sigma, sig4, c1, c2, epsh2;
 
 /* The particles in canonical order (slot i): positions, velocities, density, pressure term,
- * acceleration, id and cell; where[id] is the slot of particle id. */
+ * acceleration and cell; where[id] is the slot of particle id. */
 static double *x, *y, *z, *vx, *vy, *vz, *rho, *pt, *ax, *ay, *az;
-static long *id, *where;
+static long *where;
 static int *cell;
 /* The next order's arrays, swapped with the current ones after each sort. */
 static double *nx, *ny, *nz, *nvx, *nvy, *nvz;
-static long *nid;
 static int *ncell;
 /* start[c] .. start[c+1]-1 are the slots of cell c; next[c] fills them during the sort. */
 static long *start, *next;
@@ -89,8 +88,6 @@ static void setup(uint64_t seed) {
 	double **arrays[] = {&x, &y, &z, &vx, &vy, &vz, &rho, &pt, &ax, &ay, &az, &nx, &ny, &nz, &nvx, &nvy, &nvz};
 	for (size_t a = 0; a < sizeof arrays / sizeof arrays[0]; a++)
 		*arrays[a] = alloc(N, sizeof(double));
-	id = alloc(N, sizeof(long));
-	nid = alloc(N, sizeof(long));
 	where = alloc(N, sizeof(long));
 	cell = alloc(N, sizeof(int));
 	ncell = alloc(N, sizeof(int));
@@ -112,7 +109,7 @@ static void setup(uint64_t seed) {
 				z[i] = draw();
 			} while (x[i] < 0.5 && y[i] < 0.5 && z[i] < 0.5);
 		}
-		id[i] = where[i] = i;
+		where[i] = i;
 	}
 }
 
@@ -138,7 +135,7 @@ static void sort(void) {
 		long i = where[p], d = next[cell[i]]++;
 		nx[d] = x[i], ny[d] = y[i], nz[d] = z[i];
 		nvx[d] = vx[i], nvy[d] = vy[i], nvz[d] = vz[i];
-		nid[d] = p, ncell[d] = cell[i];
+		ncell[d] = cell[i];
 		where[p] = d;
 	}
 	double *t;
@@ -148,8 +145,6 @@ static void sort(void) {
 	t = vx, vx = nvx, nvx = t;
 	t = vy, vy = nvy, nvy = t;
 	t = vz, vz = nvz, nvz = t;
-	long *l = id;
-	id = nid, nid = l;
 	int *c = cell;
 	cell = ncell, ncell = c;
 }
