@@ -89,6 +89,16 @@ func buildPeer(cmd, what, name string, src []byte, flags ...string) (mpi *openMP
 // ("tcp" or m.shm; the ob1 PML, so that no other transport such as UCX stands in), with env
 // ("NAME=value") exported to them, and returns what they printed.
 func (m *openMPI) launch(procs int, btl string, env []string, bin string, args ...string) (string, error) {
+	a := m.args(procs, btl, env, bin, args...)
+	out, err := exec.Command(m.run, a...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %v: %s", m.run, strings.Join(a, " "), err, strings.TrimSpace(string(out)))
+	}
+	return string(out), nil
+}
+
+// args returns mpirun's arguments for launch.
+func (m *openMPI) args(procs int, btl string, env []string, bin string, args ...string) []string {
 	a := []string{"--bind-to", "none", "--mca", "pml", "ob1", "--mca", "btl", btl + ",self"}
 	if procs > runtime.NumCPU() {
 		a = append(a, "--oversubscribe")
@@ -99,12 +109,7 @@ func (m *openMPI) launch(procs int, btl string, env []string, bin string, args .
 	for _, e := range env {
 		a = append(a, "-x", e)
 	}
-	a = append(append(a, "-np", strconv.Itoa(procs), bin), args...)
-	out, err := exec.Command(m.run, a...).CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("%s %s: %v: %s", m.run, strings.Join(a, " "), err, strings.TrimSpace(string(out)))
-	}
-	return string(out), nil
+	return append(append(a, "-np", strconv.Itoa(procs), bin), args...)
 }
 
 // field returns the value of "name=value" in the output of a reference program.

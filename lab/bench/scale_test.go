@@ -1,0 +1,149 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestStatParent(t *testing.T) {
+	for _, c := range []struct {
+		stat string
+		ppid int
+		ok   bool
+	}{
+		{"123 (stencil) S 45 123 45 0 -1", 45, true},
+		{"7 (a) b) c) R 1 7 7 0", 1, true}, // a command with spaces and parentheses
+		{"7 (broken", 0, false},
+		{"7 (x) S", 0, false},
+	} {
+		if ppid, ok := statParent(c.stat); ppid != c.ppid || ok != c.ok {
+			t.Errorf("statParent(%q) = %d, %v; want %d, %v", c.stat, ppid, ok, c.ppid, c.ok)
+		}
+	}
+}
+
+func TestParseStatus(t *testing.T) {
+	got := parseStatus("Name:\tstencil\nVmRSS:\t   14448 kB\nRssShmem:\t     528 kB\nThreads:\t69\nSigQ:\t0/1\n")
+	if want := (procSample{rss: 14448 << 10, shmem: 528 << 10, threads: 69}); got != want {
+		t.Fatalf("parseStatus = %+v, want %+v", got, want)
+	}
+}
+
+func TestScaleVariants(t *testing.T) {
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := scaleVariants("default; ORWL_SPIN=0 GOMAXPROCS=1 ;bin=" + bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0].name != "orwl" || got[0].env != nil ||
+		got[1].name != "orwl ORWL_SPIN=0 GOMAXPROCS=1" || strings.Join(got[1].env, ",") != "ORWL_SPIN=0,GOMAXPROCS=1" ||
+		got[2].bin != bin || got[2].env != nil {
+		t.Fatalf("variants: %+v", got)
+	}
+	for _, bad := range []string{"", ";", "SPIN", "=1", "bin=/no/such/file"} {
+		if _, err := scaleVariants(bad); err == nil {
+			t.Errorf("%q: accepted", bad)
+		}
+	}
+}
+
+func TestHeartbeatPeriod(t *testing.T) {
+	for _, c := range []struct {
+		env  []string
+		want time.Duration
+	}{
+		{nil, 300 * time.Millisecond},
+		{[]string{"ORWL_PEER_TIMEOUT=30s"}, 500 * time.Millisecond},
+		{[]string{"ORWL_PEER_TIMEOUT=1s"}, 100 * time.Millisecond},
+		{[]string{"ORWL_PEER_TIMEOUT=bad"}, 300 * time.Millisecond},
+	} {
+		if got := heartbeatPeriod(c.env); got != c.want {
+			t.Errorf("heartbeatPeriod(%q) = %v, want %v", c.env, got, c.want)
+		}
+	}
+}
+
+func TestParseResults(t *testing.T) {
+	s, sum, err := parseORWLResult("[0] result: dim=1 n=8000x1 grid=8x1 iters=200 per-iteration=107.351µs checksum=d464b4d913a2a450 tasks=8\n")
+	if err != nil || s != 107.351e-6 || sum != "d464b4d913a2a450" {
+		t.Errorf("orwl: %v, %q, %v", s, sum, err)
+	}
+	s, sum, err = parseMPIResult("per-iteration=1.351162222e-05 checksum=d464b4d913a2a450\n")
+	if err != nil || s != 1.351162222e-05 || sum != "d464b4d913a2a450" {
+		t.Errorf("mpi: %v, %q, %v", s, sum, err)
+	}
+	if _, _, err := parseORWLResult("stencil: orwl: rank 3 lost\n"); err == nil {
+		t.Error("no result line: no error")
+	}
+}
+
+// TestSummarize: a row counts the finished runs, keeps the first error, the best and median
+// times, the largest per-process figures over the runs, and the ratio to MPI's row.
+func TestSummarize(t *testing.T) {
+	j := scaleJob{procs: 2, contender: "orwl", iters: 100, beat: 300 * time.Millisecond}
+	runs := []scaleRun{
+		{finished: true, checked: true, seconds: 1, perIteration: 2e-3, peaks: map[int]procSample{1: {rss: 10 << 20, threads: 6, established: 2}, 2: {rss: 20 << 20, threads: 8, established: 4}}},
+		{err: "no end within 1s (killed)", seconds: 1},
+		{finished: true, checked: true, seconds: 0.5, perIteration: 1e-3, peaks: map[int]procSample{1: {rss: 12 << 20, threads: 7, established: 2}}},
+	}
+	row := summarize(j, runs)
+	if row.Runs != 3 || row.Finished != 2 || !row.Checked || row.Error != "no end within 1s (killed)" {
+		t.Fatalf("counts: %+v", row)
+	}
+	if row.PerIteration != (stat{Best: 1e-3, Median: 2e-3}) || row.Start.Best != 0.4 {
+		t.Errorf("times: per iteration %+v, start %+v", row.PerIteration, row.Start)
+	}
+	if row.RSSMiB != (spread{Mean: 15, Max: 20}) || row.Threads != (spread{Mean: 7, Max: 8}) || row.Seen != 2 {
+		t.Errorf("per process: RSS %+v, threads %+v, seen %d", row.RSSMiB, row.Threads, row.Seen)
+	}
+	if row.BeatsPerSec != 10 { // 3 connections on average, a beat each every 300ms
+		t.Errorf("beats per second %v, want 10", row.BeatsPerSec)
+	}
+	rows := []scaleRow{row, {Contender: "mpi-vader", Finished: 1, PerIteration: stat{Best: 0.5e-3}}, {Contender: "orwl x"}}
+	setRatios(rows)
+	if rows[0].Ratio != 2 || rows[1].Ratio != 1 || rows[2].Ratio != 0 {
+		t.Errorf("ratios %v %v %v", rows[0].Ratio, rows[1].Ratio, rows[2].Ratio)
+	}
+	if !strings.Contains(rows[2].line(), "0/0") {
+		t.Errorf("a row without a finished run: %q", rows[2].line())
+	}
+}
+
+// TestRunScale: a job is sampled through the launcher's descendants, and a job that fails
+// or does not end in time is a run with its error, killed with its processes.
+func TestRunScale(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	base := scaleJob{procs: 1, iters: 10, cells: 1, timeout: time.Minute, sample: 5 * time.Millisecond, program: "sleep",
+		parse: func(string) (float64, string, error) { return 1e-3, "x", nil }}
+	j := base
+	j.argv = []string{"sh", "-c", "sleep 0.3; echo done"}
+	if r := runScale(j); !r.finished || len(r.peaks) != 1 {
+		t.Errorf("a job of one process: %v, %d processes seen", r, len(r.peaks))
+	}
+	j.argv = []string{"sh", "-c", "echo broken; exit 3"}
+	if r := runScale(j); r.finished || !strings.Contains(r.err, "exit status 3: broken") {
+		t.Errorf("a failed job: %v", r)
+	}
+	j = base
+	j.timeout = 50 * time.Millisecond
+	j.argv = []string{"sh", "-c", "sleep 60; echo never"}
+	if r := runScale(j); r.finished || !strings.Contains(r.err, "no end within 50ms (killed)") {
+		t.Errorf("a job past its time: %v", r)
+	}
+}
+
+func TestScaleBadFlags(t *testing.T) {
+	for _, args := range [][]string{{"-procs", "0"}, {"-iters", "5"}, {"-variants", "X"}, {"-rounds", "0"}, {"extra"}} {
+		if err := commands["scale"].run(args); !errors.As(err, new(usageError)) {
+			t.Errorf("%q: %v, want a usage error", args, err)
+		}
+	}
+}
