@@ -65,8 +65,9 @@ import (
 //     (checkpointer.handle).
 //   - checkpoint_writer.go: the writer, which makes pieces durable, sends them to the
 //     partner, stores the partner's copies and tells rank 0 when its process is done.
-//   - checkpoint_coord.go: rank 0's coordinator, which runs the exchanges above
-//     (checkpointer.take) and logs what could not be written.
+//   - checkpoint_coord.go: rank 0's coordinator, a state machine that runs the exchanges
+//     above and the restart's, and logs what could not be written; checkpoint_driver.go
+//     feeds it its inputs and does what it says.
 //   - restore.go: the restart from a checkpoint, whose protocol it describes.
 //   - protocol.go: the checkpoint messages, a form for each step, and how they travel.
 
@@ -116,16 +117,15 @@ type checkpointer struct {
 	stored  int  // partner copies of them stored
 	failed  bool // a piece could not be written
 	told    bool // this process told rank 0 of a full disk (warn)
-	full    bool // rank 0: a full disk was reported (report)
 	// spare holds the buffers partner copies arrived in, once written: the next copies land
 	// in them (copyBuffer), as the same pieces come at every checkpoint, so receiving one
 	// takes no page fault, and a piece of any size has a destination.
 	spare [][]byte
 
-	replies  chan ckptReply // rank 0: the processes' answers
-	armedAt  time.Time      // rank 0: when the checkpoint being taken was armed
-	iterated atomic.Bool    // rank 0: a task of the job ran Task.Iterate (ckptIterated)
-	setting  string         // where the directory pattern comes from, and the pattern, for messages
+	armedAt time.Time // when this process armed the checkpoint being taken (rank 0 logs it)
+
+	coord *ckptCoordinator // rank 0's coordinator; nil on the other ranks
+	inbox *coordInbox      // rank 0: the coordinator's inputs (checkpoint_driver.go)
 }
 
 // newCheckpointer sets up the checkpoints of j from cfg and the environment, and finds the
@@ -149,10 +149,13 @@ func newCheckpointer(j *job, cfg Checkpoint) (*checkpointer, error) {
 	if fp.Program == "" {
 		fp.Program = filepath.Base(os.Args[0])
 	}
-	c := &checkpointer{j: j, every: every, lifted: make(chan struct{}), wake: make(chan struct{}, 1),
-		replies: make(chan ckptReply, 4*j.procs), setting: fmt.Sprintf("Config.Checkpoint.Dir %q", pattern)}
-	if cfg.Dir == "" {
-		c.setting = fmt.Sprintf("%s=%s", envCheckpointDir, pattern)
+	c := &checkpointer{j: j, every: every, lifted: make(chan struct{}), wake: make(chan struct{}, 1), inbox: newCoordInbox()}
+	if j.rank == 0 {
+		setting := fmt.Sprintf("Config.Checkpoint.Dir %q", pattern)
+		if cfg.Dir == "" {
+			setting = fmt.Sprintf("%s=%s", envCheckpointDir, pattern)
+		}
+		c.coord = newCkptCoordinator(j.procs, j.tasks, j.owner, setting)
 	}
 	c.hold.Store(math.MaxInt64)
 	c.minIter.Store(math.MaxInt64)
@@ -162,7 +165,7 @@ func newCheckpointer(j *job, cfg Checkpoint) (*checkpointer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("orwl: checkpoints: %w", err)
 	}
-	c.restart = newRestart(dirs, fp, j.procs) // an error goes to rank 0, which fails the job
+	c.restart = newRestart(dirs, fp) // an error goes to rank 0, which fails the job
 	c.entered.Store(-1)
 	host, _ := os.Hostname()
 	if c.store, err = checkpoint.Create(checkpoint.Expand(pattern, j.rank, host), fp); err != nil {
@@ -196,10 +199,12 @@ func (c *checkpointer) ended() {
 	}
 }
 
-// finish is this process's part in the end of a job that succeeded, once its writer is
-// done: it marks the checkpoints of its directory as those of a finished job
-// (checkpoint.Store.MarkFinished), so that the job run again starts afresh; and rank 0 warns
-// when no task of the job ran Task.Iterate, the only place where checkpoints are taken.
+// finish is this process's part in the end of a job that succeeded, once its writer and
+// rank 0's coordinator are done: it marks the checkpoints of its directory as those of a
+// finished job (checkpoint.Store.MarkFinished), so that the job run again starts afresh;
+// and rank 0's coordinator takes the inputs still queued (what came before the job's final
+// agreement), and warns when no task of the job ran Task.Iterate, the only place where
+// checkpoints are taken.
 func (c *checkpointer) finish() {
 	if c == nil {
 		return
@@ -207,7 +212,10 @@ func (c *checkpointer) finish() {
 	if err := c.store.MarkFinished(); err != nil {
 		c.j.log.Warn(fmt.Sprintf("orwl: rank %d: the job finished, and its checkpoints could not be marked so (a run of the job again would resume from them): %v", c.j.rank, err))
 	}
-	if c.j.rank == 0 && !c.iterated.Load() {
-		c.j.log.Warn(fmt.Sprintf("orwl: checkpoints are on (%s), and no task of the job ran Task.Iterate: no checkpoint was taken. Checkpoints are taken between the iterations of Task.Iterate, with the state each task registers with Task.Keep: run the iterations with them, or turn checkpoints off", c.setting))
+	if c.coord != nil {
+		for _, in := range c.inbox.take() {
+			c.perform(c.coord.step(in))
+		}
+		c.perform(c.coord.step(coordInput{kind: onSucceeded}))
 	}
 }

@@ -1,142 +1,396 @@
 package orwl
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
-	"time"
+	"strings"
 
 	"github.com/orwl-go/orwl/checkpoint"
-	"github.com/orwl-go/orwl/internal/tick"
 )
 
-// Rank 0's coordinator of checkpoints: the exchanges that take one, and the warnings
-// (checkpoint.go has the overview).
+// Rank 0's coordinator of checkpoints and of the restart as a state machine, in the manner
+// of the start's (transport/startfsm.go): ckptCoordinator takes one coordInput at a time (a
+// tick of Checkpoint.Every, a process's answer, inventory or warning, a task that iterated,
+// the job's end or success) and returns the coordActions that follow (messages to send, a
+// line to log, the job to fail). It does no I/O, reads no clock, starts no goroutine and is
+// used by one goroutine at a time: the driver in checkpoint_driver.go feeds it and does what
+// it says. Every decision of the exchanges is taken here (checkpoint.go has the overview,
+// restore.go the restart's).
 
-// ckptReply is a process's answer to rank 0.
-type ckptReply struct {
+// coordState is what the coordinator waits for.
+type coordState int
+
+const (
+	surveying coordState = iota // at the start: an inventory from each process (restore.go)
+	idle                        // between checkpoints: the next tick prepares one
+	preparing                   // prepare sent: a report from each process
+	arming                      // arm k sent: armed k from each
+	copying                     // go k sent: copied k from each
+	writing                     // write k sent: done k from each, with the pieces it wrote
+	ended                       // the job ended, failed, or cannot start: no checkpoint is taken
+)
+
+// Kinds of coordInput.
+const (
+	onTick      = iota // Checkpoint.Every passed
+	onAnswer           // process from answered (msg: reportMsg, armedMsg, copiedMsg or doneMsg, with pieces)
+	onInventory        // process from reported what its directories hold (inv)
+	onWarn             // process from could not write a piece or a commit (msg: warnMsg; why)
+	onIterated         // a task of process from ran Task.Iterate
+	onEnd              // the job ended: the checkpoint being taken is given up
+	onSucceeded        // the job succeeded on every process
+)
+
+// coordInput is one event for the coordinator.
+type coordInput struct {
+	kind   int
 	from   int
-	phase  uint8
-	bound  int64 // ckptReport
-	minIt  int64 // ckptReport
-	busy   bool  // ckptReport
-	pieces []checkpoint.PieceInfo
-	failed bool // ckptDone
+	msg    ckptMessage
+	pieces []checkpoint.PieceInfo // onAnswer, doneMsg: the pieces written
+	why    string                 // onWarn
+	inv    inventory              // onInventory
 }
 
-// coordinate is rank 0's part: a checkpoint every c.every until ctx is done.
-func (c *checkpointer) coordinate(ctx context.Context) {
-	tick.Every(ctx, c.every, func() bool { return c.take(ctx) })
+// Kinds of coordAction.
+const (
+	doSend = iota // send msg with payload to every process, this one included
+	doLog         // log text at level
+	doFail        // fail the job with err
+)
+
+// coordAction is one thing the driver must do, in order.
+type coordAction struct {
+	kind    int
+	msg     ckptMessage
+	payload []byte
+	level   slog.Level
+	text    string
+	err     error
 }
 
-// take takes one checkpoint; it returns false when ctx ended first.
-func (c *checkpointer) take(ctx context.Context) bool {
-	reports, ok := c.exchange(ctx, prepareMsg{}, ckptReport)
-	if !ok {
-		return false
-	}
-	var busy []int
-	for _, r := range reports {
-		if r.busy {
-			busy = append(busy, r.from)
+// ckptCoordinator is rank 0's part in the checkpoints and the restart of a job. It begins
+// surveying: with every process's inventory it chooses the checkpoint the job restarts
+// from, and sends the plan (or why the job cannot start). Then, at each tick while idle,
+// it takes a checkpoint in four exchanges (prepare, arm, go, write; checkpoint.go), each a
+// message to every process and an answer from each, and commits or discards it. An answer
+// or an inventory out of turn, or a second one from a process in one exchange, fails the
+// job at once, naming the process and the exchange.
+type ckptCoordinator struct {
+	procs, tasks int
+	owner        []int  // the rank that runs each task
+	setting      string // where the directory pattern comes from, for messages
+
+	state    coordState
+	start    int    // the checkpoint the job resumed from; 0: a fresh start
+	k        int    // the checkpoint being taken
+	answered []bool // by rank: it answered in this exchange
+	count    int    // ranks that answered
+
+	bound, minIter int64                  // preparing: the highest bound, the smallest Iterate n
+	busy           []int                  // preparing: ranks still writing an earlier checkpoint
+	pieces         []checkpoint.PieceInfo // writing: the pieces written
+	failed         bool                   // writing: a process failed to write its part
+
+	invs     []*checkpoint.Inventory // surveying: by rank
+	finished []int                   // surveying: checkpoints of a run that finished
+	errs     []string                // surveying: why processes have no inventory
+
+	full     bool // a full disk was logged
+	iterated bool // a task of the job ran Task.Iterate
+	out      []coordAction
+}
+
+// newCkptCoordinator returns the coordinator of a job of procs processes and tasks tasks,
+// task t run by owner[t], surveying.
+func newCkptCoordinator(procs, tasks int, owner []int, setting string) *ckptCoordinator {
+	s := &ckptCoordinator{procs: procs, tasks: tasks, owner: owner, setting: setting}
+	s.enter(surveying)
+	s.invs = make([]*checkpoint.Inventory, procs)
+	return s
+}
+
+// step takes one input and returns what follows from it.
+func (s *ckptCoordinator) step(in coordInput) []coordAction {
+	s.out = nil
+	switch in.kind {
+	case onTick:
+		if s.state == idle {
+			s.send(prepareMsg{}, nil)
+			s.enter(preparing)
+			s.bound, s.minIter, s.busy = -1, math.MaxInt64, nil
+		}
+	case onAnswer:
+		s.answer(in)
+	case onInventory:
+		s.inventory(in)
+	case onWarn:
+		s.warn(in.from, in.msg.(warnMsg), in.why)
+	case onIterated:
+		s.iterated = true
+	case onEnd:
+		if s.state >= preparing && s.state < ended {
+			s.log(slog.LevelDebug, fmt.Sprintf("orwl: checkpoint given up at the job's end: rank 0 %s, and ranks %v had not answered", s.exchange(), s.waiting()))
+		}
+		s.state = ended
+	case onSucceeded:
+		if !s.iterated {
+			s.log(slog.LevelWarn, fmt.Sprintf("orwl: checkpoints are on (%s), and no task of the job ran Task.Iterate: no checkpoint was taken. Checkpoints are taken between the iterations of Task.Iterate, with the state each task registers with Task.Keep: run the iterations with them, or turn checkpoints off", s.setting))
 		}
 	}
-	if len(busy) > 0 {
-		slices.Sort(busy)
-		c.j.log.Debug(fmt.Sprintf("orwl: checkpoint skipped: ranks %v still write pieces of an earlier checkpoint (a slow disk, or one that failed)", busy))
-	}
-	k, ok := nextCheckpoint(reports, c.start())
-	if !ok || len(busy) > 0 {
-		c.broadcast(goMsg{}, nil)
+	return s.out
+}
+
+// surveyed reports whether the restart's plan is made (or the job failed first).
+func (s *ckptCoordinator) surveyed() bool { return s.state != surveying }
+
+// enter begins state: no process has answered in it yet.
+func (s *ckptCoordinator) enter(state coordState) {
+	s.state, s.count = state, 0
+	s.answered = make([]bool, s.procs)
+}
+
+// turn checks that from may answer now (inTurn: its answer, what, is the one this state
+// waits for), and counts it; it fails the job when it may not, naming the rank, what it
+// sent and what was expected. It reports whether the answer is taken.
+func (s *ckptCoordinator) turn(from int, inTurn bool, what string) bool {
+	switch {
+	case s.state == ended:
+		return false // the job is over: nothing waits for it
+	case from < 0 || from >= s.procs:
+		s.fail(fmt.Errorf("orwl: checkpoint: %s from rank %d, and the job has ranks 0 to %d", what, from, s.procs-1))
+	case !inTurn:
+		s.fail(fmt.Errorf("orwl: checkpoint: rank %d sent %s out of turn: rank 0 %s", from, what, s.exchange()))
+	case s.answered[from]:
+		s.fail(fmt.Errorf("orwl: checkpoint: rank %d sent %s twice: rank 0 %s", from, what, s.exchange()))
+	default:
+		s.answered[from] = true
+		s.count++
 		return true
 	}
-	c.armedAt = time.Now()
-	if _, ok := c.exchange(ctx, armMsg{int(k)}, ckptArmed); !ok {
-		return false
-	}
-	c.broadcast(goMsg{int(k)}, nil)
-	if _, ok := c.gather(ctx, ckptCopied); !ok {
-		return false
-	}
-	c.broadcast(writeMsg{int(k)}, nil)
-	done, ok := c.gather(ctx, ckptDone)
-	if !ok {
-		return false
-	}
-	var pieces []checkpoint.PieceInfo
-	for _, r := range done {
-		if r.failed {
-			c.broadcast(discardMsg{int(k)}, nil)
-			return true
-		}
-		pieces = append(pieces, r.pieces...)
-	}
-	payload, _ := json.Marshal(pieces)
-	c.broadcast(commitMsg{int(k)}, payload)
-	return true
+	return false
 }
 
-// nextCheckpoint returns the number of the checkpoint the processes' reports allow: one past
-// the iteration after the highest any task may enter, and never one at or below start, the
-// checkpoint the job resumed from (a Store removes its checkpoints numbered as high or higher
-// at the first write of a number). ok is false when the job ends first, or iterates without
-// Iterate.
-func nextCheckpoint(reports []ckptReply, start int) (k int64, ok bool) {
-	bound, minIter := int64(-1), int64(math.MaxInt64)
-	for _, r := range reports {
-		bound, minIter = max(bound, r.bound), min(minIter, r.minIt)
+// answer takes a process's answer in an exchange of a checkpoint, and begins the next
+// exchange when every process has answered.
+func (s *ckptCoordinator) answer(in coordInput) {
+	state, k := answerOf(in.msg, s.k)
+	if !s.turn(in.from, state == s.state && k == s.k, describe(in.msg)) {
+		return
 	}
+	switch m := in.msg.(type) {
+	case reportMsg:
+		s.bound, s.minIter = max(s.bound, m.bound), min(s.minIter, m.minIter)
+		if m.busy {
+			s.busy = append(s.busy, in.from)
+		}
+	case doneMsg:
+		s.failed = s.failed || m.failed
+		s.pieces = append(s.pieces, in.pieces...)
+	}
+	if s.count < s.procs {
+		return
+	}
+	switch s.state {
+	case preparing:
+		s.prepared()
+	case arming:
+		s.send(goMsg{s.k}, nil)
+		s.enter(copying)
+	case copying:
+		s.send(writeMsg{s.k}, nil)
+		s.enter(writing)
+	case writing:
+		if s.failed {
+			s.send(discardMsg{s.k}, nil)
+		} else {
+			payload, _ := json.Marshal(s.pieces) // a slice of plain structs
+			s.send(commitMsg{s.k}, payload)
+		}
+		s.pieces, s.failed = nil, false
+		s.enter(idle)
+	}
+}
+
+// prepared numbers the checkpoint once every process has reported, and arms it; or lifts
+// the hold when none can be taken now: a process still writes pieces of an earlier one, or
+// the job ends (or iterates without Iterate) first.
+func (s *ckptCoordinator) prepared() {
+	k, ok := nextCheckpoint(s.bound, s.minIter, s.start)
+	if len(s.busy) > 0 {
+		slices.Sort(s.busy)
+		s.log(slog.LevelDebug, fmt.Sprintf("orwl: checkpoint skipped: ranks %v still write pieces of an earlier checkpoint (a slow disk, or one that failed)", s.busy))
+	}
+	if !ok || len(s.busy) > 0 {
+		s.send(goMsg{}, nil)
+		s.enter(idle)
+	} else {
+		s.k = int(k)
+		s.send(armMsg{s.k}, nil)
+		s.enter(arming)
+	}
+}
+
+// nextCheckpoint returns the number of the checkpoint that the processes' reports allow,
+// given the highest bound reported and the smallest n of their Iterate calls: one past the
+// iteration after the highest any task may enter, and never one at or below start, the
+// checkpoint the job resumed from (a Store removes its checkpoints numbered as high or
+// higher at the first write of a number). ok is false when the job ends first, or iterates
+// without Iterate.
+func nextCheckpoint(bound, minIter int64, start int) (k int64, ok bool) {
 	k = max(bound+2, int64(start)+1)
 	return k, k < minIter && minIter != math.MaxInt64
 }
 
-// exchange sends m to every process and gathers their answers of phase want.
-func (c *checkpointer) exchange(ctx context.Context, m ckptMessage, want uint8) ([]ckptReply, bool) {
-	c.broadcast(m, nil)
-	return c.gather(ctx, want)
-}
-
-// broadcast sends m to every process, this one included.
-func (c *checkpointer) broadcast(m ckptMessage, payload []byte) {
-	for r := range c.j.procs {
-		c.send(r, m, payload)
-	}
-}
-
-// gather waits for the answer of phase want of every process.
-func (c *checkpointer) gather(ctx context.Context, want uint8) ([]ckptReply, bool) {
-	var got []ckptReply
-	for len(got) < c.j.procs {
-		select {
-		case <-ctx.Done():
-			return nil, false
-		case r := <-c.replies:
-			if r.phase != want {
-				c.j.fail(fmt.Errorf("orwl: checkpoint: rank %d answered %d, expected %d", r.from, r.phase, want))
-				return nil, false
-			}
-			got = append(got, r)
-		}
-	}
-	return got, true
-}
-
-// report is rank 0's part of warn: it logs what rank from could not write of checkpoint k
-// (m.full: a full disk), and why. A full disk is logged once for the whole job, however
-// many processes find it, at however many checkpoints; any other trouble each time.
-func (c *checkpointer) report(from int, m warnMsg, why string) {
-	c.mu.Lock()
-	first := !m.full || !c.full
-	c.full = c.full || m.full
-	c.mu.Unlock()
-	if !first {
+// inventory takes a process's inventory, and makes the plan when every process has sent
+// its own.
+func (s *ckptCoordinator) inventory(in coordInput) {
+	if !s.turn(in.from, s.state == surveying, describe(inventoryMsg{})) {
 		return
 	}
-	msg := fmt.Sprintf("orwl: checkpoint %d not written (rank %d); the job goes on and the previous checkpoint stays: %s", m.k, from, why)
-	if m.full {
-		msg += " (a full disk is reported once per job)"
+	s.invs[in.from] = &in.inv.Inventory
+	s.finished = append(s.finished, in.inv.Finished...)
+	if in.inv.Error != "" {
+		s.errs = append(s.errs, fmt.Sprintf("rank %d: %s", in.from, in.inv.Error))
 	}
-	c.j.log.Warn(msg)
+	if s.count < s.procs {
+		return
+	}
+	var msg planMsg
+	if len(s.errs) > 0 {
+		slices.Sort(s.errs)
+		msg.Error = "orwl: checkpoints: " + strings.Join(s.errs, "; ")
+	} else {
+		skipped := skipFinished(s.invs, s.finished)
+		plan, notes := checkpoint.Choose(s.invs, func(k checkpoint.Key) int {
+			if k.Task < 0 || k.Task >= s.tasks {
+				return -1
+			}
+			return s.owner[k.Task]
+		})
+		for _, n := range notes {
+			s.log(slog.LevelWarn, "orwl: checkpoint: "+n)
+		}
+		if len(skipped) > 0 {
+			s.log(slog.LevelWarn, s.finishedNote(skipped, plan.Checkpoint))
+		}
+		msg.Plan, s.start = *plan, plan.Checkpoint
+	}
+	payload, _ := json.Marshal(msg) // plain structs
+	s.send(restartPlanMsg{}, payload)
+	s.invs, s.finished, s.errs = nil, nil, nil
+	s.enter(idle)
+	if msg.Error != "" {
+		s.state = ended // every process fails with the plan's error
+	}
+}
+
+// finishedNote says why the job does not resume from the checkpoints skipped, those of a
+// finished run, and what it does instead: resume from checkpoint k, or start afresh (0).
+func (s *ckptCoordinator) finishedNote(skipped []int, k int) string {
+	what := "starting afresh"
+	if k > 0 {
+		what = fmt.Sprintf("resuming from checkpoint %d, of a later run that did not finish", k)
+	}
+	return fmt.Sprintf("orwl: checkpoints %v in %s are those of a run of this job that finished: %s. "+
+		"A job is known by its program, tasks, locations and Config.Checkpoint.Params: a changed program that should not resume from another's checkpoints must change Program or Params, or use another directory",
+		skipped, s.setting, what)
+}
+
+// warn logs what rank from could not write of checkpoint m.k (m.full: a full disk), and
+// why. A full disk is logged once for the whole job, however many processes find it, at
+// however many checkpoints; any other trouble each time.
+func (s *ckptCoordinator) warn(from int, m warnMsg, why string) {
+	if m.full && s.full {
+		return
+	}
+	s.full = s.full || m.full
+	text := fmt.Sprintf("orwl: checkpoint %d not written (rank %d); the job goes on and the previous checkpoint stays: %s", m.k, from, why)
+	if m.full {
+		text += " (a full disk is reported once per job)"
+	}
+	s.log(slog.LevelWarn, text)
+}
+
+func (s *ckptCoordinator) send(m ckptMessage, payload []byte) {
+	s.out = append(s.out, coordAction{kind: doSend, msg: m, payload: payload})
+}
+
+func (s *ckptCoordinator) log(level slog.Level, text string) {
+	s.out = append(s.out, coordAction{kind: doLog, level: level, text: text})
+}
+
+// fail fails the job with err; the coordinator takes no further part.
+func (s *ckptCoordinator) fail(err error) {
+	s.out = append(s.out, coordAction{kind: doFail, err: err})
+	s.state = ended
+}
+
+// waiting returns the ranks that have not answered in this exchange.
+func (s *ckptCoordinator) waiting() []int {
+	var ranks []int
+	for r, ok := range s.answered {
+		if !ok {
+			ranks = append(ranks, r)
+		}
+	}
+	return ranks
+}
+
+// exchange says what the coordinator does and waits for, for messages.
+func (s *ckptCoordinator) exchange() string {
+	switch s.state {
+	case surveying:
+		return "surveys the checkpoints, and waits for " + describe(inventoryMsg{}) + " from each process"
+	case idle:
+		return "takes no checkpoint now"
+	case preparing:
+		return "prepares a checkpoint, and waits for " + describe(reportMsg{}) + " from each process"
+	case arming:
+		return fmt.Sprintf("arms checkpoint %d, and waits for %s from each process", s.k, describe(armedMsg{s.k}))
+	case copying:
+		return fmt.Sprintf("waits for %s from each process (its tasks' copies)", describe(copiedMsg{s.k}))
+	case writing:
+		return fmt.Sprintf("waits for %s from each process (its pieces written)", describe(doneMsg{k: s.k}))
+	}
+	return "takes no further part"
+}
+
+// answerOf returns the state in which m answers rank 0, and the checkpoint it answers
+// about (a report is about none yet: s.k is that of the previous checkpoint then).
+func answerOf(m ckptMessage, k int) (coordState, int) {
+	switch m := m.(type) {
+	case reportMsg:
+		return preparing, k
+	case armedMsg:
+		return arming, m.k
+	case copiedMsg:
+		return copying, m.k
+	case doneMsg:
+		return writing, m.k
+	}
+	return ended, -1
+}
+
+// describe names an answer to rank 0, for messages.
+func describe(m ckptMessage) string {
+	switch m := m.(type) {
+	case reportMsg:
+		return "a report"
+	case armedMsg:
+		return fmt.Sprintf("armed %d", m.k)
+	case copiedMsg:
+		return fmt.Sprintf("copied %d", m.k)
+	case doneMsg:
+		return fmt.Sprintf("done %d", m.k)
+	case warnMsg:
+		return fmt.Sprintf("a warning about checkpoint %d", m.k)
+	case iteratedMsg:
+		return "word that a task ran Task.Iterate"
+	case inventoryMsg:
+		return "an inventory of its checkpoints"
+	}
+	return fmt.Sprintf("a checkpoint message of phase %d", m.header().Flags)
 }

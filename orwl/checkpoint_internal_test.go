@@ -17,41 +17,57 @@ import (
 // copied when a task enters its iteration, would never come.
 func TestNextCheckpointFollowsTheResumedOne(t *testing.T) {
 	for _, c := range []struct {
-		reports []ckptReply
-		start   int
-		k       int64
-		ok      bool
+		bound, minIter int64 // the highest bound and the smallest n reported
+		start          int
+		k              int64
+		ok             bool
 	}{
-		{[]ckptReply{{bound: 0, minIt: 100}, {bound: 0, minIt: 100}}, 40, 41, true},
-		{[]ckptReply{{bound: 45, minIt: 100}, {bound: 43, minIt: 100}}, 40, 47, true},
-		{[]ckptReply{{bound: 5, minIt: 100}}, 0, 7, true},
-		{[]ckptReply{{bound: 98, minIt: 100}}, 0, 100, false},                      // the job ends first
-		{[]ckptReply{{bound: 0, minIt: math.MaxInt64}}, 0, 2, false},               // no Iterate
-		{[]ckptReply{{bound: 0, minIt: 41}, {bound: 0, minIt: 50}}, 40, 41, false}, // past the end
+		{0, 100, 40, 41, true},
+		{45, 100, 40, 47, true},
+		{5, 100, 0, 7, true},
+		{98, 100, 0, 100, false},        // the job ends first
+		{0, math.MaxInt64, 0, 2, false}, // no Iterate
+		{0, 41, 40, 41, false},          // past the end
 	} {
-		k, ok := nextCheckpoint(c.reports, c.start)
+		k, ok := nextCheckpoint(c.bound, c.minIter, c.start)
 		if k != c.k || ok != c.ok {
-			t.Errorf("reports %+v after resuming at %d: checkpoint %d %v, want %d %v", c.reports, c.start, k, ok, c.k, c.ok)
+			t.Errorf("bound %d, smallest n %d after resuming at %d: checkpoint %d %v, want %d %v", c.bound, c.minIter, c.start, k, ok, c.k, c.ok)
 		}
 	}
 }
+
+// testCheckpointer returns the checkpointer of j, rank 0 of a job of one process, with no
+// directory: its answers to rank 0 stay in c.inbox (answers).
+func testCheckpointer(j *job) *checkpointer {
+	c := &checkpointer{j: j, lifted: make(chan struct{}), wake: make(chan struct{}, 1), inbox: newCoordInbox(),
+		coord: newCkptCoordinator(1, 0, nil, "")}
+	c.hold.Store(math.MaxInt64)
+	c.slack.Store(1)
+	j.ckpt = c
+	return c
+}
+
+// answers returns the answers c sent rank 0 since the last call, as rank 0's coordinator
+// would take them.
+func answers(c *checkpointer) []coordInput { return c.inbox.take() }
 
 // TestPartnerAnswers: a partner's answer counts only for the checkpoint being written (a
 // late one, about a checkpoint given up after a failed piece, would make the next one look
 // durable on two disks before it is), and a partner that could not store its copy (a full
 // disk) fails the checkpoint instead of leaving it, and every later one, waiting forever.
 func TestPartnerAnswers(t *testing.T) {
-	c := &checkpointer{j: &job{rank: 0, procs: 1}, replies: make(chan ckptReply, 4),
-		k: 5, expect: 1, written: []checkpoint.PieceInfo{{Key: checkpoint.StateKey(0, "s")}}}
+	c := testCheckpointer(&job{rank: 0, procs: 1})
+	c.k, c.expect, c.written = 5, 1, []checkpoint.PieceInfo{{Key: checkpoint.StateKey(0, "s")}}
 	c.handle(1, storedMsg{k: 4}, nil)
-	if c.stored != 0 || len(c.replies) != 0 {
-		t.Fatalf("an answer about checkpoint 4 counted for 5: %d stored, %d reports", c.stored, len(c.replies))
+	if got := answers(c); c.stored != 0 || len(got) != 0 {
+		t.Fatalf("an answer about checkpoint 4 counted for 5: %d stored, %d reports", c.stored, len(got))
 	}
 	c.handle(1, storedMsg{k: 5, failed: true}, nil)
-	if len(c.replies) != 1 {
+	got := answers(c)
+	if len(got) != 1 {
 		t.Fatal("a partner's failure did not end the checkpoint")
 	}
-	if r := <-c.replies; r.phase != ckptDone || !r.failed || r.from != 0 {
+	if r := got[0]; r.msg != (doneMsg{k: 5, failed: true}) || r.from != 0 {
 		t.Fatalf("report %+v, want checkpoint 5 done and failed", r)
 	}
 	if m := decodeCkpt(new(storedMsg{k: 5, failed: true}.header())); m != (storedMsg{k: 5, failed: true}) {
@@ -59,17 +75,29 @@ func TestPartnerAnswers(t *testing.T) {
 	}
 }
 
+// report returns the one answer c sent rank 0, a report.
+func report(t *testing.T, c *checkpointer) reportMsg {
+	t.Helper()
+	got := answers(c)
+	if len(got) != 1 {
+		t.Fatalf("answers %+v, want one report", got)
+	}
+	m, ok := got[0].msg.(reportMsg)
+	if !ok {
+		t.Fatalf("answer %+v, want a report", got[0])
+	}
+	return m
+}
+
 // TestHoldSlackDoubles: a process holds its tasks one iteration past the highest entered,
 // and twice as far at each checkpoint after one at which a task had to wait (up to
 // maxSlack), so that the exchanges come to take less time than the iterations it allows.
 func TestHoldSlackDoubles(t *testing.T) {
-	c := &checkpointer{j: &job{rank: 0, procs: 1}, replies: make(chan ckptReply, 4), lifted: make(chan struct{})}
-	c.hold.Store(math.MaxInt64)
-	c.slack.Store(1)
+	c := testCheckpointer(&job{rank: 0, procs: 1})
 	c.entered.Store(10)
 	prepare := func() int64 {
 		c.handle(0, prepareMsg{}, nil)
-		return (<-c.replies).bound
+		return report(t, c).bound
 	}
 	if b := prepare(); b != 11 || c.hold.Load() != 11 {
 		t.Fatalf("bound %d, hold %d, want 11 and 11", b, c.hold.Load())
@@ -114,12 +142,10 @@ func TestHoldSlackFollowsThePace(t *testing.T) {
 		}
 	}
 	// A process measures its pace between two prepares and the window from prepare to go.
-	c := &checkpointer{j: &job{rank: 0, procs: 1}, replies: make(chan ckptReply, 4), lifted: make(chan struct{})}
-	c.hold.Store(math.MaxInt64)
-	c.slack.Store(1)
+	c := testCheckpointer(&job{rank: 0, procs: 1})
 	c.entered.Store(10)
 	c.handle(0, prepareMsg{}, nil)
-	<-c.replies
+	report(t, c)
 	c.handle(0, goMsg{}, nil)
 	if c.window <= 0 {
 		t.Fatalf("window %v after a prepare and a go, want the time between them", c.window)
@@ -128,7 +154,7 @@ func TestHoldSlackFollowsThePace(t *testing.T) {
 	c.window = 55 * time.Millisecond
 	c.entered.Store(110)
 	c.handle(0, prepareMsg{}, nil)
-	if r := <-c.replies; r.bound != 110+11 {
+	if r := report(t, c); r.bound != 110+11 {
 		t.Fatalf("bound %d at 10 ms an iteration and a 55 ms hold, want 110+11", r.bound)
 	}
 }
@@ -139,25 +165,24 @@ func TestHoldSlackFollowsThePace(t *testing.T) {
 // task has copied, so that rank 0 hears it after the armed answers.
 func TestWritingWaitsForEveryCopy(t *testing.T) {
 	j := &job{rank: 0, procs: 1}
-	c := &checkpointer{j: j, replies: make(chan ckptReply, 4), lifted: make(chan struct{}), wake: make(chan struct{}, 1)}
-	j.ckpt = c
+	c := testCheckpointer(j)
 	task := &Task{job: j, ckpt: taskCkpt{kept: []keptState{{name: "s"}}}}
 	task.ckpt.iterating.Store(true)
 	j.local = []*Task{task}
 	c.handle(0, armMsg{5}, nil)
-	if r := <-c.replies; r.phase != ckptArmed {
-		t.Fatalf("answer %+v to the arm, want armed", r)
+	if got := answers(c); len(got) != 1 || got[0].msg != (armedMsg{5}) {
+		t.Fatalf("answers %+v to the arm, want armed 5", got)
 	}
 	c.handle(0, goMsg{5}, nil)
-	if len(c.replies) != 0 {
-		t.Fatalf("a copy reported at the go while the task has not copied: %+v", <-c.replies)
+	if got := answers(c); len(got) != 0 {
+		t.Fatalf("a copy reported at the go while the task has not copied: %+v", got)
 	}
 	if c.released.Load() >= c.armed.Load() {
 		t.Fatal("the writer may write checkpoint 5 before the task copied its state")
 	}
 	task.paid()
-	if r := <-c.replies; r.phase != ckptCopied || r.from != 0 {
-		t.Fatalf("answer %+v once the task copied, want copied", r)
+	if got := answers(c); len(got) != 1 || got[0].msg != (copiedMsg{5}) || got[0].from != 0 {
+		t.Fatalf("answers %+v once the task copied, want copied 5", got)
 	}
 	if c.released.Load() >= c.armed.Load() {
 		t.Fatal("the writer may write checkpoint 5 before rank 0 said every task copied")
@@ -172,23 +197,17 @@ func TestWritingWaitsForEveryCopy(t *testing.T) {
 // It must answer the arm with armed alone (a done first would fail the job: rank 0 gathers
 // the armed answers), the go with copied, and the write with done.
 func TestProcessWithoutPiecesAnswersInTurn(t *testing.T) {
-	j := &job{rank: 0, procs: 1}
-	c := &checkpointer{j: j, replies: make(chan ckptReply, 4), lifted: make(chan struct{}), wake: make(chan struct{}, 1)}
-	j.ckpt = c
+	c := testCheckpointer(&job{rank: 0, procs: 1})
 	for _, step := range []struct {
-		m    ckptMessage
-		want uint8
+		m, want ckptMessage
 	}{
-		{armMsg{3}, ckptArmed},
-		{goMsg{3}, ckptCopied},
-		{writeMsg{3}, ckptDone},
+		{armMsg{3}, armedMsg{3}},
+		{goMsg{3}, copiedMsg{3}},
+		{writeMsg{3}, doneMsg{k: 3}},
 	} {
 		c.handle(0, step.m, nil)
-		if len(c.replies) != 1 {
-			t.Fatalf("%d answers to phase %d, want one", len(c.replies), step.m.header().Flags)
-		}
-		if r := <-c.replies; r.phase != step.want || r.failed {
-			t.Fatalf("answer %+v to phase %d, want phase %d", r, step.m.header().Flags, step.want)
+		if got := answers(c); len(got) != 1 || got[0].msg != step.want {
+			t.Fatalf("answers %+v to %#v, want %#v alone", got, step.m, step.want)
 		}
 	}
 }

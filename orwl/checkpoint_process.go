@@ -279,6 +279,7 @@ func (c *checkpointer) handle(from int, m ckptMessage, payload []byte) {
 		bound = max(bound, c.entered.Load()) // a task that entered meanwhile saw no hold
 		c.send(0, reportMsg{bound: bound, minIter: c.minIter.Load(), busy: c.held.Load() > 0}, nil)
 	case armMsg:
+		c.armedAt = time.Now()
 		c.arm(m.k)
 		c.send(0, armedMsg(m), nil)
 	case goMsg:
@@ -330,7 +331,7 @@ func (c *checkpointer) handle(from int, m ckptMessage, payload []byte) {
 	case commitMsg:
 		var pieces []checkpoint.PieceInfo
 		err := json.Unmarshal(payload, &pieces)
-		took := time.Since(c.armedAt) // rank 0 runs its own messages at once, in coordinate
+		took := time.Since(c.armedAt)
 		c.push(func() {
 			if err == nil {
 				err = c.store.Commit(m.k, pieces)
@@ -343,32 +344,22 @@ func (c *checkpointer) handle(from int, m ckptMessage, payload []byte) {
 		})
 	case discardMsg:
 		c.push(func() { c.store.Discard(m.k) })
-	case warnMsg:
-		c.report(from, m, string(payload))
-	case iteratedMsg:
-		c.iterated.Store(true)
 	case inventoryMsg, restartPlanMsg, partMsg:
 		c.restartMessage(from, m, payload)
-	case reportMsg: // the answers to rank 0
-		c.answer(ckptReply{from: from, phase: ckptReport, bound: m.bound, minIt: m.minIter, busy: m.busy})
-	case armedMsg:
-		c.answer(ckptReply{from: from, phase: ckptArmed})
-	case copiedMsg:
-		c.answer(ckptReply{from: from, phase: ckptCopied})
+	case reportMsg, armedMsg, copiedMsg: // the answers to rank 0
+		c.toCoordinator(coordInput{kind: onAnswer, from: from, msg: m})
 	case doneMsg:
-		r := ckptReply{from: from, phase: ckptDone, failed: m.failed}
-		json.Unmarshal(payload, &r.pieces)
-		c.answer(r)
+		in := coordInput{kind: onAnswer, from: from, msg: m}
+		if err := json.Unmarshal(payload, &in.pieces); err != nil {
+			c.j.fail(fmt.Errorf("orwl: checkpoint %d: the pieces rank %d wrote: %w", m.k, from, err))
+			return
+		}
+		c.toCoordinator(in)
+	case warnMsg:
+		c.toCoordinator(coordInput{kind: onWarn, from: from, msg: m, why: string(payload)})
+	case iteratedMsg:
+		c.toCoordinator(coordInput{kind: onIterated, from: from, msg: m})
 	default:
 		c.j.fail(fmt.Errorf("orwl: a checkpoint message of unknown phase %d from rank %d", m.header().Flags, from))
-	}
-}
-
-// answer hands rank 0's coordinator (gather) an answer of a process.
-func (c *checkpointer) answer(r ckptReply) {
-	select {
-	case c.replies <- r:
-	default:
-		c.j.fail(fmt.Errorf("orwl: checkpoint: rank %d answered out of turn", r.from))
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/orwl-go/orwl/checkpoint"
@@ -17,25 +16,25 @@ import (
 // Restarting from a checkpoint (docs/design.md, rule 19). The processes of a job need not see
 // each other's directories (a disk per node): each one surveys the directories its pattern
 // matches here (checkpoint.Survey) and, once the mesh is connected and before the tasks
-// start, reports that inventory to rank 0. Rank 0 chooses the newest checkpoint complete
-// across the union of the inventories and, for each piece, the process whose copy is read
-// (checkpoint.Choose: the process that now runs the piece's task when it has an intact copy),
-// and sends everybody that plan. Each process then sends the pieces it was chosen for to the
-// processes that run their tasks, in parts of at most restartChunk bytes, and waits for those
-// it needs from others, checking each one's checksum as it completes. The pieces it has
-// itself are read from its disk when the schedule restores the locations and kept states.
-// Nothing else chooses the checkpoint: one process alone goes through the same steps. The
-// checkpoints of a run of the job that finished (checkpoint.Finished, which each process
-// reports with its inventory) are left out of the choice: the job run again after it
-// finished starts afresh, and rank 0 says so.
+// start, reports that inventory to rank 0. Rank 0's coordinator (checkpoint_coord.go, in its
+// state surveying) chooses the newest checkpoint complete across the union of the
+// inventories and, for each piece, the process whose copy is read (checkpoint.Choose: the
+// process that now runs the piece's task when it has an intact copy), and sends everybody
+// that plan. Each process then sends the pieces it was chosen for to the processes that run
+// their tasks, in parts of at most restartChunk bytes, and waits for those it needs from
+// others, checking each one's checksum as it completes. The pieces it has itself are read
+// from its disk when the schedule restores the locations and kept states. Nothing else
+// chooses the checkpoint: one process alone goes through the same steps. The checkpoints of
+// a run of the job that finished (checkpoint.Finished, which each process reports with its
+// inventory) are left out of the choice: the job run again after it finished starts
+// afresh, and rank 0 says so.
 
 // restartChunk is the most bytes of a piece one message carries.
 var restartChunk = 4 << 20
 
 // restart is this process's part in the restart of the job.
 type restart struct {
-	inv  inventory      // what this process's directories hold
-	invs chan inventory // rank 0: the processes' inventories, as they come
+	inv inventory // what this process's directories hold
 
 	mu       sync.Mutex
 	plan     *checkpoint.Plan // rank 0's plan; nil until it comes, then never changed
@@ -53,7 +52,6 @@ type inventory struct {
 	checkpoint.Inventory
 	Finished []int  `json:"finished,omitempty"` // checkpoint.Finished
 	Error    string `json:"error,omitempty"`
-	from     int
 }
 
 // planMsg is rank 0's plan, or why the job cannot start.
@@ -77,8 +75,8 @@ type earlyPart struct {
 }
 
 // newRestart surveys dirs, the directories this process sees, for checkpoints of job.
-func newRestart(dirs []string, job checkpoint.Fingerprint, procs int) *restart {
-	r := &restart{invs: make(chan inventory, procs), planned: make(chan struct{}), arrived: make(chan struct{})}
+func newRestart(dirs []string, job checkpoint.Fingerprint) *restart {
+	r := &restart{planned: make(chan struct{}), arrived: make(chan struct{})}
 	inv, err := checkpoint.Survey(dirs, job)
 	if err != nil {
 		r.inv.Error = err.Error()
@@ -104,10 +102,8 @@ func (c *checkpointer) recover(ctx context.Context) error {
 		return fmt.Errorf("orwl: checkpoints: %w", err)
 	}
 	c.send(0, inventoryMsg{}, payload)
-	if c.j.rank == 0 {
-		if err := c.choose(ctx); err != nil {
-			return err
-		}
+	if c.coord != nil { // rank 0 makes the plan
+		c.drive(ctx, c.coord.surveyed)
 	}
 	select {
 	case <-r.planned:
@@ -129,55 +125,6 @@ func (c *checkpointer) recover(ctx context.Context) error {
 	}
 }
 
-// choose is rank 0's part: it gathers the inventories, chooses the checkpoint and the
-// copies, says what it found wrong, and sends everybody the plan.
-func (c *checkpointer) choose(ctx context.Context) error {
-	invs := make([]*checkpoint.Inventory, c.j.procs)
-	var errs []string
-	var finished []int
-	for range c.j.procs {
-		select {
-		case inv := <-c.restart.invs:
-			if invs[inv.from] != nil {
-				return fmt.Errorf("orwl: checkpoints: rank %d reported its checkpoints twice", inv.from)
-			}
-			invs[inv.from] = &inv.Inventory
-			finished = append(finished, inv.Finished...)
-			if inv.Error != "" {
-				errs = append(errs, fmt.Sprintf("rank %d: %s", inv.from, inv.Error))
-			}
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
-	}
-	var msg planMsg
-	if len(errs) > 0 {
-		slices.Sort(errs)
-		msg.Error = "orwl: checkpoints: " + strings.Join(errs, "; ")
-	} else {
-		skipped := skipFinished(invs, finished)
-		plan, notes := checkpoint.Choose(invs, func(k checkpoint.Key) int {
-			if k.Task < 0 || k.Task >= c.j.tasks {
-				return -1
-			}
-			return c.j.owner[k.Task]
-		})
-		for _, n := range notes {
-			c.j.log.Warn("orwl: checkpoint: " + n)
-		}
-		if len(skipped) > 0 {
-			c.j.log.Warn(c.finishedNote(skipped, plan.Checkpoint))
-		}
-		msg.Plan = *plan
-	}
-	payload, err := json.Marshal(msg)
-	if err != nil {
-		return fmt.Errorf("orwl: checkpoints: %w", err)
-	}
-	c.broadcast(restartPlanMsg{}, payload)
-	return nil
-}
-
 // skipFinished removes from invs the manifests of the checkpoints in finished, those of a run
 // of the job that finished, so that no restart resumes from them, and returns the numbers
 // of those it removed.
@@ -196,18 +143,6 @@ func skipFinished(invs []*checkpoint.Inventory, finished []int) []int {
 	return slices.Compact(skipped)
 }
 
-// finishedNote says why the job does not resume from the checkpoints skipped, those of a
-// finished run, and what it does instead: resume from checkpoint k, or start afresh (0).
-func (c *checkpointer) finishedNote(skipped []int, k int) string {
-	what := "starting afresh"
-	if k > 0 {
-		what = fmt.Sprintf("resuming from checkpoint %d, of a later run that did not finish", k)
-	}
-	return fmt.Sprintf("orwl: checkpoints %v in %s are those of a run of this job that finished: %s. "+
-		"A job is known by its program, tasks, locations and Config.Checkpoint.Params: a changed program that should not resume from another's checkpoints must change Program or Params, or use another directory",
-		skipped, c.setting, what)
-}
-
 // restartMessage runs a message of the restart from process from. It never blocks: it runs
 // on a connection's reader.
 func (c *checkpointer) restartMessage(from int, m ckptMessage, payload []byte) {
@@ -215,16 +150,9 @@ func (c *checkpointer) restartMessage(from int, m ckptMessage, payload []byte) {
 	var err error
 	switch m := m.(type) {
 	case inventoryMsg:
-		inv := inventory{from: from}
-		if err = json.Unmarshal(payload, &inv); err == nil && c.j.rank != 0 {
-			err = errors.New("an inventory of checkpoints, and this process is not rank 0")
-		}
-		if err == nil {
-			select {
-			case r.invs <- inv:
-			default:
-				err = errors.New("an inventory of checkpoints out of turn")
-			}
+		in := coordInput{kind: onInventory, from: from, msg: m}
+		if err = json.Unmarshal(payload, &in.inv); err == nil {
+			c.toCoordinator(in)
 		}
 	case restartPlanMsg:
 		var msg planMsg
