@@ -11,6 +11,28 @@ import (
 	"github.com/orwl-go/orwl/transport"
 )
 
+// Reading a grant. A grant of a location of another process, in the order of its steps
+// (the files' lengths when this was written):
+//
+//	orwl/handle.go    92  Handle.Acquire, Release: the API, which package handle serves
+//	handle/handle.go 572  Handle.Request, Acquire, Release; the Queue and Ticket it uses
+//	handle/latch.go  216  the grant's latch, on which Acquire waits
+//	remote.go        455  the requester: remoteQueue.Request sends the request, granted
+//	                      hands the grant to its latch, sendRelease gives it back
+//	protocol.go      451  the messages, and the dispatch of what arrives (node.Handle);
+//	                      the checkpoint's messages follow
+//	owner.go         215  the owner: place puts the request in the FIFO, served.granted
+//	                      sends the grant, released ends it
+//	location.go      391  the FIFO operations: enqueue, release, granting, deliver
+//	ticket.go         70  what local and remote tickets share: Waiting
+//
+// A grant of a location of this process reads the files of the handle, location.go and
+// ticket.go. Either makes one call each, which a grant does not need followed, into the
+// round of an iterative request (job.round, checkpoint.go), the deadlock watch
+// (detector.block and moved, deadlock.go), an armed checkpoint's snapshot
+// (location.granting, checkpoint_process.go), the buffers (buffers.go), and, in a traced
+// job, the observer (observer.go).
+
 // Lock order. The mutexes of the package, and the only ways they nest: a mutex on the left
 // of > may be held while one on its right is taken, never the other way round; every other
 // mutex is taken alone. Under any of them a message is only queued (transport.Mesh.Send,

@@ -54,3 +54,8 @@ func (o *observer) Releasing(h *handle.Handle, t handle.Ticket) {
 	mode := h.Mode()
 	t.(ticket).traceRelease(o.task.id, mode, o.tr.Release(o.task.job.traceLoc(t), mode))
 }
+
+// traceLoc names the location of ticket t for the trace.
+func (j *job) traceLoc(t handle.Ticket) trace.Loc {
+	return trace.Loc(j.locationAt(t.(ticket).where()))
+}

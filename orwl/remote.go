@@ -389,18 +389,6 @@ func (r *requester) grantSink(from int, m grantMsg) ([]byte, error) {
 	return r.j.bufs.resizeKeep(&q.mirror, m.size, r.spare.take), nil
 }
 
-// resizeKeep sets *b to n bytes, reallocating with alloc (freeing the old buffer) only when
-// it must grow; its callers fill it with a payload at once, so alloc gives a buffer whose
-// pages are faulted in (filled, or a spare mirror).
-func (bs buffers) resizeKeep(b *[]byte, n int, alloc func(int) []byte) []byte {
-	if n > cap(*b) {
-		bs.free(*b)
-		*b = alloc(n)
-	}
-	*b = (*b)[:n]
-	return *b
-}
-
 // granted completes a remote ticket: the payload, if any, is already in the mirror.
 func (r *requester) granted(from int, m grantMsg, payload []byte) error {
 	t := r.ticket(m.ticket)

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/orwl-go/orwl/handle"
 	"github.com/orwl-go/orwl/trace"
 	"github.com/orwl-go/orwl/transport"
 )
@@ -62,11 +61,6 @@ func (n *node) clockMessage(from int, m clockMsg) {
 	default:
 		n.log.Warn("orwl: a clock answer nobody asked for", "rank", from)
 	}
-}
-
-// traceLoc names the location of ticket t for the trace.
-func (j *job) traceLoc(t handle.Ticket) trace.Loc {
-	return trace.Loc(j.locationAt(t.(ticket).where()))
 }
 
 // tracePart keeps the trace part of rank from, at rank 0 (see sendTracePart).
