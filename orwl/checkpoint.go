@@ -78,6 +78,7 @@ type checkpointer struct {
 	every   time.Duration
 	store   *checkpoint.Store
 	restart *restart // the restart from a checkpoint (restore.go)
+	resumed int      // the checkpoint the job restarts from, 0: none; set with the plan (install), before the tasks start
 
 	entered atomic.Int64 // the highest iteration a task of this process has entered
 	minIter atomic.Int64 // the smallest n of this process's Iterate calls
@@ -182,12 +183,23 @@ func (c *checkpointer) close() {
 }
 
 // round is the round of the request that a handle places after acquires acquires: -1 for a
-// one-shot (not iterative) handle.
+// one-shot (not iterative) handle. It is the one numbering of rounds, which the requests of
+// every handle, local or remote, carry (rule 16): the rounds of a job resumed from
+// checkpoint k begin at k. It reads a number fixed before the tasks start, and nothing else.
 func (j *job) round(iterative bool, acquires int) int {
 	if !iterative {
 		return -1
 	}
 	return j.ckpt.start() + acquires
+}
+
+// start is the iteration the job starts at: the number of the checkpoint it restarts from,
+// 0 for a fresh start or a job without checkpoints. It is fixed before the tasks start.
+func (c *checkpointer) start() int {
+	if c == nil {
+		return 0
+	}
+	return c.resumed
 }
 
 // ended tells rank 0, once the tasks of this process have returned, whether one of them ran

@@ -209,6 +209,7 @@ func (c *checkpointer) install(msg planMsg) error {
 		}
 	}
 	r.plan, r.left = p, len(r.incoming)
+	c.resumed = p.Checkpoint
 	close(r.planned)
 	if r.left == 0 {
 		close(r.arrived)
@@ -272,14 +273,6 @@ func (c *checkpointer) sendPieces() error {
 		}
 	}
 	return nil
-}
-
-// start is the iteration the job starts at: the number of the checkpoint it restarts from.
-func (c *checkpointer) start() int {
-	if c == nil || c.restart.plan == nil {
-		return 0
-	}
-	return c.restart.plan.Checkpoint
 }
 
 // piece returns the index of key in the plan, and its entry.
