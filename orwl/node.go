@@ -43,7 +43,8 @@ import (
 //	remoteQueue.sendMu > spareMirrors.mu      and gives its mirror's buffer up
 //	location.mu        > checkpointer.mu      a snapshot queues its piece for the writer
 //
-// Taken alone: location.sendMu, jobWide.mu, job.errMu, job.mu, restart.mu, writerProcs.
+// Taken alone: location.sendMu, jobWide.mu, job.errMu, job.mu, restart.mu, coordInbox.mu,
+// writerProcs.
 // Inside any of them only other packages' locks are taken (the transport's connection
 // queues, hugemem's registry of guarded buffers), which take none of these.
 
