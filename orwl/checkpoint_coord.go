@@ -24,13 +24,13 @@ import (
 type coordState int
 
 const (
-	surveying coordState = iota // at the start: an inventory from each process (restore.go)
-	idle                        // between checkpoints: the next tick prepares one
-	preparing                   // prepare sent: a report from each process
-	arming                      // arm k sent: armed k from each
-	copying                     // go k sent: copied k from each
-	writing                     // write k sent: done k from each, with the pieces it wrote
-	ended                       // the job ended, failed, or cannot start: no checkpoint is taken
+	coordSurveying coordState = iota // at the start: an inventory from each process (restore.go)
+	coordIdle                        // between checkpoints: the next tick prepares one
+	coordPreparing                   // prepare sent: a report from each process
+	coordArming                      // arm k sent: armed k from each
+	coordCopying                     // go k sent: copied k from each
+	coordWriting                     // write k sent: done k from each, with the pieces it wrote
+	coordEnded                       // the job ended, failed, or cannot start: no checkpoint is taken
 )
 
 // Kinds of coordInput.
@@ -107,7 +107,7 @@ type ckptCoordinator struct {
 // task t run by owner[t], surveying.
 func newCkptCoordinator(procs, tasks int, owner []int, setting string) *ckptCoordinator {
 	s := &ckptCoordinator{procs: procs, tasks: tasks, owner: owner, setting: setting}
-	s.enter(surveying)
+	s.enter(coordSurveying)
 	s.invs = make([]*checkpoint.Inventory, procs)
 	return s
 }
@@ -117,9 +117,9 @@ func (s *ckptCoordinator) step(in coordInput) []coordAction {
 	s.out = nil
 	switch in.kind {
 	case onTick:
-		if s.state == idle {
+		if s.state == coordIdle {
 			s.send(prepareMsg{}, nil)
-			s.enter(preparing)
+			s.enter(coordPreparing)
 			s.bound, s.minIter, s.busy = -1, math.MaxInt64, nil
 		}
 	case onAnswer:
@@ -131,10 +131,10 @@ func (s *ckptCoordinator) step(in coordInput) []coordAction {
 	case onIterated:
 		s.iterated = true
 	case onEnd:
-		if s.state >= preparing && s.state < ended {
+		if s.state >= coordPreparing && s.state < coordEnded {
 			s.log(slog.LevelDebug, fmt.Sprintf("orwl: checkpoint given up at the job's end: rank 0 %s, and ranks %v had not answered", s.exchange(), s.waiting()))
 		}
-		s.state = ended
+		s.state = coordEnded
 	case onSucceeded:
 		if !s.iterated {
 			s.log(slog.LevelWarn, fmt.Sprintf("orwl: checkpoints are on (%s), and no task of the job ran Task.Iterate: no checkpoint was taken. Checkpoints are taken between the iterations of Task.Iterate, with the state each task registers with Task.Keep: run the iterations with them, or turn checkpoints off", s.setting))
@@ -144,7 +144,7 @@ func (s *ckptCoordinator) step(in coordInput) []coordAction {
 }
 
 // surveyed reports whether the restart's plan is made (or the job failed first).
-func (s *ckptCoordinator) surveyed() bool { return s.state != surveying }
+func (s *ckptCoordinator) surveyed() bool { return s.state != coordSurveying }
 
 // enter begins state: no process has answered in it yet.
 func (s *ckptCoordinator) enter(state coordState) {
@@ -157,7 +157,7 @@ func (s *ckptCoordinator) enter(state coordState) {
 // sent and what was expected. It reports whether the answer is taken.
 func (s *ckptCoordinator) turn(from int, inTurn bool, what string) bool {
 	switch {
-	case s.state == ended:
+	case s.state == coordEnded:
 		return false // the job is over: nothing waits for it
 	case from < 0 || from >= s.procs:
 		s.fail(fmt.Errorf("orwl: checkpoint: %s from rank %d, and the job has ranks 0 to %d", what, from, s.procs-1))
@@ -194,15 +194,15 @@ func (s *ckptCoordinator) answer(in coordInput) {
 		return
 	}
 	switch s.state {
-	case preparing:
+	case coordPreparing:
 		s.prepared()
-	case arming:
+	case coordArming:
 		s.send(goMsg{s.k}, nil)
-		s.enter(copying)
-	case copying:
+		s.enter(coordCopying)
+	case coordCopying:
 		s.send(writeMsg{s.k}, nil)
-		s.enter(writing)
-	case writing:
+		s.enter(coordWriting)
+	case coordWriting:
 		if s.failed {
 			s.send(discardMsg{s.k}, nil)
 		} else {
@@ -210,7 +210,7 @@ func (s *ckptCoordinator) answer(in coordInput) {
 			s.send(commitMsg{s.k}, payload)
 		}
 		s.pieces, s.failed = nil, false
-		s.enter(idle)
+		s.enter(coordIdle)
 	}
 }
 
@@ -225,11 +225,11 @@ func (s *ckptCoordinator) prepared() {
 	}
 	if !ok || len(s.busy) > 0 {
 		s.send(goMsg{}, nil)
-		s.enter(idle)
+		s.enter(coordIdle)
 	} else {
 		s.k = int(k)
 		s.send(armMsg{s.k}, nil)
-		s.enter(arming)
+		s.enter(coordArming)
 	}
 }
 
@@ -247,7 +247,7 @@ func nextCheckpoint(bound, minIter int64, start int) (k int64, ok bool) {
 // inventory takes a process's inventory, and makes the plan when every process has sent
 // its own.
 func (s *ckptCoordinator) inventory(in coordInput) {
-	if !s.turn(in.from, s.state == surveying, describe(inventoryMsg{})) {
+	if !s.turn(in.from, s.state == coordSurveying, describe(inventoryMsg{})) {
 		return
 	}
 	s.invs[in.from] = &in.inv.Inventory
@@ -281,9 +281,9 @@ func (s *ckptCoordinator) inventory(in coordInput) {
 	payload, _ := json.Marshal(msg) // plain structs
 	s.send(restartPlanMsg{}, payload)
 	s.invs, s.finished, s.errs = nil, nil, nil
-	s.enter(idle)
+	s.enter(coordIdle)
 	if msg.Error != "" {
-		s.state = ended // every process fails with the plan's error
+		s.state = coordEnded // every process fails with the plan's error
 	}
 }
 
@@ -325,7 +325,7 @@ func (s *ckptCoordinator) log(level slog.Level, text string) {
 // fail fails the job with err; the coordinator takes no further part.
 func (s *ckptCoordinator) fail(err error) {
 	s.out = append(s.out, coordAction{kind: doFail, err: err})
-	s.state = ended
+	s.state = coordEnded
 }
 
 // waiting returns the ranks that have not answered in this exchange.
@@ -342,17 +342,17 @@ func (s *ckptCoordinator) waiting() []int {
 // exchange says what the coordinator does and waits for, for messages.
 func (s *ckptCoordinator) exchange() string {
 	switch s.state {
-	case surveying:
+	case coordSurveying:
 		return "surveys the checkpoints, and waits for " + describe(inventoryMsg{}) + " from each process"
-	case idle:
+	case coordIdle:
 		return "takes no checkpoint now"
-	case preparing:
+	case coordPreparing:
 		return "prepares a checkpoint, and waits for " + describe(reportMsg{}) + " from each process"
-	case arming:
+	case coordArming:
 		return fmt.Sprintf("arms checkpoint %d, and waits for %s from each process", s.k, describe(armedMsg{s.k}))
-	case copying:
+	case coordCopying:
 		return fmt.Sprintf("waits for %s from each process (its tasks' copies)", describe(copiedMsg{s.k}))
-	case writing:
+	case coordWriting:
 		return fmt.Sprintf("waits for %s from each process (its pieces written)", describe(doneMsg{k: s.k}))
 	}
 	return "takes no further part"
@@ -363,15 +363,15 @@ func (s *ckptCoordinator) exchange() string {
 func answerOf(m ckptMessage, k int) (coordState, int) {
 	switch m := m.(type) {
 	case reportMsg:
-		return preparing, k
+		return coordPreparing, k
 	case armedMsg:
-		return arming, m.k
+		return coordArming, m.k
 	case copiedMsg:
-		return copying, m.k
+		return coordCopying, m.k
 	case doneMsg:
-		return writing, m.k
+		return coordWriting, m.k
 	}
-	return ended, -1
+	return coordEnded, -1
 }
 
 // describe names an answer to rank 0, for messages.
