@@ -277,3 +277,26 @@ func TestCoordinatorSurvey(t *testing.T) {
 		})
 	}
 }
+
+// TestAnswerToAnotherRankFails: only rank 0 coordinates; an answer, an inventory or a
+// warning that reaches another process fails the job at once, naming both ranks, and is
+// queued for no coordinator.
+func TestAnswerToAnotherRankFails(t *testing.T) {
+	for _, tc := range []struct {
+		m       ckptMessage
+		payload string
+		want    string
+	}{
+		{armedMsg{3}, "", "orwl: rank 1: armed 3 from rank 2, and only rank 0 coordinates checkpoints"},
+		{inventoryMsg{}, "{}", "orwl: rank 1: an inventory of its checkpoints from rank 2, and only rank 0"},
+		{warnMsg{k: 3}, "disk", "orwl: rank 1: a warning about checkpoint 3 from rank 2, and only rank 0"},
+	} {
+		j := &job{rank: 1, procs: 3, cancel: func(error) {}}
+		c := &checkpointer{j: j, inbox: newCoordInbox()}
+		j.ckpt = c
+		c.handle(2, tc.m, []byte(tc.payload))
+		if err := j.failure(); err == nil || !strings.Contains(err.Error(), tc.want) || len(c.inbox.take()) != 0 {
+			t.Errorf("%#v to rank 1: job error %v, want %q", tc.m, err, tc.want)
+		}
+	}
+}
