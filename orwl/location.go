@@ -102,7 +102,7 @@ func deliver(granted []*fifo.Request, onTask bool) {
 }
 
 // moreFor reports whether r is a request of another process and a request of rest is of the
-// same process: their grants then go together (see node.granted).
+// same process: their grants then go together (see requester.granted).
 func moreFor(r *fifo.Request, rest []*fifo.Request) bool {
 	from, _, ok := r.Tag.(queued).remote()
 	if !ok {

@@ -196,7 +196,7 @@ func (o *owner) released(from int, m releaseMsg, payload []byte) error {
 
 // writeBackSink returns where the data of a write release goes: the location's data. Data
 // for a ticket that holds no write grant is refused, the peer is broken, unless the job has
-// failed (see grantSink).
+// failed (see requester.grantSink).
 func (o *owner) writeBackSink(from int, m releaseMsg) ([]byte, error) {
 	if !m.data {
 		return nil, nil

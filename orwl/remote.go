@@ -212,7 +212,7 @@ func (q *remoteQueue) sendNext() error {
 func (t *remoteTicket) Latch() *handle.Latch { return &t.latch }
 
 // Granted reports whether t's grant arrived; one that is being delivered with others of its
-// FIFO operation (node.granted) is waited for.
+// FIFO operation (requester.granted) is waited for.
 func (t *remoteTicket) Granted() bool {
 	if t.latch.Granted() {
 		return true
