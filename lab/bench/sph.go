@@ -33,8 +33,9 @@ import (
 // at least 0.8x C on one thread and two processes at least 0.9x C on two threads. A row's
 // checksum is checked: c-exact's and c-default's against the definition's validation runs
 // when -n and -steps are one of them (and their interaction counts), else against the first
-// row of their build; ORWL's must equal c-exact's. The kinetic energy of the others is given
-// relative to c-exact's (the definition allows 1e-12 up to 50 steps).
+// row of their build; ORWL's checksum and interactions must equal c-exact's. The kinetic
+// energy of the others is given relative to c-exact's (the definition allows 1e-12 up to 50
+// steps).
 //
 // Rows are measured in -runs interleaved rounds; each gives its fastest. Without gcc or
 // OpenMP the C rows say why they are skipped, and so do the ORWL rows when examples/sph does
@@ -66,10 +67,10 @@ type sphRow struct {
 	Seconds   float64 `json:"seconds"` // the fastest run, its steps alone
 	// InteractionsPerS counts the neighbour pairs of the density and force phases.
 	InteractionsPerS float64 `json:"interactions_per_s"`
-	Interactions     int64   `json:"interactions,omitempty"` // printed by C only
-	VsExact          float64 `json:"vs_c_exact"`             // InteractionsPerS / c-exact's on as many threads; 0: none
-	VsDefault        float64 `json:"vs_c_default"`           // the same against c-default
-	Imbalance        float64 `json:"imbalance,omitempty"`    // ORWL's, from its result line
+	Interactions     int64   `json:"interactions"`
+	VsExact          float64 `json:"vs_c_exact"`          // InteractionsPerS / c-exact's on as many threads; 0: none
+	VsDefault        float64 `json:"vs_c_default"`        // the same against c-default
+	Imbalance        float64 `json:"imbalance,omitempty"` // ORWL's, from its result line
 	Kinetic          float64 `json:"kinetic"`
 	KineticVsExact   float64 `json:"kinetic_vs_exact"` // |K - c-exact's K| / c-exact's K
 	Checksum         string  `json:"checksum"`
@@ -151,7 +152,7 @@ func sphContenders(dir string, n, steps int, cflags []string) []sphContender {
 	}
 	orwl := func(procs int) sphContender {
 		return sphContender{sphRow{Impl: "orwl", Threads: procs, Procs: procs}, func(ctx context.Context) (sphRow, error) {
-			a := []string{"-n", strconv.Itoa(n), "-steps", strconv.Itoa(steps), "-tasks", strconv.Itoa(procs)}
+			a := []string{"-n", strconv.Itoa(n), "-steps", strconv.Itoa(steps), "-seed", strconv.Itoa(sphSeed), "-tasks", strconv.Itoa(procs), "-verify=false"}
 			if procs == 1 {
 				return runSph(ctx, nil, bins[0], a...)
 			}
@@ -242,8 +243,8 @@ func runSph(ctx context.Context, env []string, bin string, args ...string) (sphR
 }
 
 // parseSphResult reads the last "result:" line of a run's output: C's (with the
-// interactions line before it) or ORWL's (with imbalance and verified, which must be true;
-// a launcher's "[rank] " prefix is allowed).
+// interactions line before it) or ORWL's (with interactions, imbalance and verified, which
+// must not be false; a launcher's "[rank] " prefix is allowed).
 func parseSphResult(out string) (sphRow, error) {
 	var r sphRow
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -256,7 +257,7 @@ func parseSphResult(out string) (sphRow, error) {
 	if line == "" {
 		return r, fmt.Errorf("no result line in: %s", strings.TrimSpace(out))
 	}
-	if v, err := field(line, "verified"); err == nil && v != "true" {
+	if v, err := field(line, "verified"); err == nil && v == "false" {
 		return r, fmt.Errorf("the run did not verify: %s", line)
 	}
 	var err error
@@ -357,7 +358,7 @@ func sphFinish(rows []sphRow) {
 func sphCheck(r sphRow, first map[string]sphRow) (string, bool) {
 	if r.Impl == "orwl" {
 		if e, ok := first["c-exact"]; ok {
-			return fmt.Sprintf("c-exact, %d thread(s)", e.Threads), r.Checksum == e.Checksum
+			return fmt.Sprintf("c-exact, %d thread(s)", e.Threads), r.Checksum == e.Checksum && r.Interactions == e.Interactions
 		}
 		return "nothing: no c-exact row", false
 	}

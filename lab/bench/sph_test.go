@@ -37,9 +37,9 @@ func TestSphCMatchesDefinition(t *testing.T) {
 }
 
 func TestParseSphResult(t *testing.T) {
-	out := "[1] done\n[0] result: particles=100 steps=2 tasks=2 procs=2 seconds=0.5 interactions_per_s=2e+06 kinetic=0.25 checksum=00ff00ff00ff00ff imbalance=1.125 verified=true\n"
+	out := "[1] done\n[0] result: particles=100 steps=2 tasks=2 procs=2 seconds=0.5 interactions=1000000 interactions_per_s=2e+06 kinetic=0.25 checksum=00ff00ff00ff00ff imbalance=1.1250 verified=skipped\n"
 	r, err := parseSphResult(out)
-	if err != nil || r.Seconds != 0.5 || r.InteractionsPerS != 2e6 || r.Kinetic != 0.25 || r.Checksum != "00ff00ff00ff00ff" || r.Imbalance != 1.125 {
+	if err != nil || r.Seconds != 0.5 || r.Interactions != 1e6 || r.InteractionsPerS != 2e6 || r.Kinetic != 0.25 || r.Checksum != "00ff00ff00ff00ff" || r.Imbalance != 1.125 {
 		t.Fatalf("ORWL's line: %+v, %v", r, err)
 	}
 	c := "interactions=45525300 cells=1331 h=0.044\nresult: particles=20000 steps=20 threads=1 seconds=2 interactions_per_s=2.27e+07 kinetic=0.054524002614179487 checksum=7b4e5c70b7cba47c\n"
@@ -49,6 +49,7 @@ func TestParseSphResult(t *testing.T) {
 	for _, bad := range []string{
 		"no result here",
 		"result: particles=1 steps=1 seconds=1 interactions_per_s=1 kinetic=1 checksum=ab verified=false",
+		"result: particles=1 steps=1 seconds=1 interactions_per_s=1 kinetic=1 verified=skipped",
 		"result: particles=1 steps=1 seconds=x interactions_per_s=1 kinetic=1 checksum=ab",
 		"result: particles=1 steps=1 seconds=1 interactions_per_s=1 kinetic=1",
 	} {
