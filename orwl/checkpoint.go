@@ -126,7 +126,7 @@ type checkpointer struct {
 	armedAt time.Time // when this process armed the checkpoint being taken (rank 0 logs it)
 
 	coord *ckptCoordinator // rank 0's coordinator; nil on the other ranks
-	inbox *coordInbox      // rank 0: the coordinator's inputs (checkpoint_driver.go)
+	inbox *coordInbox      // rank 0's coordinator's inputs (checkpoint_driver.go); nil on the other ranks
 }
 
 // newCheckpointer sets up the checkpoints of j from cfg and the environment, and finds the
@@ -150,13 +150,13 @@ func newCheckpointer(j *job, cfg Checkpoint) (*checkpointer, error) {
 	if fp.Program == "" {
 		fp.Program = filepath.Base(os.Args[0])
 	}
-	c := &checkpointer{j: j, every: every, lifted: make(chan struct{}), wake: make(chan struct{}, 1), inbox: newCoordInbox()}
+	c := &checkpointer{j: j, every: every, lifted: make(chan struct{}), wake: make(chan struct{}, 1)}
 	if j.rank == 0 {
 		setting := fmt.Sprintf("Config.Checkpoint.Dir %q", pattern)
 		if cfg.Dir == "" {
 			setting = fmt.Sprintf("%s=%s", envCheckpointDir, pattern)
 		}
-		c.coord = newCkptCoordinator(j.procs, j.tasks, j.owner, setting)
+		c.coord, c.inbox = newCkptCoordinator(j.procs, j.tasks, j.owner, setting), newCoordInbox()
 	}
 	c.hold.Store(math.MaxInt64)
 	c.minIter.Store(math.MaxInt64)
