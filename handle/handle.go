@@ -54,6 +54,10 @@ type Ticket interface {
 	Data() []byte
 	// Resize changes the size of the data of a granted write ticket and returns the new data.
 	Resize(n int) ([]byte, error)
+	// Traced tells the ticket of a traced owner's handle h (NewOwner) each step e of its
+	// life, in order, on the goroutine that uses h, so that the runtime traces it: the
+	// ticket knows what the trace needs (its location, what its grant and release link).
+	Traced(h *Handle, e Event)
 }
 
 // Queue is the FIFO of one location as a handle sees it.
@@ -64,29 +68,32 @@ type Queue interface {
 	Request(h *Handle, reuse Ticket) (Ticket, error)
 }
 
-// Tracer is told of the whole life of a handle, for tracing. Its methods run on the
-// goroutine that uses the handle.
-type Tracer interface {
-	// Requested: h placed request t.
-	Requested(h *Handle, t Ticket)
-	// WaitStart: Acquire of h blocks on t, which is not granted yet.
-	WaitStart(h *Handle, t Ticket)
+// Event is a step of the life of a handle's request, which the handles of a traced owner
+// tell its ticket (Ticket.Traced).
+type Event uint8
+
+const (
+	// Requested: the handle placed the request.
+	Requested Event = iota
+	// WaitStart: Acquire blocks on the request, which is not granted yet.
+	WaitStart
 	// WaitEnd: the wait that WaitStart announced is over, granted or not.
-	WaitEnd(h *Handle, t Ticket)
-	// Acquired: h holds the grant of t.
-	Acquired(h *Handle, t Ticket)
-	// Releasing: h is about to release t (the next grant has not happened yet).
-	Releasing(h *Handle, t Ticket)
-}
+	WaitEnd
+	// Acquired: the handle holds the grant.
+	Acquired
+	// Releasing: the handle is about to release the grant, or to fail it (Ticket.Fail); the
+	// next grant has not happened yet.
+	Releasing
+)
 
 // Owner is what the handles of one owner share (a task: one goroutine uses them, one at a
-// time): the Tracer told of their life, if any, the set of those that hold or have queued a
-// request, so that they can all be ended at once when the owner is done (CloseAll), and
-// the channel its waits are woken on. A handle joins its owner's set when it requests and
+// time): whether their tickets are told of their life (Ticket.Traced), the set of those
+// that hold or have queued a request, so that they can all be ended at once when the owner
+// is done (CloseAll), and the channel its waits are woken on. A handle joins its owner's set when it requests and
 // leaves it when it holds and queues nothing, so the set stays as small as what is in use
 // however many handles the owner makes.
 type Owner struct {
-	tr      Tracer
+	traced  bool
 	newErr  func(op string, s Spec, err error) error // makes its handles' errors; nil: *Error
 	active  []*Handle
 	wake    chan struct{}
@@ -94,12 +101,13 @@ type Owner struct {
 	watched <-chan struct{} // its Done
 }
 
-// NewOwner returns an owner whose handles tell tr (nil: nobody) of their life. A failed
+// NewOwner returns an owner whose handles tell their tickets of their life when traced
+// (Ticket.Traced). A failed
 // operation of its handles returns the error that newErr makes of the operation, the
 // handle's Spec and the cause, so that a runtime presents them under its own type
 // (package orwl's HandleError); nil makes an *Error.
-func NewOwner(tr Tracer, newErr func(op string, s Spec, err error) error) *Owner {
-	return &Owner{tr: tr, newErr: newErr, wake: make(chan struct{}, 1)}
+func NewOwner(traced bool, newErr func(op string, s Spec, err error) error) *Owner {
+	return &Owner{traced: traced, newErr: newErr, wake: make(chan struct{}, 1)}
 }
 
 // Watch makes the end of ctx wake the owner's waits on ctx at once, so that Acquire blocks on
@@ -240,7 +248,7 @@ type Handle struct {
 	spec   Spec
 	queue  Queue
 	owner  *Owner
-	tr     Tracer // owner.tr
+	traced bool   // owner.traced
 	slot   int    // index in owner.active, or -1
 	next   Ticket // requested, for the next Acquire
 	held   Ticket // granted and acquired, until Release
@@ -251,12 +259,12 @@ type Handle struct {
 }
 
 // New returns a handle of spec on queue q, of owner o, that has not requested yet. With o
-// nil, the handle is its own owner, traced by nobody.
+// nil, the handle is its own owner, not traced.
 func New(q Queue, spec Spec, o *Owner) *Handle {
 	if o == nil {
-		o = NewOwner(nil, nil)
+		o = NewOwner(false, nil)
 	}
-	return &Handle{spec: spec, queue: q, owner: o, tr: o.tr, slot: -1}
+	return &Handle{spec: spec, queue: q, owner: o, traced: o.traced, slot: -1}
 }
 
 // Closed returns a handle of o (nil: an owner of its own) on which every operation fails with
@@ -323,8 +331,8 @@ func (h *Handle) request() error {
 	}
 	h.next = t
 	h.settle()
-	if h.tr != nil {
-		h.tr.Requested(h, t)
+	if h.traced {
+		t.Traced(h, Requested)
 	}
 	return nil
 }
@@ -351,13 +359,13 @@ func (h *Handle) Acquire(ctx context.Context) error {
 	}
 	t := h.next
 	if l := t.Latch(); !l.Granted() { // Wait looks at ctx before it parks
-		if h.tr != nil {
-			h.tr.WaitStart(h, t)
+		if h.traced {
+			t.Traced(h, WaitStart)
 		}
 		t.Waiting(ctx)
 		err := l.Wait(ctx, h.owner.wake, ctx == h.owner.ctx || ctx.Done() == h.owner.watched)
-		if h.tr != nil {
-			h.tr.WaitEnd(h, t)
+		if h.traced {
+			t.Traced(h, WaitEnd)
 		}
 		if err != nil {
 			return h.abandon(ctx, err)
@@ -371,8 +379,8 @@ func (h *Handle) Acquire(ctx context.Context) error {
 	}
 	h.next, h.held = nil, t
 	h.rounds++
-	if h.tr != nil {
-		h.tr.Acquired(h, t)
+	if h.traced {
+		t.Traced(h, Acquired)
 	}
 	if !h.spec.Iterative {
 		return nil
@@ -446,8 +454,8 @@ func (h *Handle) Release() error {
 		return h.fail("release", ErrNotHeld)
 	}
 	h.held = nil
-	if h.tr != nil {
-		h.tr.Releasing(h, t)
+	if h.traced {
+		t.Traced(h, Releasing)
 	}
 	err := t.Release()
 	h.spare = t
@@ -538,8 +546,8 @@ func EndSection(hs []*Handle, err error, done bool, p any) (any, error) {
 func (h *Handle) abort(cause error) {
 	t := h.held
 	h.held, h.closed = nil, true
-	if h.tr != nil {
-		h.tr.Releasing(h, t)
+	if h.traced {
+		t.Traced(h, Releasing)
 	}
 	t.Fail(fmt.Errorf("%s: its write section failed: %w", h.spec, cause))
 	if h.next != nil {

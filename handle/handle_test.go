@@ -18,11 +18,12 @@ type queue struct {
 	mu      sync.Mutex
 	f       fifo.FIFO
 	data    []byte
-	made    int    // tickets allocated
-	refuse  error  // when set, Request fails with it
-	release int    // releases of grants, given back or not
-	failed  error  // set by a failed grant: nothing is granted any more
-	waiting func() // when set, called by Ticket.Waiting
+	made    int      // tickets allocated
+	refuse  error    // when set, Request fails with it
+	release int      // releases of grants, given back or not
+	failed  error    // set by a failed grant: nothing is granted any more
+	waiting func()   // when set, called by Ticket.Waiting
+	traced  []string // the events its tickets were told (Ticket.Traced), by name
 }
 
 type ticket struct {
@@ -71,6 +72,10 @@ func (t *ticket) Granted() bool {
 	return t.q.failed == nil && t.req.State() == fifo.Granted
 }
 func (t *ticket) Data() []byte { return t.q.data }
+
+func (t *ticket) Traced(_ *handle.Handle, e handle.Event) {
+	t.q.traced = append(t.q.traced, []string{"request", "wait", "wait end", "acquire", "release"}[e])
+}
 func (t *ticket) Resize(n int) ([]byte, error) {
 	t.q.data = make([]byte, n)
 	return t.q.data, nil
@@ -291,7 +296,7 @@ func (e *ownErr) Unwrap() error { return e.err }
 // TestOwnerMakesTheErrors: the errors of an owner's handles, a closed one's included, are
 // those its NewOwner function makes, wrapping the cause.
 func TestOwnerMakesTheErrors(t *testing.T) {
-	o := handle.NewOwner(nil, func(op string, s handle.Spec, err error) error { return &ownErr{op, s, err} })
+	o := handle.NewOwner(false, func(op string, s handle.Spec, err error) error { return &ownErr{op, s, err} })
 	spec := handle.Spec{Task: 3, Location: "x", Pos: 2, Mode: fifo.Read}
 	mistake := errors.New("no such location")
 	for _, c := range []struct {
@@ -409,7 +414,7 @@ func TestFailedRequestFailsAcquire(t *testing.T) {
 // back in it (rule 8 for every handle ever made).
 func TestOwnerHoldsWhatIsInUse(t *testing.T) {
 	q := &queue{data: make([]byte, 8)}
-	g := handle.NewOwner(nil, nil)
+	g := handle.NewOwner(false, nil)
 	ctx := context.Background()
 	iter := handle.New(q, handle.Spec{Task: 1, Location: "x", Mode: fifo.Read, Iterative: true}, g)
 	if err := iter.Request(); err != nil {
@@ -498,24 +503,15 @@ func TestCancellationBeforeGrantWins(t *testing.T) {
 	}
 }
 
-// tracer records the steps a handle's owner is told of, by name.
-type tracer struct{ got []string }
-
-func (c *tracer) Requested(*handle.Handle, handle.Ticket) { c.got = append(c.got, "request") }
-func (c *tracer) WaitStart(*handle.Handle, handle.Ticket) { c.got = append(c.got, "wait") }
-func (c *tracer) WaitEnd(*handle.Handle, handle.Ticket)   { c.got = append(c.got, "wait end") }
-func (c *tracer) Acquired(*handle.Handle, handle.Ticket)  { c.got = append(c.got, "acquire") }
-func (c *tracer) Releasing(*handle.Handle, handle.Ticket) { c.got = append(c.got, "release") }
-
-// TestTracerAndWaiting: a handle that blocks tells its ticket (Ticket.Waiting) once, before
-// it sleeps, whether it is traced or not, and an owner's Tracer is told every step, in
-// order.
-func TestTracerAndWaiting(t *testing.T) {
-	section := func(tr handle.Tracer) (got []string) {
+// TestTracedAndWaiting: a handle that blocks tells its ticket (Ticket.Waiting) once, before
+// it sleeps, whether it is traced or not, and the ticket of a traced owner's handle is told
+// every step (Ticket.Traced), in order; an untraced one is told none.
+func TestTracedAndWaiting(t *testing.T) {
+	section := func(traced bool) (got, events []string) {
 		q := &queue{data: make([]byte, 8)}
 		ctx := context.Background()
 		first := handle.New(q, handle.Spec{Task: 0, Location: "x", Mode: fifo.Write}, nil)
-		h := handle.New(q, handle.Spec{Task: 1, Location: "x", Mode: fifo.Write}, handle.NewOwner(tr, nil))
+		h := handle.New(q, handle.Spec{Task: 1, Location: "x", Mode: fifo.Write}, handle.NewOwner(traced, nil))
 		if err := first.Request(); err != nil {
 			t.Fatal(err)
 		}
@@ -531,16 +527,20 @@ func TestTracerAndWaiting(t *testing.T) {
 		if err := h.Section(ctx, func([]byte) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
-		return got
+		return got, q.traced
 	}
-	if got, want := section(nil), []string{"waiting"}; !slices.Equal(got, want) {
+	got, events := section(false)
+	if want := []string{"waiting"}; !slices.Equal(got, want) {
 		t.Errorf("untraced: the ticket was told %q, want %q", got, want)
 	}
-	var tr tracer
-	if got, want := section(&tr), []string{"waiting"}; !slices.Equal(got, want) {
+	if len(events) > 0 {
+		t.Errorf("untraced: the tickets were told the events %q", events)
+	}
+	got, events = section(true)
+	if want := []string{"waiting"}; !slices.Equal(got, want) {
 		t.Errorf("traced: the ticket was told %q, want %q", got, want)
 	}
-	if want := []string{"request", "wait", "wait end", "acquire", "release"}; !slices.Equal(tr.got, want) {
-		t.Errorf("tracer told %q, want %q", tr.got, want)
+	if want := []string{"request", "wait", "wait end", "acquire", "release"}; !slices.Equal(events, want) {
+		t.Errorf("traced: the ticket was told the events %q, want %q", events, want)
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"github.com/orwl-go/orwl/trace"
 )
 
-// observer follows the handles of one task for the trace, when tracing is on. It runs on
-// the task's goroutine.
+// observer follows the handles of one task for the trace, when tracing is on: their tickets
+// tell it each step (ticketBase.Traced). It runs on the task's goroutine.
 type observer struct {
 	task     *Task
 	tr       *trace.Track
@@ -14,48 +14,37 @@ type observer struct {
 	sections map[*handle.Handle]trace.Span
 }
 
-// observe makes the handle.Tracer of task t: an observer recording into tr, or nil when tr
-// is nil (tracing is off), so that an untraced access makes no call.
-func (o *observer) observe(t *Task, tr *trace.Track) handle.Tracer {
+// observe makes o the observer of task t, recording into tr, and reports whether t is traced
+// (tr is not nil), so that an untraced access tells nobody (handle.NewOwner).
+func (o *observer) observe(t *Task, tr *trace.Track) bool {
 	if tr == nil {
-		return nil
+		return false
 	}
 	*o = observer{task: t, tr: tr}
-	return o
+	return true
 }
 
-func (o *observer) Requested(h *handle.Handle, t handle.Ticket) {
+// traced records step e of handle h's request t.
+func (o *observer) traced(h *handle.Handle, t ticket, e handle.Event) {
 	spec := h.Spec()
-	o.tr.Request(o.task.job.traceLoc(t), spec.Mode, spec.Pos)
-}
-
-func (o *observer) WaitStart(h *handle.Handle, t handle.Ticket) {
-	spec := h.Spec()
-	o.wait = o.tr.BeginWait(o.task.job.traceLoc(t), spec.Mode, spec.Pos)
-}
-
-func (o *observer) WaitEnd(h *handle.Handle, t handle.Ticket) {
-	o.wait.End()
-	o.wait = trace.Span{}
-}
-
-func (o *observer) Acquired(h *handle.Handle, t handle.Ticket) {
-	loc, mode := o.task.job.traceLoc(t), h.Mode()
-	o.tr.Grant(loc, mode, t.(ticket).traceGrant(o.task.id, mode))
-	if o.sections == nil {
-		o.sections = map[*handle.Handle]trace.Span{}
+	loc := trace.Loc(o.task.job.locationAt(t.where()))
+	switch e {
+	case handle.Requested:
+		o.tr.Request(loc, spec.Mode, spec.Pos)
+	case handle.WaitStart:
+		o.wait = o.tr.BeginWait(loc, spec.Mode, spec.Pos)
+	case handle.WaitEnd:
+		o.wait.End()
+		o.wait = trace.Span{}
+	case handle.Acquired:
+		o.tr.Grant(loc, spec.Mode, t.traceGrant(o.task.id, spec.Mode))
+		if o.sections == nil {
+			o.sections = map[*handle.Handle]trace.Span{}
+		}
+		o.sections[h] = o.tr.BeginSection(loc, spec.Mode)
+	case handle.Releasing:
+		o.sections[h].End()
+		delete(o.sections, h)
+		t.traceRelease(o.task.id, spec.Mode, o.tr.Release(loc, spec.Mode))
 	}
-	o.sections[h] = o.tr.BeginSection(loc, mode)
-}
-
-func (o *observer) Releasing(h *handle.Handle, t handle.Ticket) {
-	o.sections[h].End()
-	delete(o.sections, h)
-	mode := h.Mode()
-	t.(ticket).traceRelease(o.task.id, mode, o.tr.Release(o.task.job.traceLoc(t), mode))
-}
-
-// traceLoc names the location of ticket t for the trace.
-func (j *job) traceLoc(t handle.Ticket) trace.Loc {
-	return trace.Loc(j.locationAt(t.(ticket).where()))
 }

@@ -66,5 +66,10 @@ func (b *ticketBase) Waiting(ctx context.Context) {
 	polling.Store(false)
 }
 
+// Traced implements handle.Ticket: the task's observer records the step.
+func (b *ticketBase) Traced(h *handle.Handle, e handle.Event) {
+	b.j.task[b.spec.Task].obs.traced(h, b.self, e)
+}
+
 // settled reports whether the latch is no longer pending.
 func (b *ticketBase) settled() bool { return b.latch.State() != handle.LatchPending }
