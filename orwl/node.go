@@ -15,7 +15,7 @@ import (
 // (the files' lengths when this was written):
 //
 //	orwl/handle.go    92  Handle.Acquire, Release: the API, which package handle serves
-//	handle/handle.go 572  Handle.Request, Acquire, Release; the Queue and Ticket it uses
+//	handle/handle.go 580  Handle.Request, Acquire, Release; the Queue and Ticket it uses
 //	handle/latch.go  216  the grant's latch, on which Acquire waits
 //	remote.go        455  the requester: remoteQueue.Request sends the request, granted
 //	                      hands the grant to its latch, sendRelease gives it back
@@ -24,7 +24,7 @@ import (
 //	owner.go         215  the owner: place puts the request in the FIFO, served.granted
 //	                      sends the grant, released ends it
 //	location.go      391  the FIFO operations: enqueue, release, granting, deliver
-//	ticket.go         70  what local and remote tickets share: Waiting
+//	ticket.go         75  what local and remote tickets share: Waiting, Traced
 //
 // A grant of a location of this process reads the files of the handle, location.go and
 // ticket.go. Either makes one call each, which a grant does not need followed, into the
