@@ -10,12 +10,13 @@ import (
 	"time"
 )
 
-// crowdProbe tells polling readers whether the host is oversubscribed: more runnable threads
-// than cores can run, counting every program's, not only this job's. A reader that polls
-// then takes a core from a thread with work to do (perhaps the peer whose message it waits
-// for), so it gives its core to the host's other threads at every look and polls for
-// Config.Spin only (readerGroup.pollOn), as an MPI library that knows its cores are
-// oversubscribed does; sleeping at once instead would cost every message a wake-up. The
+// crowdProbe tells polling readers and tasks whether the host is oversubscribed: more
+// runnable threads than cores can run, counting every program's, not only this job's. A
+// thread that polls then takes a core from a thread with work to do (perhaps the peer whose
+// message it waits for), so only a task that waits for a message polls, giving its core to
+// the host's other threads at every look, for Config.Spin only, and readers sleep at once
+// (readerGroup.pollOn), as an MPI library that knows its cores are oversubscribed polls
+// with a yield; a task sleeping at once instead would cost every message a wake-up. The
 // count of a job alone on its cores (a polling or computing thread per core) often has a
 // thread or two more, runtime and kernel threads waking up: the threshold leaves them a
 // margin (crowdThreshold), which two jobs polling on the same cores exceed. The host changes

@@ -152,12 +152,12 @@ type Config struct {
 	// nothing else of the process can run. A message that comes within Spin is read
 	// without waking a sleeping thread, most of a small message's latency, at the price of
 	// a busy core. While the host has more runnable threads than cores, whichever programs
-	// they belong to (sampled every 2ms by a polling reader), or always when Oversubscribed,
-	// readers poll for Spin at most and give their core to the other threads at every look.
-	// Default 0: no polling.
+	// they belong to (sampled every 2ms by a poller), or always when Oversubscribed, only a
+	// task that waits for a message polls (Mesh.Poll), for Spin at most, giving its core to
+	// the other threads at every look, and readers sleep at once. Default 0: no polling.
 	Spin time.Duration
 	// Oversubscribed says that the processes of the job on this host have more schedulers
-	// than the host has cores: its readers poll as on a crowded host, whatever its load.
+	// than the host has cores: it polls as on a crowded host, whatever its load.
 	Oversubscribed bool
 	// Idle, when not nil, reports that the process has nothing to compute until a message
 	// comes (every task waits for one, in Poll or asleep). While it does, and every

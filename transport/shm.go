@@ -117,7 +117,7 @@ func (m *Mesh) Poll(done func() bool, stop <-chan struct{}) {
 	m.pollers.Add(1) // Close unmaps the segments once none polls
 	defer m.pollers.Add(-1)
 	every := m.readers.looksPerYield()
-	var poll poller
+	poll := poller{task: true}
 	for looks := 1; !done() && !m.closing.Load(); looks++ {
 		read, left := false, false
 		m.eachConn(func(c *conn) {
@@ -132,7 +132,7 @@ func (m *Mesh) Poll(done func() bool, stop <-chan struct{}) {
 		})
 		switch {
 		case read:
-			poll, looks = poller{}, 0
+			poll, looks = poller{task: true}, 0
 		case !left && looks%every != 0:
 		case isClosed(stop) || !poll.next(&m.readers): // yields
 			return
@@ -150,11 +150,15 @@ const busyLooks = 16
 // goroutine switch at all.
 const idleBusyLooks = 256
 
-// looksPerYield is how many times Poll looks between two yields: idleBusyLooks in an idle
-// process whose connections all go through shared memory (idleOnRings), on a host that is
-// not crowded (as last sampled); busyLooks otherwise.
+// looksPerYield is how many times Poll looks between two yields: one on a crowded host (as
+// last sampled), where a look over every connection is already long beside the wait for
+// the host's other threads; idleBusyLooks in an idle process whose connections all go
+// through shared memory (idleOnRings); busyLooks otherwise.
 func (g *readerGroup) looksPerYield() int {
-	if !g.crowd.crowded.Load() && g.idleOnRings() {
+	switch {
+	case g.crowd.crowded.Load():
+		return 1
+	case g.idleOnRings():
 		return idleBusyLooks
 	}
 	return busyLooks
@@ -206,16 +210,21 @@ const (
 	pollYieldThread
 )
 
-// pollOn says how a reader that has polled for polled goes on, at time now: it polls for
-// spin, on a crowded host (or one that the job oversubscribes) giving its core away at every
-// look; past spin, only while the process is idle, no connection of the mesh waits on its
-// socket and the host is not crowded, up to maxIdleSpin.
-func (g *readerGroup) pollOn(polled time.Duration, now time.Time) pollMode {
+// pollOn says how a poller that has polled for polled goes on, at time now; task says
+// whether it is a task waiting in Poll rather than a connection's reader. It polls for spin;
+// past spin, only while the process is idle, no connection of the mesh waits on its socket
+// and the host is not crowded, up to maxIdleSpin. On a crowded host (or one that the job
+// oversubscribes) only a task polls, for spin, giving its core away at every look: a task
+// reads the messages it waits for itself, and a process whose readers poll too has as
+// many threads wanting a core as it has processors, each of whose looks then waits for a
+// turn of every other; with as many processes as cores or more, a job of polling readers
+// ran its stencil 5 to 10 times slower than with its tasks alone polling.
+func (g *readerGroup) pollOn(polled time.Duration, now time.Time, task bool) pollMode {
 	switch {
 	case g.spin == 0:
 		return pollStop
 	case g.crowd.Crowded(now):
-		if polled < g.spin {
+		if task && polled < g.spin {
 			return pollYieldThread
 		}
 		return pollStop
@@ -311,7 +320,7 @@ func (c *shmConn) sleep() error {
 	return nil
 }
 
-// poller is the state of one polling reader: how long it has polled, and its looks since it
+// poller is the state of one polling reader or task: how long it has polled, and its looks since it
 // last read the clock. The clock (time.Now costs about half a yield) and the group's
 // decision (pollOn, which may sample the host's load) are consulted once every pollBatch
 // looks, so that a look is little more than a yield and a peer's write is seen sooner.
@@ -320,6 +329,7 @@ type poller struct {
 	last   time.Time     // when the clock was last read; zero before the first look
 	looks  int           // since last
 	mode   pollMode      // pollOn's latest answer
+	task   bool          // a task waiting in Poll, not a connection's reader
 }
 
 // pollBatch is the number of looks between two readings of the clock.
@@ -333,7 +343,7 @@ func (p *poller) next(g *readerGroup) bool {
 			p.polled += min(now.Sub(p.last), time.Duration(p.looks)*pollStep)
 		}
 		p.last, p.looks = now, 0
-		p.mode = g.pollOn(p.polled, now)
+		p.mode = g.pollOn(p.polled, now, p.task)
 	}
 	switch p.mode {
 	case pollStop:

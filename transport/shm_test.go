@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// A reader polls for spin, and past it, up to maxIdleSpin, only while the process is idle
-// and no connection of the mesh waits on its socket; it yields its goroutine between two
-// looks.
+// A reader or a task polls for spin, and past it, up to maxIdleSpin, only while the process
+// is idle and no connection of the mesh waits on its socket; it yields its goroutine between
+// two looks.
 func TestReaderGroupPollOn(t *testing.T) {
 	idle := func() bool { return true }
 	busy := func() bool { return false }
@@ -34,16 +34,18 @@ func TestReaderGroupPollOn(t *testing.T) {
 		g := readerGroup{spin: c.spin, idle: c.idle}
 		g.crowd.runnable = quietHost
 		g.onSocket.Store(c.onSocket)
-		if got := g.pollOn(c.polled, time.Now()); got != c.want {
-			t.Errorf("%s: pollOn(%v) = %v, want %v", c.name, c.polled, got, c.want)
+		for _, task := range []bool{false, true} {
+			if got := g.pollOn(c.polled, time.Now(), task); got != c.want {
+				t.Errorf("%s (task %v): pollOn(%v) = %v, want %v", c.name, task, c.polled, got, c.want)
+			}
 		}
 	}
 }
 
-// While the host has more runnable threads than cores, whoever they are, a reader yields
-// its thread's core at every look, and only for spin, not the longer polling of an idle
-// process; either change takes two samples running that agree, so that a thread or two
-// waking up for a moment changes nothing.
+// While the host has more runnable threads than cores, whoever they are, a task yields its
+// thread's core at every look, and only for spin, not the longer polling of an idle process,
+// and a reader does not poll; either change takes two samples running that agree, so that a
+// thread or two waking up for a moment changes nothing.
 func TestReaderGroupYieldsTheCoreOnACrowdedHost(t *testing.T) {
 	crowded, alone := crowdThreshold()+1, runtime.NumCPU()+1 // alone: a job, and a thread of the runtime waking up
 	runnable := crowded
@@ -53,7 +55,7 @@ func TestReaderGroupYieldsTheCoreOnACrowdedHost(t *testing.T) {
 	sample := func(n int, polled time.Duration) pollMode {
 		runnable = n
 		g.crowd.next.Store(0) // the next sample is due
-		return g.pollOn(polled, time.Now())
+		return g.pollOn(polled, time.Now(), true)
 	}
 	for i, c := range []struct {
 		runnable int
@@ -72,17 +74,21 @@ func TestReaderGroupYieldsTheCoreOnACrowdedHost(t *testing.T) {
 			t.Fatalf("sample %d (%d runnable threads on %d cores): pollOn = %v, want %v", i+1, c.runnable, runtime.NumCPU(), got, c.mode)
 		}
 	}
-	if got := g.pollOn(0, time.Now()); got != pollYield {
+	if got := g.pollOn(0, time.Now(), true); got != pollYield {
 		t.Fatalf("pollOn changed between two samples: %v", got)
 	}
 	sample(crowded, 0)
 	if got := sample(crowded, spin); got != pollStop {
 		t.Fatalf("crowded, past spin in an idle process: pollOn = %v, want %v (no polling past spin)", got, pollStop)
 	}
+	if got := g.pollOn(0, time.Now(), false); got != pollStop {
+		t.Fatalf("crowded: a reader's pollOn = %v, want %v (only tasks poll)", got, pollStop)
+	}
 }
 
-// A job that oversubscribes its host polls as on a crowded one, whatever the load: within
-// spin, yielding its core at every look, and no longer, idle or not.
+// A job that oversubscribes its host polls as on a crowded one, whatever the load: a task
+// within spin, yielding its core at every look, and no longer, idle or not; a reader not at
+// all.
 func TestReaderGroupOversubscribed(t *testing.T) {
 	spin := 50 * time.Microsecond
 	m, err := New(Config{Rank: 0, Size: 1, Spin: spin, Idle: func() bool { return true }, Oversubscribed: true})
@@ -94,9 +100,10 @@ func TestReaderGroupOversubscribed(t *testing.T) {
 	for _, c := range []struct {
 		polled time.Duration
 		want   pollMode
-	}{{0, pollYieldThread}, {spin - 1, pollYieldThread}, {spin, pollStop}} {
-		if got := g.pollOn(c.polled, time.Now()); got != c.want {
-			t.Errorf("pollOn(%v) = %v, want %v", c.polled, got, c.want)
+		task   bool
+	}{{0, pollYieldThread, true}, {spin - 1, pollYieldThread, true}, {spin, pollStop, true}, {0, pollStop, false}, {spin - 1, pollStop, false}} {
+		if got := g.pollOn(c.polled, time.Now(), c.task); got != c.want {
+			t.Errorf("task %v: pollOn(%v) = %v, want %v", c.task, c.polled, got, c.want)
 		}
 	}
 }
@@ -123,7 +130,8 @@ func pollingGroup(spin time.Duration) *readerGroup {
 }
 
 // A task polls many looks between two yields only in an idle process, none of whose
-// connections waits on its socket, on a host that is neither crowded nor oversubscribed.
+// connections waits on its socket, on a host that is neither crowded nor oversubscribed;
+// on a crowded or oversubscribed one, it yields after every look.
 func TestReaderGroupLooksPerYield(t *testing.T) {
 	idle := func() bool { return true }
 	busy := func() bool { return false }
@@ -138,8 +146,8 @@ func TestReaderGroupLooksPerYield(t *testing.T) {
 		{"busy", busy, 0, false, false, busyLooks},
 		{"no Idle", nil, 0, false, false, busyLooks},
 		{"a connection on its socket", idle, 1, false, false, busyLooks},
-		{"crowded", idle, 0, true, false, busyLooks},
-		{"oversubscribed", idle, 0, false, true, busyLooks},
+		{"crowded", idle, 0, true, false, 1},
+		{"oversubscribed", idle, 0, false, true, 1},
 	} {
 		g := readerGroup{spin: time.Millisecond, idle: c.idle}
 		g.onSocket.Store(c.onSocket)
