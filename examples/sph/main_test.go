@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -115,17 +116,23 @@ func TestDefaultTasks(t *testing.T) {
 
 // TestExactBuild runs the command, built without the race detector (ten times faster), on
 // the problem's validation run of 20000 particles for 20 steps, as 1 task and as 3 tasks
-// on 2 processes: both print the values of the exact C build.
+// on 2 processes: both print the values of the exact C build, and the tasks' work is
+// balanced within 5%.
 func TestExactBuild(t *testing.T) {
 	bin, err := command()
 	if err != nil {
 		t.Skip(err)
 	}
-	const want = "interactions=45525300 interactions_per_s=.* kinetic=0.054524002614179487 checksum=7b4e5c70b7cba47c"
+	want := regexp.MustCompile(`interactions=45525300 interactions_per_s=\S+ kinetic=0.054524002614179487 checksum=7b4e5c70b7cba47c imbalance=([0-9.]+)`)
 	for _, args := range []string{"-tasks 1", "-tasks 3 -np 2"} {
 		out, err := exec.Command(bin, append(strings.Fields(args), "-n", "20000", "-steps", "20", "-verify=false")...).CombinedOutput()
-		if err != nil || !regexp.MustCompile(want).Match(out) {
+		m := want.FindSubmatch(out)
+		if err != nil || m == nil {
 			t.Fatalf("%s: %v, want %s\n%s", args, err, want, out)
+		}
+		// The split is computed from integers, so the imbalance is the same in every run.
+		if imbalance, _ := strconv.ParseFloat(string(m[1]), 64); imbalance > 1.05 {
+			t.Fatalf("%s: imbalance %v, more than 1.05\n%s", args, imbalance, out)
 		}
 	}
 }
