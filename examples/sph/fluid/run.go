@@ -111,9 +111,12 @@ type task struct {
 	own     particles // its particles, in no particular order
 	ord     order
 	win     window
-	next    particles // its particles after a step, in canonical order
-	history []int64   // its work in every step
-	leave   [2][]int32
+	next    particles  // its particles after a step, in canonical order
+	history []int64    // its work in every step
+	leave   [2][]int32 // the indexes in next of the particles that pass to each side
+
+	sideCells  [2][]int64 // the work of its cells along each boundary (side)
+	theirCells []int64    // a neighbour's
 
 	in, band, halo, rho, rhoIn, out [2]*orwl.Handle // by side: 0 left, 1 right
 	parts                           *orwl.Handle
@@ -124,6 +127,7 @@ type task struct {
 func runTask(ctx context.Context, t *orwl.Task, p Params) (*Result, error) {
 	tk := &task{t: t, k: newConsts(p.N), p: p, me: t.ID(), history: make([]int64, p.Steps)}
 	tk.left, tk.right = tk.me > 0, tk.me < p.Tasks-1
+	tk.deg = tk.degree(tk.me)
 	for _, l := range locations() {
 		t.Scale(l, 0)
 	}
@@ -192,7 +196,6 @@ func (tk *task) insert() {
 		if nb < 0 || nb >= tk.p.Tasks {
 			continue
 		}
-		tk.deg++
 		mine, theirs := [2]string{locBandL, locBandR}, [2]string{locBandR, locBandL}
 		rho, rhoTheirs := [2]string{locRhoL, locRhoR}, [2]string{locRhoR, locRhoL}
 		out, outTheirs := [2]string{locOutL, locOutR}, [2]string{locOutR, locOutL}
@@ -218,35 +221,70 @@ func (tk *task) load(v []float64) error {
 	return unpackParticles(&tk.own, v[3+steps:], int(v[2]))
 }
 
-// step is step k of the task.
+// step is step k of the task: the six FIFO positions in order (see the package comment).
 func (tk *task) step(ctx context.Context, k int) error {
-	k0, band := tk.k, tk.k.band
-	// The particles that came from the neighbours after the last step.
+	if err := tk.arrive(ctx); err != nil {
+		return fmt.Errorf("task %d, step %d: %w", tk.me, k, err)
+	}
+	if err := tk.publishBands(ctx); err != nil {
+		return err
+	}
+	if err := tk.gatherHalo(ctx); err != nil {
+		return fmt.Errorf("task %d, step %d: %w", tk.me, k, err)
+	}
+	work := tk.win.density()
+	tk.history[k] = work
+	if err := tk.publishDensities(ctx, work); err != nil {
+		return err
+	}
+	c0, c1, err := tk.gatherDensities(ctx, work)
+	if err != nil {
+		return fmt.Errorf("task %d, step %d: %w", tk.me, k, err)
+	}
+	tk.win.forces(&tk.next)
+	tk.c0, tk.c1 = c0, c1
+	return tk.depart(ctx, k == len(tk.history)-1)
+}
+
+// arrive adds to the task's particles those that its neighbours passed to it after the
+// last step (position posIn), and sorts them into canonical order.
+func (tk *task) arrive(ctx context.Context) error {
 	if err := tk.sides(ctx, tk.in, func(s int, v []float64) error {
 		if len(v) == 0 {
 			return nil // before the first step
 		}
-		return unpackParticles(&tk.own, v[1:], int(v[0]))
-	}); err != nil {
-		return err
-	}
-	if err := tk.ord.sort(k0, &tk.own, tk.c0, tk.c1); err != nil {
-		return fmt.Errorf("task %d, step %d: %w", tk.me, k, err)
-	}
-	// Exchange 1: the positions and velocities of the bands.
-	bands := [2][2]int{{tk.c0, tk.c0 + band}, {tk.c1 - band, tk.c1}}
-	if err := tk.write(ctx, tk.band, func(s int) int {
-		return 2 + band + 6*len(tk.ord.span(bands[s][0], bands[s][1]))
-	}, func(s int, v []float64) {
-		a, b := bands[s][0], bands[s][1]
-		v[0], v[1] = float64(a), float64(band)
-		for c := a; c < b; c++ {
-			v[2+c-a] = float64(tk.ord.first[c+1-tk.c0] - tk.ord.first[c-tk.c0])
+		if err := unpackParticles(&tk.own, v[1:], int(v[0])); err != nil {
+			return fmt.Errorf("the particles from task %d: %w", tk.neighbour(s), err)
 		}
-		packParticles(v[2+band:], &tk.own, tk.ord.span(a, b), false)
+		return nil
 	}); err != nil {
 		return err
 	}
+	return tk.ord.sort(tk.k, &tk.own, tk.c0, tk.c1)
+}
+
+// publishBands writes the positions and velocities of the particles of the task's first
+// and last band of cells, with the count of each cell, for its neighbours (posBand: halo
+// exchange 1).
+func (tk *task) publishBands(ctx context.Context) error {
+	band := tk.k.band
+	cells := [2]int{tk.c0, tk.c1 - band} // the first cell of each band
+	return tk.write(ctx, tk.band, func(s int) int {
+		return 2 + band + 6*len(tk.ord.span(cells[s], cells[s]+band))
+	}, func(s int, v []float64) {
+		a := cells[s]
+		v[0], v[1] = float64(a), float64(band)
+		for c := range band {
+			v[2+c] = float64(tk.ord.first[a+c+1-tk.c0] - tk.ord.first[a+c-tk.c0])
+		}
+		packParticles(v[2+band:], &tk.own, tk.ord.span(a, a+band), false)
+	})
+}
+
+// gatherHalo lays out the task's window: the band its left neighbour published, its own
+// particles in canonical order, the band of its right neighbour (posHalo).
+func (tk *task) gatherHalo(ctx context.Context) error {
+	band := tk.k.band
 	w0, w1 := tk.c0, tk.c1
 	if tk.left {
 		w0 -= band
@@ -254,11 +292,11 @@ func (tk *task) step(ctx context.Context, k int) error {
 	if tk.right {
 		w1 += band
 	}
-	tk.win.reset(k0, w0, tk.c0, tk.c1, w1)
+	tk.win.reset(tk.k, w0, tk.c0, tk.c1, w1)
 	halo := func(s int, v []float64) error {
 		want := [2]int{w0, tk.c1}[s]
-		if len(v) < 2+band || int(v[0]) != want || int(v[1]) != band {
-			return fmt.Errorf("task %d, step %d: the halo band from task %d does not begin at cell %d with %d cells", tk.me, k, tk.me+2*s-1, want, band)
+		if len(v) < 2+band || int(v[0]) != want || int(v[1]) != band || (len(v)-2-band)%6 != 0 {
+			return fmt.Errorf("the halo band from task %d does not begin at cell %d with %d cells", tk.neighbour(s), want, band)
 		}
 		n := (len(v) - 2 - band) / 6
 		q := v[2+band:]
@@ -275,86 +313,98 @@ func (tk *task) step(ctx context.Context, k int) error {
 			return err
 		}
 	}
-	if err := tk.win.complete(); err != nil {
-		return fmt.Errorf("task %d, step %d: %w", tk.me, k, err)
+	return tk.win.complete()
+}
+
+// bandParticles returns the range of the window's indexes of the task's particles in its
+// band on side s.
+func (tk *task) bandParticles(s int) (a, b int) {
+	o, first := tk.win.o0, tk.ord.first
+	if s == 0 {
+		return o, o + int(first[tk.k.band])
 	}
-	// The density phase, then exchange 2: the densities of the bands, and the work along
-	// each boundary, from which both sides move it.
-	work := tk.win.density()
-	tk.history[k] = work
+	return o + int(first[tk.c1-tk.c0-tk.k.band]), tk.win.o1
+}
+
+// side returns what the task tells the neighbour on side s of its work in the step, work,
+// and of the work of its cells along their boundary.
+func (tk *task) side(s int, work int64) side {
 	m := 0
 	if tk.deg > 0 {
-		m = movable(tk.c1-tk.c0, band)
+		m = movable(tk.c1-tk.c0, tk.k.band)
 	}
-	o := tk.win.o0
-	parts := [2][2]int{{o, o + int(tk.ord.first[band])}, {o + int(tk.ord.first[tk.c1-tk.c0-band]), tk.win.o1}}
-	if err := tk.write(ctx, tk.rho, func(s int) int {
-		return 4 + m + 2*(parts[s][1]-parts[s][0])
+	cells := tk.sideCells[s][:0]
+	for i := range m {
+		cells = append(cells, tk.win.cellWork[[2]int{i, tk.c1 - tk.c0 - 1 - i}[s]])
+	}
+	tk.sideCells[s] = cells
+	return side{work: work, deg: tk.deg, cells: cells}
+}
+
+// publishDensities writes rho and pt of the particles of the task's bands for its
+// neighbours (posRho: halo exchange 2), with what they need to move their boundary with
+// it: its cells, its work in the step and the work of its cells along the boundary.
+func (tk *task) publishDensities(ctx context.Context, work int64) error {
+	return tk.write(ctx, tk.rho, func(s int) int {
+		a, b := tk.bandParticles(s)
+		return 4 + len(tk.side(s, work).cells) + 2*(b-a)
 	}, func(s int, v []float64) {
+		mine := tk.side(s, work)
+		m := len(mine.cells)
 		v[0], v[1], v[2], v[3] = float64(tk.c0), float64(tk.c1), float64(work), float64(m)
-		for i := range m {
-			v[4+i] = float64(tk.win.cellWork[[2]int{i, tk.c1 - tk.c0 - 1 - i}[s]])
-		}
-		a, b := parts[s][0], parts[s][1]
+		putInts(v[4:], mine.cells)
+		a, b := tk.bandParticles(s)
 		copy(v[4+m:], tk.win.rho[a:b])
 		copy(v[4+m+b-a:], tk.win.pt[a:b])
-	}); err != nil {
-		return err
-	}
-	mine := [2]side{{work: work, deg: tk.deg}, {work: work, deg: tk.deg}}
-	for i := range m {
-		mine[0].cells = append(mine[0].cells, tk.win.cellWork[i])
-		mine[1].cells = append(mine[1].cells, tk.win.cellWork[tk.c1-tk.c0-1-i])
-	}
+	})
+}
+
+// gatherDensities copies the neighbours' densities into the halo of the task's window
+// (posRhoIn), and returns the cells the task owns in the next step: each boundary moved as
+// the task and its neighbour on that side both compute it.
+func (tk *task) gatherDensities(ctx context.Context, work int64) (c0, c1 int, err error) {
+	band := tk.k.band
 	halos := [2][2]int{{0, tk.win.o0}, {tk.win.o1, tk.win.n()}}
-	c0, c1 := tk.c0, tk.c1
-	if err := tk.sides(ctx, tk.rhoIn, func(s int, v []float64) error {
-		nb := tk.me + 2*s - 1
+	c0, c1 = tk.c0, tk.c1
+	err = tk.sides(ctx, tk.rhoIn, func(s int, v []float64) error {
+		nb := tk.neighbour(s)
 		if len(v) < 4 {
-			return fmt.Errorf("task %d, step %d: the densities from task %d hold %d values, fewer than a header", tk.me, k, nb, len(v))
+			return fmt.Errorf("the densities from task %d hold %d values, fewer than a header", nb, len(v))
 		}
 		nc0, nc1, nm := int(v[0]), int(v[1]), int(v[3])
 		a, b := halos[s][0], halos[s][1]
 		if [2]int{nc1, nc0}[s] != [2]int{tk.c0, tk.c1}[s] || nm != movable(nc1-nc0, band) || len(v) != 4+nm+2*(b-a) {
-			return fmt.Errorf("task %d, step %d: the densities from task %d (cells [%d, %d), %d values) do not match its halo of %d particles", tk.me, k, nb, nc0, nc1, len(v), b-a)
+			return fmt.Errorf("the densities from task %d (cells [%d, %d), %d values) do not match its halo of %d particles", nb, nc0, nc1, len(v), b-a)
 		}
-		theirs := side{work: int64(v[2]), deg: 1 + btoi(nb > 0 && nb < tk.p.Tasks-1)}
+		theirs := side{work: int64(v[2]), deg: tk.degree(nb), cells: tk.theirCells[:0]}
 		for _, w := range v[4 : 4+nm] {
 			theirs.cells = append(theirs.cells, int64(w))
 		}
+		tk.theirCells = theirs.cells
 		copy(tk.win.rho[a:b], v[4+nm:4+nm+b-a])
 		copy(tk.win.pt[a:b], v[4+nm+b-a:])
 		if s == 0 {
-			c0 += shift(theirs, mine[0])
+			c0 += shift(theirs, tk.side(0, work))
 		} else {
-			c1 += shift(mine[1], theirs)
+			c1 += shift(tk.side(1, work), theirs)
 		}
 		return nil
-	}); err != nil {
-		return err
-	}
-	// The force phase and the integration, then the particles that leave for the cells of
-	// a neighbour pass to it, and the rest is kept in parts. After the last step every
-	// task keeps its particles: the job's result is in the tasks' parts.
-	tk.win.forces(&tk.next)
-	last := k == len(tk.history)-1
-	tk.c0, tk.c1 = c0, c1
-	tk.own.resize(0)
+	})
+	return c0, c1, err
+}
+
+// depart passes the particles whose cells belong to a neighbour now to it (posOut), and
+// keeps the others in parts with the task's cells and its work so far. After the last
+// step the task keeps all its particles: the job's result is in the tasks' parts.
+func (tk *task) depart(ctx context.Context, last bool) error {
 	tk.leave[0], tk.leave[1] = tk.leave[0][:0], tk.leave[1][:0]
 	for i := range tk.next.len() {
-		switch c := k0.cellOf(tk.next.x[i], tk.next.y[i], tk.next.z[i]); {
+		switch c := tk.k.cellOf(tk.next.x[i], tk.next.y[i], tk.next.z[i]); {
 		case last:
-			n := tk.own.len()
-			tk.own.resize(n + 1)
-			tk.own.set(n, &tk.next, i)
-		case c < c0 && tk.left:
+		case c < tk.c0:
 			tk.leave[0] = append(tk.leave[0], int32(i))
-		case c >= c1 && tk.right:
+		case c >= tk.c1:
 			tk.leave[1] = append(tk.leave[1], int32(i))
-		default:
-			n := tk.own.len()
-			tk.own.resize(n + 1)
-			tk.own.set(n, &tk.next, i)
 		}
 	}
 	if err := tk.write(ctx, tk.out, func(s int) int { return 1 + 7*len(tk.leave[s]) }, func(s int, v []float64) {
@@ -362,6 +412,19 @@ func (tk *task) step(ctx context.Context, k int) error {
 		packParticles(v[1:], &tk.next, tk.leave[s], true)
 	}); err != nil {
 		return err
+	}
+	tk.own.resize(tk.next.len() - len(tk.leave[0]) - len(tk.leave[1]))
+	kept, l, r := 0, tk.leave[0], tk.leave[1]
+	for i := range tk.next.len() {
+		switch {
+		case len(l) > 0 && int(l[0]) == i:
+			l = l[1:]
+		case len(r) > 0 && int(r[0]) == i:
+			r = r[1:]
+		default:
+			tk.own.set(kept, &tk.next, i)
+			kept++
+		}
 	}
 	return tk.parts.Section(ctx, func([]byte) error {
 		data, err := tk.parts.Resize(8 * (3 + len(tk.history) + 7*tk.own.len()))
@@ -372,6 +435,12 @@ func (tk *task) step(ctx context.Context, k int) error {
 		return err
 	})
 }
+
+// neighbour returns the task on side s (0 left, 1 right).
+func (tk *task) neighbour(s int) int { return tk.me + 2*s - 1 }
+
+// degree returns the number of neighbours of task t.
+func (tk *task) degree(t int) int { return btoi(t > 0) + btoi(t < tk.p.Tasks-1) }
 
 // sides calls fn in a section of the handle of each side that has one, left first.
 func (tk *task) sides(ctx context.Context, hs [2]*orwl.Handle, fn func(s int, v []float64) error) error {
