@@ -297,16 +297,16 @@ func kernelSum(r2 []float64, k *consts) float64 {
 	return acc
 }
 
-// forces computes the acceleration of every own particle from its neighbours (density
-// must have run, and rho and pt of the halo be known) and integrates it: out, resized to
-// the own particles, receives their ids and new positions and velocities, walls applied,
-// in canonical order.
-func (w *window) forces(out *particles) {
+// forces computes the acceleration of the own particles of the cells [a, b) from their
+// neighbours and integrates it: density must have run, and rho and pt be known of every
+// neighbour (those of the halo are needed only within a band of cells of the window's
+// ends). out, which must hold as many particles as the window owns, receives their ids and
+// new positions and velocities, walls applied, at their indexes in canonical order.
+func (w *window) forces(out *particles, a, b int) {
 	k := w.k
-	out.resize(w.o1 - w.o0)
 	x, y, z, vx, vy, vz, rho, pt := w.x, w.y, w.z, w.vx, w.vy, w.vz, w.rho, w.pt
 	y, z, vx, vy, vz, rho, pt = y[:len(x)], z[:len(x)], vx[:len(x)], vy[:len(x)], vz[:len(x)], rho[:len(x)], pt[:len(x)]
-	for i := w.o0; i < w.o1; i++ {
+	for i := int(w.start[a-w.w0]); i < int(w.start[b-w.w0]); i++ {
 		xi, yi, zi, vxi, vyi, vzi, rhoi, pti := x[i], y[i], z[i], vx[i], vy[i], vz[i], rho[i], pt[i]
 		var sx, sy, sz float64
 		for _, j := range w.nb[w.nbFirst[i-w.o0]:w.nbFirst[i-w.o0+1]] {

@@ -237,11 +237,26 @@ func (tk *task) step(ctx context.Context, k int) error {
 	if err := tk.publishDensities(ctx, work); err != nil {
 		return err
 	}
+	// The forces of the particles whose neighbours are all the task's own, while the
+	// neighbours finish their density phase; then those along the boundaries.
+	lo, hi := tk.c0, tk.c1
+	if tk.left {
+		lo += tk.k.band
+	}
+	if tk.right {
+		hi -= tk.k.band
+	}
+	if lo >= hi {
+		lo, hi = tk.c0, tk.c0
+	}
+	tk.next.resize(tk.win.o1 - tk.win.o0)
+	tk.win.forces(&tk.next, lo, hi)
 	c0, c1, err := tk.gatherDensities(ctx, work)
 	if err != nil {
 		return fmt.Errorf("task %d, step %d: %w", tk.me, k, err)
 	}
-	tk.win.forces(&tk.next)
+	tk.win.forces(&tk.next, tk.c0, lo)
+	tk.win.forces(&tk.next, hi, tk.c1)
 	tk.c0, tk.c1 = c0, c1
 	return tk.depart(ctx, k == len(tk.history)-1)
 }

@@ -21,7 +21,7 @@ func Sequential(p Params) (s *State, interactions int64, seconds float64, err er
 		w.reset(k, 0, 0, k.cells, k.cells)
 		w.addOwn(&all, &o)
 		interactions += 2 * w.density()
-		w.forces(&all)
+		w.forces(&all, 0, k.cells) // all was copied into w
 	}
 	seconds = time.Since(start).Seconds()
 	all.scatter(s)
