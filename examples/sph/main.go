@@ -121,7 +121,7 @@ func compute(c *config, stdout, stderr io.Writer) int {
 	r.Add("interactions", res.Interactions)
 	r.Addf("interactions_per_s", "%.4g", rate(res.Computed, res.Seconds))
 	r.Addf("kinetic", "%.17g", res.State.Kinetic())
-	r.Addf("checksum", "%016x", res.State.Checksum())
+	r.Add("checksum", fmt.Sprintf("%016x", res.State.Checksum())) // a string in JSON: a uint64 is no JSON number
 	r.Addf("imbalance", "%.4f", res.Imbalance)
 	if c.Checkpoint.Dir != "" || os.Getenv("ORWL_CHECKPOINT_DIR") != "" {
 		r.Add("resumed-at", res.Resumed)

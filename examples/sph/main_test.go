@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -81,6 +82,25 @@ func TestFailedCheckExits3(t *testing.T) {
 	status, out := launch(1, "-n 500 -steps 2 -tasks 1", brokenEnv+"=1")
 	if status != cli.ExitMismatch || !strings.Contains(out, "verified=false") {
 		t.Fatalf("status %d, want %d\n%s", status, cli.ExitMismatch, out)
+	}
+}
+
+// TestJSON: -json prints the result as one JSON object with the result line's keys, the
+// checksum a string of 16 hexadecimal digits.
+func TestJSON(t *testing.T) {
+	status, out := launch(1, "-n 500 -steps 2 -tasks 1 -json")
+	var res map[string]any
+	line := strings.TrimPrefix(strings.TrimSpace(out), "[0] ") // launch's prefix: rank 0
+	if err := json.Unmarshal([]byte(line), &res); status != 0 || err != nil {
+		t.Fatalf("status %d, %v\n%s", status, err, out)
+	}
+	for _, key := range []string{"particles", "steps", "tasks", "procs", "seconds", "interactions", "interactions_per_s", "kinetic", "imbalance"} {
+		if _, ok := res[key].(float64); !ok {
+			t.Errorf("%s is %#v, want a number", key, res[key])
+		}
+	}
+	if sum, _ := res["checksum"].(string); len(sum) != 16 || res["verified"] != true {
+		t.Errorf("checksum %#v, verified %#v; want 16 hexadecimal digits and true", res["checksum"], res["verified"])
 	}
 }
 

@@ -57,8 +57,10 @@
 //  2. it reads its neighbours' bands into its window and runs the density phase;
 //  3. it writes ρ and P/ρ² of the particles of its bands into rhoL and rhoR (halo exchange
 //     2), with its work in this step and that of its cells nearest each boundary;
-//  4. it reads its neighbours' into its window, decides where its two boundaries move, and
-//     runs the force phase and the integration;
+//  4. it runs the force phase and the integration of its particles more than a band from
+//     its ends, whose neighbours are all its own, while its neighbours finish their density
+//     phase; then it reads their densities into its window, decides where its two
+//     boundaries move, and computes the particles along its boundaries;
 //  5. it writes the particles whose cell now belongs to a neighbour (a particle moves far
 //     less than a cell in a step, and a boundary moves at most half the width of a range,
 //     so they belong to the next task on either side) into outL and outR, and the others,
