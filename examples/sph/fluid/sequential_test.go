@@ -49,3 +49,18 @@ func TestConsts(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkSequential times the kernels on one core, in interactions per second: compare
+// with the C reference's (go run ./lab/bench sph).
+func BenchmarkSequential(b *testing.B) {
+	p := Params{N: 20000, Steps: 5, Seed: 1, Tasks: 1}
+	var interactions int64
+	for b.Loop() {
+		_, n, _, err := Sequential(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		interactions += n
+	}
+	b.ReportMetric(float64(interactions)/b.Elapsed().Seconds(), "interactions/s")
+}
