@@ -111,7 +111,7 @@ type window struct {
 	x, y, z, vx, vy, vz, rho, pt []float64
 	id                           []int32 // ids of the own particles, id[i-o0]
 
-	nbFirst  []int32   // the neighbours of own particle i are nb[nbFirst[i-o0]:nbFirst[i-o0+1]]
+	nbFirst  []int     // the neighbours of own particle i are nb[nbFirst[i-o0]:nbFirst[i-o0+1]]
 	nb       []int32   // in canonical neighbour order
 	r2       []float64 // the squared distances of one particle's neighbour candidates
 	cellWork []int64   // neighbour count of every own cell's particles
@@ -229,7 +229,7 @@ func (w *window) density() int64 {
 		nr := w.ranges(c, &lo, &hi)
 		first := used
 		for i := w.start[c-w.w0]; i < w.start[c-w.w0+1]; i++ {
-			w.nbFirst[int(i)-w.o0] = int32(used)
+			w.nbFirst[int(i)-w.o0] = used
 			xi, yi, zi := w.x[i], w.y[i], w.z[i]
 			cand := 0
 			for r := range nr {
@@ -258,7 +258,7 @@ func (w *window) density() int64 {
 		w.cellWork[c-w.c0] = int64(used - first)
 		total += int64(used - first)
 	}
-	w.nbFirst[own] = int32(used)
+	w.nbFirst[own] = used
 	w.nb = nb[:used]
 	return total
 }
@@ -275,7 +275,7 @@ func filter(dst []int32, r2 []float64, xs, ys, zs []float64, j0 int32, xi, yi, z
 		dx, dy, dz := xi-xj, yi-ys[j], zi-zs[j]
 		d := float64(float64(dx*dx)+float64(dy*dy)) + float64(dz*dz)
 		dst[n], r2[n] = j0+int32(j), d
-		n += int(math.Float64bits(d-H2) >> 63) // d < H2: d-H2 is negative (never -0: d != H2)
+		n += int(math.Float64bits(d-H2) >> 63) // the sign of d-H2: 1 when d < H2 (d == H2 gives +0)
 	}
 	return n
 }
