@@ -8,7 +8,9 @@
  * counting sort, then computes the density and the force of every particle as gathers over
  * its neighbours in the canonical neighbour order (OpenMP, schedule(dynamic,64), threads of
  * OMP_NUM_THREADS), then integrates (symplectic Euler) and reflects at the walls. The
- * result does not depend on the thread count. It prints one line
+ * density phase keeps each particle's neighbour list, filtered from its candidates without
+ * a branch, and the force phase reads it: about twice as fast as testing every candidate
+ * in both phases. The result does not depend on the thread count. It prints one line
  *
  *   interactions=I cells=C h=H
  *
@@ -44,6 +46,20 @@ static int *ncell;
 /* start[c] .. start[c+1]-1 are the slots of cell c; next[c] fills them during the sort. */
 static long *start, *next;
 
+/* The neighbour lists of a step, built by the density phase and read by the force phase:
+ * each thread appends the lists of the particles it takes to its own buffer; particle i's
+ * list is count[i] slots from first[i] in the buffer of thread owner[i]. */
+struct lists {
+	int32_t *nb;     /* the lists, one after another */
+	double *r2;      /* the squared distances of the candidates of the list being built */
+	long used, cap;  /* of nb */
+	long r2cap;      /* of r2 */
+};
+static struct lists *lists;
+static int threads, *owner, *count;
+static long *first;
+
+/* alloc returns n zeroed items of size bytes, or exits saying that memory ran out. */
 static void *alloc(size_t n, size_t size) {
 	void *p = calloc(n ? n : 1, size);
 	if (!p) {
@@ -93,6 +109,11 @@ static void setup(uint64_t seed) {
 	ncell = alloc(N, sizeof(int));
 	long cells = (long)nc * nc * nc;
 	start = alloc(cells + 1, sizeof(long));
+	threads = omp_get_max_threads();
+	lists = alloc(threads, sizeof *lists);
+	owner = alloc(N, sizeof(int));
+	count = alloc(N, sizeof(int));
+	first = alloc(N, sizeof(long));
 	next = alloc(cells, sizeof(long));
 
 	rng = seed;
@@ -149,42 +170,83 @@ static void sort(void) {
 	cell = ncell, ncell = c;
 }
 
-/* neighbours writes the cells around cell c that lie in the box into b, in canonical order
- * (dz, then dy, then dx, each -1, 0, 1), and returns how many. */
-static int neighbours(int c, int b[27]) {
+/* ranges writes the slot ranges [lo, hi) of the cells around cell c that lie in the box,
+ * in canonical order, and returns how many: for each dz, then dy (-1, 0, 1), the cells
+ * cx-1 .. cx+1 follow one another in cell order, so they make one range. */
+static int ranges(int c, long lo[9], long hi[9]) {
 	int cx = c % nc, cy = (c / nc) % nc, cz = c / (nc * nc), n = 0;
 	for (int dz = -1; dz <= 1; dz++)
 		for (int dy = -1; dy <= 1; dy++)
-			for (int dx = -1; dx <= 1; dx++)
-				if (cx + dx >= 0 && cx + dx < nc && cy + dy >= 0 && cy + dy < nc && cz + dz >= 0 && cz + dz < nc)
-					b[n++] = (cx + dx) + nc * ((cy + dy) + nc * (cz + dz));
+			if (cy + dy >= 0 && cy + dy < nc && cz + dz >= 0 && cz + dz < nc) {
+				int a = c + nc * (dy + nc * dz);
+				lo[n] = start[cx > 0 ? a - 1 : a];
+				hi[n] = start[cx < nc - 1 ? a + 2 : a + 1];
+				n++;
+			}
 	return n;
 }
 
-/* density computes rho and pt of every particle and returns the number of neighbour pairs. */
-static long density(void) {
+
+/* reserve makes room in l for a list of up to cand candidates. */
+static void reserve(struct lists *l, long cand) {
+	if (l->used + cand > l->cap) {
+		l->cap = 2 * (l->used + cand);
+		if (!(l->nb = realloc(l->nb, l->cap * sizeof *l->nb))) {
+			fprintf(stderr, "sph: out of memory for %ld neighbours\n", l->cap);
+			exit(1);
+		}
+	}
+	if (cand > l->r2cap) {
+		free(l->r2);
+		l->r2cap = 2 * cand;
+		l->r2 = alloc(l->r2cap, sizeof *l->r2);
+	}
+}
+
+/* density computes rho and pt of every particle and its neighbour list, and returns the
+ * number of neighbour pairs. A particle's candidates (the particles of the cells around
+ * its own) are written to its list in canonical order, and only those closer than 2h, not
+ * itself, are kept: the list grows without a branch. Without split-paths, gcc would copy
+ * acc + w into both branches of w and fuse the first into acc + sigma*(...): the default
+ * build would then print another checksum than the definition's default reference. */
+__attribute__((optimize("no-split-paths"))) static long density(void) {
 	long pairs = 0;
+	for (int t = 0; t < threads; t++)
+		lists[t].used = 0;
 #pragma omp parallel for schedule(dynamic, 64) reduction(+ : pairs)
 	for (long i = 0; i < N; i++) {
-		double xi = x[i], yi = y[i], zi = z[i], acc = sigma;
-		int b[27], nb = neighbours(cell[i], b);
-		for (int k = 0; k < nb; k++) {
-			for (long j = start[b[k]]; j < start[b[k] + 1]; j++) {
+		int t = omp_get_thread_num();
+		struct lists *l = &lists[t];
+		long lo[9], hi[9], cand = 0;
+		int nr = ranges(cell[i], lo, hi);
+		for (int k = 0; k < nr; k++)
+			cand += hi[k] - lo[k];
+		reserve(l, cand);
+		int32_t *nb = l->nb + l->used;
+		double *r2s = l->r2, xi = x[i], yi = y[i], zi = z[i];
+		long n = 0;
+		for (int k = 0; k < nr; k++)
+			for (long j = lo[k]; j < hi[k]; j++) {
 				double dx = xi - x[j], dy = yi - y[j], dz = zi - z[j];
 				double r2 = ((dx * dx) + (dy * dy)) + (dz * dz);
-				if (j == i || !(r2 < H2))
-					continue;
-				pairs++;
-				double r = sqrt(r2), q = r * hinv, w;
-				if (q < 1.0) {
-					w = sigma * (1.0 + ((q * q) * ((0.75 * q) - 1.5)));
-				} else {
-					double t = 2.0 - q;
-					w = ((sig4 * t) * t) * t;
-				}
-				acc = acc + w;
+				nb[n] = (int32_t)j;
+				r2s[n] = r2;
+				n += (r2 < H2) & (j != i);
 			}
+		double acc = sigma;
+		for (long k = 0; k < n; k++) {
+			double r = sqrt(r2s[k]), q = r * hinv, w;
+			if (q < 1.0) {
+				w = sigma * (1.0 + ((q * q) * ((0.75 * q) - 1.5)));
+			} else {
+				double u = 2.0 - q;
+				w = ((sig4 * u) * u) * u;
+			}
+			acc = acc + w;
 		}
+		owner[i] = t, first[i] = l->used, count[i] = (int)n;
+		l->used += n;
+		pairs += n;
 		double ri = m * acc;
 		rho[i] = ri;
 		pt[i] = ri / (ri * ri);
@@ -192,37 +254,35 @@ static long density(void) {
 	return pairs;
 }
 
-/* force computes the acceleration of every particle from x, v, rho and pt. */
+/* force computes the acceleration of every particle over its neighbour list, from x, v,
+ * rho and pt. */
 static void force(void) {
 #pragma omp parallel for schedule(dynamic, 64)
 	for (long i = 0; i < N; i++) {
 		double xi = x[i], yi = y[i], zi = z[i], vxi = vx[i], vyi = vy[i], vzi = vz[i];
 		double rhoi = rho[i], pti = pt[i], sx = 0.0, sy = 0.0, sz = 0.0;
-		int b[27], nb = neighbours(cell[i], b);
-		for (int k = 0; k < nb; k++) {
-			for (long j = start[b[k]]; j < start[b[k] + 1]; j++) {
-				double dx = xi - x[j], dy = yi - y[j], dz = zi - z[j];
-				double r2 = ((dx * dx) + (dy * dy)) + (dz * dz);
-				if (j == i || !(r2 < H2))
-					continue;
-				double r = sqrt(r2), q = r * hinv, f;
-				if (q < 1.0) {
-					f = c1 * ((2.25 * q) - 3.0);
-				} else {
-					double t = 2.0 - q;
-					f = (-((c2 * t) * t)) / r;
-				}
-				double vdotr = (((vxi - vx[j]) * dx) + ((vyi - vy[j]) * dy)) + ((vzi - vz[j]) * dz);
-				double visc = 0.0;
-				if (vdotr < 0.0) {
-					double mu = (h * vdotr) / (r2 + epsh2);
-					visc = (((2.0 * mu) * mu) - mu) / (0.5 * (rhoi + rho[j]));
-				}
-				double g = (m * ((pti + pt[j]) + visc)) * f;
-				sx = sx + g * dx;
-				sy = sy + g * dy;
-				sz = sz + g * dz;
+		const int32_t *nb = lists[owner[i]].nb + first[i];
+		for (int k = 0; k < count[i]; k++) {
+			long j = nb[k];
+			double dx = xi - x[j], dy = yi - y[j], dz = zi - z[j];
+			double r2 = ((dx * dx) + (dy * dy)) + (dz * dz);
+			double r = sqrt(r2), q = r * hinv, f;
+			if (q < 1.0) {
+				f = c1 * ((2.25 * q) - 3.0);
+			} else {
+				double u = 2.0 - q;
+				f = (-((c2 * u) * u)) / r;
 			}
+			double vdotr = (((vxi - vx[j]) * dx) + ((vyi - vy[j]) * dy)) + ((vzi - vz[j]) * dz);
+			double visc = 0.0;
+			if (vdotr < 0.0) {
+				double mu = (h * vdotr) / (r2 + epsh2);
+				visc = (((2.0 * mu) * mu) - mu) / (0.5 * (rhoi + rho[j]));
+			}
+			double g = (m * ((pti + pt[j]) + visc)) * f;
+			sx = sx + g * dx;
+			sy = sy + g * dy;
+			sz = sz + g * dz;
 		}
 		ax[i] = -sx;
 		ay[i] = -sy;
@@ -285,8 +345,8 @@ __attribute__((optimize("fp-contract=off"))) static void totals(double *kinetic,
 }
 
 int main(int argc, char **argv) {
-	if (argc < 3 || argc > 4 || atol(argv[1]) < 1 || atol(argv[2]) < 0) {
-		fprintf(stderr, "usage: sph N STEPS [SEED]: N particles (at least 1), STEPS time steps\n");
+	if (argc < 3 || argc > 4 || atol(argv[1]) < 1 || atol(argv[1]) > INT32_MAX || atol(argv[2]) < 0) {
+		fprintf(stderr, "usage: sph N STEPS [SEED]: N particles (1 to 2^31-1), STEPS time steps\n");
 		return 2;
 	}
 	N = atol(argv[1]);
