@@ -141,26 +141,27 @@ func benchScale(fs *flag.FlagSet) func(rep *report) error {
 
 		rep.header("%s, %d cores; 1-D stencil, %d cells per task, %d iterations; best of %d interleaved rounds (median in the json); per process: mean/max over the processes",
 			cpuModel(), runtime.NumCPU(), *cells, *iters, *rounds)
-		rep.line("%5s %-26s %-6s %8s %10s %7s %11s %7s %9s %9s %8s %8s %s\n", "procs", "contender", "done", "start s", "per-iter", "/mpi",
+		rep.line("%5s %-30s %-6s %8s %10s %7s %11s %7s %9s %9s %8s %8s %s\n", "procs", "contender", "done", "start s", "per-iter", "/mpi",
 			"RSS MiB", "threads", "fds", "tcp", "shm MiB", "beats/s", "error")
 		var rows []scaleRow
 		for _, n := range procs {
 			var jobs []scaleJob
+			common := scaleJob{procs: n, iters: *iters, cells: *cells, timeout: *timeout, sample: *sample}
 			for _, v := range variants {
-				bin := cmp.Or(v.bin, program)
-				jobs = append(jobs, scaleJob{procs: n, contender: v.name, env: v.env, program: bin, beat: heartbeatPeriod(v.env),
-					argv:  append([]string{launcher, "-np", strconv.Itoa(n), bin}, "-n", strconv.Itoa(n**cells), "-iters", strconv.Itoa(*iters)),
-					parse: parseORWLResult})
+				j := common
+				j.contender, j.env, j.program, j.beat, j.parse = v.name, v.env, cmp.Or(v.bin, program), heartbeatPeriod(v.env), parseORWLResult
+				j.argv = []string{launcher, "-np", strconv.Itoa(n), j.program, "-n", strconv.Itoa(n * *cells), "-iters", strconv.Itoa(*iters)}
+				jobs = append(jobs, j)
 			}
 			if mpi != nil {
-				jobs = append(jobs, scaleJob{procs: n, contender: "mpi-" + mpi.shm, program: cbin,
-					argv:  append([]string{mpi.run}, mpi.args(n, mpi.shm, nil, cbin, "1", strconv.Itoa(n**cells), "1", strconv.Itoa(n), "1", strconv.Itoa(*iters))...),
-					parse: parseMPIResult})
+				j := common
+				j.contender, j.program, j.parse = "mpi-"+mpi.shm, cbin, parseMPIResult
+				j.argv = append([]string{mpi.run}, mpi.args(n, mpi.shm, nil, cbin, "1", strconv.Itoa(n**cells), "1", strconv.Itoa(n), "1", strconv.Itoa(*iters))...)
+				jobs = append(jobs, j)
 			}
 			runs := make([][]scaleRun, len(jobs))
 			for range *rounds {
 				for i, j := range jobs {
-					j.iters, j.cells, j.timeout, j.sample = *iters, *cells, *timeout, *sample
 					r := runScale(j)
 					fmt.Fprintf(os.Stderr, "scale: %d processes, %s: %s\n", n, j.contender, r)
 					runs[i] = append(runs[i], r)
@@ -322,7 +323,7 @@ func runScale(j scaleJob) scaleRun {
 	case ctx.Err() != nil:
 		r.err = fmt.Sprintf("no end within %v (killed): %s", j.timeout, lastLines(out.String(), 3))
 	case err != nil:
-		r.err = fmt.Sprintf("%v: %s", err, lastLines(out.String(), 3))
+		r.err = fmt.Sprintf("%v: %s", err, failure(out.String()))
 	default:
 		var sum string
 		if r.perIteration, sum, err = j.parse(out.String()); err != nil {
@@ -436,6 +437,30 @@ func parseMPIResult(out string) (float64, string, error) {
 	}
 	sum, err := field(out, "checksum")
 	return s, sum, err
+}
+
+// failure picks from a failed job's output what says why: the lines of the rank that
+// orwlrun names as the cause ("orwlrun: rank R failed ..."), and orwlrun's line, or else the
+// last three lines.
+func failure(out string) string {
+	var cause string
+	for line := range strings.Lines(out) {
+		if rest, ok := strings.CutPrefix(line, "orwlrun: rank "); ok {
+			if r, _, ok := strings.Cut(rest, " "); ok {
+				cause = "[" + r + "] "
+			}
+		}
+	}
+	if cause == "" {
+		return lastLines(out, 3)
+	}
+	var lines []string
+	for line := range strings.Lines(out) {
+		if strings.HasPrefix(line, cause) || strings.HasPrefix(line, "orwlrun: ") {
+			lines = append(lines, strings.TrimSpace(line))
+		}
+	}
+	return strings.Join(lines[max(0, len(lines)-4):], " | ")
 }
 
 // lastLines returns the last n non-empty lines of s, joined by " | ".
@@ -635,6 +660,6 @@ func (r scaleRow) line() string {
 		perIter, start = seconds(r.PerIteration.Best), fmt.Sprintf("%.2f", r.Start.Best)
 	}
 	pair := func(s spread, format string) string { return fmt.Sprintf(format+"/"+format, s.Mean, s.Max) }
-	return fmt.Sprintf("%5d %-26s %-6s %8s %10s %7s %11s %7s %9s %9s %8.1f %8.0f %s", r.Procs, r.Contender, done, start, perIter, ratio,
+	return fmt.Sprintf("%5d %-30s %-6s %8s %10s %7s %11s %7s %9s %9s %8.1f %8.0f %s", r.Procs, r.Contender, done, start, perIter, ratio,
 		pair(r.RSSMiB, "%.1f"), pair(r.Threads, "%.0f"), pair(r.FDs, "%.0f"), pair(r.Conns, "%.0f"), r.HostShmMiB, r.BeatsPerSec, r.Error)
 }

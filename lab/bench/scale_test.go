@@ -83,6 +83,16 @@ func TestParseResults(t *testing.T) {
 	}
 }
 
+func TestFailure(t *testing.T) {
+	out := "[0] stencil: rank 0: process rank 3 lost\n[3] stencil: rank 3: too many open files\n[5] stencil: lost 3\norwlrun: rank 3 failed (exit status 1)\n"
+	if got, want := failure(out), "[3] stencil: rank 3: too many open files | orwlrun: rank 3 failed (exit status 1)"; got != want {
+		t.Errorf("failure = %q, want %q", got, want)
+	}
+	if got, want := failure("a\nb\n\nc\nd\n"), "b | c | d"; got != want {
+		t.Errorf("without orwlrun's line: %q, want %q", got, want)
+	}
+}
+
 // TestSummarize: a row counts the finished runs, keeps the first error, the best and median
 // times, the largest per-process figures over the runs, and the ratio to MPI's row.
 func TestSummarize(t *testing.T) {
