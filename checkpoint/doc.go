@@ -28,17 +28,19 @@
 //	DIR/ckpt-7/                checkpoint 7
 //	DIR/ckpt-7/location.3.block   a piece: its raw bytes (task 3's location "block")
 //	DIR/ckpt-7/state.3.iter       a piece: task 3's state "iter"
-//	DIR/ckpt-7/MANIFEST        the job-wide list of pieces: JSON, then "crc32c XXXXXXXX"
+//	DIR/ckpt-7/MANIFEST        the pieces DIR holds, and the whole's Summary: JSON, then "crc32c XXXXXXXX"
 //	DIR/ckpt-8/                checkpoint 8, being written: no MANIFEST yet
 //	DIR/.recycle/              the files of the checkpoint pruned last, which new pieces reuse
 //	DIR/FINISHED               the job finished: its checkpoints are not resumed from (MarkFinished)
 //
 // A piece's file name is its kind, task and name, the name's bytes other than letters,
-// digits, '_' and '-' written as %XX. The manifest lists every piece of the whole job
-// (key, size, CRC-32C) and the job's Fingerprint. A piece of at most InlineMax bytes may
-// live in the manifest instead (InlinePiece: its content in base64 there), with no file:
-// a stencil's halos would otherwise cost a file each, written, fsync'd and copied to a
-// partner at every checkpoint.
+// digits, '_' and '-' written as %XX. The manifest lists pieces (key, size, CRC-32C) and
+// the job's Fingerprint: every piece of the whole job (Commit), or those its directory
+// holds with the Summary of the whole, their count and the sum of their digests
+// (CommitPart), so that its length does not grow with the job. A piece of at most
+// InlineMax bytes may live in the manifest instead (InlinePiece: its content in base64
+// there), with no file: a stencil's halos would otherwise cost a file each, written,
+// fsync'd and copied to a partner at every checkpoint.
 //
 // # Guarantees
 //
@@ -62,7 +64,9 @@
 //     return a *MismatchError naming the first difference.
 //   - Choose (over the inventories of several processes) and Find (over directories one
 //     process sees) return the newest checkpoint complete across them: a manifest in any of
-//     them, and an intact copy (size and checksum) of every piece in at least one. A
+//     them (manifests of parts, CommitPart: their union, which must have the count and the
+//     digest of their Summary, else it is not taken for the whole), and an intact copy
+//     (size and checksum) of every piece in at least one. A
 //     corrupted, truncated or missing piece makes them fall back to the previous complete
 //     checkpoint, and their notes say so.
 //   - A directory is read as untrusted input (what a disk, another user or a bad copy left
@@ -80,11 +84,14 @@
 // Every process opens its directory with Create(Expand(pattern, rank, host), job). For
 // checkpoint k it writes the pieces of its own tasks (WritePiece) and sends each piece's
 // bytes to a partner process on another node, which writes the same key into its own
-// Store: each piece then lives on two nodes. Each process sends the PieceInfos it wrote to
-// one process, which, once it knows that every piece of the job is written somewhere, sends
-// the whole list to every process; each calls Commit(k, list). A checkpoint whose pieces
-// cannot all be written (a full disk) is not committed anywhere: each process calls
-// Discard(k) and the job goes on.
+// Store: each piece then lives on two nodes (an inline piece too: in both manifests).
+// Each process sends the Summary of the PieceInfos it wrote (Summarize) to one process,
+// which adds them up and, once it knows that every piece of the job is written somewhere,
+// sends the checkpoint's Summary to every process; each calls CommitPart(k, held, whole),
+// held being the pieces its directory holds, its own and its partner's copies. A restart
+// then finds every piece listed as long as, of each process, its directory or its
+// partner's survives. A checkpoint whose pieces cannot all be written (a full disk) is not
+// committed anywhere: each process calls Discard(k) and the job goes on.
 //
 // At a restart, on any number of processes, the processes need not see each other's
 // directories (a disk per node, as with SCR's or FTI's node-local levels). Each surveys the

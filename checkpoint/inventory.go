@@ -20,7 +20,7 @@ import (
 // committed there and every copy of a piece, with the size and checksum of its content as
 // read. It is plain data, meant to be sent (encoding/json) to the process that chooses.
 type Inventory struct {
-	Manifests []Manifest `json:"manifests"` // one intact per checkpoint and every damaged one, newest first
+	Manifests []Manifest `json:"manifests"` // one intact per checkpoint (its parts united) and every damaged one, newest first
 	Copies    []Copy     `json:"copies"`    // every piece found, by checkpoint then directory and key
 	Notes     []string   `json:"notes,omitempty"`
 	// Memory is the most bytes the process can hold (its host's memory, or its control
@@ -35,6 +35,9 @@ type Manifest struct {
 	Checkpoint int         `json:"checkpoint"`
 	Dir        string      `json:"dir"`
 	Pieces     []PieceInfo `json:"pieces"` // sorted by key
+	// Whole, when set, says that Pieces are a part of the checkpoint (the union of the
+	// manifests of CommitPart found), and what the whole checkpoint's pieces add up to.
+	Whole *Summary `json:"whole,omitempty"`
 	// Damage, when not "", says why the manifest in Dir cannot be used (it is not a
 	// regular file, its checksum differs, a piece is of no task of the job...); Pieces is
 	// then empty.
@@ -67,8 +70,7 @@ func Survey(dirs []string, job Fingerprint) (*Inventory, error) {
 	}
 	inv := &Inventory{Notes: sc.notes, Memory: memory()}
 	for _, k := range sc.order {
-		m := sc.manifests[k]
-		inv.Manifests = append(inv.Manifests, Manifest{Checkpoint: k, Dir: sc.from[k], Pieces: m.Pieces})
+		inv.Manifests = append(inv.Manifests, *sc.manifests[k])
 	}
 	inv.Manifests = append(inv.Manifests, sc.damaged...)
 	slices.SortStableFunc(inv.Manifests, func(a, b Manifest) int { return cmp.Compare(b.Checkpoint, a.Checkpoint) })
@@ -94,8 +96,7 @@ func Survey(dirs []string, job Fingerprint) (*Inventory, error) {
 // scanned is what Survey found in its directories.
 type scanned struct {
 	order     []int             // checkpoints with an intact manifest, newest first
-	manifests map[int]*manifest // the first intact manifest of each
-	from      map[int]string    // the directory of each manifest used
+	manifests map[int]*Manifest // the intact manifests of each, combined
 	holders   map[int][]string  // the directories holding a directory of each checkpoint
 	damaged   []Manifest        // the manifests that cannot be used, and why
 	notes     []string
@@ -106,7 +107,7 @@ type scanned struct {
 // pieces) and an entry named as a checkpoint's directory that is none (a link) are
 // damaged: listed, never followed.
 func scan(dirs []string, job Fingerprint) (*scanned, error) {
-	sc := &scanned{manifests: make(map[int]*manifest), from: make(map[int]string), holders: make(map[int][]string)}
+	sc := &scanned{manifests: make(map[int]*Manifest), holders: make(map[int][]string)}
 	for _, dir := range dirs {
 		es, err := list(dir)
 		if err != nil {
@@ -131,15 +132,12 @@ func scan(dirs []string, job Fingerprint) (*scanned, error) {
 			if d := m.Job.Diff(job); d != "" {
 				return sc, &MismatchError{Dir: dir, Checkpoint: e.k, Diff: d}
 			}
-			switch first := sc.manifests[e.k]; {
-			case first == nil:
-				sc.manifests[e.k] = m
+			if sc.manifests[e.k] == nil {
 				sc.order = append(sc.order, e.k)
-				sc.from[e.k] = dir
-			case !slices.Equal(first.Pieces, m.Pieces):
-				sc.notes = append(sc.notes, fmt.Sprintf("checkpoint %d: manifest in %s differs from the one in %s; using the latter",
-					e.k, dir, sc.from[e.k]))
 			}
+			c, notes := combine(sc.manifests[e.k], Manifest{Checkpoint: e.k, Dir: dir, Pieces: m.Pieces, Whole: m.Whole})
+			sc.manifests[e.k] = &c
+			sc.notes = append(sc.notes, notes...)
 		}
 	}
 	slices.SortFunc(sc.order, func(a, b int) int { return cmpInt(b, a) })
@@ -253,8 +251,10 @@ type Plan struct {
 }
 
 // Choose picks the newest checkpoint complete across invs (the inventories of a job's
-// processes, by rank): its manifest in some inventory, an intact copy (the manifest's size
-// and checksum) of each of its pieces in at least one, and pieces that fit in memory: those
+// processes, by rank): its manifest in some inventory (or, for manifests that list parts
+// of it, CommitPart, the union of those found, which must have the whole's Summary), an
+// intact copy (the manifest's size and checksum) of each of its pieces in at least one, and
+// pieces that fit in memory: those
 // of the tasks of process i, dest(key) == i, in invs[i].Memory bytes together, and each
 // piece in the Memory of the process that reads it. A manifest's sizes are not trusted:
 // one whose piece is larger than any the job could hold (an edited size, with a sparse
@@ -270,21 +270,19 @@ type Plan struct {
 // first.
 func Choose(invs []*Inventory, dest func(Key) int) (*Plan, []string) {
 	var notes, pending []string
-	manifests := make(map[int]Manifest)
+	manifests := make(map[int]*Manifest)
 	damaged := make(map[int][]Manifest)
 	copies := make(map[int]map[Key][]holder) // by checkpoint and key
 	for i, inv := range invs {
 		notes = append(notes, inv.Notes...)
 		for _, m := range inv.Manifests {
-			switch first, ok := manifests[m.Checkpoint]; {
-			case m.Damage != "":
+			if m.Damage != "" {
 				damaged[m.Checkpoint] = append(damaged[m.Checkpoint], m)
-			case !ok:
-				manifests[m.Checkpoint] = m
-			case !slices.Equal(first.Pieces, m.Pieces):
-				notes = append(notes, fmt.Sprintf("checkpoint %d: manifest in %s differs from the one in %s; using the latter",
-					m.Checkpoint, m.Dir, first.Dir))
+				continue
 			}
+			c, differ := combine(manifests[m.Checkpoint], m)
+			manifests[m.Checkpoint] = &c
+			notes = append(notes, differ...)
 		}
 		for _, c := range inv.Copies {
 			if copies[c.Checkpoint] == nil {
@@ -306,7 +304,7 @@ func Choose(invs []*Inventory, dest func(Key) int) (*Plan, []string) {
 		}
 	}, func(a, b int) int { return cmp.Compare(b, a) })
 	for _, k := range order {
-		m, ok := manifests[k]
+		mp, ok := manifests[k]
 		for _, d := range damaged[k] {
 			note := fmt.Sprintf("checkpoint %d: manifest in %s unreadable (%s)", k, d.Dir, d.Damage)
 			if ok { // another directory's is intact
@@ -318,7 +316,11 @@ func Choose(invs []*Inventory, dest func(Key) int) (*Plan, []string) {
 		if !ok {
 			continue
 		}
-		plan, replaced, bad := choose(m, copies[k], dest, invs)
+		if why := mp.complete(); why != "" {
+			pending = append(pending, why)
+			continue
+		}
+		plan, replaced, bad := choose(*mp, copies[k], dest, invs)
 		if len(bad) == 0 {
 			notes = append(notes, resolve(pending, fmt.Sprintf("using checkpoint %d", k))...)
 			return plan, append(notes, replaced...)

@@ -128,7 +128,7 @@ func (k Key) fileName() string {
 }
 
 // PieceInfo describes a piece as written: its key, its size in bytes and the CRC-32
-// (Castagnoli) of its content. A manifest is the list of the PieceInfos of every piece of
+// (Castagnoli) of its content. A manifest lists the PieceInfos of the pieces of
 // the job.
 type PieceInfo struct {
 	Key
@@ -145,8 +145,8 @@ const InlineMax = 64
 
 // InlinePiece returns the PieceInfo of the piece key whose content, data (at most InlineMax
 // bytes: a stencil's halo, a counter), the manifest holds itself. Such a piece is listed in
-// Commit's pieces like the others but written by no Store: no file to write, fsync, send
-// to a partner or lose with a node, since every directory's manifest has it.
+// Commit's pieces like the others but written by no Store: no file to write, fsync or lose
+// with a node, since every manifest that lists it has it.
 func InlinePiece(key Key, data []byte) (PieceInfo, error) {
 	if err := key.check(); err != nil {
 		return PieceInfo{}, err

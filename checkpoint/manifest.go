@@ -18,22 +18,25 @@ import (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 const (
-	manifestName  = "MANIFEST"
-	formatVersion = 1
-	dirPrefix     = "ckpt-"     // a checkpoint's directory: ckpt-K
-	tmpPrefix     = ".tmp-"     // a file being written
-	trashPrefix   = ".removing" // a checkpoint's directory being removed
-	recycleName   = ".recycle"  // the files of the checkpoint pruned last, which new pieces reuse
-	lockName      = "LOCK"
+	manifestName = "MANIFEST"
+	formatWhole  = 1           // a manifest that lists every piece of its checkpoint
+	formatPart   = 2           // a manifest that lists a part of its checkpoint, with the whole's Summary
+	dirPrefix    = "ckpt-"     // a checkpoint's directory: ckpt-K
+	tmpPrefix    = ".tmp-"     // a file being written
+	trashPrefix  = ".removing" // a checkpoint's directory being removed
+	recycleName  = ".recycle"  // the files of the checkpoint pruned last, which new pieces reuse
+	lockName     = "LOCK"
 )
 
-// manifest is the job-wide list of a checkpoint's pieces. On disk it is its JSON encoding
-// followed by a line "crc32c XXXXXXXX" that checks it.
+// manifest is the list of a checkpoint's pieces, every one of the job's (format 1), or a
+// part of them with the Summary of the whole (format 2, Whole set: CommitPart). On disk it
+// is its JSON encoding followed by a line "crc32c XXXXXXXX" that checks it.
 type manifest struct {
 	Format     int         `json:"format"`
 	Checkpoint int         `json:"checkpoint"`
 	Job        Fingerprint `json:"job"`
 	Pieces     []PieceInfo `json:"pieces"`
+	Whole      *Summary    `json:"whole,omitempty"`
 }
 
 // encode returns the manifest's bytes on disk.
@@ -68,8 +71,10 @@ func readManifest(path string, k int, job Fingerprint) (*manifest, error) {
 		return nil, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
 	}
 	switch {
-	case m.Format != formatVersion:
-		return nil, fmt.Errorf("%s: format %d, this package reads %d", path, m.Format, formatVersion)
+	case m.Format != formatWhole && m.Format != formatPart:
+		return nil, fmt.Errorf("%s: format %d, this package reads %d and %d", path, m.Format, formatWhole, formatPart)
+	case (m.Format == formatPart) != (m.Whole != nil):
+		return nil, fmt.Errorf("%s: %w: a manifest of format %d with the summary %v", path, ErrCorrupt, m.Format, m.Whole)
 	case m.Checkpoint != k:
 		return nil, fmt.Errorf("%s: %w: manifest of checkpoint %d", path, ErrCorrupt, m.Checkpoint)
 	}

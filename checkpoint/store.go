@@ -298,6 +298,24 @@ func (s *Store) WritePiece(k int, key Key, data []byte) (PieceInfo, error) {
 // ones older than k, are removed (a failure to remove is tried again at the next Commit),
 // but for the newest of them, whose files the next pieces overwrite (DIR/.recycle).
 func (s *Store) Commit(k int, pieces []PieceInfo) error {
+	return s.commit(k, pieces, nil)
+}
+
+// CommitPart is Commit with a manifest that lists only pieces, a part of checkpoint k,
+// whose pieces together have the Summary whole: those this directory holds (its own and
+// the partner copies it keeps), so that a manifest's length does not grow with the job.
+// A restart then unites the manifests it finds, and uses k only when the union is whole
+// (Choose). The pieces this Store wrote for k must be listed as written, and pieces may
+// not be more than whole's.
+func (s *Store) CommitPart(k int, pieces []PieceInfo, whole Summary) error {
+	if len(pieces) > whole.Pieces {
+		return fmt.Errorf("checkpoint %d: committing %d pieces in %s, of a checkpoint of %d", k, len(pieces), s.dir, whole.Pieces)
+	}
+	return s.commit(k, pieces, &whole)
+}
+
+// commit writes the manifest of k: every piece (whole nil), or a part of the whole.
+func (s *Store) commit(k int, pieces []PieceInfo, whole *Summary) error {
 	sorted, err := sortedPieces(pieces)
 	if err != nil {
 		return fmt.Errorf("checkpoint %d: %w", k, err)
@@ -316,7 +334,11 @@ func (s *Store) Commit(k int, pieces []PieceInfo) error {
 				k, key, s.dir, have.Size, have.CRC)
 		}
 	}
-	b, err := (&manifest{Format: formatVersion, Checkpoint: k, Job: s.job, Pieces: sorted}).encode()
+	m := &manifest{Format: formatWhole, Checkpoint: k, Job: s.job, Pieces: sorted, Whole: whole}
+	if whole != nil {
+		m.Format = formatPart
+	}
+	b, err := m.encode()
 	if err == nil { // the pieces' names are durable before the manifest's
 		err = fsError(syncDir(ckptDir(s.dir, k)))
 	}

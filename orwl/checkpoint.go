@@ -21,8 +21,7 @@ import (
 // touched at the schedule (checkpointer.allocate); a writer goroutine writes each piece
 // into this process's directory (fsync'd) and sends it to a partner process, which keeps a
 // copy in its own (package checkpoint does the storage); a piece of at most
-// checkpoint.InlineMax bytes (a halo) goes into the manifest instead, which every directory
-// keeps. The writers start once every task has copied its kept states, and work with a
+// checkpoint.InlineMax bytes (a halo) goes into the manifests of both instead. The writers start once every task has copied its kept states, and work with a
 // processor of their own (checkpointer.write), so that the tasks wait for nothing but
 // their copies.
 //
@@ -41,10 +40,15 @@ import (
 //     says so (copied), and rank 0 then tells them all to write the checkpoint (write).
 //
 // When a process has written its pieces and its partner has stored their copies, it tells
-// rank 0 what it wrote; once every process has, rank 0 sends everybody the job's list of
-// pieces, which each commits as the checkpoint's manifest. A piece that cannot be written (a
-// full disk) is reported once, and the checkpoint is discarded everywhere: the previous one
-// stays, and the job goes on.
+// rank 0 how many it wrote and their digest (a checkpoint.Summary); once every process has,
+// rank 0 sends everybody their sum, the Summary of the checkpoint, and each commits the
+// manifest of its directory: the pieces it holds (its own and its partner's copies) with
+// that Summary (checkpoint.Store.CommitPart). No message, and no manifest, grows with the
+// number of processes; a restart unites the manifests it finds, and takes the union for the
+// checkpoint only when it has the Summary's count and digest (checkpoint.Choose), which it
+// does as long as, of every process, its directory or its partner's survives. A piece that
+// cannot be written (a full disk) is reported once, and the checkpoint is discarded
+// everywhere: the previous one stays, and the job goes on.
 //
 // The snapshot buffers are reused from one checkpoint to the next, so a process never arms
 // a checkpoint while a buffer of an earlier one is still read: checkpointer.held counts its
@@ -115,9 +119,14 @@ type checkpointer struct {
 	k       int           // the checkpoint this process writes; 0: none
 	expect  int           // its pieces of this process
 	written []checkpoint.PieceInfo
-	stored  int  // partner copies of them stored
-	failed  bool // a piece could not be written
-	told    bool // this process told rank 0 of a full disk (warn)
+	// listed is the checkpoint armed last, whose pieces this process's directory holds
+	// are written (its own) and copies (those its partner sent): the directory's manifest
+	// lists them at the commit.
+	listed int
+	copies []checkpoint.PieceInfo
+	stored int  // partner copies of them stored
+	failed bool // a piece could not be written
+	told   bool // this process told rank 0 of a full disk (warn)
 	// spare holds the buffers partner copies arrived in, once written: the next copies land
 	// in them (copyBuffer), as the same pieces come at every checkpoint, so receiving one
 	// takes no page fault, and a piece of any size has a destination.

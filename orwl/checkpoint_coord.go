@@ -36,7 +36,7 @@ const (
 // Kinds of coordInput.
 const (
 	onTick      = iota // Checkpoint.Every passed
-	onAnswer           // process from answered (msg: reportMsg, armedMsg, copiedMsg or doneMsg, with pieces)
+	onAnswer           // process from answered (msg: reportMsg, armedMsg, copiedMsg or doneMsg)
 	onInventory        // process from reported what its directories hold (inv)
 	onWarn             // process from could not write a piece or a commit (msg: warnMsg; why)
 	onIterated         // a task of process from ran Task.Iterate
@@ -46,17 +46,16 @@ const (
 
 // coordInput is one event for the coordinator.
 type coordInput struct {
-	kind   int
-	from   int
-	msg    ckptMessage
-	pieces []checkpoint.PieceInfo // onAnswer, doneMsg: the pieces written
-	why    string                 // onWarn
-	inv    inventory              // onInventory
+	kind int
+	from int
+	msg  ckptMessage
+	why  string    // onWarn
+	inv  inventory // onInventory
 }
 
 // Kinds of coordAction.
 const (
-	doSend = iota // send msg with payload to every process, this one included
+	doSend = iota // send msg with payload to process to, or to every process (this one included) when to is -1
 	doLog         // log text at level
 	doFail        // fail the job with err
 )
@@ -64,6 +63,7 @@ const (
 // coordAction is one thing the driver must do, in order.
 type coordAction struct {
 	kind    int
+	to      int
 	msg     ckptMessage
 	payload []byte
 	level   slog.Level
@@ -89,10 +89,10 @@ type ckptCoordinator struct {
 	answered []bool // by rank: it answered in this exchange
 	count    int    // ranks that answered
 
-	bound, minIter int64                  // preparing: the highest bound, the smallest Iterate n
-	busy           []int                  // preparing: ranks still writing an earlier checkpoint
-	pieces         []checkpoint.PieceInfo // writing: the pieces written
-	failed         bool                   // writing: a process failed to write its part
+	bound, minIter int64              // preparing: the highest bound, the smallest Iterate n
+	busy           []int              // preparing: ranks still writing an earlier checkpoint
+	wrote          checkpoint.Summary // writing: the pieces written, counted and digested
+	failed         bool               // writing: a process failed to write its part
 
 	invs     []*checkpoint.Inventory // surveying: by rank
 	finished []int                   // surveying: checkpoints of a run that finished
@@ -188,7 +188,7 @@ func (s *ckptCoordinator) answer(in coordInput) {
 		}
 	case doneMsg:
 		s.failed = s.failed || m.failed
-		s.pieces = append(s.pieces, in.pieces...)
+		s.wrote = s.wrote.Add(m.wrote)
 	}
 	if s.count < s.procs {
 		return
@@ -206,10 +206,9 @@ func (s *ckptCoordinator) answer(in coordInput) {
 		if s.failed {
 			s.send(discardMsg{s.k}, nil)
 		} else {
-			payload, _ := json.Marshal(s.pieces) // a slice of plain structs
-			s.send(commitMsg{s.k}, payload)
+			s.send(commitMsg{k: s.k, whole: s.wrote}, nil)
 		}
-		s.pieces, s.failed = nil, false
+		s.wrote, s.failed = checkpoint.Summary{}, false
 		s.enter(coordIdle)
 	}
 }
@@ -258,33 +257,66 @@ func (s *ckptCoordinator) inventory(in coordInput) {
 	if s.count < s.procs {
 		return
 	}
-	var msg planMsg
 	if len(s.errs) > 0 {
 		slices.Sort(s.errs)
-		msg.Error = "orwl: checkpoints: " + strings.Join(s.errs, "; ")
-	} else {
-		skipped := skipFinished(s.invs, s.finished)
-		plan, notes := checkpoint.Choose(s.invs, func(k checkpoint.Key) int {
-			if k.Task < 0 || k.Task >= s.tasks {
-				return -1
-			}
-			return s.owner[k.Task]
-		})
-		for _, n := range notes {
-			s.log(slog.LevelWarn, "orwl: checkpoint: "+n)
-		}
-		if len(skipped) > 0 {
-			s.log(slog.LevelWarn, s.finishedNote(skipped, plan.Checkpoint))
-		}
-		msg.Plan, s.start = *plan, plan.Checkpoint
+		payload, _ := json.Marshal(planMsg{Error: "orwl: checkpoints: " + strings.Join(s.errs, "; ")}) // plain structs
+		s.send(restartPlanMsg{}, payload)
+		s.state = coordEnded // every process fails with the plan's error
+		return
 	}
-	payload, _ := json.Marshal(msg) // plain structs
-	s.send(restartPlanMsg{}, payload)
+	skipped := skipFinished(s.invs, s.finished)
+	dest := func(k checkpoint.Key) int {
+		if k.Task < 0 || k.Task >= s.tasks {
+			return -1
+		}
+		return s.owner[k.Task]
+	}
+	plan, notes := checkpoint.Choose(s.invs, dest)
+	for _, n := range notes {
+		s.log(slog.LevelWarn, "orwl: checkpoint: "+n)
+	}
+	if len(skipped) > 0 {
+		s.log(slog.LevelWarn, s.finishedNote(skipped, plan.Checkpoint))
+	}
+	s.start = plan.Checkpoint
+	for r, part := range planParts(plan, dest, s.procs) {
+		payload, _ := json.Marshal(part) // plain structs
+		s.sendTo(r, restartPlanMsg{}, payload)
+	}
 	s.invs, s.finished, s.errs = nil, nil, nil
 	s.enter(coordIdle)
-	if msg.Error != "" {
-		s.state = coordEnded // every process fails with the plan's error
+}
+
+// planParts splits plan, over procs processes, into the part each process needs: the
+// pieces it reads from its directories (to send, or for its own tasks, dest) and those it
+// is sent, with their numbers in plan, which the parts sent at the restart carry. A
+// process's part grows with its own pieces and those it sends, not with the job.
+func planParts(plan *checkpoint.Plan, dest func(checkpoint.Key) int, procs int) []planMsg {
+	parts := make([]planMsg, procs)
+	for r := range parts {
+		parts[r].Checkpoint = plan.Checkpoint
 	}
+	for i, p := range plan.Pieces {
+		from, to := plan.From[i], dest(p.Key)
+		for _, r := range []int{from, to} {
+			if r < 0 || r >= procs {
+				continue
+			}
+			part := &parts[r]
+			if n := len(part.Index); n > 0 && part.Index[n-1] == i {
+				continue // from and to are one process
+			}
+			dir := ""
+			if r == from { // only the reader needs the directory
+				dir = plan.Dirs[i]
+			}
+			part.Pieces = append(part.Pieces, p)
+			part.From = append(part.From, from)
+			part.Dirs = append(part.Dirs, dir)
+			part.Index = append(part.Index, i)
+		}
+	}
+	return parts
 }
 
 // finishedNote says why the job does not resume from the checkpoints skipped, those of a
@@ -314,8 +346,12 @@ func (s *ckptCoordinator) warn(from int, m warnMsg, why string) {
 	s.log(slog.LevelWarn, text)
 }
 
-func (s *ckptCoordinator) send(m ckptMessage, payload []byte) {
-	s.out = append(s.out, coordAction{kind: doSend, msg: m, payload: payload})
+// send sends m with payload to every process.
+func (s *ckptCoordinator) send(m ckptMessage, payload []byte) { s.sendTo(-1, m, payload) }
+
+// sendTo sends m with payload to process to, or to every process when to is -1.
+func (s *ckptCoordinator) sendTo(to int, m ckptMessage, payload []byte) {
+	s.out = append(s.out, coordAction{kind: doSend, to: to, msg: m, payload: payload})
 }
 
 func (s *ckptCoordinator) log(level slog.Level, text string) {

@@ -25,6 +25,9 @@ type coordStep struct {
 func show(a coordAction) string {
 	switch a.kind {
 	case doSend:
+		if a.to >= 0 {
+			return fmt.Sprintf("send to %d %#v", a.to, a.msg)
+		}
 		return fmt.Sprintf("send %#v", a.msg)
 	case doLog:
 		return fmt.Sprintf("log %v: %s", a.level, a.text)
@@ -60,20 +63,21 @@ func runCoord(t *testing.T, s *ckptCoordinator, steps []coordStep) {
 
 // Inputs.
 func tickIn() coordInput { return coordInput{kind: onTick} }
-func answerIn(from int, m ckptMessage, pieces ...checkpoint.PieceInfo) coordInput {
-	return coordInput{kind: onAnswer, from: from, msg: m, pieces: pieces}
+func answerIn(from int, m ckptMessage) coordInput {
+	return coordInput{kind: onAnswer, from: from, msg: m}
 }
 func inventoryIn(from int, inv inventory) coordInput {
 	return coordInput{kind: onInventory, from: from, msg: inventoryMsg{}, inv: inv}
 }
 
-// Sends, as show writes them.
-func sent(m ckptMessage) string { return fmt.Sprintf("send %#v", m) }
+// Sends, as show writes them: to every process, and to one.
+func sent(m ckptMessage) string          { return fmt.Sprintf("send %#v", m) }
+func sentTo(r int, m ckptMessage) string { return fmt.Sprintf("send to %d %#v", r, m) }
 
 // surveyed is the survey of a fresh job of two processes: no checkpoint anywhere.
 var surveyed = []coordStep{
 	{inventoryIn(1, inventory{}), nil},
-	{inventoryIn(0, inventory{}), []string{sent(restartPlanMsg{})}},
+	{inventoryIn(0, inventory{}), []string{sentTo(0, restartPlanMsg{}), sentTo(1, restartPlanMsg{})}},
 }
 
 // prepared7 takes a job of two processes, surveyed, through the prepare of checkpoint 7: the
@@ -89,7 +93,7 @@ var prepared7 = []coordStep{
 func steps(parts ...[]coordStep) []coordStep { return slices.Concat(parts...) }
 
 // TestCoordinatorTakesCheckpoints: a full sequence, from the survey to the commit of
-// checkpoint 7 with every process's pieces, then a checkpoint discarded because a piece
+// checkpoint 7 with the Summary of every process's pieces, then a checkpoint discarded because a piece
 // failed, then one skipped because a process still holds the buffers of that one, then
 // none when the job ends before the checkpoint's iteration.
 func TestCoordinatorTakesCheckpoints(t *testing.T) {
@@ -101,13 +105,10 @@ func TestCoordinatorTakesCheckpoints(t *testing.T) {
 		{answerIn(0, armedMsg{7}), []string{sent(goMsg{7})}},
 		{answerIn(0, copiedMsg{7}), nil},
 		{answerIn(1, copiedMsg{7}), []string{sent(writeMsg{7})}},
-		{answerIn(1, doneMsg{k: 7}, b), nil},
+		{answerIn(1, doneMsg{k: 7, wrote: checkpoint.Summarize([]checkpoint.PieceInfo{b})}), nil},
+		{answerIn(0, doneMsg{k: 7, wrote: checkpoint.Summarize([]checkpoint.PieceInfo{a})}),
+			[]string{sent(commitMsg{k: 7, whole: checkpoint.Summarize([]checkpoint.PieceInfo{a, b})})}},
 	}))
-	acts := s.step(answerIn(0, doneMsg{k: 7}, a))
-	var pieces []checkpoint.PieceInfo
-	if len(acts) != 1 || acts[0].msg != (commitMsg{7}) || json.Unmarshal(acts[0].payload, &pieces) != nil || !slices.Equal(pieces, []checkpoint.PieceInfo{b, a}) {
-		t.Fatalf("actions %+v, want the commit of checkpoint 7 with the pieces of both ranks", acts)
-	}
 	runCoord(t, s, []coordStep{
 		{tickIn(), []string{sent(prepareMsg{})}},
 		{answerIn(0, reportMsg{bound: 20, minIter: 100}), nil},
@@ -116,7 +117,7 @@ func TestCoordinatorTakesCheckpoints(t *testing.T) {
 		{answerIn(1, armedMsg{22}), []string{sent(goMsg{22})}},
 		{answerIn(1, copiedMsg{22}), nil},
 		{answerIn(0, copiedMsg{22}), []string{sent(writeMsg{22})}},
-		{answerIn(0, doneMsg{k: 22}, a), nil},
+		{answerIn(0, doneMsg{k: 22, wrote: checkpoint.Summarize([]checkpoint.PieceInfo{a})}), nil},
 		{answerIn(1, doneMsg{k: 22, failed: true}), []string{sent(discardMsg{22})}},
 		{tickIn(), []string{sent(prepareMsg{})}},
 		{answerIn(0, reportMsg{bound: 30, minIter: 100}), nil},
@@ -184,7 +185,7 @@ func TestCoordinatorLostRank(t *testing.T) {
 	s := newCkptCoordinator(3, 3, []int{0, 1, 2}, "")
 	runCoord(t, s, []coordStep{
 		{inventoryIn(0, inventory{}), nil}, {inventoryIn(1, inventory{}), nil},
-		{inventoryIn(2, inventory{}), []string{sent(restartPlanMsg{})}},
+		{inventoryIn(2, inventory{}), []string{sentTo(0, restartPlanMsg{}), sentTo(1, restartPlanMsg{}), sentTo(2, restartPlanMsg{})}},
 		{tickIn(), []string{sent(prepareMsg{})}},
 		{answerIn(0, reportMsg{bound: 1, minIter: 50}), nil},
 		{answerIn(1, reportMsg{bound: 1, minIter: 50}), nil},
@@ -219,8 +220,9 @@ func TestCoordinatorWarns(t *testing.T) {
 	})
 }
 
-// TestCoordinatorSurvey: the restart's plan. With every inventory, rank 0 sends the plan of
-// the newest complete checkpoint, and numbers the next checkpoint past it; the checkpoints
+// TestCoordinatorSurvey: the restart's plan. With every inventory, rank 0 sends each process
+// its part of the plan of the newest complete checkpoint (the pieces it reads or is sent,
+// numbered as in the whole plan), and numbers the next checkpoint past it; the checkpoints
 // of a run that finished are left out, and said so; a process that could not survey its
 // directories makes the plan an error, and no checkpoint is taken.
 func TestCoordinatorSurvey(t *testing.T) {
@@ -231,23 +233,31 @@ func TestCoordinatorSurvey(t *testing.T) {
 	held := func(k int) inventory {
 		return inventory{Inventory: checkpoint.Inventory{Manifests: []checkpoint.Manifest{{Checkpoint: k, Dir: "/d", Pieces: []checkpoint.PieceInfo{piece}}}}}
 	}
-	plan := func(p planMsg) string {
-		return sent(restartPlanMsg{}) + " " + string(mustJSON(t, p))
+	plans := func(parts []planMsg) []string {
+		if len(parts) == 1 { // an error, to every process
+			return []string{sent(restartPlanMsg{}) + " " + string(mustJSON(t, parts[0]))}
+		}
+		var out []string
+		for r, p := range parts {
+			out = append(out, sentTo(r, restartPlanMsg{})+" "+string(mustJSON(t, p)))
+		}
+		return out
 	}
 	for _, c := range []struct {
 		name       string
 		invs       []inventory
-		want       planMsg
+		want       []planMsg // by rank
 		logs       []string
 		next       ckptMessage // at the first checkpoint, tasks held at iteration 1
 		noCkptTick bool
 	}{
-		{"fresh", []inventory{{}, {}}, planMsg{}, nil, armMsg{3}, false},
-		{"resumed", []inventory{held(40), {}}, planMsg{Plan: checkpoint.Plan{Checkpoint: 40, Pieces: []checkpoint.PieceInfo{piece}, From: []int{1}, Dirs: []string{"/d"}}},
+		{"fresh", []inventory{{}, {}}, []planMsg{{}, {}}, nil, armMsg{3}, false},
+		{"resumed", []inventory{held(40), {}}, []planMsg{{Plan: checkpoint.Plan{Checkpoint: 40}},
+			{Plan: checkpoint.Plan{Checkpoint: 40, Pieces: []checkpoint.PieceInfo{piece}, From: []int{1}, Dirs: []string{"/d"}}, Index: []int{0}}},
 			nil, armMsg{41}, false},
-		{"finished", []inventory{held(40), {Finished: []int{40}}}, planMsg{},
+		{"finished", []inventory{held(40), {Finished: []int{40}}}, []planMsg{{}, {}},
 			[]string{"log WARN: orwl: checkpoints [40] in setting are those of a run of this job that finished: starting afresh"}, armMsg{3}, false},
-		{"unreadable", []inventory{{Error: "permission denied"}, {}}, planMsg{Error: "orwl: checkpoints: rank 0: permission denied"}, nil, nil, true},
+		{"unreadable", []inventory{{Error: "permission denied"}, {}}, []planMsg{{Error: "orwl: checkpoints: rank 0: permission denied"}}, nil, nil, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newCkptCoordinator(2, 2, []int{0, 1}, "setting")
@@ -257,7 +267,7 @@ func TestCoordinatorSurvey(t *testing.T) {
 					got = append(got, show(a)+" "+string(a.payload))
 				}
 			}
-			want := append(slices.Clone(c.logs), plan(c.want))
+			want := append(slices.Clone(c.logs), plans(c.want)...)
 			ok := len(got) == len(want)
 			for i := 0; ok && i < len(got); i++ {
 				ok = strings.HasPrefix(got[i], want[i])

@@ -92,6 +92,10 @@ func (c *checkpointer) perform(acts []coordAction) {
 	for _, a := range acts {
 		switch a.kind {
 		case doSend:
+			if a.to >= 0 {
+				c.send(a.to, a.msg, a.payload)
+				continue
+			}
 			for r := range c.j.procs {
 				c.send(r, a.msg, a.payload)
 			}

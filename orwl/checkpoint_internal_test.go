@@ -219,7 +219,8 @@ func TestCheckpointMessagesSurviveTheWire(t *testing.T) {
 		prepareMsg{}, reportMsg{bound: 7, minIter: 9, busy: true}, reportMsg{bound: -1, minIter: 1 << 62},
 		armMsg{3}, armedMsg{3}, goMsg{3}, goMsg{}, copiedMsg{3}, writeMsg{3},
 		ckptPieceMsg{k: 3, task: 2, loc: 5, state: -1}, ckptPieceMsg{k: 3, task: 2, state: 4},
-		storedMsg{k: 3, failed: true}, doneMsg{k: 3}, doneMsg{k: 3, failed: true}, commitMsg{3}, discardMsg{3},
+		storedMsg{k: 3, failed: true}, doneMsg{k: 3}, doneMsg{k: 3, failed: true, wrote: checkpoint.Summary{Pieces: 1 << 40, Digest: 1<<64 - 1}},
+		commitMsg{k: 3}, commitMsg{k: 3, whole: checkpoint.Summary{Pieces: 1 << 50, Digest: 1 << 63}}, discardMsg{3},
 		warnMsg{k: 3, full: true}, iteratedMsg{}, inventoryMsg{}, restartPlanMsg{},
 		partMsg{k: 3, piece: 4, off: 1 << 40}, unknownMsg{200},
 	} {

@@ -2,9 +2,9 @@ package orwl
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/orwl-go/orwl/checkpoint"
@@ -158,6 +158,7 @@ func (c *checkpointer) arm(k int) {
 	c.held.Add(int64(expect)) // zero before: rank 0 skips a checkpoint while it is not
 	c.mu.Lock()
 	c.k, c.expect, c.written, c.stored, c.failed = k, expect, nil, 0, false
+	c.listed, c.copies = k, nil
 	// A task leaving Iterate now pays under c.mu after this (Task.paid). One that owes a
 	// copy already pays both at once.
 	for _, t := range c.j.local {
@@ -329,12 +330,20 @@ func (c *checkpointer) handle(from int, m ckptMessage, payload []byte) {
 		c.mu.Unlock()
 		c.maybeDone()
 	case commitMsg:
+		// Every piece of k is written and stored now (rank 0 commits once every process is
+		// done): this directory's manifest lists those it holds, this process's and its
+		// partner's copies, with the Summary of the whole checkpoint.
+		c.mu.Lock()
 		var pieces []checkpoint.PieceInfo
-		err := json.Unmarshal(payload, &pieces)
+		err := fmt.Errorf("checkpoint %d: committed, and this process armed checkpoint %d last", m.k, c.listed)
+		if c.listed == m.k {
+			pieces, err = slices.Concat(c.written, c.copies), nil
+		}
+		c.mu.Unlock()
 		took := time.Since(c.armedAt)
 		c.push(func() {
 			if err == nil {
-				err = c.store.Commit(m.k, pieces)
+				err = c.store.CommitPart(m.k, pieces, m.whole)
 			}
 			if err != nil {
 				c.warn(m.k, err)
@@ -346,15 +355,8 @@ func (c *checkpointer) handle(from int, m ckptMessage, payload []byte) {
 		c.push(func() { c.store.Discard(m.k) })
 	case inventoryMsg, restartPlanMsg, partMsg:
 		c.restartMessage(from, m, payload)
-	case reportMsg, armedMsg, copiedMsg: // the answers to rank 0
+	case reportMsg, armedMsg, copiedMsg, doneMsg: // the answers to rank 0
 		c.toCoordinator(coordInput{kind: onAnswer, from: from, msg: m})
-	case doneMsg:
-		in := coordInput{kind: onAnswer, from: from, msg: m}
-		if err := json.Unmarshal(payload, &in.pieces); err != nil {
-			c.j.fail(fmt.Errorf("orwl: checkpoint %d: the pieces rank %d wrote: %w", m.k, from, err))
-			return
-		}
-		c.toCoordinator(in)
 	case warnMsg:
 		c.toCoordinator(coordInput{kind: onWarn, from: from, msg: m, why: string(payload)})
 	case iteratedMsg:

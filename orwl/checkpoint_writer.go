@@ -2,7 +2,6 @@ package orwl
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"runtime"
 	"slices"
@@ -116,10 +115,11 @@ func writerWorking(on bool) {
 
 // writePiece writes one piece and does what follows: a partner copy is acknowledged to its
 // sender; an own piece is sent to the partner, and the checkpoint reported done when all are.
-// An own piece small enough for the manifest (checkpoint.InlinePiece) is neither written
-// nor sent: every process's manifest will hold it.
+// Either is listed for this directory's manifest. A piece small enough for the manifest
+// (checkpoint.InlinePiece) is not written: this process's manifest and its partner's will
+// hold it.
 func (c *checkpointer) writePiece(p pieceJob) {
-	inline := p.from < 0 && len(p.data) <= checkpoint.InlineMax
+	inline := len(p.data) <= checkpoint.InlineMax
 	var info checkpoint.PieceInfo
 	var err error
 	if inline {
@@ -133,6 +133,9 @@ func (c *checkpointer) writePiece(p pieceJob) {
 	if p.from >= 0 {
 		c.mu.Lock()
 		c.spare = append(c.spare, p.buf)
+		if p.k == c.listed && err == nil {
+			c.copies = append(c.copies, info)
+		}
 		c.mu.Unlock()
 		c.send(p.from, storedMsg{k: p.k, failed: err != nil}, nil)
 		return
@@ -145,7 +148,7 @@ func (c *checkpointer) writePiece(p pieceJob) {
 		}
 	}
 	c.mu.Unlock()
-	if partner := c.partner(); partner >= 0 && err == nil && !inline {
+	if partner := c.partner(); partner >= 0 && err == nil {
 		loc, _ := c.j.locIndex(Location{Task: p.key.Task, Name: p.key.Name}) // a state's is not used
 		var m ckptPieceMsg
 		var payload []byte
@@ -160,7 +163,7 @@ func (c *checkpointer) writePiece(p pieceJob) {
 		c.held.Add(-1) // not sent: its buffer is free
 		c.mu.Lock()
 		if p.k == c.k && err == nil {
-			c.stored++ // in the manifest, or no partner: one copy is all there is
+			c.stored++ // no partner: one copy is all there is
 		}
 		c.mu.Unlock()
 	}
@@ -235,8 +238,11 @@ func (c *checkpointer) maybeDone() {
 	if !done {
 		return
 	}
-	payload, _ := json.Marshal(pieces)
-	c.send(0, doneMsg{k: k, failed: failed}, payload)
+	m := doneMsg{k: k, failed: failed}
+	if !failed {
+		m.wrote = checkpoint.Summarize(pieces)
+	}
+	c.send(0, m, nil)
 }
 
 // copyBuffer returns the buffer a partner copy of n bytes (a ckptPiece's payload) lands in:

@@ -294,14 +294,19 @@ type (
 		k      int
 		failed bool
 	}
-	// doneMsg says that the sender's part of k is written on two processes, or failed; the
-	// payload lists the pieces it wrote (JSON).
+	// doneMsg says that the sender's part of k is written on two processes, or failed;
+	// wrote is the Summary of the pieces it wrote (their count and digest), when not failed.
 	doneMsg struct {
 		k      int
 		failed bool
+		wrote  checkpoint.Summary
 	}
-	// commitMsg commits k with the job's pieces (the payload, JSON); discardMsg gives k up.
-	commitMsg  struct{ k int }
+	// commitMsg commits k, whole the Summary of every piece of the job (each process's
+	// manifest lists the pieces its directory holds, with it); discardMsg gives k up.
+	commitMsg struct {
+		k     int
+		whole checkpoint.Summary
+	}
 	discardMsg struct{ k int }
 	// warnMsg says that a piece or a commit of k failed, full for a full disk; the payload
 	// says why.
@@ -313,11 +318,11 @@ type (
 	iteratedMsg struct{}
 	// inventoryMsg carries what the sender's directories hold (the payload, JSON).
 	inventoryMsg struct{}
-	// restartPlanMsg carries rank 0's restart plan, or why the job cannot start (the
-	// payload, planMsg in JSON).
+	// restartPlanMsg carries the part of rank 0's restart plan that concerns the receiver,
+	// or why the job cannot start (the payload, planMsg in JSON).
 	restartPlanMsg struct{}
-	// partMsg carries a part of piece number piece of the restart plan of checkpoint k, at
-	// offset off in the piece.
+	// partMsg carries a part of piece number piece of the restart plan of checkpoint k (its
+	// number in rank 0's whole plan, planMsg.Index), at offset off in the piece.
 	partMsg struct {
 		k     int
 		piece uint32
@@ -340,12 +345,17 @@ func (m reportMsg) header() transport.Header {
 	return h
 }
 
-func (m armMsg) header() transport.Header     { return ckptHeader(ckptArm, m.k) }
-func (m armedMsg) header() transport.Header   { return ckptHeader(ckptArmed, m.k) }
-func (m goMsg) header() transport.Header      { return ckptHeader(ckptGo, m.k) }
-func (m copiedMsg) header() transport.Header  { return ckptHeader(ckptCopied, m.k) }
-func (m writeMsg) header() transport.Header   { return ckptHeader(ckptWrite, m.k) }
-func (m commitMsg) header() transport.Header  { return ckptHeader(ckptCommit, m.k) }
+func (m armMsg) header() transport.Header    { return ckptHeader(ckptArm, m.k) }
+func (m armedMsg) header() transport.Header  { return ckptHeader(ckptArmed, m.k) }
+func (m goMsg) header() transport.Header     { return ckptHeader(ckptGo, m.k) }
+func (m copiedMsg) header() transport.Header { return ckptHeader(ckptCopied, m.k) }
+func (m writeMsg) header() transport.Header  { return ckptHeader(ckptWrite, m.k) }
+
+func (m commitMsg) header() transport.Header {
+	h := ckptHeader(ckptCommit, m.k)
+	h.Arg, h.ID = int64(m.whole.Pieces), m.whole.Digest
+	return h
+}
 func (m discardMsg) header() transport.Header { return ckptHeader(ckptDiscard, m.k) }
 
 func (m ckptPieceMsg) header() transport.Header {
@@ -362,7 +372,7 @@ func (m storedMsg) header() transport.Header {
 
 func (m doneMsg) header() transport.Header {
 	h := ckptHeader(ckptDone, m.k)
-	h.Arg = int64(flags(m.failed, 1))
+	h.Arg, h.ID = int64(m.wrote.Pieces)<<1|int64(flags(m.failed, 1)), m.wrote.Digest
 	return h
 }
 
@@ -407,9 +417,9 @@ func decodeCkpt(h *transport.Header) ckptMessage {
 	case ckptStored:
 		return storedMsg{k: k, failed: h.Arg == 1}
 	case ckptDone:
-		return doneMsg{k: k, failed: h.Arg == 1}
+		return doneMsg{k: k, failed: h.Arg&1 == 1, wrote: checkpoint.Summary{Pieces: int(h.Arg >> 1), Digest: h.ID}}
 	case ckptCommit:
-		return commitMsg{k}
+		return commitMsg{k: k, whole: checkpoint.Summary{Pieces: int(h.Arg), Digest: h.ID}}
 	case ckptDiscard:
 		return discardMsg{k}
 	case ckptWarn:

@@ -19,8 +19,9 @@ import (
 // start, reports that inventory to rank 0. Rank 0's coordinator (checkpoint_coord.go, in its
 // state surveying) chooses the newest checkpoint complete across the union of the
 // inventories and, for each piece, the process whose copy is read (checkpoint.Choose: the
-// process that now runs the piece's task when it has an intact copy), and sends everybody
-// that plan. Each process then sends the pieces it was chosen for to the processes that run
+// process that now runs the piece's task when it has an intact copy), and sends each
+// process its part of that plan (planParts): the pieces it reads and those it is sent,
+// numbered as in the whole plan. Each process then sends the pieces it was chosen for to the processes that run
 // their tasks, in parts of at most restartChunk bytes, and waits for those it needs from
 // others, checking each one's checksum as it completes. The pieces it has itself are read
 // from its disk when the schedule restores the locations and kept states. Nothing else
@@ -37,11 +38,12 @@ type restart struct {
 	inv inventory // what this process's directories hold
 
 	mu       sync.Mutex
-	plan     *checkpoint.Plan // rank 0's plan; nil until it comes, then never changed
+	plan     *checkpoint.Plan // this process's part of rank 0's plan; nil until it comes, then never changed
+	index    []int            // index[i]: the number of plan.Pieces[i] in rank 0's plan
 	planErr  string           // why the job cannot start, as rank 0 says
 	planned  chan struct{}    // closed when plan (or planErr) is set
 	early    []earlyPart      // parts that came before the plan
-	incoming map[int]*arrival // the pieces others send this process, by index in the plan
+	incoming map[int]*arrival // the pieces others send this process, by index in plan
 	left     int              // incoming pieces not complete yet
 	arrived  chan struct{}    // closed when left is 0
 }
@@ -54,9 +56,11 @@ type inventory struct {
 	Error    string `json:"error,omitempty"`
 }
 
-// planMsg is rank 0's plan, or why the job cannot start.
+// planMsg is the part of rank 0's plan that concerns one process (planParts): the pieces
+// it reads from its directories or is sent, or why the job cannot start.
 type planMsg struct {
 	checkpoint.Plan
+	Index []int  `json:"index,omitempty"` // Index[i]: the number of Pieces[i] in rank 0's plan, which partMsg carries
 	Error string `json:"error,omitempty"`
 }
 
@@ -186,8 +190,10 @@ func (c *checkpointer) install(msg planMsg) error {
 	switch {
 	case r.plan != nil || r.planErr != "":
 		return errors.New("a second restart plan")
-	case len(p.From) != len(p.Pieces) || len(p.Dirs) != len(p.Pieces):
-		return fmt.Errorf("a restart plan of %d pieces with %d senders and %d directories", len(p.Pieces), len(p.From), len(p.Dirs))
+	case len(p.From) != len(p.Pieces) || len(p.Dirs) != len(p.Pieces) || len(msg.Index) != len(p.Pieces):
+		return fmt.Errorf("a restart plan of %d pieces with %d senders, %d directories and %d numbers", len(p.Pieces), len(p.From), len(p.Dirs), len(msg.Index))
+	case !slices.IsSorted(msg.Index):
+		return fmt.Errorf("a restart plan whose pieces are numbered out of order (%v)", msg.Index)
 	case msg.Error != "":
 		r.planErr = msg.Error
 		close(r.planned)
@@ -208,7 +214,7 @@ func (c *checkpointer) install(msg planMsg) error {
 			r.incoming[i] = a
 		}
 	}
-	r.plan, r.left = p, len(r.incoming)
+	r.plan, r.index, r.left = p, msg.Index, len(r.incoming)
 	c.resumed = p.Checkpoint
 	close(r.planned)
 	if r.left == 0 {
@@ -230,11 +236,12 @@ func (c *checkpointer) part(from int, m partMsg, payload []byte) error {
 	if r.plan == nil || m.k != r.plan.Checkpoint {
 		return fmt.Errorf("a part of a piece of checkpoint %d, and the job restarts from another", m.k)
 	}
-	a := r.incoming[int(m.piece)]
-	if a == nil || a.from != from {
+	i, ok := slices.BinarySearch(r.index, int(m.piece))
+	a := r.incoming[i]
+	if !ok || a == nil || a.from != from {
 		return fmt.Errorf("checkpoint %d: a part of piece number %d, which this process is not to be sent by that rank", m.k, m.piece)
 	}
-	p := r.plan.Pieces[m.piece]
+	p := r.plan.Pieces[i]
 	if m.off != a.got || int64(len(payload)) > p.Size-a.got || len(payload) == 0 && p.Size != 0 {
 		return fmt.Errorf("checkpoint %d: piece %v: %d bytes at offset %d, after %d of its %d", m.k, p.Key, len(payload), m.off, a.got, p.Size)
 	}
@@ -266,7 +273,7 @@ func (c *checkpointer) sendPieces() error {
 		}
 		for off := 0; ; off += restartChunk {
 			end := min(off+restartChunk, len(buf))
-			c.send(to, partMsg{k: plan.Checkpoint, piece: uint32(i), off: int64(off)}, buf[off:end])
+			c.send(to, partMsg{k: plan.Checkpoint, piece: uint32(c.restart.index[i]), off: int64(off)}, buf[off:end])
 			if end == len(buf) {
 				break
 			}

@@ -15,7 +15,7 @@ func testRestart(data []byte) (*checkpointer, planMsg) {
 	crc := checkpoint.Checksum(data)
 	plan := planMsg{Plan: checkpoint.Plan{Checkpoint: 5,
 		Pieces: []checkpoint.PieceInfo{{Key: checkpoint.LocationKey(0, "v"), Size: 8, CRC: crc}, {Key: checkpoint.StateKey(1, "acc"), Size: int64(len(data)), CRC: crc}},
-		From:   []int{0, 0}, Dirs: []string{"/a", "/a"}}}
+		From:   []int{0, 0}, Dirs: []string{"/a", "/a"}}, Index: []int{0, 1}}
 	return c, plan
 }
 
