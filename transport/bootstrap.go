@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -22,11 +19,12 @@ import (
 // keeps the control connection open: both ends send heartbeats on it and read it with the
 // peer timeout as deadline, so a process that dies or stops during the start is found
 // within PeerTimeout, by rank. Rank 0 checks every JobSpec against its own and, when every
-// rank has registered, sends every rank the address book. Every process then dials every
-// other one (the connection it dials is its Requester-role one, the one it accepts its
-// Owner-role one), and, once its 2(Size-1) connections are up, tells rank 0 it is Ready.
-// When every process is ready, rank 0 sends Start; the control connections and the
-// listeners close, and from then on the mesh accepts no connection. A failure anywhere goes
+// rank has registered, sends every rank the address book. Every process then connects to its
+// neighbours in the job's tree (tree.go: its parent and children, both connections with
+// each: the connection it dials is its Requester-role one, the one it accepts its
+// Owner-role one), and, once those are up, tells rank 0 it is Ready. When every process is
+// ready, rank 0 sends Start, and the control connections close. The listeners stay open
+// for the mesh's life: every other pair connects on first Send (connect.go). A failure anywhere goes
 // to rank 0 as Abort with its reason, and rank 0 sends it on to every process, so every one
 // fails with the same reason.
 //
@@ -39,7 +37,7 @@ type bootstrap struct {
 	m        *Mesh
 	ln       net.Listener
 	srv      *http.Server
-	lnCtx    context.Context // cancelled when the listener closes
+	lnCtx    context.Context // cancelled when the start is over
 	lnCancel context.CancelFunc
 	events   chan bootEvent // what the control connections bring
 	done     chan struct{}  // closed when the start is over
@@ -48,8 +46,6 @@ type bootstrap struct {
 	mu       sync.Mutex
 	closed   bool
 	controls []*control // every open control connection
-	accepted int
-	allIn    chan struct{} // closed when Size-1 Owner-role connections are attached
 
 	// full is closed when the listener could not accept for the limit of open files,
 	// fullErr (set before) saying so: the start fails, naming it.
@@ -98,7 +94,7 @@ func (m *Mesh) start(ctx context.Context) error {
 	} else {
 		err = b.join(ctx)
 	}
-	b.close(err == nil && m.rank == 0)
+	b.close()
 	if err != nil {
 		return err
 	}
@@ -127,7 +123,7 @@ func (m *Mesh) listen() (*bootstrap, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport: rank %d: listen: %w", m.rank, err)
 	}
-	b := &bootstrap{m: m, ln: ln, events: make(chan bootEvent), done: make(chan struct{}), allIn: make(chan struct{}), full: make(chan struct{})}
+	b := &bootstrap{m: m, ln: ln, events: make(chan bootEvent), done: make(chan struct{}), full: make(chan struct{})}
 	b.lnCtx, b.lnCancel = context.WithCancel(context.Background())
 	b.srv = &http.Server{
 		Handler:           http.HandlerFunc(b.serveHTTP),
@@ -135,6 +131,7 @@ func (m *Mesh) listen() (*bootstrap, error) {
 		IdleTimeout:       handshakeTimeout,
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelDebug),
 	}
+	m.srv.Store(b.srv) // closed by Close: the mesh accepts connections for its whole life
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -143,12 +140,11 @@ func (m *Mesh) listen() (*bootstrap, error) {
 	return b, nil
 }
 
-// close ends the start: no more connections join the mesh, the control connections close,
-// and every goroutine of the start is waited for. With answer (rank 0, after a successful
-// start) the coordinator's listener stays open until the mesh closes, answering every
-// connection that the job's start is over, so that a process pointed at this job learns it
-// at once; otherwise the listener closes.
-func (b *bootstrap) close(answer bool) {
+// close ends the start: the control connections close, and every goroutine of the start is
+// waited for. The listener stays open until the mesh closes, for the connections made on
+// first Send (connect.go); the coordinator answers a registration that comes later that the
+// job's start is over, so that a process pointed at this job learns it at once.
+func (b *bootstrap) close() {
 	close(b.done)
 	b.mu.Lock()
 	b.closed = true
@@ -156,14 +152,6 @@ func (b *bootstrap) close(answer bool) {
 	b.controls = nil
 	b.mu.Unlock()
 	b.lnCancel()
-	if answer {
-		b.m.late.Store(b.srv)
-		if b.m.closing.Load() { // Close began meanwhile; it may have missed the server
-			b.srv.Close()
-		}
-	} else {
-		b.srv.Close()
-	}
 	for _, c := range controls {
 		c.w.nc.Close()
 	}
@@ -178,6 +166,9 @@ func (b *bootstrap) acceptFailed(err error) {
 			b.fullErr = fmt.Errorf("transport: rank %d: accepting a connection: %w", b.m.rank, fdLimitError(b.m.size, err))
 			close(b.full)
 		})
+		b.m.markMu.Lock()
+		b.m.wakeBarrier() // connect waits
+		b.m.markMu.Unlock()
 	}
 }
 
@@ -407,185 +398,55 @@ func (b *bootstrap) connectAsync(book []string) chan error {
 	return done
 }
 
-// connect dials every other process at its address in book, maxDials at a time and the
-// ranks after its own first (so that no process is every process's first), and waits for
-// every other process's connection to this one. After the address book every process
-// listens, so connections come while the start makes progress: a dial fails when no
-// connection has come, in either direction, for the peer timeout, however long the
-// connections of a large job take, and the limit of open files fails it at once. Then
-// connect waits for the others' dials as long as the start goes on: each process judges
-// the connections it dials, and the coordinator loses one that dies or stops (its control
-// connection), which fails the start.
+// connect records the address book, connects this process to its neighbours in the
+// job's tree (both connections with each: see tree.go), and waits until those are up; the
+// other pairs connect when they first exchange a message (connect.go). It fails at once at
+// the limit of open files (a dial's or the listener's). A neighbour that dies or stops, or
+// fails to start, is the coordinator's to report (its control connection, its Abort), which
+// ends the start on every process with the same reason: a neighbour lost here fails this
+// process's start only when that report has not come a peer timeout later. connect also
+// fails when the start ends meanwhile.
 func (b *bootstrap) connect(book []string) error {
 	m := b.m
-	ctx, cancel := b.whileConnecting() // ends with the start, too
-	defer cancel(nil)
-	errs := make([]error, m.size)
-	var dials sync.WaitGroup
-	slots := make(chan struct{}, maxDials)
-	for k := 1; k < m.size; k++ {
-		j := (m.rank + k) % m.size
-		addr := book[j]
-		dials.Go(func() {
-			slots <- struct{}{}
-			defer func() { <-slots }()
-			w, err := m.dial(ctx, addr, j, purposeMesh)
-			if err == nil {
-				if err = m.shmOffer(w); err != nil {
-					w.nc.Close()
-				}
-			}
-			if err == nil && !m.attach(j, Requester, w) {
-				err = fmt.Errorf("a second connection to rank %d", j)
-			}
-			if tooManyFiles(err) {
-				cancel(err) // no other dial can succeed
-			}
-			errs[j] = err
-		})
+	tree := m.treeNeighbours()
+	for _, j := range tree {
+		m.connect(j)
 	}
-	dials.Wait()
-	for _, err := range errs {
-		if tooManyFiles(err) { // the cause of every other error
-			return fmt.Errorf("transport: rank %d: connecting the mesh: %w", m.rank, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("transport: rank %d: connecting the mesh: %w", m.rank, err)
-	}
-	select {
-	case <-b.allIn:
-		return nil
-	case <-b.full:
-		return b.fullErr
-	case <-b.lnCtx.Done(): // the start is over
-		return missingError(b.startConfig(), func(j int) bool { return m.peers[j].conns[Owner].Load() != nil })
-	}
-}
-
-// whileConnecting returns the context of connect: it ends with the start, or when no
-// connection of the mesh has come, dialed or accepted, for the peer timeout (checked every
-// heartbeat period), or with its cancel.
-func (b *bootstrap) whileConnecting() (context.Context, context.CancelCauseFunc) {
-	m := b.m
-	ctx, cancel := context.WithCancelCause(b.lnCtx)
-	b.tasks.Add(1)
-	go func() {
-		defer b.tasks.Done()
-		t := time.NewTicker(m.cfg.Heartbeat)
-		defer t.Stop()
-		n, at := b.attached(), time.Now()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case now := <-t.C:
-				if k := b.attached(); k != n {
-					n, at = k, now
-				} else if now.Sub(at) > m.cfg.PeerTimeout {
-					cancel(fmt.Errorf("no connection of the mesh came for the peer timeout %v", m.cfg.PeerTimeout))
-					return
-				}
-			}
-		}
-	}()
-	return ctx, cancel
-}
-
-// attached counts the connections of the mesh that are up, in both directions.
-func (b *bootstrap) attached() int {
-	n := 0
-	b.m.eachConn(func(*conn) { n++ })
-	return n
-}
-
-// dial connects to addr, retrying until ctx ends, and authenticates as the client of
-// serverRank. A process that is not listening yet (a refused connection, a name not known
-// yet) is waited for, and so is a handshake whose time ended at the server (a busy one); a
-// coordinator that does not answer at all for PeerTimeout (a partition, a stopped process)
-// fails the dial (a silent peer of the mesh is connect's to judge, by the progress of the
-// others), and so do a coordinator that answers that its job's start is over, a refused
-// handshake, and the limit of open files.
-func (m *Mesh) dial(ctx context.Context, addr string, serverRank int, purpose uint8) (*wire, error) {
-	d := websocket.Dialer{HandshakeTimeout: handshakeTimeout}
-	backoff := initialDialBackoff
-	var last error
-	var silentSince time.Time // since when every attempt met silence
-	for {
-		tried := time.Now()
-		attempt, cancel := context.WithTimeout(ctx, m.cfg.PeerTimeout)
-		ws, resp, err := d.DialContext(attempt, "ws://"+addr+wsPath, nil)
-		cancel()
-		if tooManyFiles(err) { // waiting frees none
-			return nil, fmt.Errorf("transport: rank %d: dialing rank %d at %s: %w", m.rank, serverRank, addr, fdLimitError(m.size, err))
-		}
-		if err != nil && ctx.Err() == nil {
-			if refusal := answered(resp); refusal != "" {
-				return nil, fmt.Errorf("transport: rank %d: rank %d at %s answers: %s", m.rank, serverRank, addr, refusal)
-			}
-			if !silence(err) {
-				silentSince = time.Time{}
-			} else if silentSince.IsZero() {
-				silentSince = tried
-			}
-			if purpose == purposeRegister && !silentSince.IsZero() && time.Since(silentSince) >= m.cfg.PeerTimeout {
-				return nil, fmt.Errorf("transport: rank %d: the coordinator, rank %d at %s, does not answer: unreachable or stopped for the peer timeout %v (%v)", m.rank, serverRank, addr, m.cfg.PeerTimeout, err)
-			}
-		}
-		if err == nil {
-			// From here on the mesh frames the connection itself (see wire).
-			w := newWire(ws.NetConn(), true)
-			deadline, _ := ctx.Deadline()
-			err = m.clientAuth(deadline, w, serverRank, purpose)
-			if err == nil {
-				return w, nil
-			}
-			w.nc.Close()
-			if errors.Is(err, ErrAuth) {
-				return nil, err
-			}
-		}
-		last = err
-		t := time.NewTimer(backoff)
+	m.setBook(book)
+	var lostAt time.Time // when a neighbour was found lost
+	err := m.awaitMarks(b.lnCtx, func() (bool, error) {
 		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("transport: rank %d: dialing rank %d at %s: %w (last error: %v)", m.rank, serverRank, addr, context.Cause(ctx), last)
-		case <-m.done:
-			t.Stop()
-			return nil, ErrClosed
-		case <-t.C:
+		case <-b.full:
+			return false, b.fullErr
+		default:
 		}
-		backoff = min(2*backoff, maximumDialBackoff)
+		up := true
+		for _, j := range tree {
+			p := &m.peers[j]
+			if e := p.err.Load(); e != nil {
+				if tooManyFiles(e) || !lostAt.IsZero() && time.Since(lostAt) >= m.cfg.PeerTimeout {
+					return false, fmt.Errorf("process rank %d lost during the start: %w", j, e.Err)
+				}
+				if lostAt.IsZero() {
+					lostAt = time.Now()
+					time.AfterFunc(m.cfg.PeerTimeout, func() {
+						m.markMu.Lock()
+						m.wakeBarrier()
+						m.markMu.Unlock()
+					})
+				}
+			}
+			up = up && p.conns[Requester].Load() != nil && p.conns[Owner].Load() != nil
+		}
+		return up, nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled): // the start is over
+		return missingError(b.startConfig(), tree, func(j int) bool { return m.peers[j].conns[Owner].Load() != nil })
 	}
-}
-
-// startOver is what the coordinator answers, with status 410 Gone, to a connection that
-// comes after the start of its job.
-const startOver = "orwl: the job's start is over: every rank of the job has joined it"
-
-// answered returns the reason a server gave for refusing a websocket (410 Gone: its job's
-// start is over), or "" when it gave none.
-func answered(resp *http.Response) string {
-	if resp == nil || resp.StatusCode != http.StatusGone {
-		return ""
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	if text := strings.TrimSpace(string(b)); text != "" {
-		return text
-	}
-	return resp.Status
-}
-
-// silence reports whether a failed dial met no answer at all: a timeout, or a network that
-// does not reach the address (no route, a blackhole); not a refused connection (nobody
-// listens yet) nor a name that does not resolve yet.
-func silence(err error) bool {
-	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() ||
-		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
-		errors.Is(err, syscall.EHOSTDOWN) || errors.Is(err, syscall.EINVAL)
+	return fmt.Errorf("transport: rank %d: connecting the mesh: %w", m.rank, err)
 }
 
 var upgrader = websocket.Upgrader{
@@ -598,15 +459,22 @@ var upgrader = websocket.Upgrader{
 func (b *bootstrap) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	m := b.m
 	rw.Header().Set("Connection", "close") // an error answer ends its connection
+	if !m.track() {
+		http.Error(rw, "orwl: this process is closing its mesh", http.StatusServiceUnavailable)
+		return
+	}
+	defer m.wg.Done()
 	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	starting := !b.closed
+	if starting { // what the start's goroutines do for it is waited for at its end
+		b.tasks.Add(1)
+		defer b.tasks.Done()
+	}
+	b.mu.Unlock()
+	if !starting && r.Header.Get(purposeHeader) == "register" {
 		http.Error(rw, startOver, http.StatusGone)
 		return
 	}
-	b.tasks.Add(1)
-	b.mu.Unlock()
-	defer b.tasks.Done()
 	if r.URL.Path != wsPath {
 		http.NotFound(rw, r)
 		return
@@ -618,9 +486,9 @@ func (b *bootstrap) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	// From here on the mesh frames the connection itself (see wire).
 	w := newWire(ws.NetConn(), false)
-	// The end of the start closes the socket, not w.nc: shmAnswer may replace w.nc meanwhile.
+	// Close closes the socket, not w.nc: shmAnswer may replace w.nc meanwhile.
 	sock := w.nc
-	stop := context.AfterFunc(b.lnCtx, func() { sock.Close() })
+	stop := context.AfterFunc(m.ctx, func() { sock.Close() })
 	rank, purpose, err := m.serverAuth(w, time.Now().Add(handshakeTimeout))
 	if err != nil {
 		stop()
@@ -647,11 +515,7 @@ func (b *bootstrap) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 			m.log.Warn("refused connection: a second connection from rank", "remote", r.RemoteAddr, "peer", rank)
 			return
 		}
-		b.mu.Lock()
-		if b.accepted++; b.accepted == m.size-1 {
-			close(b.allIn)
-		}
-		b.mu.Unlock()
+		m.connect(rank) // dial back: a pair that is connected has both connections
 	}
 }
 

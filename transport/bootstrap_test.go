@@ -355,35 +355,6 @@ func TestHandshakeTimeoutIsNoRefusal(t *testing.T) {
 	}
 }
 
-// The mesh's connections after the address book are the start's progress: connect's
-// context lasts as long as one comes within every peer timeout, however long that makes
-// the whole, and ends a peer timeout after the last one, saying why.
-func TestConnectingLastsWhileConnectionsCome(t *testing.T) {
-	const peerTimeout = 500 * time.Millisecond
-	m := &Mesh{size: 8, cfg: Config{PeerTimeout: peerTimeout, Heartbeat: 25 * time.Millisecond}, peers: make([]peer, 8)}
-	b := &bootstrap{m: m, lnCtx: context.Background()}
-	ctx, cancel := b.whileConnecting()
-	defer b.tasks.Wait()
-	defer cancel(nil)
-	start := time.Now()
-	for j := 1; j < len(m.peers); j++ { // 7 connections, one every 150ms: over 1s in all
-		time.Sleep(150 * time.Millisecond)
-		if ctx.Err() != nil {
-			t.Fatalf("connecting ended after %v, with connections coming: %v", time.Since(start), context.Cause(ctx))
-		}
-		m.peers[j].conns[Owner].Store(&conn{})
-	}
-	last := time.Now()
-	<-ctx.Done()
-	waited := time.Since(last)
-	if want := "no connection of the mesh came for the peer timeout 500ms"; context.Cause(ctx) == nil || context.Cause(ctx).Error() != want {
-		t.Errorf("the cause %v, want %q", context.Cause(ctx), want)
-	}
-	if waited < peerTimeout || waited > 3*peerTimeout {
-		t.Errorf("connecting ended %v after the last connection, want about the peer timeout %v", waited, peerTimeout)
-	}
-}
-
 // A job of many processes on few cores starts, however long its connections take in all
 // (here 32 processes of one test process, 1984 connections: with a peer timeout of 1s, the
 // former fixed window, a peer timeout from the address book, failed such a start): no

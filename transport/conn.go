@@ -522,10 +522,10 @@ func (c *conn) fail(what string, err error) {
 // meshMessage handles a message of the mesh itself (no payload).
 func (c *conn) meshMessage(h *Header) {
 	switch h.Type {
-	case TypeBarrier:
-		c.m.mark(c.peer, h.Seq)
-	case TypeFinal:
-		c.m.markFinal(c.peer, h.Flags&finalFailed != 0)
+	case TypeBarrier, TypeFinal:
+		c.m.barrierMessage(c.peer, h)
+	case TypeLost:
+		c.m.lostReport(c.peer, h)
 	case TypeBye:
 		// The peer is gone once both its connections said goodbye: what it sent before (a
 		// barrier marker, say) is delivered by then.

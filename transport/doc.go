@@ -5,12 +5,25 @@
 // heartbeats and failure detection, a message-ordering barrier, and a final
 // barrier among the surviving processes at the end of a job.
 //
-// Topology: every pair of processes (i, j) is joined by two websockets. The
-// one i dialed to j carries i's Requester-role messages to j (requests,
-// releases, write-back data: masked, as websocket clients must mask) and
-// j's Owner-role messages back to i (grants carrying location data:
+// Topology: a pair of processes (i, j) that is connected is joined by two
+// websockets. The one i dialed to j carries i's Requester-role messages to j
+// (requests, releases, write-back data: masked, as websocket clients must
+// mask) and j's Owner-role messages back to i (grants carrying location data:
 // unmasked, as servers do not mask). Bulk data therefore always travels the
-// cheap, unmasked direction.
+// cheap, unmasked direction. Pairs connect where they are needed: the start
+// registers every process with the coordinator, hands out the address book
+// and connects each process with its neighbours in a binary tree over the
+// ranks (tree.go); any other pair connects when one of them first sends to
+// the other, the messages waiting meanwhile, and the other dials back
+// (connect.go); Mesh.Connect connects a known set of peers ahead. Heartbeats
+// go on open connections only, and the tree watches every process: a lost
+// one is found by a neighbour within the peer timeout and the news spreads
+// along the tree and the open connections, each process passing it on once.
+// The barriers are the tree's too (barrier.go): markers on the open
+// connections order the messages, a reduction up the tree and a release down
+// it end the barrier. So a process's connections, heartbeats, barrier
+// messages and shared-memory rings grow with the peers it exchanges messages
+// with, not with the size of the job.
 //
 // Wire: gorilla/websocket performs the HTTP upgrade; after it the mesh reads
 // and writes the RFC 6455 frames itself (one final binary frame per message,

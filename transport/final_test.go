@@ -300,6 +300,9 @@ func TestCloseLogLevels(t *testing.T) {
 func TestFinalBarrierPeerCrashesAfterItsMarker(t *testing.T) {
 	meshes, recs := startMeshes(t, 3, nil)
 	ctx := context.Background()
+	if err := meshes[2].Connect(ctx, []int{0, 1}); err != nil { // rank 1 is not its neighbour in the tree
+		t.Fatal(err)
+	}
 	go meshes[2].FinalBarrier(ctx, false)
 	waitFinal(meshes[0], 2)
 	waitFinal(meshes[1], 2)

@@ -92,7 +92,7 @@ func checkFragment(op byte, fin bool, n int64, rest uint64) error {
 // connection.
 func meshType(t uint8) bool {
 	switch t {
-	case TypeHeartbeat, TypeBarrier, TypeBye, TypeFinal:
+	case TypeHeartbeat, TypeBarrier, TypeBye, TypeFinal, TypeLost:
 		return true
 	}
 	return false

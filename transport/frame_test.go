@@ -24,7 +24,7 @@ func TestCheckFirst(t *testing.T) {
 		{"text frame", 0x1, true, hn, user(0), ErrNotBinary},
 		{"continuation first", opContinuation, true, hn, user(0), ErrNotBinary},
 		{"frame too long", opBinary, false, maxFrame + 1, user(1 << 30), ErrFrameTooLarge},
-		{"unknown mesh type", opBinary, true, hn, &Header{Type: TypeUser - 1}, ErrUnknownType},
+		{"unknown mesh type", opBinary, true, hn, &Header{Type: TypeInvalid}, ErrUnknownType},
 		{"handshake type", opBinary, true, hn, &Header{Type: TypeAuthHello}, ErrUnknownType},
 		{"mesh message with payload", opBinary, true, hn + 1, &Header{Type: TypeHeartbeat, Len: 1}, ErrTrailingBytes},
 		{"fragmented mesh message", opBinary, false, hn, &Header{Type: TypeBarrier}, ErrTrailingBytes},

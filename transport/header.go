@@ -39,6 +39,7 @@ const (
 	TypeAbort         uint8 = 12 // bootstrap: the start failed; the payload says why
 	TypeShmOffer      uint8 = 13 // handshake: the dialer's shared memory, or nothing (see shm.go)
 	TypeShmAnswer     uint8 = 14 // handshake: Flags 1 when the acceptor took the shared memory
+	TypeLost          uint8 = 15 // liveness: rank Arg is lost, rank Key found it (see tree.go)
 	TypeUser          uint8 = 16 // first type available to the upper layer
 )
 

@@ -191,7 +191,6 @@ const (
 	defaultPeerTimeout  = 3 * time.Second
 	defaultStartTimeout = 60 * time.Second
 	directMax           = 64 << 10 // the largest payload SendNow writes on the caller's goroutine
-	finalFailed         = 1        // TypeFinal's flag: the sender failed
 )
 
 // Mesh is the set of connections of one process to all other processes of the job.
@@ -222,29 +221,33 @@ type Mesh struct {
 	log        *slog.Logger
 	h          Handler
 	peers      []peer
-	closing    atomic.Bool
-	pollers    atomic.Int32  // goroutines in Poll
-	up         atomic.Bool   // Start has succeeded: losses are reported to the Handler
-	done       chan struct{} // closed when Close begins
+	closing    atomic.Bool        // set under lifeMu
+	lifeMu     sync.Mutex         // orders Close with the goroutines and connections that start late
+	ctx        context.Context    // cancelled when Close begins: dials, handshakes
+	cancel     context.CancelFunc //
+	pollers    atomic.Int32       // goroutines in Poll
+	up         atomic.Bool        // Start has succeeded: losses are reported to the Handler
+	done       chan struct{}      // closed when Close begins
 	wg         sync.WaitGroup
 	closeOnce  sync.Once
 	started    time.Time
 
-	// Barriers (barrier.go).
+	// Connections (connect.go): the address book, once it came, and the dials under way.
+	book      atomic.Pointer[[]string]
+	dialSlots chan struct{}
+	// srv serves the listener until Close.
+	srv atomic.Pointer[http.Server]
+
+	// Barriers (barrier.go) and the job's state as the tree spreads it (tree.go).
 	barMu  sync.Mutex
-	barSeq uint64
+	barSeq uint64 // barMu
+	final  bool   // this process has entered FinalBarrier; barMu
 	markMu sync.Mutex
-	marks  []uint64      // the last barrier marker of each peer; markMu
-	markCh chan struct{} // closed and renewed on every marker, final or loss
-	final  bool          // this process has sent its final marker; barMu
-	agreed bool          // this process's FinalBarrier succeeded; markMu
+	markCh chan struct{} // closed and renewed on every barrier message, connection, loss
+	coll   collective    // markMu
 
 	// The readers of connections through shared memory (shm.go).
 	readers readerGroup
-
-	// late is rank 0's coordinator server after the start: it answers that the start is
-	// over (see bootstrap.close), until Close.
-	late atomic.Pointer[http.Server]
 
 	// Liveness: the last beat, when this process last found it had been paused, and for
 	// how long.
@@ -254,14 +257,24 @@ type Mesh struct {
 }
 
 type peer struct {
-	conns [2]atomic.Pointer[conn] // indexed by Role
+	conns [2]atomic.Pointer[conn] // indexed by Role; stored under mu
+	// mu guards what follows until err: the messages sent before their connection came,
+	// whether this process wants its Requester-role connection to the peer, and whether it
+	// has started dialing it (see connect.go).
+	mu      sync.Mutex
+	pending []pendingMsg
+	wanted  bool
+	dialed  bool
 	// err is set, once, when the peer is lost; its CompareAndSwap from nil decides who
 	// reports the loss.
 	err atomic.Pointer[PeerLostError]
 	// gone is closed when err is set.
 	gone chan struct{}
-	// final and failed: the peer's final marker arrived, and what it said; markMu.
+	// final and failed: the peer's final marker arrived, or the tree said that it failed;
+	// markMu.
 	final, failed bool
+	// What the peer said in the barriers (barrier.go); markMu.
+	bar peerBarrier
 	// sent counts the messages the writers of both connections to the peer have written;
 	// readers of the peer's messages load it before Sink and Handle (see Send: a
 	// happens-before edge the race detector sees).
@@ -316,14 +329,16 @@ func New(cfg Config) (*Mesh, error) {
 	}
 	m := &Mesh{
 		rank: cfg.Rank, size: cfg.Size, cfg: cfg,
-		log:     cfg.Logger.With("component", "transport", "rank", cfg.Rank),
-		h:       cfg.Handler,
-		peers:   peers,
-		done:    make(chan struct{}),
-		marks:   make([]uint64, cfg.Size),
-		started: time.Now(),
-		readers: readerGroup{spin: cfg.Spin, idle: cfg.Idle},
+		log:       cfg.Logger.With("component", "transport", "rank", cfg.Rank),
+		h:         cfg.Handler,
+		peers:     peers,
+		done:      make(chan struct{}),
+		dialSlots: make(chan struct{}, maxDials),
+		started:   time.Now(),
+		readers:   readerGroup{spin: cfg.Spin, idle: cfg.Idle},
+		coll:      newCollective(),
 	}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
 	if cfg.Oversubscribed {
 		m.readers.crowd.pin()
 	}
@@ -332,13 +347,14 @@ func New(cfg Config) (*Mesh, error) {
 
 // Start bootstraps the job's mesh (see bootstrap.go): it listens, registers with the
 // coordinator (rank 0 checks every process's JobSpec, collects every rank's address and
-// hands out the address book), connects to every other process in both directions,
-// authenticating every connection, and returns when all 2*(Size-1) connections of every
-// process are up. It fails, naming the rank at fault or the cause, when processes do not
+// hands out the address book), connects every process to its neighbours in the job's tree
+// (tree.go) in both directions, authenticating every connection, and returns when those
+// connections of every process are up; other pairs connect on their first message
+// (connect.go). It fails, naming the rank at fault or the cause, when processes do not
 // register (PeerTimeout after the last one that did, StartTimeout when none did), when the
-// start does not move for StartTimeout, when one is lost or cannot connect after the
-// address book (PeerTimeout without a connection), when the processes disagree on the job,
-// at the limit of open files, or when ctx ends; the mesh is then closed.
+// start does not move for StartTimeout, when one is lost or refuses its neighbours'
+// connections, when the processes disagree on the job, at the limit of open files, or when
+// ctx ends; the mesh is then closed.
 // Handler methods may run before Start returns. ctx bounds the bootstrap only, not the
 // mesh's life. With Size == 1 it opens nothing. Start may be called once.
 func (m *Mesh) Start(ctx context.Context) error {
@@ -430,7 +446,7 @@ func (m *Mesh) SendAhead(to int, role Role, h Header, payload []byte) error {
 // its own queues them there with SendAhead, and flushes after unlocking.
 func (m *Mesh) Flush(to int, role Role, now bool) error {
 	c, err := m.conn(to, role)
-	if err != nil {
+	if err != nil || c == nil { // what waits for the connection leaves when it comes
 		return err
 	}
 	if now {
@@ -452,11 +468,37 @@ func (m *Mesh) send(to int, role Role, o outMsg, mode sendMode) error {
 	if err != nil {
 		return err
 	}
+	if c == nil {
+		if c = m.pend(to, role, o); c == nil {
+			return nil
+		}
+	}
 	return c.enqueue(o, mode)
 }
 
-// conn returns the connection to rank to of the given role, or why a message cannot be sent
-// on it.
+// pendingMsg is a message sent before its connection came.
+type pendingMsg struct {
+	role Role
+	o    outMsg
+}
+
+// pend queues o for the connection of role to rank to, which is not up, and asks for the
+// connection (connect.go); when the connection came meanwhile, it returns it instead.
+func (m *Mesh) pend(to int, role Role, o outMsg) *conn {
+	p := &m.peers[to]
+	p.mu.Lock()
+	if c := p.conns[role].Load(); c != nil {
+		p.mu.Unlock()
+		return c
+	}
+	p.pending = append(p.pending, pendingMsg{role, o})
+	p.mu.Unlock()
+	m.connect(to)
+	return nil
+}
+
+// conn returns the connection to rank to of the given role, nil when it is not up yet, or
+// why a message cannot be sent to to.
 func (m *Mesh) conn(to int, role Role) (*conn, error) {
 	if to < 0 || to >= m.size || to == m.rank {
 		return nil, fmt.Errorf("transport: Send: rank %d is not a peer of rank %d (size %d)", to, m.rank, m.size)
@@ -471,19 +513,38 @@ func (m *Mesh) conn(to int, role Role) (*conn, error) {
 	if m.closing.Load() {
 		return nil, ErrClosed
 	}
-	c := p.conns[role].Load()
-	if c == nil {
-		return nil, fmt.Errorf("transport: Send: no %s connection to rank %d yet", role, to)
-	}
-	return c, nil
+	return p.conns[role].Load(), nil
 }
 
-// attach starts the reader and writer of an authenticated connection. It refuses (closes)
-// a second connection of the same rank and role.
+// attach starts the reader and writer of an authenticated connection, the messages sent
+// to its peer with its role before it came first. It refuses (closes) a second connection
+// of the same rank and role, and any once Close has begun.
 func (m *Mesh) attach(rank int, role Role, w *wire) bool {
 	c := newConn(m, rank, role, w)
 	p := &m.peers[rank]
-	if m.closing.Load() || !p.conns[role].CompareAndSwap(nil, c) {
+	m.lifeMu.Lock() // Close says goodbye on every connection attached before it began
+	p.mu.Lock()
+	ok := !m.closing.Load() && p.conns[role].Load() == nil
+	queued := false
+	if ok {
+		kept := p.pending[:0]
+		for _, pm := range p.pending {
+			if pm.role == role {
+				c.q = append(c.q, pm.o)
+				c.qBytes += len(pm.o.p)
+			} else {
+				kept = append(kept, pm)
+			}
+		}
+		clear(p.pending[len(kept):])
+		p.pending = kept
+		queued = len(c.q) > 0
+		p.conns[role].Store(c)
+		m.wg.Add(2)
+	}
+	p.mu.Unlock()
+	m.lifeMu.Unlock()
+	if !ok {
 		w.nc.Close()
 		return false
 	}
@@ -492,9 +553,14 @@ func (m *Mesh) attach(rank int, role Role, w *wire) bool {
 	} else {
 		m.readers.shared.Add(1)
 	}
-	m.wg.Add(2)
 	go c.readLoop()
 	go c.writeLoop()
+	if queued {
+		c.notify()
+	}
+	m.markMu.Lock()
+	m.wakeBarrier() // Connect and the start wait for connections
+	m.markMu.Unlock()
 	return true
 }
 
@@ -507,6 +573,9 @@ func (m *Mesh) lose(rank int, cause error) {
 		return
 	}
 	close(p.gone)
+	p.mu.Lock()
+	p.pending = nil // dropped: never sent
+	p.mu.Unlock()
 	if !errors.Is(cause, ErrPeerClosed) {
 		for i := range p.conns {
 			if c := p.conns[i].Load(); c != nil {
@@ -515,10 +584,15 @@ func (m *Mesh) lose(rank int, cause error) {
 		}
 	}
 	m.markMu.Lock()
-	// A peer that finished goes without harm when it failed (its marker said so), closed
-	// cleanly (it had every marker: the job succeeded), or this process has agreed already.
-	// Otherwise it died or was cut off before it could know the outcome: it is lost.
-	finished := p.final && (p.failed || errors.Is(cause, ErrPeerClosed) || m.agreed)
+	// A peer that finished goes without harm when it failed (its marker or the tree said
+	// so), closed cleanly after its final marker (it had every marker: the job succeeded),
+	// or this process has agreed already. Otherwise it died or was cut off before it could
+	// know the outcome: it is lost.
+	finished := p.final && (p.failed || errors.Is(cause, ErrPeerClosed)) || m.coll.agreed
+	report := !m.closing.Load() && m.up.Load() && !finished
+	if report && m.coll.lost == nil {
+		m.coll.lost = e // every barrier fails from now on
+	}
 	m.wakeBarrier()
 	m.markMu.Unlock()
 	switch {
@@ -533,6 +607,7 @@ func (m *Mesh) lose(rank int, cause error) {
 		} else {
 			m.log.Debug("peer lost", "peer", rank, "err", cause) // the handler reports it, once
 		}
+		m.spreadLoss(rank, cause) // the processes it is not connected to learn it through the tree
 		m.h.PeerLost(rank, e)
 	}
 }
@@ -552,16 +627,6 @@ func (m *Mesh) AwaitGone(rank int) bool {
 	}
 }
 
-// lostError is the error of losing rank for cause. When this process was itself paused for
-// longer than the peer timeout a short while ago, it says so: its peers took it for lost,
-// and whatever they did about it is why it lost them.
-func (m *Mesh) lostError(rank int, cause error) *PeerLostError {
-	if note := m.PauseNote(); note != "" {
-		cause = fmt.Errorf("%w %s", cause, note)
-	}
-	return &PeerLostError{Rank: rank, Err: cause}
-}
-
 // Receiving reports whether a message's payload is arriving from a peer now (the header
 // has come, and the message is not complete yet): data is moving towards this process, a
 // large transfer over a slow link perhaps, even though nothing has been delivered for a
@@ -577,101 +642,18 @@ func (m *Mesh) Receiving() bool {
 	return false
 }
 
-// PauseNote says, in parentheses, that this process was itself paused a short while ago for
-// longer than the peer timeout, so that its peers took it for lost; it is empty otherwise.
-// An error that ends the job after such a pause should carry it.
-func (m *Mesh) PauseNote() string {
-	now := m.now()
-	if last := m.lastBeat.Load(); last != 0 && now-last > int64(m.pauseThreshold()) {
-		// Paused, and noticed here before the heartbeat loop did.
-		m.resumedAt.Store(now)
-		m.pausedFor.Store(now - last)
-	}
-	recent := time.Duration(now-m.resumedAt.Load()) < 2*m.cfg.PeerTimeout
-	if d := time.Duration(m.pausedFor.Load()); recent && d > m.cfg.PeerTimeout {
-		return fmt.Sprintf("(this process, rank %d, was itself paused for %v, longer than the peer timeout %v: its peers took it for lost)",
-			m.rank, d.Round(time.Millisecond), m.cfg.PeerTimeout)
-	}
-	return ""
-}
-
-// heartbeatLoop calls beat every heartbeat period.
-func (m *Mesh) heartbeatLoop() {
-	defer m.wg.Done()
-	t := time.NewTicker(m.cfg.Heartbeat)
-	defer t.Stop()
-	last := m.now()
-	m.lastBeat.Store(last)
-	for {
-		select {
-		case <-m.done:
-			return
-		case <-t.C:
-		}
-		now := m.now()
-		m.beat(now, last)
-		last = now
-	}
-}
-
-// beat sends a heartbeat on every connection and loses the peers that have sent nothing for
-// longer than PeerTimeout, at time now; last is the time of the previous beat. A beat that
-// comes much later than the period means this process was paused (stopped, suspended,
-// starved): its peers' silence is then counted from the moment it resumed, so a process
-// never blames others for its own pause.
-func (m *Mesh) beat(now, last int64) {
-	m.lastBeat.Store(now)
-	if gap := time.Duration(now - last); gap > m.pauseThreshold() {
-		m.resumedAt.Store(now)
-		m.pausedFor.Store(int64(gap))
-		m.log.Warn("this process was paused; its peers get a new timeout", "paused", gap.Round(time.Millisecond))
-	}
-	since := m.resumedAt.Load()
-	for j := range m.peers {
-		p := &m.peers[j]
-		if j == m.rank || p.err.Load() != nil {
-			continue
-		}
-		for i := range p.conns {
-			c := p.conns[i].Load()
-			if c == nil {
-				continue
-			}
-			if silent := time.Duration(now - max(c.heard(now), since)); silent > m.cfg.PeerTimeout {
-				m.lose(j, fmt.Errorf("nothing received on the %s connection for %v (peer timeout %v)", c.role, silent.Round(time.Millisecond), m.cfg.PeerTimeout))
-				break
-			}
-			c.enqueue(outMsg{h: Header{Type: TypeHeartbeat}}, queued)
-		}
-	}
-}
-
-// pauseThreshold is the gap between two heartbeat ticks that means this process was paused.
-func (m *Mesh) pauseThreshold() time.Duration {
-	return max(2*m.cfg.Heartbeat, m.cfg.PeerTimeout/2)
-}
-
-// goneQuiet reports whether rank has sent nothing for two heartbeat periods: a stopped or
-// unreachable process, which will send no goodbye either.
-func (m *Mesh) goneQuiet(rank int) bool {
-	now := m.now()
-	for i := range m.peers[rank].conns {
-		if c := m.peers[rank].conns[i].Load(); c != nil && time.Duration(now-c.heard(now)) < 2*m.cfg.Heartbeat {
-			return false
-		}
-	}
-	return true
-}
-
 // Close says goodbye to every peer, closes every connection and the listener, and waits for
 // all goroutines of the mesh. Messages queued before Close are written first, within a short
 // grace period. No Handler method runs after Close returns. Close must not be called from a
 // Handler method.
 func (m *Mesh) Close() error {
 	m.closeOnce.Do(func() {
+		m.lifeMu.Lock()
 		m.closing.Store(true)
+		m.lifeMu.Unlock()
+		m.cancel()
 		close(m.done)
-		if srv := m.late.Load(); srv != nil {
+		if srv := m.srv.Load(); srv != nil {
 			srv.Close()
 		}
 		m.eachConn((*conn).goodbye)

@@ -341,9 +341,16 @@ func TestWrongSecretRefused(t *testing.T) {
 	if err := <-barrier1; err != nil {
 		t.Fatal(err)
 	}
-	// After Start, the listener is closed: nothing more gets in.
-	if _, _, err := websocket.DefaultDialer.Dial("ws://"+addr+wsPath, nil); err == nil {
-		t.Fatal("listener still open after Start")
+	// After Start, the listener stays open for the connections made on first Send, and
+	// still refuses a client without the secret, as a peer of the mesh.
+	ws, _, err = websocket.DefaultDialer.Dial("ws://"+addr+wsPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = intruder.clientAuth(time.Time{}, newWire(ws.NetConn(), true), 0, purposeMesh)
+	ws.Close()
+	if !errors.Is(err, ErrAuth) {
+		t.Fatalf("wrong secret after the start: clientAuth = %v, want ErrAuth", err)
 	}
 }
 
@@ -414,7 +421,7 @@ func TestBadMessagesLoseThePeer(t *testing.T) {
 		{"new message inside a message", []frame{
 			{opBinary, false, append(hdr(Header{Type: TypeUser, Len: 64}), make([]byte, 32)...)},
 			{opBinary, true, make([]byte, 32)}}, ErrFragment},
-		{"unknown mesh type", one(hdr(Header{Type: TypeUser - 1})), ErrUnknownType},
+		{"unknown mesh type", one(hdr(Header{Type: TypeInvalid})), ErrUnknownType},
 		{"auth type after handshake", one(hdr(Header{Type: TypeAuthHello})), ErrUnknownType},
 		{"mesh type with payload", one(append(hdr(Header{Type: TypeHeartbeat, Len: 1}), 0)), ErrTrailingBytes},
 		{"malformed header", one([]byte("hello, world")), ErrBadHeader},

@@ -366,12 +366,12 @@ func startError(cfg startConfig, cause error, deadline bool, unreg []int) error 
 	return errors.New(msg)
 }
 
-// missingError names the ranks other than rank whose connection has not come (has(j) is
-// false) when the start ends while this process waits for them.
-func missingError(cfg startConfig, has func(j int) bool) error {
+// missingError names the ranks of awaited whose connection has not come (has(j) is false)
+// when the start ends while this process waits for them.
+func missingError(cfg startConfig, awaited []int, has func(j int) bool) error {
 	var missing []int
-	for j := range cfg.size {
-		if j != cfg.rank && !has(j) {
+	for _, j := range awaited {
+		if !has(j) {
 			missing = append(missing, j)
 		}
 	}

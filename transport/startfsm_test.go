@@ -197,7 +197,7 @@ func TestStartErrorText(t *testing.T) {
 	if want := "transport: rank 1: the start failed: context canceled"; err.Error() != want {
 		t.Errorf("got %q, want %q", err, want)
 	}
-	err = missingError(startConfig{rank: 1, size: 4, peerTimeout: time.Second}, func(j int) bool { return j == 2 })
+	err = missingError(startConfig{rank: 1, size: 4, peerTimeout: time.Second}, []int{0, 2, 3}, func(j int) bool { return j == 2 })
 	if want := "transport: rank 1: no connection from ranks [0 3]"; err.Error() != want {
 		t.Errorf("got %q, want %q", err, want)
 	}

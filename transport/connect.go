@@ -1,0 +1,263 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// Connections where they are needed. The start connects each process to its neighbours in
+// the job's tree only (see tree.go); any other pair of processes connects when one of them
+// first sends to the other. A Send to a rank without a connection of its role queues the
+// message in the peer's pending list and asks for the connection (connect): this process
+// dials the peer (its Requester-role connection), and the peer, when it accepts, dials
+// back (its own Requester-role connection, this process's Owner-role one), so that a pair
+// that is connected has both connections, as every pair had before. When a connection is
+// attached, the messages pending for its role go first, in order. Two processes that dial
+// each other at once make the same two connections: one dial per direction, whichever
+// comes first. The listeners stay open for the mesh's life.
+
+// purposeHeader names a registration in the websocket request, so that the coordinator
+// answers one that comes after the start with startOver before its handshake, while it
+// keeps accepting the mesh's connections.
+const purposeHeader = "Orwl-Purpose"
+
+// track counts a goroutine of the mesh that Close waits for, unless Close has begun.
+func (m *Mesh) track() bool {
+	m.lifeMu.Lock()
+	defer m.lifeMu.Unlock()
+	if m.closing.Load() {
+		return false
+	}
+	m.wg.Add(1)
+	return true
+}
+
+// connect asks for this process's Requester-role connection to rank j: it dials j unless
+// it does or did already, or will once the address book comes.
+func (m *Mesh) connect(j int) {
+	p := &m.peers[j]
+	p.mu.Lock()
+	p.wanted = true
+	start := !p.dialed && m.book.Load() != nil
+	p.dialed = p.dialed || start
+	p.mu.Unlock()
+	if start {
+		m.dialAsync(j)
+	}
+}
+
+// setBook records the address book and dials the peers wanted before it came.
+func (m *Mesh) setBook(book []string) {
+	m.book.Store(&book)
+	for j := range m.peers {
+		p := &m.peers[j]
+		p.mu.Lock()
+		start := p.wanted && !p.dialed
+		p.dialed = p.dialed || start
+		p.mu.Unlock()
+		if start {
+			m.dialAsync(j)
+		}
+	}
+}
+
+// dialAsync dials rank j in a goroutine of the mesh, maxDials at a time; a dial that fails
+// loses j (during the start, the start then fails naming it).
+func (m *Mesh) dialAsync(j int) {
+	if !m.track() {
+		return
+	}
+	go func() {
+		defer m.wg.Done()
+		select {
+		case m.dialSlots <- struct{}{}:
+		case <-m.done:
+			return
+		}
+		err := m.dialPeer(j)
+		<-m.dialSlots
+		if err != nil && !errors.Is(err, ErrClosed) {
+			m.lose(j, err)
+		}
+	}()
+}
+
+// dialPeer dials rank j at its address in the book and attaches the connection as this
+// process's Requester-role one, offering shared memory. It gives up when the mesh closes,
+// when j is lost meanwhile, when j refuses connections (its listener is closed: it has
+// closed its mesh or died), or after the start timeout without a connection.
+func (m *Mesh) dialPeer(j int) error {
+	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.StartTimeout)
+	defer cancel()
+	go func() { // j lost meanwhile: the dial is pointless
+		select {
+		case <-m.peers[j].gone:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	addr := (*m.book.Load())[j]
+	w, err := m.dial(ctx, addr, j, purposeMesh)
+	if err == nil {
+		if err = m.shmOffer(w); err != nil {
+			w.nc.Close()
+		}
+	}
+	if err == nil && !m.attach(j, Requester, w) {
+		err = ErrClosed // attach refuses a second connection only when the mesh closes
+	}
+	return err
+}
+
+// Connect makes sure this process is connected with every rank of ranks (both connections
+// of each pair), dialing those it is not connected with yet, and waits until they are, so
+// that the first messages to them do not wait for a connection: an upper layer that knows
+// its peers (the owners of the locations its tasks use) may call it once it does. It fails
+// with the *PeerLostError of a rank lost meanwhile, ctx's error, or ErrClosed. Connections
+// are made on first Send anyway; Connect only makes them earlier, concurrently.
+func (m *Mesh) Connect(ctx context.Context, ranks []int) error {
+	for _, j := range ranks {
+		if j < 0 || j >= m.size {
+			return fmt.Errorf("transport: Connect: rank %d is not in the job (size %d)", j, m.size)
+		}
+		if j != m.rank {
+			m.connect(j)
+		}
+	}
+	return m.awaitMarks(ctx, func() (bool, error) {
+		for _, j := range ranks {
+			if j == m.rank {
+				continue
+			}
+			p := &m.peers[j]
+			if e := p.err.Load(); e != nil {
+				return false, e
+			}
+			if p.conns[Requester].Load() == nil || p.conns[Owner].Load() == nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// Connected returns the number of peers this process has a connection with, in either
+// direction: the size of its part of the mesh.
+func (m *Mesh) Connected() int {
+	n := 0
+	for j := range m.peers {
+		if m.peers[j].conns[Requester].Load() != nil || m.peers[j].conns[Owner].Load() != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// dial connects to addr, retrying until ctx ends, and authenticates as the client of
+// serverRank. A process that is not listening yet (a refused connection, a name not known
+// yet) is waited for when registering (the coordinator may not listen yet), and so is a
+// handshake whose time ended at the server (a busy one); a coordinator that does not
+// answer at all for PeerTimeout (a partition, a stopped process) fails the dial, and so do
+// a coordinator that answers that its job's start is over, a refused handshake, the limit
+// of open files, and a peer of the mesh that refuses connections: every process listens
+// from before it registers until it closes its mesh, so the peer has closed it or died.
+func (m *Mesh) dial(ctx context.Context, addr string, serverRank int, purpose uint8) (*wire, error) {
+	d := websocket.Dialer{HandshakeTimeout: handshakeTimeout}
+	var hdr http.Header
+	if purpose == purposeRegister {
+		hdr = http.Header{purposeHeader: {"register"}}
+	}
+	backoff := initialDialBackoff
+	var last error
+	var silentSince time.Time // since when every attempt met silence
+	for {
+		tried := time.Now()
+		attempt, cancel := context.WithTimeout(ctx, m.cfg.PeerTimeout)
+		ws, resp, err := d.DialContext(attempt, "ws://"+addr+wsPath, hdr)
+		cancel()
+		if tooManyFiles(err) { // waiting frees none
+			return nil, fmt.Errorf("transport: rank %d: dialing rank %d at %s: %w", m.rank, serverRank, addr, fdLimitError(m.size, err))
+		}
+		if err != nil && ctx.Err() == nil {
+			if refusal := answered(resp); refusal != "" {
+				return nil, fmt.Errorf("transport: rank %d: rank %d at %s answers: %s", m.rank, serverRank, addr, refusal)
+			}
+			if purpose == purposeMesh && errors.Is(err, syscall.ECONNREFUSED) {
+				return nil, fmt.Errorf("transport: rank %d: rank %d at %s refuses connections: it has closed its mesh or died (%v)", m.rank, serverRank, addr, err)
+			}
+			if !silence(err) {
+				silentSince = time.Time{}
+			} else if silentSince.IsZero() {
+				silentSince = tried
+			}
+			if purpose == purposeRegister && !silentSince.IsZero() && time.Since(silentSince) >= m.cfg.PeerTimeout {
+				return nil, fmt.Errorf("transport: rank %d: the coordinator, rank %d at %s, does not answer: unreachable or stopped for the peer timeout %v (%v)", m.rank, serverRank, addr, m.cfg.PeerTimeout, err)
+			}
+		}
+		if err == nil {
+			// From here on the mesh frames the connection itself (see wire).
+			w := newWire(ws.NetConn(), true)
+			deadline, _ := ctx.Deadline()
+			err = m.clientAuth(deadline, w, serverRank, purpose)
+			if err == nil {
+				return w, nil
+			}
+			w.nc.Close()
+			if errors.Is(err, ErrAuth) {
+				return nil, err
+			}
+		}
+		last = err
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			if m.closing.Load() {
+				return nil, ErrClosed
+			}
+			return nil, fmt.Errorf("transport: rank %d: dialing rank %d at %s: %w (last error: %v)", m.rank, serverRank, addr, context.Cause(ctx), last)
+		case <-m.done:
+			t.Stop()
+			return nil, ErrClosed
+		case <-t.C:
+		}
+		backoff = min(2*backoff, maximumDialBackoff)
+	}
+}
+
+// startOver is what the coordinator answers, with status 410 Gone, to a registration that
+// comes after the start of its job.
+const startOver = "orwl: the job's start is over: every rank of the job has joined it"
+
+// answered returns the reason a server gave for refusing a websocket (410 Gone: its job's
+// start is over), or "" when it gave none.
+func answered(resp *http.Response) string {
+	if resp == nil || resp.StatusCode != http.StatusGone {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if text := strings.TrimSpace(string(b)); text != "" {
+		return text
+	}
+	return resp.Status
+}
+
+// silence reports whether a failed dial met no answer at all: a timeout, or a network that
+// does not reach the address (no route, a blackhole); not a refused connection (nobody
+// listens yet) nor a name that does not resolve yet.
+func silence(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() ||
+		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
+		errors.Is(err, syscall.EHOSTDOWN) || errors.Is(err, syscall.EINVAL)
+}

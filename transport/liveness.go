@@ -1,0 +1,102 @@
+package transport
+
+import (
+	"fmt"
+	"time"
+)
+
+// lostError is the error of losing rank for cause. When this process was itself paused for
+// longer than the peer timeout a short while ago, it says so: its peers took it for lost,
+// and whatever they did about it is why it lost them.
+func (m *Mesh) lostError(rank int, cause error) *PeerLostError {
+	if note := m.PauseNote(); note != "" {
+		cause = fmt.Errorf("%w %s", cause, note)
+	}
+	return &PeerLostError{Rank: rank, Err: cause}
+}
+
+// PauseNote says, in parentheses, that this process was itself paused a short while ago for
+// longer than the peer timeout, so that its peers took it for lost; it is empty otherwise.
+// An error that ends the job after such a pause should carry it.
+func (m *Mesh) PauseNote() string {
+	now := m.now()
+	if last := m.lastBeat.Load(); last != 0 && now-last > int64(m.pauseThreshold()) {
+		// Paused, and noticed here before the heartbeat loop did.
+		m.resumedAt.Store(now)
+		m.pausedFor.Store(now - last)
+	}
+	recent := time.Duration(now-m.resumedAt.Load()) < 2*m.cfg.PeerTimeout
+	if d := time.Duration(m.pausedFor.Load()); recent && d > m.cfg.PeerTimeout {
+		return fmt.Sprintf("(this process, rank %d, was itself paused for %v, longer than the peer timeout %v: its peers took it for lost)",
+			m.rank, d.Round(time.Millisecond), m.cfg.PeerTimeout)
+	}
+	return ""
+}
+
+// heartbeatLoop calls beat every heartbeat period.
+func (m *Mesh) heartbeatLoop() {
+	defer m.wg.Done()
+	t := time.NewTicker(m.cfg.Heartbeat)
+	defer t.Stop()
+	last := m.now()
+	m.lastBeat.Store(last)
+	for {
+		select {
+		case <-m.done:
+			return
+		case <-t.C:
+		}
+		now := m.now()
+		m.beat(now, last)
+		last = now
+	}
+}
+
+// beat sends a heartbeat on every connection and loses the peers that have sent nothing for
+// longer than PeerTimeout, at time now; last is the time of the previous beat. A beat that
+// comes much later than the period means this process was paused (stopped, suspended,
+// starved): its peers' silence is then counted from the moment it resumed, so a process
+// never blames others for its own pause.
+func (m *Mesh) beat(now, last int64) {
+	m.lastBeat.Store(now)
+	if gap := time.Duration(now - last); gap > m.pauseThreshold() {
+		m.resumedAt.Store(now)
+		m.pausedFor.Store(int64(gap))
+		m.log.Warn("this process was paused; its peers get a new timeout", "paused", gap.Round(time.Millisecond))
+	}
+	since := m.resumedAt.Load()
+	for j := range m.peers {
+		p := &m.peers[j]
+		if j == m.rank || p.err.Load() != nil {
+			continue
+		}
+		for i := range p.conns {
+			c := p.conns[i].Load()
+			if c == nil {
+				continue
+			}
+			if silent := time.Duration(now - max(c.heard(now), since)); silent > m.cfg.PeerTimeout {
+				m.lose(j, fmt.Errorf("nothing received on the %s connection for %v (peer timeout %v)", c.role, silent.Round(time.Millisecond), m.cfg.PeerTimeout))
+				break
+			}
+			c.enqueue(outMsg{h: Header{Type: TypeHeartbeat}}, queued)
+		}
+	}
+}
+
+// pauseThreshold is the gap between two heartbeat ticks that means this process was paused.
+func (m *Mesh) pauseThreshold() time.Duration {
+	return max(2*m.cfg.Heartbeat, m.cfg.PeerTimeout/2)
+}
+
+// goneQuiet reports whether rank has sent nothing for two heartbeat periods: a stopped or
+// unreachable process, which will send no goodbye either.
+func (m *Mesh) goneQuiet(rank int) bool {
+	now := m.now()
+	for i := range m.peers[rank].conns {
+		if c := m.peers[rank].conns[i].Load(); c != nil && time.Duration(now-c.heard(now)) < 2*m.cfg.Heartbeat {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,198 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// treeSize is the number of processes of the tests of the tree: enough for a depth of 4.
+const treeSize = 16
+
+// A process connects only with its neighbours in the tree at the start, and with the peers
+// it sends to when it first does: in a ring of 16 processes, where each sends to the next
+// one on both roles and gets the answers, a process has a connection with at most 5 peers
+// (its parent, two children, the next and the previous), not 15.
+func TestConnectionsWhereNeeded(t *testing.T) {
+	meshes, recs := startMeshes(t, treeSize, nil)
+	for r, m := range meshes {
+		if got, want := m.Connected(), len(m.treeNeighbours()); got != want {
+			t.Errorf("rank %d: connected with %d peers after the start, want its %d neighbours in the tree", r, got, want)
+		}
+	}
+	for r, m := range meshes {
+		for _, role := range []Role{Requester, Owner} {
+			if err := m.Send((r+1)%treeSize, role, Header{Type: TypeUser, Arg: int64(role)}, []byte(fmt.Sprint(r))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for r, rec := range recs {
+		for range 2 {
+			f := <-rec.frames
+			if want := (r + treeSize - 1) % treeSize; f.from != want || string(f.p) != fmt.Sprint(want) {
+				t.Fatalf("rank %d got %q from %d, want %d's message", r, f.p, f.from, want)
+			}
+		}
+	}
+	for r, m := range meshes {
+		if got := m.Connected(); got > 5 {
+			t.Errorf("rank %d: connected with %d peers, want at most 5 (tree and ring)", r, got)
+		}
+	}
+}
+
+// crashed are the ways a process goes that the tests of the tree try: killed (its sockets
+// closed without a goodbye) and stopped (silent, its sockets open: its writers are held, so
+// that its heartbeats never leave, until the test's end).
+var crashed = []struct {
+	name  string
+	crash func(t *testing.T, m *Mesh)
+}{
+	{"killed", func(_ *testing.T, m *Mesh) { crash(m) }},
+	{"stopped", func(t *testing.T, m *Mesh) {
+		m.eachConn(func(c *conn) { c.mu.Lock() })
+		t.Cleanup(func() { m.eachConn(func(c *conn) { c.mu.Unlock() }) }) // before the meshes close
+	}},
+}
+
+// A process that is lost is named by every other one within the peer timeout, though only
+// its neighbour in the tree is connected with it: the loss spreads along the tree.
+func TestLossOfAnUnconnectedProcessReachesAll(t *testing.T) {
+	const lost = 13 // a leaf: only its parent, rank 6, watches it
+	for _, how := range crashed {
+		t.Run(how.name, func(t *testing.T) {
+			meshes, recs := startMeshes(t, treeSize, func(rank int, c *Config) {
+				c.Heartbeat, c.PeerTimeout = 50*time.Millisecond, 500*time.Millisecond
+			})
+			start := time.Now()
+			how.crash(t, meshes[lost])
+			for r, rec := range recs {
+				if r == lost {
+					continue
+				}
+				select {
+				case err := <-rec.lost:
+					var pl *PeerLostError
+					if !errors.As(err, &pl) || pl.Rank != lost {
+						t.Errorf("rank %d: PeerLost %v, want rank %d", r, err, lost)
+					}
+				case <-time.After(10 * time.Second): // a bound on a failure, not a wait
+					t.Fatalf("rank %d: rank %d %s is not reported lost", r, lost, how.name)
+				}
+			}
+			t.Logf("every process named rank %d %v after it was %s (peer timeout 500ms)", lost, time.Since(start).Round(time.Millisecond), how.name)
+			if err := meshes[0].Barrier(context.Background()); !errors.Is(err, ErrPeerLost) || !strings.Contains(err.Error(), fmt.Sprintf("rank %d", lost)) {
+				t.Errorf("Barrier after the loss: %v", err)
+			}
+		})
+	}
+}
+
+// The barrier orders the Requester-role messages sent before it, with connections made on
+// the way: each process sends to two peers that it is not connected with at first (its
+// dials still going when it enters the barrier), and after each barrier every message sent
+// before it has been delivered.
+func TestBarrierOrdersMessagesWithPartialConnections(t *testing.T) {
+	const rounds, per = 3, 20
+	var counts [treeSize][treeSize]atomic.Int64 // counts[to][from]
+	meshes, recs := startMeshes(t, treeSize, nil)
+	for to, r := range recs {
+		r.onRecv = func(from int, h *Header, p []byte) { counts[to][from].Add(1) }
+	}
+	targets := func(r int) []int { return []int{(r + 3) % treeSize, (r + 7) % treeSize} }
+	var wg sync.WaitGroup
+	errs := make(chan error, treeSize*rounds)
+	for i, m := range meshes {
+		wg.Go(func() {
+			for round := 1; round <= rounds; round++ {
+				for _, j := range targets(i) {
+					for range per {
+						if err := m.Send(j, Requester, Header{Type: TypeUser}, make([]byte, 64)); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}
+				if err := m.Barrier(context.Background()); err != nil {
+					errs <- err
+					return
+				}
+				for from := range treeSize {
+					for _, to := range targets(from) {
+						if got := counts[to][from].Load(); to == i && got < int64(round*per) {
+							errs <- fmt.Errorf("rank %d after barrier %d: %d messages from %d, want %d", i, round, got, from, round*per)
+						}
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for r, m := range meshes {
+		if got := m.Connected(); got > 7 {
+			t.Errorf("rank %d: connected with %d peers, want at most 7 (tree and 4 targets)", r, got)
+		}
+	}
+}
+
+// The final barrier in the tree: every process agrees when none failed, though each closes
+// its mesh as soon as its FinalBarrier returns; when one says it failed, every other one
+// fails naming it, with ErrPeerFailed.
+func TestFinalBarrierInTheTree(t *testing.T) {
+	for _, failing := range []int{-1, 0, 6, 15} {
+		t.Run(fmt.Sprintf("failing=%d", failing), func(t *testing.T) {
+			meshes, _ := startMeshes(t, treeSize, nil)
+			errs := make([]error, treeSize)
+			var wg sync.WaitGroup
+			for r, m := range meshes {
+				wg.Go(func() {
+					errs[r] = m.FinalBarrier(context.Background(), r == failing)
+					m.Close() // at once, as Run does: its part of the tree goes with it
+				})
+			}
+			wg.Wait()
+			for r, err := range errs {
+				switch {
+				case failing < 0 || r == failing:
+					if err != nil {
+						t.Errorf("rank %d: %v", r, err)
+					}
+				case !errors.Is(err, ErrPeerFailed) || !strings.Contains(err.Error(), fmt.Sprintf("rank %d:", failing)):
+					t.Errorf("rank %d: %v, want rank %d's failure", r, err, failing)
+				}
+			}
+		})
+	}
+}
+
+// Connect connects a process with the ranks it names, in both directions, and fails with
+// the loss of one it cannot reach.
+func TestConnect(t *testing.T) {
+	meshes, _ := startMeshes(t, 8, nil)
+	ctx := context.Background()
+	if err := meshes[7].Connect(ctx, []int{1, 2, 7}); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range []int{1, 2} {
+		if meshes[7].peers[j].conns[Requester].Load() == nil || meshes[7].peers[j].conns[Owner].Load() == nil {
+			t.Errorf("rank 7 is not connected with rank %d both ways", j)
+		}
+	}
+	if err := meshes[7].Connect(ctx, []int{8}); err == nil {
+		t.Error("Connect to rank 8 of a job of 8 succeeded")
+	}
+	meshes[5].Close()
+	if err := meshes[7].Connect(ctx, []int{5}); !errors.Is(err, ErrPeerLost) || !strings.Contains(err.Error(), "rank 5") {
+		t.Errorf("Connect to a closed process: %v", err)
+	}
+}
