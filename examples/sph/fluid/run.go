@@ -605,6 +605,8 @@ func (tk *task) gather(ctx context.Context, hs []*orwl.Handle) (*Result, error) 
 	}
 	if steps > 0 {
 		res.Imbalance /= float64(steps)
+	} else {
+		res.Imbalance = 1 // no work, evenly spread
 	}
 	return res, nil
 }
