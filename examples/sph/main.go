@@ -10,10 +10,12 @@
 //	go run ./examples/sph -n 20000 -steps 20 -tasks 4 -np 2
 //
 // The command line is the examples' (package examples/internal/cli): -tasks is a count of
-// tasks (default -np when given, else the launcher's process count, else one per core), -np
-// starts that many processes on this machine (default 1: every task a goroutine of this
-// process), -json, -trace FILE. Under a launcher (orwlrun, mpirun) it is one process of
-// that job and starts nothing itself. The process that runs task 0 prints the result line:
+// tasks (default -np when given, else the launcher's process count, else one per core, at
+// most as many as the cells allow), -np starts that many processes on this machine
+// (default 1: every task a goroutine of this process), -json, -trace FILE. Under a launcher
+// (orwlrun, mpirun) it is one process of that job and starts nothing itself. A run of more
+// than a second prints its progress on standard error; the process that runs task 0
+// prints the result line:
 //
 //	result: particles=20000 steps=50 tasks=2 procs=1 seconds=1.020 interactions=108291412 interactions_per_s=1.06e+08 kinetic=0.046975168269305347 checksum=29e00d20cda038a9 imbalance=1.0050 verified=true
 //
@@ -105,7 +107,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // compute runs this process's part of the job and, in the process of task 0, reports.
 func compute(c *config, stdout, stderr io.Writer) int {
+	prog := &cli.Progress{W: stderr}
+	stopProgress := prog.Start()
+	c.p.Progress = prog.Update
 	res, err := fluid.RunCheckpointed(context.Background(), c.p, c.Checkpoint)
+	stopProgress()
 	if err != nil {
 		fmt.Fprintln(stderr, "sph:", err)
 		return cli.ExitFailed

@@ -90,7 +90,8 @@ func TestFailedCheckExits3(t *testing.T) {
 func TestJSON(t *testing.T) {
 	status, out := launch(1, "-n 500 -steps 2 -tasks 1 -json")
 	var res map[string]any
-	line := strings.TrimPrefix(strings.TrimSpace(out), "[0] ") // launch's prefix: rank 0
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	line := strings.TrimPrefix(lines[len(lines)-1], "[0] ") // the last, after launch's prefix
 	if err := json.Unmarshal([]byte(line), &res); status != 0 || err != nil {
 		t.Fatalf("status %d, %v\n%s", status, err, out)
 	}

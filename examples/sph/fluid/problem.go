@@ -15,6 +15,8 @@ type Params struct {
 	Tasks int    // ORWL tasks (Run only; Sequential ignores it)
 	// Trace is orwl.Config.Trace: a file for the job's Chrome trace, or "".
 	Trace string
+	// Progress, when not nil, is called by task 0 after each of its steps.
+	Progress func(done, total int)
 }
 
 // MaxN is the most particles Validate accepts: particle ids and indexes are int32.

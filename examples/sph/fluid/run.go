@@ -154,7 +154,13 @@ func runTask(ctx context.Context, t *orwl.Task, p Params) (*Result, error) {
 		}
 	}
 	start := time.Now()
-	if err := t.Iterate(ctx, p.Steps, func(step int) error { return tk.step(ctx, step) }); err != nil {
+	if err := t.Iterate(ctx, p.Steps, func(step int) error {
+		err := tk.step(ctx, step)
+		if tk.me == 0 && p.Progress != nil {
+			p.Progress(step+1, p.Steps)
+		}
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	seconds := time.Since(start).Seconds()
