@@ -8,7 +8,6 @@ import (
 
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/internal/tick"
-	"github.com/orwl-go/orwl/transport"
 )
 
 // Deadlock detection. Every watchPeriod each process looks at what its tasks are blocked on
@@ -52,6 +51,9 @@ type servedRecord struct {
 // process to rank 0 while it is stuck.
 func (j *job) watch(ctx context.Context) {
 	tick.Every(ctx, watchPeriod, j.look)
+	if j.node != nil {
+		j.node.logCounts() // the watch runs until the job's end
+	}
 }
 
 // look looks for a deadlock once; it returns false when this process cannot report any
@@ -75,7 +77,7 @@ func (j *job) look() bool {
 		j.node.stuck(0, m, payload)
 		return true
 	}
-	return j.mesh.Send(0, transport.Requester, m.header(), payload) == nil
+	return j.node.sendWide(0, m.header(), payload) == nil
 }
 
 // stuckReport describes this process when all its tasks are blocked on requests that are

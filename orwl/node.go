@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 
@@ -55,8 +56,9 @@ import (
 //     tickets, grants and mirrors;
 //   - own (owner.go): the requests of other processes on this process's locations;
 //   - wide: what the processes do together: the init-phase mistakes exchanged at the
-//     schedule (here), and rank 0's duties: the deadlock watch (deadlock_dist.go), the
-//     trace's parts and clock (trace.go), the checkpoints (checkpoint.go).
+//     schedule and a failure spread along the job's tree (here, tree.go), and rank 0's
+//     duties: the deadlock watch (deadlock_dist.go), the trace's parts and clock
+//     (trace.go), the checkpoints (checkpoint.go).
 type node struct {
 	j    *job
 	mesh *transport.Mesh
@@ -74,7 +76,10 @@ type jobWide struct {
 	problems   []*string     // by rank: init-phase mistakes, at the schedule
 	watch      deadlockWatch // rank 0: the reports of stuck processes
 	traceParts [][]byte      // rank 0: the trace of every process, at the end
+	lost       []bool        // by rank: lost processes (PeerLost)
+	spread     *spreading    // the failure this process spread, nil until it does
 	clock      chan int64    // rank 0's answers to clock questions (not guarded)
+	counts     wideCounts    // the job-wide messages sent and received (not guarded)
 }
 
 func newNode(j *job, log *slog.Logger) *node {
@@ -84,7 +89,7 @@ func newNode(j *job, log *slog.Logger) *node {
 		req: requester{j: j, tickets: []*remoteTicket{nil}, lost: make([]error, j.procs)},
 		own: owner{j: j, log: log, served: make([][]*served, j.procs)},
 		wide: jobWide{problems: make([]*string, j.procs), traceParts: make([][]byte, j.procs),
-			clock: make(chan int64, 1)},
+			lost: make([]bool, j.procs), clock: make(chan int64, 1)},
 	}
 }
 
@@ -96,23 +101,38 @@ func (n *node) problemsFrom(from int, payload []byte) {
 	n.wide.mu.Unlock()
 }
 
-// peerFailed fails the job with the failure that rank from reported, saying so when this
-// process is the one the others lost.
-func (n *node) peerFailed(from int, m failMsg, payload []byte) {
-	msg := string(payload)
-	if note := n.mesh.PauseNote(); note != "" {
-		msg += " " + note
-	} else if strings.Contains(msg, fmt.Sprintf("process rank %d lost", n.j.rank)) {
-		msg += fmt.Sprintf(" (this process, rank %d, is the one the others lost: it was cut off from them, or too slow to answer within the peer timeout)", n.j.rank)
+// peerFailed fails the job with the failure that neighbour from passed on (see
+// spreadFailure), saying so when this process is the one the others lost.
+func (n *node) peerFailed(from int, m failMsg, payload []byte) error {
+	if m.origin < 0 || m.origin >= n.j.procs {
+		return fmt.Errorf("a failure of rank %d, and the job has ranks 0 to %d", m.origin, n.j.procs-1)
 	}
-	n.j.fail(&peerFailure{rank: from, msg: msg, deadlock: m.deadlock, peerLost: m.peerLost})
+	f := &peerFailure{rank: m.origin, via: from, msg: string(payload), deadlock: m.deadlock, peerLost: m.peerLost,
+		closed: m.closed}
+	if note := n.mesh.PauseNote(); note != "" {
+		f.note = " " + note
+	} else if strings.Contains(f.msg, fmt.Sprintf("process rank %d lost", n.j.rank)) {
+		f.note = fmt.Sprintf(" (this process, rank %d, is the one the others lost: it was cut off from them, or too slow to answer within the peer timeout)", n.j.rank)
+	}
+	n.j.fail(f)
+	return nil
 }
 
 // PeerLost implements transport.Handler: a process of the job is gone before it finished,
-// so the job fails: every request fails, and the others that can be reached are told.
+// so the job fails: every request fails, and the others that can be reached are told. When
+// the lost process is a neighbour in the job's tree and this process has spread a failure
+// already, it sends it on to the lost one's other neighbours too (see spreadFailure).
 func (n *node) PeerLost(rank int, err error) {
 	lostErr := fmt.Errorf("orwl: %w", err) // a *transport.PeerLostError, which names rank
 	n.req.lose(rank, lostErr)
+	n.wide.mu.Lock()
+	n.wide.lost[rank] = true
+	if f := n.wide.spread; f != nil && slices.Contains(treeNeighbours(n.j.rank, n.j.procs), rank) {
+		for _, r := range reach(n.j.procs, rank, n.wide.isLost, n.j.rank) {
+			n.sendWide(r, f.header(), f.text)
+		}
+	}
+	n.wide.mu.Unlock()
 	n.j.fail(lostErr)
 }
 
@@ -158,28 +178,57 @@ func (n *node) exchangeProblems(ctx context.Context, mine []error) ([]string, er
 	return all, nil
 }
 
-// peerFailure is the failure of another process of the job, as it reported it.
+// peerFailure is the failure of another process of the job, as it reported it: origin
+// rank failed with msg, which this process heard from neighbour via; note says what this
+// process adds (that it is the one lost, or was paused).
 type peerFailure struct {
-	rank               int
-	msg                string
-	deadlock, peerLost bool
+	rank, via                  int
+	msg, note                  string
+	deadlock, peerLost, closed bool
 }
 
-func (e *peerFailure) Error() string { return fmt.Sprintf("orwl: rank %d failed: %s", e.rank, e.msg) }
+func (e *peerFailure) Error() string {
+	return fmt.Sprintf("orwl: rank %d failed: %s%s", e.rank, e.msg, e.note)
+}
 
 // Is makes a deadlock or a lost process that another process found match ErrDeadlock or
-// ErrPeerLost here too.
+// ErrPeerLost here too, and a process that closed its mesh transport.ErrPeerClosed (so
+// that the failure gives way to the reason why, when it comes: job.fail).
 func (e *peerFailure) Is(target error) bool {
-	return e.deadlock && target == ErrDeadlock || e.peerLost && target == ErrPeerLost
+	return e.deadlock && target == ErrDeadlock || e.peerLost && target == ErrPeerLost ||
+		e.closed && target == transport.ErrPeerClosed
 }
 
-// broadcastFailure tells the other processes that can still be reached, except rank except,
-// that this job failed.
-func (n *node) broadcastFailure(err error, except int) {
-	m := failMsg{deadlock: errors.Is(err, ErrDeadlock), peerLost: errors.Is(err, ErrPeerLost)}
-	for r := range n.j.procs {
-		if r != n.j.rank && r != except {
-			n.mesh.Send(r, transport.Requester, m.header(), []byte(err.Error()))
-		}
+// spreading is the failure that this process spreads: the message and its payload.
+type spreading struct {
+	failMsg
+	text []byte
+}
+
+// spreadFailure tells the other processes that this job failed with err, along the job's
+// tree: this process sends it to its neighbours in the tree (but the one it heard it from),
+// each of which passes it on once to its own, so that every process hears it after
+// log2(procs) hops, and each sends at most three messages (see tree.go). A process lost
+// does not cut the tree: a neighbour lost already is skipped over (its own neighbours get
+// the message in its place, reach), and one lost later, whose loss the transport reports
+// to its neighbours, makes each of them send the failure on to the lost one's other
+// neighbours (PeerLost). A failure that came from another process keeps its origin and
+// text; passing it on adds nothing to them.
+func (n *node) spreadFailure(err error) {
+	f := &spreading{failMsg{origin: n.j.rank, deadlock: errors.Is(err, ErrDeadlock), peerLost: errors.Is(err, ErrPeerLost),
+		closed: errors.Is(err, transport.ErrPeerClosed)}, []byte(err.Error())}
+	from := -1
+	if p, ok := errors.AsType[*peerFailure](err); ok {
+		f = &spreading{failMsg{origin: p.rank, deadlock: p.deadlock, peerLost: p.peerLost, closed: p.closed}, []byte(p.msg)}
+		from = p.via
+	}
+	n.wide.mu.Lock()
+	defer n.wide.mu.Unlock()
+	n.wide.spread = f
+	for _, r := range reach(n.j.procs, n.j.rank, n.wide.isLost, from) {
+		n.sendWide(r, f.header(), f.text)
 	}
 }
+
+// isLost reports whether rank is lost; jobWide.mu held.
+func (w *jobWide) isLost(rank int) bool { return w.lost[rank] }

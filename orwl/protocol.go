@@ -44,8 +44,9 @@ const (
 	flagPeerLost             // failMsg: the failure is a lost process
 	flagMore                 // grantMsg: another grant of the same FIFO operation follows for this process
 
-	flagRecycle = flagFailed  // grantMsg: the requester's copy is not read again before the data changes
-	flagDropped = flagRefused // releaseMsg: the requester's mirror holds nothing any more
+	flagRecycle    = flagFailed  // grantMsg: the requester's copy is not read again before the data changes
+	flagDropped    = flagRefused // releaseMsg: the requester's mirror holds nothing any more
+	flagPeerClosed = flagWrite   // failMsg: the failure is a process that closed its mesh (transport.ErrPeerClosed)
 )
 
 // flags is f when set, else 0.
@@ -143,16 +144,22 @@ func decodeRelease(h *transport.Header) releaseMsg {
 func problemsHeader() transport.Header  { return transport.Header{Type: msgProblems} }
 func tracePartHeader() transport.Header { return transport.Header{Type: msgTracePart} }
 
-// failMsg tells every process that the sender's job failed; the payload is the error's text,
-// and the flags keep what errors.Is finds in it.
-type failMsg struct{ deadlock, peerLost bool }
+// failMsg tells a neighbour in the job's tree that the job failed at process origin, which
+// the sender found or was told (node.spreadFailure); the payload is the error's text as
+// origin wrote it, and the flags keep what errors.Is finds in it.
+type failMsg struct {
+	origin                     int
+	deadlock, peerLost, closed bool
+}
 
 func (m *failMsg) header() transport.Header {
-	return transport.Header{Type: msgFail, Flags: flags(m.deadlock, flagDeadlock) | flags(m.peerLost, flagPeerLost)}
+	return transport.Header{Type: msgFail, Arg: int64(m.origin),
+		Flags: flags(m.deadlock, flagDeadlock) | flags(m.peerLost, flagPeerLost) | flags(m.closed, flagPeerClosed)}
 }
 
 func decodeFailure(h *transport.Header) failMsg {
-	return failMsg{deadlock: h.Flags&flagDeadlock != 0, peerLost: h.Flags&flagPeerLost != 0}
+	return failMsg{origin: int(h.Arg), deadlock: h.Flags&flagDeadlock != 0, peerLost: h.Flags&flagPeerLost != 0,
+		closed: h.Flags&flagPeerClosed != 0}
 }
 
 // stuckMsg reports to rank 0 that every task of the sender is blocked or done; the payload is a
@@ -199,6 +206,7 @@ func (n *node) Sink(from int, h *transport.Header) ([]byte, error) {
 // A malformed message fails the job, naming the sender.
 func (n *node) Handle(from int, h *transport.Header, payload []byte) {
 	var err error
+	n.wide.counts.count(h.Type, false)
 	switch h.Type {
 	case msgRequest:
 		n.j.det.moved()
@@ -212,7 +220,7 @@ func (n *node) Handle(from int, h *transport.Header, payload []byte) {
 	case msgProblems:
 		n.problemsFrom(from, payload)
 	case msgFail:
-		n.peerFailed(from, decodeFailure(h), payload)
+		err = n.peerFailed(from, decodeFailure(h), payload)
 	case msgStuck:
 		n.stuck(from, decodeStuck(h), payload)
 	case msgClock:
@@ -231,6 +239,13 @@ func (n *node) Handle(from int, h *transport.Header, payload []byte) {
 	if err != nil {
 		n.j.fail(fmt.Errorf("orwl: protocol error from rank %d: %w", from, err))
 	}
+}
+
+// sendWide sends a job-wide message (one of the tree's, tree.go) to rank to, on the
+// Requester-role connection, and counts it.
+func (n *node) sendWide(to int, h transport.Header, payload []byte) error {
+	n.wide.counts.count(h.Type, true)
+	return n.mesh.Send(to, transport.Requester, h, payload)
 }
 
 // The steps of a checkpoint and of a restart: the Flags of a msgCheckpoint, each with a

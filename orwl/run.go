@@ -396,7 +396,8 @@ func (j *job) ownedByIndex(idx uint32) (*location, error) {
 func (j *job) fail(err error) {
 	j.errMu.Lock()
 	first := j.err == nil
-	if !first && errors.Is(j.err, transport.ErrPeerClosed) && !errors.Is(err, transport.ErrPeerClosed) {
+	better := !first && errors.Is(j.err, transport.ErrPeerClosed) && !errors.Is(err, transport.ErrPeerClosed)
+	if better {
 		j.err = err // a better reason for the same failure; everything else is done already
 	}
 	if j.agreed && first {
@@ -409,6 +410,9 @@ func (j *job) fail(err error) {
 		j.failed.Store(true)
 	}
 	j.errMu.Unlock()
+	if better && j.node != nil {
+		j.node.spreadFailure(err) // those that heard of the closed mesh from here hear why
+	}
 	if !first {
 		return
 	}
@@ -422,17 +426,12 @@ func (j *job) fail(err error) {
 		return
 	}
 	j.node.req.failTickets(err)
-	// Every process tells every other one, also of a failure it was told of (but not back to
-	// whoever told it): a process cut off from the one that failed first still hears of it,
-	// before any goodbye. A schedule error is found by every process alike.
+	// Every process passes the failure on along the job's tree, also a failure it was told
+	// of (spreadFailure). A schedule error is found by every process alike.
 	if _, everywhere := errors.AsType[*scheduleError](err); everywhere {
 		return
 	}
-	from := -1
-	if remote, ok := errors.AsType[*peerFailure](err); ok {
-		from = remote.rank
-	}
-	j.node.broadcastFailure(err, from)
+	j.node.spreadFailure(err)
 }
 
 // agree records the end of the final agreement: what goes wrong afterwards (a grant for a

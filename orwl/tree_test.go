@@ -1,0 +1,119 @@
+package orwl_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/orwl-go/orwl/orwl"
+)
+
+// wideLog keeps, by rank, the counts of job-wide messages that each process logs at the
+// end of its job ("orwl: job-wide messages").
+type wideLog struct {
+	mu             sync.Mutex
+	sent, received []map[string]int64
+}
+
+func newWideLog(procs int) *wideLog {
+	w := &wideLog{sent: make([]map[string]int64, procs), received: make([]map[string]int64, procs)}
+	for r := range procs {
+		w.sent[r], w.received[r] = map[string]int64{}, map[string]int64{}
+	}
+	return w
+}
+
+// logger returns the logger of rank's process.
+func (w *wideLog) logger(rank int) *slog.Logger { return slog.New(&wideHandler{w: w, rank: rank}) }
+
+// wideHandler records the counts of one process.
+type wideHandler struct {
+	w    *wideLog
+	rank int
+}
+
+func (h *wideHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *wideHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *wideHandler) WithGroup(string) slog.Handler            { return h }
+
+func (h *wideHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "orwl: job-wide messages" {
+		return nil
+	}
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	r.Attrs(func(a slog.Attr) bool {
+		into := map[string]map[string]int64{"sent": h.w.sent[h.rank], "received": h.w.received[h.rank]}[a.Key]
+		if into != nil {
+			for _, c := range a.Value.Group() {
+				into[c.Key] = int64(c.Value.Uint64())
+			}
+		}
+		return true
+	})
+	return nil
+}
+
+// runCounted runs a job of procs processes in this process, one task each, and returns
+// each rank's error and the job-wide messages each one counted.
+func runCounted(t *testing.T, procs int, locations []string, fn orwl.TaskFunc) ([]error, *wideLog) {
+	t.Helper()
+	w := newWideLog(procs)
+	errs := runEachProc(t, context.Background(), procs, func(rank int) orwl.Config {
+		return orwl.Config{Tasks: procs, Locations: locations, Logger: w.logger(rank)}
+	}, fn)
+	return errs, w
+}
+
+// TestFailureSpreadsAlongTheTree: a failure of one process of 16 reaches every other one,
+// naming the process and its error, while no process sends more than one failure message
+// per neighbour in the job's tree (3), where each used to send one to every other process.
+// The failing task fails once every other task has read its location x: all of them are
+// past the schedule.
+func TestFailureSpreadsAlongTheTree(t *testing.T) {
+	const procs, failing = 16, 5
+	errs, counts := runCounted(t, procs, []string{"x"}, func(ctx context.Context, task *orwl.Task) error {
+		x := task.Loc(failing, "x")
+		if task.ID() == failing {
+			w := task.WriteInsert(x, 1)
+			if err := task.Schedule(ctx); err != nil {
+				return err
+			}
+			if err := w.Acquire(ctx); err != nil {
+				return err
+			}
+			return errors.New("boom")
+		}
+		r := task.ReadInsert(x, 0)
+		if err := task.Schedule(ctx); err != nil {
+			return err
+		}
+		if err := r.Section(ctx, func([]byte) error { return nil }); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	for r, err := range errs {
+		want := fmt.Sprintf("orwl: rank %d failed: boom", failing)
+		if r == failing {
+			want = "boom"
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("rank %d: Run returned %v, want %q", r, err, want)
+		}
+	}
+	var total int64
+	for r := range procs {
+		n := counts.sent[r]["fail"]
+		total += n
+		if n > 3 {
+			t.Errorf("rank %d sent %d failure messages, want at most 3 (its neighbours in the tree)", r, n)
+		}
+	}
+	t.Logf("failure messages sent: %d in all, by %d processes", total, procs)
+}
