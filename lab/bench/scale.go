@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -107,7 +108,7 @@ func benchScale(fs *flag.FlagSet) func(rep *report) error {
 	iters := fs.Int("iters", 1000, "iterations of each run")
 	variantList := fs.String("variants", "default", `semicolon-separated variants of the orwl runs, each "default" or space-separated NAME=value of its environment, and bin=PATH for a prebuilt examples/stencil (another commit's), e.g. "default;ORWL_SPIN=0"`)
 	timeout := fs.Duration("timeout", 2*time.Minute, "time after which a run is killed and reported as such")
-	sample := fs.Duration("sample", 25*time.Millisecond, "period of the /proc samples")
+	sample := fs.Duration("sample", 100*time.Millisecond, "period of the /proc samples (a sample of 64 processes reads some 10000 files)")
 	rounds := fs.Int("rounds", 2, "interleaved rounds of the contenders of each N; best and median reported")
 	withMPI := fs.Bool("mpi", true, "also run the C MPI reference when Open MPI's mpicc and mpirun are present")
 	return func(rep *report) error {
@@ -512,8 +513,47 @@ func sampleJob(pid int, name string, period time.Duration, stop <-chan struct{})
 // truncComm is name as /proc/PID/comm shows it: at most 15 bytes.
 func truncComm(name string) string { return name[:min(len(name), 15)] }
 
-// descendants returns the processes under pid, from the parents in /proc/PID/stat.
+// descendants returns the processes under pid: from /proc/PID/task/TID/children, or where
+// the kernel has no such file, from the parents in every /proc/PID/stat.
 func descendants(pid int) []int {
+	var out []int
+	for queue := []int{pid}; len(queue) > 0; queue = queue[1:] {
+		kids, ok := children(queue[0])
+		if !ok {
+			return descendantsByParent(pid)
+		}
+		out = append(out, kids...)
+		queue = append(queue, kids...)
+	}
+	return out
+}
+
+// children returns the children of process p, and false when the kernel does not list them
+// (a process gone meanwhile has none).
+func children(p int) ([]int, bool) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", p))
+	if err != nil {
+		return nil, true
+	}
+	var out []int
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", p, t.Name()))
+		if errors.Is(err, os.ErrNotExist) {
+			if _, gone := os.Stat(fmt.Sprintf("/proc/%d/task/%s", p, t.Name())); gone == nil {
+				return nil, false
+			}
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out, true
+}
+
+// descendantsByParent returns the processes under pid, from the parents in /proc/PID/stat.
+func descendantsByParent(pid int) []int {
 	entries, _ := os.ReadDir("/proc")
 	children := map[int][]int{}
 	for _, e := range entries {

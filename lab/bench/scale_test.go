@@ -3,7 +3,10 @@ package main
 import (
 	"errors"
 	"os"
+	"os/exec"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -22,6 +25,40 @@ func TestStatParent(t *testing.T) {
 		if ppid, ok := statParent(c.stat); ppid != c.ppid || ok != c.ok {
 			t.Errorf("statParent(%q) = %d, %v; want %d, %v", c.stat, ppid, ok, c.ppid, c.ok)
 		}
+	}
+}
+
+// TestDescendants: the children files and the parents in /proc/PID/stat find the same
+// processes under a shell that runs two sleeps, and sampleJob samples those of a command.
+func TestDescendants(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	cmd := exec.Command("sh", "-c", "sleep 60 & sleep 60 & wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the shell and its sleeps
+	var got []int
+	for range 1000 { // until the shell has started its two sleeps
+		if got = descendants(cmd.Process.Pid); len(got) == 2 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	byParent := descendantsByParent(cmd.Process.Pid)
+	slices.Sort(got)
+	slices.Sort(byParent)
+	if len(got) != 2 || !slices.Equal(got, byParent) {
+		t.Fatalf("descendants %v, by parent %v; want the shell's two sleeps in both", got, byParent)
+	}
+	stop := make(chan struct{})
+	close(stop) // one sample
+	peaks, _ := sampleJob(cmd.Process.Pid, "sleep", time.Second, stop)
+	if len(peaks) != 2 || peaks[got[0]].rss <= 0 || peaks[got[0]].threads != 1 || peaks[got[0]].fds < 1 {
+		t.Fatalf("samples of two sleeps: %+v", peaks)
 	}
 }
 
@@ -125,8 +162,8 @@ func TestSummarize(t *testing.T) {
 	}
 }
 
-// TestRunScale: a job is sampled through the launcher's descendants, and a job that fails
-// or does not end in time is a run with its error, killed with its processes.
+// TestRunScale: a job that fails or does not end in time is a run with its error, killed
+// with its processes.
 func TestRunScale(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("no /proc")
@@ -134,9 +171,9 @@ func TestRunScale(t *testing.T) {
 	base := scaleJob{procs: 1, iters: 10, cells: 1, timeout: time.Minute, sample: 5 * time.Millisecond, program: "sleep",
 		parse: func(string) (float64, string, error) { return 1e-3, "x", nil }}
 	j := base
-	j.argv = []string{"sh", "-c", "sleep 0.3; echo done"}
-	if r := runScale(j); !r.finished || len(r.peaks) != 1 {
-		t.Errorf("a job of one process: %v, %d processes seen", r, len(r.peaks))
+	j.argv = []string{"sh", "-c", "echo done"}
+	if r := runScale(j); !r.finished || r.err != "" {
+		t.Errorf("a job that succeeds: %v", r)
 	}
 	j.argv = []string{"sh", "-c", "echo broken; exit 3"}
 	if r := runScale(j); r.finished || !strings.Contains(r.err, "exit status 3: broken") {
