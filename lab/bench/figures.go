@@ -49,7 +49,7 @@ type figuresFlags struct {
 	mmSizes, mmProcs           string
 	firstSizes, sections       string
 	stencilArgs, wavefrontArgs string
-	sphArgs                    string
+	sphArgs, scaleArgs         string
 }
 
 // figuresSetup declares the flags of the figures command and returns its body.
@@ -63,16 +63,17 @@ func figuresSetup(fs *flag.FlagSet) func(*report) error {
 	fs.IntVar(&f.mmRounds, "matmul-rounds", 2, "rounds of every measurement of the matmul sweep")
 	fs.StringVar(&f.firstSizes, "first-n", "4096,6144", "matrix sizes of the first-multiplication comparison")
 	fs.IntVar(&f.firstRounds, "first-rounds", 5, "alternations of the first-multiplication comparison")
-	fs.StringVar(&f.sections, "sections", "locks,kernels,matmul,first,hybrid,stencil,wavefront,sph,cholesky,checkpoint,hosts,grant,faults,gpu", "the measurements to make; the figures are rewritten with these only (try fewer on a copy of the page); gpu measures nothing: it rewrites the GPU part alone from the results of bench gpu in the results folder's gpu/")
+	fs.StringVar(&f.sections, "sections", "locks,kernels,matmul,first,hybrid,stencil,wavefront,sph,scale,cholesky,checkpoint,hosts,grant,faults,gpu", "the measurements to make; the figures are rewritten with these only (try fewer on a copy of the page); gpu measures nothing: it rewrites the GPU part alone from the results of bench gpu in the results folder's gpu/")
 	fs.StringVar(&f.stencilArgs, "stencil-args", "", "more flags of the stencil command (for example -sizes 1000 -rounds 1)")
 	fs.StringVar(&f.wavefrontArgs, "wavefront-args", "", "more flags of the wavefront command (for example -n 20000 -rounds 1)")
 	fs.StringVar(&f.sphArgs, "sph-args", "", "more flags of the sph command (for example -n 20000 -steps 20)")
+	fs.StringVar(&f.scaleArgs, "scale-args", "-procs 4,8,16,32,64", "flags of the scale command")
 	return func(*report) error { return benchFigures(f) }
 }
 
 // figuresSections are the measurements the figures command can make, in the order of the
 // page (gpu measures nothing: it rewrites the GPU part from bench gpu's results).
-var figuresSections = []string{"locks", "kernels", "matmul", "first", "hybrid", "stencil", "wavefront", "sph", "cholesky", "checkpoint", "grant", "hosts", "faults", "gpu"}
+var figuresSections = []string{"locks", "kernels", "matmul", "first", "hybrid", "stencil", "wavefront", "sph", "scale", "cholesky", "checkpoint", "grant", "hosts", "faults", "gpu"}
 
 // benchFigures measures what f asks and rewrites the figures of f.page.
 func benchFigures(f *figuresFlags) error {
@@ -165,6 +166,9 @@ func measureFigures(f *figuresFlags, mm matmulSweep, want map[string]bool, root,
 		"sph": func() error {
 			return appendRows(&b, out, sphFigures, append([]string{"sph"}, strings.Fields(f.sphArgs)...)...)
 		},
+		"scale": func() error {
+			return appendRows(&b, out, scaleFigures, append([]string{"scale"}, strings.Fields(f.scaleArgs)...)...)
+		},
 		"cholesky": func() error {
 			return appendRows(&b, out, choleskyFigures, "cholesky", "-n", "4096,8192", "-single=false")
 		},
@@ -184,7 +188,7 @@ func measureFigures(f *figuresFlags, mm matmulSweep, want map[string]bool, root,
 	fmt.Fprintf(&b, "\nCharts: %s, %s, %s; tables: %s.\n", link("kernels", "kernels.svg"), link("matmul against N", "matmul_n.svg"),
 		link("matmul against processes", "matmul_procs.svg"), strings.Join([]string{link("matmul", "matmul.txt"),
 			link("first multiplication", "first.txt"), link("hybrid", "hybrid.txt"), link("stencil", "stencil.txt"),
-			link("wavefront", "wavefront.txt"), link("sph", "sph.txt"), link("cholesky", "cholesky.txt"), link("checkpoint", "checkpoint.txt"),
+			link("wavefront", "wavefront.txt"), link("sph", "sph.txt"), link("scale", "scale.txt"), link("cholesky", "cholesky.txt"), link("checkpoint", "checkpoint.txt"),
 			link("hosts", "hosts.txt"), link("grant", "grant.txt"), link("faults", "faults.txt")}, ", "))
 	return b.String(), nil
 }

@@ -703,3 +703,40 @@ func (r scaleRow) line() string {
 	return fmt.Sprintf("%5d %-30s %-6s %8s %10s %7s %11s %7s %9s %9s %8.1f %8.0f %s", r.Procs, r.Contender, done, start, perIter, ratio,
 		pair(r.RSSMiB, "%.1f"), pair(r.Threads, "%.0f"), pair(r.FDs, "%.0f"), pair(r.Conns, "%.0f"), r.HostShmMiB, r.BeatsPerSec, r.Error)
 }
+
+// scaleFigures formats the rows of the scale command for the figures page: per number of
+// processes, the default orwl run beside Open MPI's, with what each process held.
+func scaleFigures(rows []scaleRow) string {
+	var b strings.Builder
+	b.WriteString("\n| processes | ORWL per iteration | Open MPI | ratio | threads | RSS MiB | fds | TCP connections | heartbeats/s | start s (MPI) | finished |\n" +
+		"|---|---|---|---|---|---|---|---|---|---|---|\n")
+	mpi := map[int]scaleRow{}
+	for _, r := range rows {
+		if strings.HasPrefix(r.Contender, "mpi") {
+			mpi[r.Procs] = r
+		}
+	}
+	for _, r := range rows {
+		if r.Contender != "orwl" {
+			continue
+		}
+		m := mpi[r.Procs]
+		per, ref, ratio, start := "-", "-", "-", "-"
+		if r.Finished > 0 {
+			per, start = seconds(r.PerIteration.Best), fmt.Sprintf("%.2f", r.Start.Best)
+		}
+		if m.Finished > 0 {
+			ref, start = seconds(m.PerIteration.Best), fmt.Sprintf("%s (%.2f)", start, m.Start.Best)
+		}
+		if r.Ratio > 0 {
+			ratio = fmt.Sprintf("%.2fx", r.Ratio)
+		}
+		done := fmt.Sprintf("%d of %d", r.Finished, r.Runs)
+		if r.Error != "" {
+			done += ": " + strings.ReplaceAll(r.Error, "|", "/")
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %.0f | %.1f | %.0f | %.0f | %.0f | %s | %s |\n", r.Procs, per, ref, ratio,
+			r.Threads.Max, r.RSSMiB.Mean, r.FDs.Mean, r.Conns.Mean, r.BeatsPerSec, start, done)
+	}
+	return b.String()
+}
