@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -70,25 +71,55 @@ func (m *Mesh) setBook(book []string) {
 	}
 }
 
-// dialAsync dials rank j in a goroutine of the mesh, maxDials at a time; a dial that fails
-// loses j (during the start, the start then fails naming it).
+// dialAsync queues rank j for a dialer of the mesh, starting one when fewer than maxDials
+// run; a dial that fails loses j (during the start, the start then fails naming it).
 func (m *Mesh) dialAsync(j int) {
+	m.dialMu.Lock()
+	m.dialQ = append(m.dialQ, j)
+	start := m.dialers < maxDials
+	if start {
+		m.dialers++
+	}
+	m.dialMu.Unlock()
+	if !start {
+		return
+	}
 	if !m.track() {
+		m.dialMu.Lock()
+		m.dialers--
+		m.dialMu.Unlock()
 		return
 	}
 	go func() {
 		defer m.wg.Done()
-		select {
-		case m.dialSlots <- struct{}{}:
-		case <-m.done:
-			return
-		}
-		err := m.dialPeer(j)
-		<-m.dialSlots
-		if err != nil && !errors.Is(err, ErrClosed) {
-			m.lose(j, err)
+		for j, ok := m.nextDial(); ok; j, ok = m.nextDial() {
+			if err := m.dialPeer(j); err != nil && !errors.Is(err, ErrClosed) {
+				m.lose(j, err)
+			}
 		}
 	}()
+}
+
+// nextDial takes the queued rank that comes first after this process's, round the ranks
+// (so that the processes of a job that all want the same peers do not all dial the same one
+// first), or reports that none is queued, or the mesh closes: the dialer then ends.
+func (m *Mesh) nextDial() (int, bool) {
+	m.dialMu.Lock()
+	defer m.dialMu.Unlock()
+	if len(m.dialQ) == 0 || m.closing.Load() {
+		m.dialers--
+		return 0, false
+	}
+	after := func(j int) int { return (j - m.rank + m.size) % m.size }
+	first := 0
+	for i, j := range m.dialQ {
+		if after(j) < after(m.dialQ[first]) {
+			first = i
+		}
+	}
+	j := m.dialQ[first]
+	m.dialQ = slices.Delete(m.dialQ, first, first+1)
+	return j, true
 }
 
 // dialPeer dials rank j at its address in the book and attaches the connection as this

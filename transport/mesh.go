@@ -232,9 +232,12 @@ type Mesh struct {
 	closeOnce  sync.Once
 	started    time.Time
 
-	// Connections (connect.go): the address book, once it came, and the dials under way.
-	book      atomic.Pointer[[]string]
-	dialSlots chan struct{}
+	// Connections (connect.go): the address book, once it came, and the ranks waiting for
+	// one of the dialers, of which at most maxDials run.
+	book    atomic.Pointer[[]string]
+	dialMu  sync.Mutex
+	dialQ   []int
+	dialers int
 	// srv serves the listener until Close.
 	srv atomic.Pointer[http.Server]
 
@@ -329,14 +332,13 @@ func New(cfg Config) (*Mesh, error) {
 	}
 	m := &Mesh{
 		rank: cfg.Rank, size: cfg.Size, cfg: cfg,
-		log:       cfg.Logger.With("component", "transport", "rank", cfg.Rank),
-		h:         cfg.Handler,
-		peers:     peers,
-		done:      make(chan struct{}),
-		dialSlots: make(chan struct{}, maxDials),
-		started:   time.Now(),
-		readers:   readerGroup{spin: cfg.Spin, idle: cfg.Idle},
-		coll:      newCollective(),
+		log:     cfg.Logger.With("component", "transport", "rank", cfg.Rank),
+		h:       cfg.Handler,
+		peers:   peers,
+		done:    make(chan struct{}),
+		started: time.Now(),
+		readers: readerGroup{spin: cfg.Spin, idle: cfg.Idle},
+		coll:    newCollective(),
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	if cfg.Oversubscribed {
