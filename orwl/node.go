@@ -108,7 +108,7 @@ func (n *node) peerFailed(from int, m failMsg, payload []byte) error {
 		return fmt.Errorf("a failure of rank %d, and the job has ranks 0 to %d", m.origin, n.j.procs-1)
 	}
 	f := &peerFailure{rank: m.origin, via: from, msg: string(payload), deadlock: m.deadlock, peerLost: m.peerLost,
-		closed: m.closed}
+		yields: m.yields}
 	if note := n.mesh.PauseNote(); note != "" {
 		f.note = " " + note
 	} else if strings.Contains(f.msg, fmt.Sprintf("process rank %d lost", n.j.rank)) {
@@ -180,11 +180,12 @@ func (n *node) exchangeProblems(ctx context.Context, mine []error) ([]string, er
 
 // peerFailure is the failure of another process of the job, as it reported it: origin
 // rank failed with msg, which this process heard from neighbour via; note says what this
-// process adds (that it is the one lost, or was paused).
+// process adds (that it is the one lost, or was paused); yields, that msg only says that
+// yet another process closed its mesh or failed (see job.fail).
 type peerFailure struct {
 	rank, via                  int
 	msg, note                  string
-	deadlock, peerLost, closed bool
+	deadlock, peerLost, yields bool
 }
 
 func (e *peerFailure) Error() string {
@@ -192,11 +193,9 @@ func (e *peerFailure) Error() string {
 }
 
 // Is makes a deadlock or a lost process that another process found match ErrDeadlock or
-// ErrPeerLost here too, and a process that closed its mesh transport.ErrPeerClosed (so
-// that the failure gives way to the reason why, when it comes: job.fail).
+// ErrPeerLost here too.
 func (e *peerFailure) Is(target error) bool {
-	return e.deadlock && target == ErrDeadlock || e.peerLost && target == ErrPeerLost ||
-		e.closed && target == transport.ErrPeerClosed
+	return e.deadlock && target == ErrDeadlock || e.peerLost && target == ErrPeerLost
 }
 
 // spreading is the failure that this process spreads: the message and its payload.
@@ -216,10 +215,10 @@ type spreading struct {
 // text; passing it on adds nothing to them.
 func (n *node) spreadFailure(err error) {
 	f := &spreading{failMsg{origin: n.j.rank, deadlock: errors.Is(err, ErrDeadlock), peerLost: errors.Is(err, ErrPeerLost),
-		closed: errors.Is(err, transport.ErrPeerClosed)}, []byte(err.Error())}
+		yields: yields(err)}, []byte(err.Error())}
 	from := -1
 	if p, ok := errors.AsType[*peerFailure](err); ok {
-		f = &spreading{failMsg{origin: p.rank, deadlock: p.deadlock, peerLost: p.peerLost, closed: p.closed}, []byte(p.msg)}
+		f = &spreading{failMsg{origin: p.rank, deadlock: p.deadlock, peerLost: p.peerLost, yields: p.yields}, []byte(p.msg)}
 		from = p.via
 	}
 	n.wide.mu.Lock()

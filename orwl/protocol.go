@@ -25,7 +25,7 @@ const (
 	msgRelease                                // releaseMsg: requester to owner
 	msgProblems                               // payload: the sender's init-phase mistakes as text (empty when none), at the schedule
 	msgFail                                   // failMsg: the sender's job failed
-	msgStuck                                  // stuckMsg: a stuck process to rank 0, for deadlock detection
+	msgStuck                                  // stuckMsg: deadlock detection's reports and probes, along the job's tree
 	msgTracePart                              // payload: the sender's trace part, to rank 0 at the end
 	msgClock                                  // clockMsg: a process to rank 0 and back, for the trace
 	msgCheckpoint                             // ckptMessage: a step of a checkpoint or a restart, a form for each (ckptPrepare...)
@@ -44,9 +44,9 @@ const (
 	flagPeerLost             // failMsg: the failure is a lost process
 	flagMore                 // grantMsg: another grant of the same FIFO operation follows for this process
 
-	flagRecycle    = flagFailed  // grantMsg: the requester's copy is not read again before the data changes
-	flagDropped    = flagRefused // releaseMsg: the requester's mirror holds nothing any more
-	flagPeerClosed = flagWrite   // failMsg: the failure is a process that closed its mesh (transport.ErrPeerClosed)
+	flagRecycle = flagFailed  // grantMsg: the requester's copy is not read again before the data changes
+	flagDropped = flagRefused // releaseMsg: the requester's mirror holds nothing any more
+	flagYields  = flagWrite   // failMsg: the failure only says that a process closed its mesh or failed (job.fail)
 )
 
 // flags is f when set, else 0.
@@ -149,28 +149,42 @@ func tracePartHeader() transport.Header { return transport.Header{Type: msgTrace
 // origin wrote it, and the flags keep what errors.Is finds in it.
 type failMsg struct {
 	origin                     int
-	deadlock, peerLost, closed bool
+	deadlock, peerLost, yields bool
 }
 
 func (m *failMsg) header() transport.Header {
 	return transport.Header{Type: msgFail, Arg: int64(m.origin),
-		Flags: flags(m.deadlock, flagDeadlock) | flags(m.peerLost, flagPeerLost) | flags(m.closed, flagPeerClosed)}
+		Flags: flags(m.deadlock, flagDeadlock) | flags(m.peerLost, flagPeerLost) | flags(m.yields, flagYields)}
 }
 
 func decodeFailure(h *transport.Header) failMsg {
 	return failMsg{origin: int(h.Arg), deadlock: h.Flags&flagDeadlock != 0, peerLost: h.Flags&flagPeerLost != 0,
-		closed: h.Flags&flagPeerClosed != 0}
+		yields: h.Flags&flagYields != 0}
 }
 
-// stuckMsg reports to rank 0 that every task of the sender is blocked or done; the payload is a
-// stuckReport in JSON.
-type stuckMsg struct{ epoch uint64 } // the count of the sender's looks that saw something move
+// stuckMsg is a message of the deadlock watch along the job's tree (deadlock_dist.go), in
+// one of three forms: stuckUp, from a child to its parent, carries the reports of the stuck
+// processes of the child's subtree that changed since it last sent them (the payload:
+// []stuckEntry in JSON); stuckProbe, from a parent to its children, asks for the epochs of
+// every process of their subtrees (probe: its number); stuckAnswers answers it (the payload:
+// []stuckAnswer in JSON).
+type stuckMsg struct {
+	form  uint8
+	probe uint64
+}
+
+// The forms of a stuckMsg.
+const (
+	stuckUp uint8 = iota
+	stuckProbe
+	stuckAnswers
+)
 
 func (m *stuckMsg) header() transport.Header {
-	return transport.Header{Type: msgStuck, Seq: m.epoch}
+	return transport.Header{Type: msgStuck, Flags: m.form, Seq: m.probe}
 }
 
-func decodeStuck(h *transport.Header) stuckMsg { return stuckMsg{epoch: h.Seq} }
+func decodeStuck(h *transport.Header) stuckMsg { return stuckMsg{form: h.Flags, probe: h.Seq} }
 
 // clockMsg asks rank 0 for its wall clock (asked: the asker's, Unix ns); rank 0's answer adds
 // its own.
@@ -222,7 +236,7 @@ func (n *node) Handle(from int, h *transport.Header, payload []byte) {
 	case msgFail:
 		err = n.peerFailed(from, decodeFailure(h), payload)
 	case msgStuck:
-		n.stuck(from, decodeStuck(h), payload)
+		err = n.stuck(from, decodeStuck(h), payload)
 	case msgClock:
 		n.clockMessage(from, decodeClock(h))
 	case msgCheckpoint:

@@ -34,15 +34,16 @@ func TestMessagesRoundTrip(t *testing.T) {
 			t.Errorf("release %+v came back as %+v", m, got)
 		}
 	}
-	for _, m := range []failMsg{{}, {deadlock: true}, {peerLost: true}, {deadlock: true, peerLost: true}} {
+	for _, m := range []failMsg{{}, {origin: 3, deadlock: true}, {peerLost: true}, {origin: 1 << 20, deadlock: true, peerLost: true, yields: true}} {
 		h := m.header()
 		if got := decodeFailure(&h); got != m {
 			t.Errorf("failure %+v came back as %+v", m, got)
 		}
 	}
-	s := stuckMsg{epoch: 1 << 33}
-	if h := s.header(); decodeStuck(&h) != s {
-		t.Errorf("stuck %+v did not come back", s)
+	for _, s := range []stuckMsg{{form: stuckUp}, {form: stuckProbe, probe: 1 << 33}, {form: stuckAnswers, probe: 7}} {
+		if h := s.header(); decodeStuck(&h) != s {
+			t.Errorf("stuck %+v did not come back", s)
+		}
 	}
 	c := clockMsg{asked: 1_700_000_000_000_000_000, answer: 1_700_000_000_000_000_123}
 	if h := c.header(); decodeClock(&h) != c {

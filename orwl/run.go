@@ -98,15 +98,48 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 	return sigterm.end(j.failure())
 }
 
-// awaitReason waits, when the job's failure only says that a process closed its mesh (a
-// send found its goodbye on one connection), until that process is gone: the report of
-// why it left, which it sent before its goodbye on the other connection, has then replaced
-// the failure (fail).
+// awaitReason waits, when the job's failure only says that another process closed its
+// mesh or failed (yields), for the report of why, which that process spread along the
+// job's tree (node.spreadFailure) before it closed its mesh or said it failed, and which
+// replaces the failure (fail): until it comes, or for a peer timeout at most.
 func (j *job) awaitReason() {
-	var lost *transport.PeerLostError
-	if err := j.failure(); errors.As(err, &lost) && errors.Is(err, transport.ErrPeerClosed) {
-		j.mesh.AwaitGone(lost.Rank)
+	j.errMu.Lock()
+	reason, wait := j.reasonLocked(), j.peerTimeout
+	j.errMu.Unlock()
+	if !yields(j.failure()) {
+		return
 	}
+	if wait == 0 {
+		wait = defaultPeerTimeout
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-reason:
+	case <-t.C:
+	}
+}
+
+// reasonLocked returns the channel that is closed once the job's failure says why; errMu
+// held.
+func (j *job) reasonLocked() chan struct{} {
+	if j.reason == nil {
+		j.reason = make(chan struct{})
+	}
+	return j.reason
+}
+
+// defaultPeerTimeout is the transport's peer timeout when none is set
+// (transport.Config.PeerTimeout).
+const defaultPeerTimeout = 3 * time.Second
+
+// yields reports whether err only says that another process closed its mesh or failed,
+// so that the report of why, when it comes, replaces it.
+func yields(err error) bool {
+	if p, ok := errors.AsType[*peerFailure](err); ok {
+		return p.yields
+	}
+	return errors.Is(err, transport.ErrPeerClosed) || errors.Is(err, transport.ErrPeerFailed)
 }
 
 // start starts the tasks of this process in wg.
@@ -195,9 +228,10 @@ type job struct {
 	bufs         buffers       // allocates the data of locations and mirrors (Config.Checked)
 
 	errMu  sync.Mutex
-	err    error       // the first failure
-	failed atomic.Bool // err is set
-	agreed bool        // the final agreement is over; guarded by errMu
+	err    error         // the first failure
+	failed atomic.Bool   // err is set
+	agreed bool          // the final agreement is over; guarded by errMu
+	reason chan struct{} // closed once err says why the job failed (see yields); made by reasonLocked
 
 	mu           sync.Mutex
 	arrived      []*Task       // tasks that reached the schedule, with their requests
@@ -391,12 +425,13 @@ func (j *job) ownedByIndex(idx uint32) (*location, error) {
 // learn it by themselves (a failure another process reported, or the init-phase mistakes
 // that the schedule reports to every task).
 //
-// A first failure that only says a peer closed its mesh (a process that left because its
-// job failed, before its report of why arrived here) gives way to the first that says why.
+// A first failure that only says that a peer closed its mesh or failed (a process that
+// left, or said at the end that it failed, before its report of why arrived here: yields)
+// gives way to the first that says why, which goes on along the job's tree.
 func (j *job) fail(err error) {
 	j.errMu.Lock()
 	first := j.err == nil
-	better := !first && errors.Is(j.err, transport.ErrPeerClosed) && !errors.Is(err, transport.ErrPeerClosed)
+	better := !first && yields(j.err) && !yields(err)
 	if better {
 		j.err = err // a better reason for the same failure; everything else is done already
 	}
@@ -408,6 +443,9 @@ func (j *job) fail(err error) {
 	if first {
 		j.err = err
 		j.failed.Store(true)
+	}
+	if (first || better) && !yields(err) {
+		close(j.reasonLocked())
 	}
 	j.errMu.Unlock()
 	if better && j.node != nil {

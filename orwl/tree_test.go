@@ -117,3 +117,46 @@ func TestFailureSpreadsAlongTheTree(t *testing.T) {
 	}
 	t.Logf("failure messages sent: %d in all, by %d processes", total, procs)
 }
+
+// ringOfBlocks breaks the discipline along a ring of 16 tasks: each task holds its own
+// block and waits for the next task's.
+func ringOfBlocks(ctx context.Context, task *orwl.Task) error {
+	next := (task.ID() + 1) % 16
+	mine := task.WriteInsert(task.Loc(task.ID(), "block"), 0)
+	theirs := task.WriteInsert(task.Loc(next, "block"), 1)
+	if err := task.Schedule(ctx); err != nil {
+		return err
+	}
+	return mine.Section(ctx, func([]byte) error {
+		return theirs.Section(ctx, func([]byte) error { return nil })
+	})
+}
+
+// TestDeadlockReportsGatherAlongTheTree: a deadlock around 16 processes is found and
+// named, and rank 0 receives the reports of the stuck processes merged by its children in
+// the tree: a few messages from each, where it used to receive two rounds at least from
+// every other process.
+func TestDeadlockReportsGatherAlongTheTree(t *testing.T) {
+	const procs = 16
+	errs, counts := runCounted(t, procs, []string{"block"}, ringOfBlocks)
+	for r, err := range errs {
+		wantErr(t, err, orwl.ErrDeadlock, `task 15 waits to write task 0 "block" (position 1), held by task 0`)
+		if t.Failed() {
+			t.Fatalf("rank %d", r)
+		}
+	}
+	got := counts.received[0]["stuck"]
+	t.Logf("rank 0 received %d deadlock reports; sent by rank: %v", got, sentBy(counts, "stuck"))
+	if got >= procs-1 {
+		t.Errorf("rank 0 received %d deadlock reports, want fewer than one from each other process (%d)", got, procs-1)
+	}
+}
+
+// sentBy lists how many messages of kind each rank sent.
+func sentBy(w *wideLog, kind string) []int64 {
+	var n []int64
+	for _, s := range w.sent {
+		n = append(n, s[kind])
+	}
+	return n
+}
