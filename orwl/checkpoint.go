@@ -72,6 +72,9 @@ import (
 //   - checkpoint_coord.go: rank 0's coordinator, a state machine that runs the exchanges
 //     above and the restart's, and logs what could not be written; checkpoint_driver.go
 //     feeds it its inputs and does what it says.
+//   - checkpoint_tree.go: how the exchanges travel, along the job's tree: rank 0's messages
+//     down, each passed on by a process to its children, and the answers up, a process's
+//     and its subtree's made one.
 //   - restore.go: the restart from a checkpoint, whose protocol it describes.
 //   - protocol.go: the checkpoint messages, a form for each step, and how they travel.
 
@@ -134,6 +137,7 @@ type checkpointer struct {
 
 	armedAt time.Time // when this process armed the checkpoint being taken (rank 0 logs it)
 
+	relay relay            // the answers of this process's subtree to rank 0 (checkpoint_tree.go)
 	coord *ckptCoordinator // rank 0's coordinator; nil on the other ranks
 	inbox *coordInbox      // rank 0's coordinator's inputs (checkpoint_driver.go); nil on the other ranks
 }

@@ -89,10 +89,10 @@ type ckptCoordinator struct {
 	answered []bool // by rank: it answered in this exchange
 	count    int    // ranks that answered
 
-	bound, minIter int64              // preparing: the highest bound, the smallest Iterate n
-	busy           []int              // preparing: ranks still writing an earlier checkpoint
-	wrote          checkpoint.Summary // writing: the pieces written, counted and digested
-	failed         bool               // writing: a process failed to write its part
+	bound, minIter  int64              // preparing: the highest bound, the smallest Iterate n
+	busy, firstBusy int                // preparing: ranks still writing an earlier checkpoint, the lowest of them
+	wrote           checkpoint.Summary // writing: the pieces written, counted and digested
+	failed          bool               // writing: a process failed to write its part
 
 	invs     []*checkpoint.Inventory // surveying: by rank
 	finished []int                   // surveying: checkpoints of a run that finished
@@ -120,7 +120,7 @@ func (s *ckptCoordinator) step(in coordInput) []coordAction {
 		if s.state == coordIdle {
 			s.send(prepareMsg{}, nil)
 			s.enter(coordPreparing)
-			s.bound, s.minIter, s.busy = -1, math.MaxInt64, nil
+			s.bound, s.minIter, s.busy = -1, math.MaxInt64, 0
 		}
 	case onAnswer:
 		s.answer(in)
@@ -153,14 +153,18 @@ func (s *ckptCoordinator) enter(state coordState) {
 }
 
 // turn checks that from may answer now (inTurn: its answer, what, is the one this state
-// waits for), and counts it; it fails the job when it may not, naming the rank, what it
+// waits for), and counts it for the ranks it speaks for: from alone (an inventory, or rank
+// 0's own answer), or the subtree of a child of rank 0 (an answer gathered along the job's
+// tree, checkpoint_tree.go). It fails the job when it may not, naming the rank, what it
 // sent and what was expected. It reports whether the answer is taken.
-func (s *ckptCoordinator) turn(from int, inTurn bool, what string) bool {
+func (s *ckptCoordinator) turn(from int, inTurn, gathered bool, what string) bool {
 	switch {
 	case s.state == coordEnded:
 		return false // the job is over: nothing waits for it
 	case from < 0 || from >= s.procs:
 		s.fail(fmt.Errorf("orwl: checkpoint: %s from rank %d, and the job has ranks 0 to %d", what, from, s.procs-1))
+	case gathered && from != 0 && treeParent(from) != 0:
+		s.fail(fmt.Errorf("orwl: checkpoint: rank %d sent %s to rank 0, and its answers go through rank %d, its parent in the job's tree", from, what, treeParent(from)))
 	case !inTurn:
 		s.fail(fmt.Errorf("orwl: checkpoint: rank %d sent %s out of turn: rank 0 %s", from, what, s.exchange()))
 	case s.answered[from]:
@@ -168,6 +172,9 @@ func (s *ckptCoordinator) turn(from int, inTurn bool, what string) bool {
 	default:
 		s.answered[from] = true
 		s.count++
+		if gathered && from != 0 {
+			s.count += subtreeSize(from, s.procs) - 1
+		}
 		return true
 	}
 	return false
@@ -177,15 +184,16 @@ func (s *ckptCoordinator) turn(from int, inTurn bool, what string) bool {
 // exchange when every process has answered.
 func (s *ckptCoordinator) answer(in coordInput) {
 	state, k := answerOf(in.msg, s.k)
-	if !s.turn(in.from, state == s.state && k == s.k, describe(in.msg)) {
+	if !s.turn(in.from, state == s.state && k == s.k, true, describe(in.msg)) {
 		return
 	}
 	switch m := in.msg.(type) {
 	case reportMsg:
 		s.bound, s.minIter = max(s.bound, m.bound), min(s.minIter, m.minIter)
-		if m.busy {
-			s.busy = append(s.busy, in.from)
+		if m.busy > 0 && (s.busy == 0 || m.firstBusy < s.firstBusy) {
+			s.firstBusy = m.firstBusy
 		}
+		s.busy += m.busy
 	case doneMsg:
 		s.failed = s.failed || m.failed
 		s.wrote = s.wrote.Add(m.wrote)
@@ -218,11 +226,10 @@ func (s *ckptCoordinator) answer(in coordInput) {
 // the job ends (or iterates without Iterate) first.
 func (s *ckptCoordinator) prepared() {
 	k, ok := nextCheckpoint(s.bound, s.minIter, s.start)
-	if len(s.busy) > 0 {
-		slices.Sort(s.busy)
-		s.log(slog.LevelDebug, fmt.Sprintf("orwl: checkpoint skipped: ranks %v still write pieces of an earlier checkpoint (a slow disk, or one that failed)", s.busy))
+	if s.busy > 0 {
+		s.log(slog.LevelDebug, fmt.Sprintf("orwl: checkpoint skipped: processes still writing pieces of an earlier checkpoint: %d, the lowest rank %d (a slow disk, or one that failed)", s.busy, s.firstBusy))
 	}
-	if !ok || len(s.busy) > 0 {
+	if !ok || s.busy > 0 {
 		s.send(goMsg{}, nil)
 		s.enter(coordIdle)
 	} else {
@@ -246,7 +253,7 @@ func nextCheckpoint(bound, minIter int64, start int) (k int64, ok bool) {
 // inventory takes a process's inventory, and makes the plan when every process has sent
 // its own.
 func (s *ckptCoordinator) inventory(in coordInput) {
-	if !s.turn(in.from, s.state == coordSurveying, describe(inventoryMsg{})) {
+	if !s.turn(in.from, s.state == coordSurveying, false, describe(inventoryMsg{})) {
 		return
 	}
 	s.invs[in.from] = &in.inv.Inventory
@@ -364,11 +371,11 @@ func (s *ckptCoordinator) fail(err error) {
 	s.state = coordEnded
 }
 
-// waiting returns the ranks that have not answered in this exchange.
+// waiting returns the ranks that have not answered in this exchange (for their subtrees).
 func (s *ckptCoordinator) waiting() []int {
 	var ranks []int
 	for r, ok := range s.answered {
-		if !ok {
+		if !ok && (s.state == coordSurveying || r == 0 || treeParent(r) == 0) {
 			ranks = append(ranks, r)
 		}
 	}
@@ -410,9 +417,21 @@ func answerOf(m ckptMessage, k int) (coordState, int) {
 	return coordEnded, -1
 }
 
-// describe names an answer to rank 0, for messages.
+// describe names an answer to rank 0, or one of rank 0's messages, for messages.
 func describe(m ckptMessage) string {
 	switch m := m.(type) {
+	case prepareMsg:
+		return "a prepare"
+	case armMsg:
+		return fmt.Sprintf("arm %d", m.k)
+	case goMsg:
+		return fmt.Sprintf("go %d", m.k)
+	case writeMsg:
+		return fmt.Sprintf("write %d", m.k)
+	case commitMsg:
+		return fmt.Sprintf("commit %d", m.k)
+	case discardMsg:
+		return fmt.Sprintf("discard %d", m.k)
 	case reportMsg:
 		return "a report"
 	case armedMsg:

@@ -121,7 +121,7 @@ func TestCoordinatorTakesCheckpoints(t *testing.T) {
 		{answerIn(1, doneMsg{k: 22, failed: true}), []string{sent(discardMsg{22})}},
 		{tickIn(), []string{sent(prepareMsg{})}},
 		{answerIn(0, reportMsg{bound: 30, minIter: 100}), nil},
-		{answerIn(1, reportMsg{bound: 30, minIter: 100, busy: true}), []string{"log DEBUG: orwl: checkpoint skipped: ranks [1] still write pieces", sent(goMsg{})}},
+		{answerIn(1, reportMsg{bound: 30, minIter: 100, busy: 1, firstBusy: 1}), []string{"log DEBUG: orwl: checkpoint skipped: processes still writing pieces of an earlier checkpoint: 1, the lowest rank 1", sent(goMsg{})}},
 		{tickIn(), []string{sent(prepareMsg{})}},
 		{answerIn(0, reportMsg{bound: 98, minIter: 100}), nil},
 		{answerIn(1, reportMsg{bound: 90, minIter: 100}), []string{sent(goMsg{})}},
@@ -288,17 +288,20 @@ func TestCoordinatorSurvey(t *testing.T) {
 	}
 }
 
-// TestAnswerToAnotherRankFails: only rank 0 coordinates; an answer, an inventory or a
-// warning that reaches another process fails the job at once, naming both ranks.
+// TestAnswerToAnotherRankFails: only rank 0 coordinates; an answer that reaches a process
+// other than its sender's parent in the job's tree, an inventory or a warning that reaches
+// a process other than rank 0, and a message of rank 0's that comes from a process other
+// than the receiver's parent, fail the job at once, naming both ranks.
 func TestAnswerToAnotherRankFails(t *testing.T) {
 	for _, tc := range []struct {
 		m       ckptMessage
 		payload string
 		want    string
 	}{
-		{armedMsg{3}, "", "orwl: rank 1: armed 3 from rank 2, and only rank 0 coordinates checkpoints"},
+		{armedMsg{3}, "", "orwl: rank 1: armed 3 from rank 2, which is not its child in the job's tree (its children: [])"},
 		{inventoryMsg{}, "{}", "orwl: rank 1: an inventory of its checkpoints from rank 2, and only rank 0"},
 		{warnMsg{k: 3}, "disk", "orwl: rank 1: a warning about checkpoint 3 from rank 2, and only rank 0"},
+		{armMsg{3}, "", "orwl: rank 1: arm 3 from rank 2, and such messages come from rank 0 through rank 0, its parent in the job's tree"},
 	} {
 		j := &job{rank: 1, procs: 3, cancel: func(error) {}}
 		c := &checkpointer{j: j}

@@ -92,8 +92,12 @@ func (c *checkpointer) perform(acts []coordAction) {
 	for _, a := range acts {
 		switch a.kind {
 		case doSend:
-			if a.to >= 0 {
+			switch {
+			case a.to >= 0:
 				c.send(a.to, a.msg, a.payload)
+				continue
+			case isBroadcast(a.msg): // along the job's tree
+				c.broadcast(a.msg)
 				continue
 			}
 			for r := range c.j.procs {

@@ -216,7 +216,7 @@ func TestProcessWithoutPiecesAnswersInTurn(t *testing.T) {
 // was sent, each phase has a form of its own, and a phase of none is unknownMsg.
 func TestCheckpointMessagesSurviveTheWire(t *testing.T) {
 	for _, m := range []ckptMessage{
-		prepareMsg{}, reportMsg{bound: 7, minIter: 9, busy: true}, reportMsg{bound: -1, minIter: 1 << 62},
+		prepareMsg{}, reportMsg{bound: 7, minIter: 9, busy: 3, firstBusy: 1 << 20}, reportMsg{bound: -1, minIter: 1 << 62},
 		armMsg{3}, armedMsg{3}, goMsg{3}, goMsg{}, copiedMsg{3}, writeMsg{3},
 		ckptPieceMsg{k: 3, task: 2, loc: 5, state: -1}, ckptPieceMsg{k: 3, task: 2, state: 4},
 		storedMsg{k: 3, failed: true}, doneMsg{k: 3}, doneMsg{k: 3, failed: true, wrote: checkpoint.Summary{Pieces: 1 << 40, Digest: 1<<64 - 1}},

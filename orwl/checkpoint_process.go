@@ -140,7 +140,7 @@ func (t *Task) paid() {
 	}
 	c.mu.Unlock()
 	if k != 0 {
-		c.send(0, copiedMsg{k}, nil)
+		c.answer(c.j.rank, copiedMsg{k})
 	}
 }
 
@@ -273,16 +273,23 @@ func (c *checkpointer) send(to int, m ckptMessage, payload []byte) {
 // handle runs a checkpoint message of process from. It never blocks: it runs on a
 // connection's reader.
 func (c *checkpointer) handle(from int, m ckptMessage, payload []byte) {
+	if isBroadcast(m) && !c.pass(from, m) {
+		return
+	}
 	switch m := m.(type) {
 	case prepareMsg:
 		bound := c.entered.Load() + c.holdSlack()
 		c.hold.Store(bound)
 		bound = max(bound, c.entered.Load()) // a task that entered meanwhile saw no hold
-		c.send(0, reportMsg{bound: bound, minIter: c.minIter.Load(), busy: c.held.Load() > 0}, nil)
+		r := reportMsg{bound: bound, minIter: c.minIter.Load()}
+		if c.held.Load() > 0 {
+			r.busy, r.firstBusy = 1, c.j.rank
+		}
+		c.answer(c.j.rank, r)
 	case armMsg:
 		c.armedAt = time.Now()
 		c.arm(m.k)
-		c.send(0, armedMsg(m), nil)
+		c.answer(c.j.rank, armedMsg(m))
 	case goMsg:
 		if c.waited.Swap(false) { // let the tasks run further during the next exchanges
 			c.slack.Store(min(2*c.slack.Load(), maxSlack))
@@ -298,7 +305,7 @@ func (c *checkpointer) handle(from int, m ckptMessage, payload []byte) {
 		}
 		c.mu.Unlock()
 		if copied {
-			c.send(0, copiedMsg(m), nil)
+			c.answer(c.j.rank, copiedMsg(m))
 		}
 	case writeMsg:
 		c.released.Store(int64(m.k))
@@ -355,8 +362,8 @@ func (c *checkpointer) handle(from int, m ckptMessage, payload []byte) {
 		c.push(func() { c.store.Discard(m.k) })
 	case inventoryMsg, restartPlanMsg, partMsg:
 		c.restartMessage(from, m, payload)
-	case reportMsg, armedMsg, copiedMsg, doneMsg: // the answers to rank 0
-		c.toCoordinator(coordInput{kind: onAnswer, from: from, msg: m})
+	case reportMsg, armedMsg, copiedMsg, doneMsg: // the answers to rank 0, from a child in the tree
+		c.answer(from, m)
 	case warnMsg:
 		c.toCoordinator(coordInput{kind: onWarn, from: from, msg: m, why: string(payload)})
 	case iteratedMsg:

@@ -2,6 +2,7 @@ package orwl
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/orwl-go/orwl/checkpoint"
@@ -78,75 +79,126 @@ func (j scaleJob) inventory(t *testing.T, r, k int) (coordInput, int) {
 	return inventoryIn(r, inv), wireHeader + len(mustJSON(t, inv))
 }
 
-// received returns the bytes (headers and payloads) that rank r receives from acts.
-func received(acts []coordAction, r int) int {
-	n := 0
-	for _, a := range acts {
-		if a.kind == doSend && (a.to < 0 || a.to == r) {
-			n += wireHeader + len(a.payload)
-		}
-	}
-	return n
+// costs are the most bytes a process receives and sends at a restart (its plan, its
+// inventory) and at a checkpoint (the exchanges of checkpoint_tree.go, the answers of its
+// children and its own, the messages from rank 0 it passes on), in a job of n processes;
+// answers, the most inputs rank 0's coordinator takes in one exchange; and rank0, the
+// bytes rank 0 receives and sends at the restart (every inventory, every plan), which are
+// not counted in the others.
+type costs struct {
+	restartIn, restartOut, ckptIn, ckptOut int
+	answers, rank0                         int
 }
 
-// costs are the bytes one rank receives from rank 0 and sends it, at a restart (the
-// survey) and at a checkpoint, in a job of n processes.
-type costs struct{ restartIn, restartOut, ckptIn, ckptOut int }
+// traffic counts the bytes each process of a job receives and sends.
+type traffic struct{ in, out []int }
+
+func newTraffic(n int) traffic { return traffic{make([]int, n), make([]int, n)} }
+
+// add counts a message of size bytes from one process to another.
+func (b traffic) add(from, to, size int) { b.out[from] += size; b.in[to] += size }
+
+// sends counts the messages of acts, rank 0's: one to a process, or one to every process
+// along the tree.
+func (b traffic) sends(acts []coordAction, n int) {
+	for _, a := range acts {
+		switch {
+		case a.kind != doSend:
+		case a.to >= 0:
+			b.add(0, a.to, wireHeader+len(a.payload))
+		default:
+			for r := 1; r < n; r++ {
+				b.add(treeParent(r), r, wireHeader+len(a.payload))
+			}
+		}
+	}
+}
+
+// gather takes one exchange's answers, answer(r) each process's own, up the tree as the
+// processes' relays do, then to rank 0's coordinator, and returns its actions and the
+// number of inputs it took.
+func gather(t *testing.T, s *ckptCoordinator, n int, b traffic, answer func(r int) ckptMessage) ([]coordAction, int) {
+	relays := make([]relay, n)
+	sums := make([]ckptMessage, n)
+	for r := n - 1; r >= 1; r-- {
+		children := treeChildren(r, n)
+		sum, err := relays[r].add(r, r, children, answer(r))
+		for _, child := range children {
+			b.add(child, r, wireHeader)
+			sum, err = relays[r].add(r, child, children, sums[child])
+		}
+		if err != nil || sum == nil {
+			t.Fatalf("%d processes: rank %d gathered %+v, %v", n, r, sum, err)
+		}
+		sums[r] = sum
+	}
+	acts := s.step(answerIn(0, answer(0)))
+	inputs := 1
+	for _, child := range treeChildren(0, n) {
+		b.add(child, 0, wireHeader)
+		acts = append(acts, s.step(answerIn(child, sums[child]))...)
+		inputs++
+	}
+	return acts, inputs
+}
 
 // measure takes a job of n processes through a restart from checkpoint 5 and a
-// checkpoint 7, and returns the bytes of rank r.
-func measure(t *testing.T, n, r int) costs {
+// checkpoint 7, and returns its costs.
+func measure(t *testing.T, n int) costs {
 	j := scaleJob{n}
 	s := newCkptCoordinator(n, n, j.owner(), "")
 	var c costs
-	var acts []coordAction
+	restart := newTraffic(n)
 	for q := range n {
-		in, out := j.inventory(t, q, 5)
-		if q == r {
-			c.restartOut = out
-		}
-		acts = append(acts, s.step(in)...)
+		in, size := j.inventory(t, q, 5)
+		restart.add(q, 0, size)
+		restart.sends(s.step(in), n)
 	}
-	c.restartIn = received(acts, r)
 	if !s.surveyed() {
-		t.Fatalf("%d processes: no plan after every inventory: %+v", n, acts)
+		t.Fatalf("%d processes: no plan after every inventory", n)
 	}
-	acts = s.step(tickIn())
-	for _, m := range []ckptMessage{reportMsg{bound: 5, minIter: 100}, armedMsg{7}, copiedMsg{7}} {
-		for q := range n {
-			acts = append(acts, s.step(answerIn(q, m))...)
-		}
-		c.ckptOut += wireHeader
-	}
-	for q := range n {
-		in, out := j.done(t, q, 7)
-		if q == r {
-			c.ckptOut += out
-		}
-		acts = append(acts, s.step(in)...)
+	ckpt := newTraffic(n)
+	ckpt.sends(s.step(tickIn()), n)
+	var acts []coordAction
+	for _, m := range []ckptMessage{reportMsg{bound: 5, minIter: 100}, armedMsg{7}, copiedMsg{7}, nil} {
+		var inputs int
+		acts, inputs = gather(t, s, n, ckpt, func(r int) ckptMessage {
+			if m == nil {
+				return doneMsg{k: 7, wrote: checkpoint.Summarize(j.pieces(t, r))}
+			}
+			return m
+		})
+		ckpt.sends(acts, n)
+		c.answers = max(c.answers, inputs)
 	}
 	if m, ok := acts[len(acts)-1].msg.(commitMsg); !ok || m.k != 7 || m.whole != checkpoint.Summarize(j.all(t)) {
 		t.Fatalf("%d processes: the checkpoint ends with %+v, not its commit", n, acts[len(acts)-1])
 	}
-	c.ckptIn = received(acts, r)
+	c.rank0 = restart.in[0] + restart.out[0]
+	restart.in[0], restart.out[0] = 0, 0
+	c.restartIn, c.restartOut = slices.Max(restart.in), slices.Max(restart.out)
+	c.ckptIn, c.ckptOut = slices.Max(ckpt.in), slices.Max(ckpt.out)
 	return c
 }
 
-// TestCoordinatorBytesPerRank: in jobs of 4 to 256 processes, the bytes a process receives
-// from rank 0 at a restart (its plan) and at a checkpoint (the five exchanges and the
-// commit), and those it sends rank 0 (its inventory, its answers), stay those of a job of
-// 4 processes (but for the digits of a number: a Summary's count and digest). Before, the commit and the plan carried every piece of the job to every
-// process, and each process's manifest, in its inventory, listed them all: O(N) bytes per
-// process, O(N²) in all.
+// TestCoordinatorBytesPerRank: in jobs of 8 to 256 processes, the most bytes a process
+// receives and sends at a restart (its plan, its inventory) and at a checkpoint (the four
+// exchanges and the commit, along the job's tree), and the inputs rank 0's coordinator
+// takes per exchange, stay those of a job of 8 processes (but for the digits of the
+// numbers in JSON: ranks, tasks, a Summary). Before, the commit and the plan carried every piece
+// of the job to every process, each process's manifest, in its inventory, listed them all,
+// and every process answered rank 0 itself: O(N) bytes per process, O(N²) in all, and N
+// answers per exchange at rank 0. Rank 0 still receives every inventory and sends every
+// plan at a restart (logged).
 func TestCoordinatorBytesPerRank(t *testing.T) {
-	const slack = 24 // the digits of a Summary in JSON
-	base := measure(t, 4, 1)
+	const slack = 48 // the digits of numbers in JSON: ranks, tasks, a Summary
+	base := measure(t, 8)
 	for _, n := range []int{16, 64, 256} {
-		got := measure(t, n, 1)
-		t.Logf("N=%d: rank 1 receives %d bytes at the restart and %d at a checkpoint, sends %d and %d (N=4: %d, %d, %d, %d)",
-			n, got.restartIn, got.ckptIn, got.restartOut, got.ckptOut, base.restartIn, base.ckptIn, base.restartOut, base.ckptOut)
-		if got.restartIn > base.restartIn+slack || got.restartOut > base.restartOut+slack || got.ckptIn > base.ckptIn+slack || got.ckptOut > base.ckptOut+slack {
-			t.Errorf("N=%d: rank 1's bytes %+v, at N=4 %+v: they grow with the processes", n, got, base)
+		got := measure(t, n)
+		t.Logf("N=%d: a process receives at most %d bytes at the restart and %d at a checkpoint, sends %d and %d; rank 0's coordinator takes %d answers per exchange; rank 0 receives and sends %d bytes at the restart (N=8: %+v)",
+			n, got.restartIn, got.ckptIn, got.restartOut, got.ckptOut, got.answers, got.rank0, base)
+		if got.restartIn > base.restartIn+slack || got.restartOut > base.restartOut+slack || got.ckptIn > base.ckptIn+slack || got.ckptOut > base.ckptOut+slack || got.answers > base.answers {
+			t.Errorf("N=%d: %+v, at N=8 %+v: they grow with the processes", n, got, base)
 		}
 	}
 }

@@ -242,7 +242,7 @@ func (c *checkpointer) maybeDone() {
 	if !failed {
 		m.wrote = checkpoint.Summarize(pieces)
 	}
-	c.send(0, m, nil)
+	c.answer(c.j.rank, m)
 }
 
 // copyBuffer returns the buffer a partner copy of n bytes (a ckptPiece's payload) lands in:

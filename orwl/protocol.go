@@ -266,21 +266,21 @@ func (n *node) sendWide(to int, h transport.Header, payload []byte) error {
 // message form of its own below (the Seq of every form that has one is the checkpoint's
 // number k). checkpoint.go describes the checkpoint's exchanges, restore.go the restart's.
 const (
-	ckptPrepare   uint8 = iota + 1 // prepareMsg: rank 0 to every process
-	ckptReport                     // reportMsg: the answer to prepareMsg
-	ckptArm                        // armMsg: rank 0 to every process
-	ckptArmed                      // armedMsg: the answer to armMsg
-	ckptGo                         // goMsg: rank 0 to every process
+	ckptPrepare   uint8 = iota + 1 // prepareMsg: rank 0 to every process, along the job's tree (checkpoint_tree.go)
+	ckptReport                     // reportMsg: the answer to prepareMsg, up the tree
+	ckptArm                        // armMsg: rank 0 to every process, along the tree
+	ckptArmed                      // armedMsg: the answer to armMsg, up the tree
+	ckptGo                         // goMsg: rank 0 to every process, along the tree
 	ckptPiece                      // ckptPieceMsg: to the partner
 	ckptStored                     // storedMsg: the partner's answer to ckptPieceMsg
-	ckptDone                       // doneMsg: to rank 0
-	ckptCommit                     // commitMsg: rank 0 to every process
-	ckptDiscard                    // discardMsg: rank 0 to every process
+	ckptDone                       // doneMsg: to rank 0, up the tree
+	ckptCommit                     // commitMsg: rank 0 to every process, along the tree
+	ckptDiscard                    // discardMsg: rank 0 to every process, along the tree
 	ckptInventory                  // inventoryMsg: at the start, to rank 0
 	ckptPlan                       // restartPlanMsg: rank 0 to every process, at the start
 	ckptPart                       // partMsg: at the start, to the process that runs the piece's task
-	ckptCopied                     // copiedMsg: to rank 0
-	ckptWrite                      // writeMsg: rank 0 to every process
+	ckptCopied                     // copiedMsg: to rank 0, up the tree
+	ckptWrite                      // writeMsg: rank 0 to every process, along the tree
 	ckptWarn                       // warnMsg: to rank 0
 	ckptIterated                   // iteratedMsg: to rank 0, as the sender's tasks end
 )
@@ -294,12 +294,13 @@ type ckptMessage interface {
 type (
 	// prepareMsg asks a process to hold its tasks (checkpointer.holdSlack).
 	prepareMsg struct{}
-	// reportMsg answers prepareMsg: the tasks are held at iteration bound, the smallest n of
-	// the process's Iterate calls is minIter, and busy says that buffers of an earlier
-	// checkpoint's pieces are still held.
+	// reportMsg answers prepareMsg, for a subtree of processes (checkpoint_tree.go): their
+	// tasks are held at iteration bound at most, the smallest n of their Iterate calls is
+	// minIter, and busy of them, the lowest rank firstBusy, still hold buffers of an earlier
+	// checkpoint's pieces.
 	reportMsg struct {
-		bound, minIter int64
-		busy           bool
+		bound, minIter  int64
+		busy, firstBusy int
 	}
 	// armMsg asks a process to arm checkpoint k; armedMsg answers it.
 	armMsg   struct{ k int }
@@ -370,7 +371,7 @@ func (prepareMsg) header() transport.Header { return ckptHeader(ckptPrepare, 0) 
 
 func (m reportMsg) header() transport.Header {
 	h := ckptHeader(ckptReport, 0)
-	h.Arg, h.ID, h.Key = m.bound, uint64(m.minIter), uint32(flags(m.busy, 1))
+	h.Arg, h.ID, h.Key, h.Seq = m.bound, uint64(m.minIter), uint32(m.busy), uint64(m.firstBusy)
 	return h
 }
 
@@ -430,7 +431,7 @@ func decodeCkpt(h *transport.Header) ckptMessage {
 	case ckptPrepare:
 		return prepareMsg{}
 	case ckptReport:
-		return reportMsg{bound: h.Arg, minIter: int64(h.ID), busy: h.Key == 1}
+		return reportMsg{bound: h.Arg, minIter: int64(h.ID), busy: int(h.Key), firstBusy: int(h.Seq)}
 	case ckptArm:
 		return armMsg{k}
 	case ckptArmed:

@@ -1,0 +1,146 @@
+package orwl
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// The exchanges of a checkpoint travel along the job's tree (tree.go): rank 0's messages
+// to every process (prepare, arm, go, write, commit, discard) go to its children, each of
+// which passes them on to its own before it runs them; the answers (report, armed, copied,
+// done) come back up, each process answering its parent once it has its own answer and its
+// children's, the answers of its subtree made one (relay). Rank 0's coordinator then takes
+// one answer from itself and one from each of its children, each counting for the ranks of
+// its subtree (subtreeSize): a process sends and receives O(1) messages per exchange,
+// whatever the number of processes, and the exchange takes log2(N) hops each way.
+
+// relay gathers the answers of a process's subtree for its parent.
+type relay struct {
+	mu      sync.Mutex
+	pending map[relayKey]*relayed
+}
+
+// relayKey names an exchange: the coordinator's state it answers, and its checkpoint
+// (answerOf; 0 for a report).
+type relayKey struct {
+	state coordState
+	k     int
+}
+
+// relayed is an exchange's answers gathered so far.
+type relayed struct {
+	from []int       // the ranks that answered: this process, its children
+	sum  ckptMessage // their answers made one (combine)
+}
+
+// isBroadcast reports whether m goes from rank 0 to every process along the tree.
+func isBroadcast(m ckptMessage) bool {
+	switch m.(type) {
+	case prepareMsg, armMsg, goMsg, writeMsg, commitMsg, discardMsg:
+		return true
+	}
+	return false
+}
+
+// broadcast sends m from rank 0 to every process: to rank 0 itself, which passes it on to
+// its children (pass).
+func (c *checkpointer) broadcast(m ckptMessage) { c.send(c.j.rank, m, nil) }
+
+// pass passes m, which came from from, on to this process's children in the tree; m must
+// come from this process's parent (or, at rank 0, from rank 0 itself). It reports whether
+// m is to be run here.
+func (c *checkpointer) pass(from int, m ckptMessage) bool {
+	rank := c.j.rank
+	if parent := treeParent(rank); from != parent && (rank != 0 || from != 0) {
+		c.j.fail(fmt.Errorf("orwl: rank %d: %s from rank %d, and such messages come from rank 0 through rank %d, its parent in the job's tree",
+			rank, describe(m), from, parent))
+		return false
+	}
+	for _, child := range treeChildren(rank, c.j.procs) {
+		c.send(child, m, nil)
+	}
+	return true
+}
+
+// answer takes an answer to rank 0 from from: this process's own, or one of a child,
+// which speaks for the child's subtree. Rank 0 hands each to its coordinator; another
+// process sends its parent the answers of its subtree made one, once it has them all.
+func (c *checkpointer) answer(from int, m ckptMessage) {
+	rank := c.j.rank
+	if rank == 0 {
+		c.toCoordinator(coordInput{kind: onAnswer, from: from, msg: m})
+		return
+	}
+	children := treeChildren(rank, c.j.procs)
+	sum, err := c.relay.add(rank, from, children, m)
+	if err != nil {
+		c.j.fail(err)
+		return
+	}
+	if sum != nil {
+		c.send(treeParent(rank), sum, nil)
+	}
+}
+
+// add counts m, from from, in its exchange at process rank whose children are children,
+// and returns the answers of the subtree made one when they are all in (nil until then).
+// An answer from a process other than rank and its children, or a second one from a
+// process in one exchange, is an error that names both ranks.
+func (r *relay) add(rank, from int, children []int, m ckptMessage) (ckptMessage, error) {
+	state, k := answerOf(m, 0)
+	key := relayKey{state, k}
+	if from != rank && !slices.Contains(children, from) {
+		return nil, fmt.Errorf("orwl: rank %d: %s from rank %d, which is not its child in the job's tree (its children: %v)", rank, describe(m), from, children)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pending == nil {
+		r.pending = make(map[relayKey]*relayed)
+	}
+	g := r.pending[key]
+	switch {
+	case g == nil:
+		g = &relayed{sum: m}
+		r.pending[key] = g
+	case slices.Contains(g.from, from):
+		return nil, fmt.Errorf("orwl: checkpoint: rank %d sent %s twice to rank %d, which gathers its subtree's answers", from, describe(m), rank)
+	default:
+		g.sum = unite(g.sum, m)
+	}
+	g.from = append(g.from, from)
+	if len(g.from) < 1+len(children) {
+		return nil, nil
+	}
+	delete(r.pending, key)
+	return g.sum, nil
+}
+
+// unite makes a and b, answers of one exchange from two disjoint sets of processes, the
+// answer of their union: the highest bound, the smallest n, the busy processes counted
+// with the lowest named; a checkpoint failed if either failed, their pieces summed.
+func unite(a, b ckptMessage) ckptMessage {
+	switch a := a.(type) {
+	case reportMsg:
+		b := b.(reportMsg)
+		sum := reportMsg{bound: max(a.bound, b.bound), minIter: min(a.minIter, b.minIter), busy: a.busy + b.busy, firstBusy: a.firstBusy}
+		if a.busy == 0 || b.busy > 0 && b.firstBusy < a.firstBusy {
+			sum.firstBusy = b.firstBusy
+		}
+		return sum
+	case doneMsg:
+		b := b.(doneMsg)
+		return doneMsg{k: a.k, failed: a.failed || b.failed, wrote: a.wrote.Add(b.wrote)}
+	}
+	return a // armed, copied: nothing but their number
+}
+
+// subtreeSize is the number of ranks in rank r's subtree of the job's tree of procs
+// processes, r included.
+func subtreeSize(r, procs int) int {
+	n := 0
+	for lo, hi := r, r; lo < procs; lo, hi = 2*lo+1, 2*hi+2 {
+		n += min(hi, procs-1) - lo + 1
+	}
+	return n
+}
