@@ -24,9 +24,9 @@ import (
 // each: the connection it dials is its Requester-role one, the one it accepts its
 // Owner-role one), and, once those are up, tells rank 0 it is Ready. When every process is
 // ready, rank 0 sends Start, and the control connections close. The listeners stay open
-// for the mesh's life: every other pair connects on first Send (connect.go). A failure anywhere goes
-// to rank 0 as Abort with its reason, and rank 0 sends it on to every process, so every one
-// fails with the same reason.
+// for the mesh's life: every other pair connects on first Send (connect.go). A failure
+// anywhere goes to rank 0 as Abort with its reason, and rank 0 sends it on to every
+// process, so every one fails with the same reason.
 //
 // What to do at each event of the start is decided by the state machines of startfsm.go
 // (coordinator, joiner), which do no I/O; this file is their driver: listener, control

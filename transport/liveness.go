@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -99,4 +100,67 @@ func (m *Mesh) goneQuiet(rank int) bool {
 		}
 	}
 	return true
+}
+
+// lose marks rank lost, closes its connections and reports it once; a peer whose final
+// marker arrived has finished, and its going is only logged.
+func (m *Mesh) lose(rank int, cause error) {
+	p := &m.peers[rank]
+	e := m.lostError(rank, cause)
+	if !p.err.CompareAndSwap(nil, e) {
+		return
+	}
+	close(p.gone)
+	p.mu.Lock()
+	p.pending = nil // dropped: never sent
+	p.mu.Unlock()
+	if !errors.Is(cause, ErrPeerClosed) {
+		for i := range p.conns {
+			if c := p.conns[i].Load(); c != nil {
+				c.shutdown()
+			}
+		}
+	}
+	m.markMu.Lock()
+	// A peer that finished goes without harm when it failed (its marker or the tree said
+	// so), closed cleanly after its final marker (it had every marker: the job succeeded),
+	// or this process has agreed already. Otherwise it died or was cut off before it could
+	// know the outcome: it is lost.
+	finished := p.final && (p.failed || errors.Is(cause, ErrPeerClosed)) || m.coll.agreed
+	report := !m.closing.Load() && m.up.Load() && !finished
+	if report && m.coll.lost == nil {
+		m.coll.lost = e // every barrier fails from now on
+	}
+	m.wakeBarrier()
+	m.markMu.Unlock()
+	switch {
+	case m.closing.Load():
+	case !m.up.Load():
+		m.log.Debug("peer lost during the start", "peer", rank, "err", cause) // Start reports it
+	case finished:
+		m.log.Debug("peer gone after its final barrier", "peer", rank, "err", cause)
+	default:
+		if errors.Is(cause, ErrPeerClosed) {
+			m.log.Debug("peer closed its mesh", "peer", rank)
+		} else {
+			m.log.Debug("peer lost", "peer", rank, "err", cause) // the handler reports it, once
+		}
+		m.spreadLoss(rank, cause) // the processes it is not connected to learn it through the tree
+		m.h.PeerLost(rank, e)
+	}
+}
+
+// AwaitGone waits, a peer timeout at most, until rank is lost or has closed its mesh: its
+// goodbye read on both connections, so that every message it sent before is delivered
+// (a Send that fails with ErrPeerClosed has seen its goodbye on one connection only). It
+// reports whether rank is gone.
+func (m *Mesh) AwaitGone(rank int) bool {
+	t := time.NewTimer(m.cfg.PeerTimeout)
+	defer t.Stop()
+	select {
+	case <-m.peers[rank].gone:
+		return true
+	case <-t.C:
+		return false
+	}
 }

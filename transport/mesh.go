@@ -38,9 +38,10 @@ func (r Role) String() string {
 }
 
 // Handler receives what arrives on a Mesh. Its methods are called on the reader goroutine
-// of a connection (PeerLost possibly on the heartbeat or a writer goroutine); they may call
-// Mesh.Send but must not call Mesh.Close, Mesh.Barrier or Mesh.FinalBarrier, and should
-// return quickly: while one runs, the connection it was called for reads nothing.
+// of a connection (PeerLost possibly on the heartbeat, a writer or a dialer goroutine);
+// they may call Mesh.Send but must not call Mesh.Close, Mesh.Barrier or Mesh.FinalBarrier,
+// and should return quickly: while one runs, the connection it was called for reads
+// nothing.
 type Handler interface {
 	// Sink returns the buffer the payload of the message h is read into, at least h.Len
 	// bytes long (only the first h.Len are written), so that payloads land in their final
@@ -132,10 +133,11 @@ type Config struct {
 	// PeerTimeout). PeerTimeout is the silence after which a peer is lost (default 3s); a
 	// peer that is sending, even one long payload, is not silent, and a process that finds
 	// it was paused itself (stopped, suspended) gives its peers a new PeerTimeout instead of
-	// blaming them. During the start too, a process that cannot reach the coordinator
-	// (no answer at all: a partition, a stopped coordinator) fails within PeerTimeout,
-	// naming it; so does, after the address book, a peer that does not connect, once no
-	// connection has come from any peer for PeerTimeout: a start that makes progress is
+	// blaming them. Heartbeats go on the open connections only; the start connects every
+	// process with its neighbours in the job's tree, so each is watched, and a loss that a
+	// process finds spreads to every other one (tree.go). During the start too, a process
+	// that cannot reach the coordinator (no answer at all: a partition, a stopped
+	// coordinator) fails within PeerTimeout, naming it; a start that makes progress is
 	// never failed by a fixed window.
 	Heartbeat, PeerTimeout time.Duration
 	// StartTimeout (default 60s) fails a start that does not move for that long: no rank
@@ -193,11 +195,13 @@ const (
 	directMax           = 64 << 10 // the largest payload SendNow writes on the caller's goroutine
 )
 
-// Mesh is the set of connections of one process to all other processes of the job.
+// Mesh is the set of connections of one process to the other processes of the job: its
+// neighbours in the job's tree, connected at the start, and the peers it exchanges messages
+// with, connected on their first message (connect.go).
 //
 // Concurrency: Send may be called from any number of goroutines at once, including from
 // Handler methods; it never blocks on the network (messages are queued, without limit, to
-// the connection's single writer goroutine, so the upper layer's protocol must bound what
+// the connection's single writer goroutine, or to the peer until its connection comes, so the upper layer's protocol must bound what
 // it has in flight). Barrier and FinalBarrier may be called by one goroutine at a time
 // (concurrent calls are serialised) and not from Handler methods. Close may be called from
 // any goroutine except Handler methods, more than once; after it returns no Handler method
@@ -209,7 +213,8 @@ const (
 // to each other.
 //
 // Failure: a lost peer (connection error, silence past PeerTimeout, a broken message, a
-// goodbye before its final marker) is reported once through Handler.PeerLost; Send to it
+// goodbye before its final marker, found here or by another process that reported it
+// along the tree, or a connection it refuses) is reported once through Handler.PeerLost; Send to it
 // and Barrier then return its *PeerLostError, and FinalBarrier fails. Messages queued to it
 // are dropped.
 //
@@ -564,69 +569,6 @@ func (m *Mesh) attach(rank int, role Role, w *wire) bool {
 	m.wakeBarrier() // Connect and the start wait for connections
 	m.markMu.Unlock()
 	return true
-}
-
-// lose marks rank lost, closes its connections and reports it once; a peer whose final
-// marker arrived has finished, and its going is only logged.
-func (m *Mesh) lose(rank int, cause error) {
-	p := &m.peers[rank]
-	e := m.lostError(rank, cause)
-	if !p.err.CompareAndSwap(nil, e) {
-		return
-	}
-	close(p.gone)
-	p.mu.Lock()
-	p.pending = nil // dropped: never sent
-	p.mu.Unlock()
-	if !errors.Is(cause, ErrPeerClosed) {
-		for i := range p.conns {
-			if c := p.conns[i].Load(); c != nil {
-				c.shutdown()
-			}
-		}
-	}
-	m.markMu.Lock()
-	// A peer that finished goes without harm when it failed (its marker or the tree said
-	// so), closed cleanly after its final marker (it had every marker: the job succeeded),
-	// or this process has agreed already. Otherwise it died or was cut off before it could
-	// know the outcome: it is lost.
-	finished := p.final && (p.failed || errors.Is(cause, ErrPeerClosed)) || m.coll.agreed
-	report := !m.closing.Load() && m.up.Load() && !finished
-	if report && m.coll.lost == nil {
-		m.coll.lost = e // every barrier fails from now on
-	}
-	m.wakeBarrier()
-	m.markMu.Unlock()
-	switch {
-	case m.closing.Load():
-	case !m.up.Load():
-		m.log.Debug("peer lost during the start", "peer", rank, "err", cause) // Start reports it
-	case finished:
-		m.log.Debug("peer gone after its final barrier", "peer", rank, "err", cause)
-	default:
-		if errors.Is(cause, ErrPeerClosed) {
-			m.log.Debug("peer closed its mesh", "peer", rank)
-		} else {
-			m.log.Debug("peer lost", "peer", rank, "err", cause) // the handler reports it, once
-		}
-		m.spreadLoss(rank, cause) // the processes it is not connected to learn it through the tree
-		m.h.PeerLost(rank, e)
-	}
-}
-
-// AwaitGone waits, a peer timeout at most, until rank is lost or has closed its mesh: its
-// goodbye read on both connections, so that every message it sent before is delivered
-// (a Send that fails with ErrPeerClosed has seen its goodbye on one connection only). It
-// reports whether rank is gone.
-func (m *Mesh) AwaitGone(rank int) bool {
-	t := time.NewTimer(m.cfg.PeerTimeout)
-	defer t.Stop()
-	select {
-	case <-m.peers[rank].gone:
-		return true
-	case <-t.C:
-		return false
-	}
 }
 
 // Receiving reports whether a message's payload is arriving from a peer now (the header
