@@ -512,7 +512,7 @@ func (b *bootstrap) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if !m.attach(rank, Owner, w) {
-			m.log.Warn("refused connection: a second connection from rank", "remote", r.RemoteAddr, "peer", rank)
+			m.log.Warn("refused connection: a second connection from rank, or from a rank lost", "remote", r.RemoteAddr, "peer", rank)
 			return
 		}
 		m.connect(rank) // dial back: a pair that is connected has both connections

@@ -356,21 +356,25 @@ func TestHandshakeTimeoutIsNoRefusal(t *testing.T) {
 }
 
 // A job of many processes on few cores starts, however long its connections take in all
-// (here 32 processes of one test process, 1984 connections: with a peer timeout of 1s, the
-// former fixed window, a peer timeout from the address book, failed such a start): no
-// fixed window fails a start that makes progress, and the processes do not all dial the
-// same one first.
+// (here 64 processes of one test process): no fixed window fails a start that makes
+// progress, and the start connects each process with its neighbours in the job's tree
+// only (at most 3 peers, where it used to connect with all 63: 8064 connections in all).
 func TestStartOfManyProcesses(t *testing.T) {
-	const n = 32
+	const n = 64
 	start := time.Now()
-	_, errs, _ := startAll(t, n, func(_ int, c *Config) bool {
+	meshes, errs, _ := startAll(t, n, func(_ int, c *Config) bool {
 		c.PeerTimeout, c.Heartbeat = 3*time.Second, 300*time.Millisecond // liveness itself not at stake
 		return true
 	})
 	for rank, err := range errs {
 		if err != nil {
-			t.Errorf("rank %d: %v", rank, err)
+			t.Fatalf("rank %d: %v", rank, err)
 		}
 	}
 	t.Logf("%d processes started in %v (peer timeout 3s)", n, time.Since(start).Round(time.Millisecond))
+	for rank, m := range meshes {
+		if got, want := m.Connected(), len(m.treeNeighbours()); got != want {
+			t.Errorf("rank %d: connected with %d peers after the start, want its %d neighbours in the tree", rank, got, want)
+		}
+	}
 }

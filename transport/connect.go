@@ -144,7 +144,7 @@ func (m *Mesh) dialPeer(j int) error {
 		}
 	}
 	if err == nil && !m.attach(j, Requester, w) {
-		err = ErrClosed // attach refuses a second connection only when the mesh closes
+		err = ErrClosed // attach refuses a second connection only when the mesh closes or j is lost
 	}
 	return err
 }

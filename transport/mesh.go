@@ -525,13 +525,13 @@ func (m *Mesh) conn(to int, role Role) (*conn, error) {
 
 // attach starts the reader and writer of an authenticated connection, the messages sent
 // to its peer with its role before it came first. It refuses (closes) a second connection
-// of the same rank and role, and any once Close has begun.
+// of the same rank and role, any of a rank that is lost, and any once Close has begun.
 func (m *Mesh) attach(rank int, role Role, w *wire) bool {
 	c := newConn(m, rank, role, w)
 	p := &m.peers[rank]
 	m.lifeMu.Lock() // Close says goodbye on every connection attached before it began
 	p.mu.Lock()
-	ok := !m.closing.Load() && p.conns[role].Load() == nil
+	ok := !m.closing.Load() && p.err.Load() == nil && p.conns[role].Load() == nil
 	queued := false
 	if ok {
 		kept := p.pending[:0]
