@@ -136,7 +136,7 @@ type (
 type deadlockWatch struct {
 	// The reports to send up at the next look, by rank: this process's, and its subtree's.
 	pending map[int]stuckEntry
-	sent    bool   // this process's report was sent (put in pending) ...
+	sent    bool   // this process's report was sent (put in pending), and it is still stuck, ...
 	epoch   uint64 // ... with this epoch
 	// The probe being answered (0: none), the answers of this process and its subtree so
 	// far, and how many children have not answered yet.
@@ -174,6 +174,10 @@ func (n *node) looked(probe uint64, e stuckEntry, stuck bool) bool {
 		w.sent, w.epoch = true, e.Epoch
 		n.pend([]stuckEntry{e})
 	}
+	// A look that finds this process not stuck makes the next one that finds it stuck send
+	// its report again, even with the same epoch (a payload was on its way in): rank 0,
+	// whose probe may have found it not stuck meanwhile, then searches again.
+	w.sent = w.sent && stuck
 	ok := true
 	if len(w.pending) > 0 && n.j.rank != 0 {
 		ok = n.sendStuck(stuckMsg{form: stuckUp}, slices.Collect(maps.Values(w.pending)))
