@@ -441,8 +441,8 @@ func parseMPIResult(out string) (float64, string, error) {
 }
 
 // failure picks from a failed job's output what says why: the lines of the rank that
-// orwlrun names as the cause ("orwlrun: rank R failed ..."), and orwlrun's line, or else the
-// last three lines.
+// orwlrun names as the cause ("orwlrun: rank R failed ..."), but its log's warnings, and
+// orwlrun's line, or else the last three lines.
 func failure(out string) string {
 	var cause string
 	for line := range strings.Lines(out) {
@@ -457,7 +457,8 @@ func failure(out string) string {
 	}
 	var lines []string
 	for line := range strings.Lines(out) {
-		if strings.HasPrefix(line, cause) || strings.HasPrefix(line, "orwlrun: ") {
+		logged := strings.Contains(line, " WARN ") || strings.Contains(line, " INFO ") || strings.Contains(line, " DEBUG ")
+		if strings.HasPrefix(line, cause) && !logged || strings.HasPrefix(line, "orwlrun: ") {
 			lines = append(lines, strings.TrimSpace(line))
 		}
 	}

@@ -121,7 +121,8 @@ func TestParseResults(t *testing.T) {
 }
 
 func TestFailure(t *testing.T) {
-	out := "[0] stencil: rank 0: process rank 3 lost\n[3] stencil: rank 3: too many open files\n[5] stencil: lost 3\norwlrun: rank 3 failed (exit status 1)\n"
+	out := "[0] stencil: rank 0: process rank 3 lost\n[3] 2026/11/28 23:15:39 WARN refused connection\n[3] stencil: rank 3: too many open files\n" +
+		"[5] stencil: lost 3\norwlrun: rank 3 failed (exit status 1)\n"
 	if got, want := failure(out), "[3] stencil: rank 3: too many open files | orwlrun: rank 3 failed (exit status 1)"; got != want {
 		t.Errorf("failure = %q, want %q", got, want)
 	}
