@@ -460,7 +460,7 @@ func (b *bootstrap) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	m := b.m
 	rw.Header().Set("Connection", "close") // an error answer ends its connection
 	if !m.track() {
-		http.Error(rw, "orwl: this process is closing its mesh", http.StatusServiceUnavailable)
+		http.Error(rw, closingMesh, http.StatusGone)
 		return
 	}
 	defer m.wg.Done()

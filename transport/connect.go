@@ -199,8 +199,9 @@ func (m *Mesh) Connected() int {
 // handshake whose time ended at the server (a busy one); a coordinator that does not
 // answer at all for PeerTimeout (a partition, a stopped process) fails the dial, and so do
 // a coordinator that answers that its job's start is over, a refused handshake, the limit
-// of open files, and a peer of the mesh that refuses connections: every process listens
-// from before it registers until it closes its mesh, so the peer has closed it or died.
+// of open files, and a peer of the mesh that refuses connections or answers that it is
+// closing its mesh (ErrPeerClosed): every process listens from before it registers until
+// it closes its mesh, so the peer has closed it or died.
 func (m *Mesh) dial(ctx context.Context, addr string, serverRank int, purpose uint8) (*wire, error) {
 	d := websocket.Dialer{HandshakeTimeout: handshakeTimeout}
 	var hdr http.Header
@@ -219,7 +220,9 @@ func (m *Mesh) dial(ctx context.Context, addr string, serverRank int, purpose ui
 			return nil, fmt.Errorf("transport: rank %d: dialing rank %d at %s: %w", m.rank, serverRank, addr, fdLimitError(m.size, err))
 		}
 		if err != nil && ctx.Err() == nil {
-			if refusal := answered(resp); refusal != "" {
+			if refusal := answered(resp); refusal == closingMesh {
+				return nil, fmt.Errorf("%w: rank %d at %s answers: %s", ErrPeerClosed, serverRank, addr, refusal)
+			} else if refusal != "" {
 				return nil, fmt.Errorf("transport: rank %d: rank %d at %s answers: %s", m.rank, serverRank, addr, refusal)
 			}
 			if purpose == purposeMesh && errors.Is(err, syscall.ECONNREFUSED) {
@@ -266,8 +269,12 @@ func (m *Mesh) dial(ctx context.Context, addr string, serverRank int, purpose ui
 }
 
 // startOver is what the coordinator answers, with status 410 Gone, to a registration that
-// comes after the start of its job.
-const startOver = "orwl: the job's start is over: every rank of the job has joined it"
+// comes after the start of its job; closingMesh is what a process answers so to any
+// connection once its Close has begun.
+const (
+	startOver   = "orwl: the job's start is over: every rank of the job has joined it"
+	closingMesh = "orwl: this process is closing its mesh"
+)
 
 // answered returns the reason a server gave for refusing a websocket (410 Gone: its job's
 // start is over), or "" when it gave none.

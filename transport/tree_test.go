@@ -68,7 +68,8 @@ func TestLossOfAnUnconnectedProcessReachesAll(t *testing.T) {
 	for _, how := range crashed {
 		t.Run(how.name, func(t *testing.T) {
 			meshes, recs := startMeshes(t, treeSize, func(rank int, c *Config) {
-				c.Heartbeat, c.PeerTimeout = 50*time.Millisecond, 500*time.Millisecond
+				// A peer timeout the start of 16 processes on a loaded host stays within.
+				c.Heartbeat, c.PeerTimeout = 100*time.Millisecond, 1500*time.Millisecond
 			})
 			start := time.Now()
 			how.crash(t, meshes[lost])
@@ -86,7 +87,7 @@ func TestLossOfAnUnconnectedProcessReachesAll(t *testing.T) {
 					t.Fatalf("rank %d: rank %d %s is not reported lost", r, lost, how.name)
 				}
 			}
-			t.Logf("every process named rank %d %v after it was %s (peer timeout 500ms)", lost, time.Since(start).Round(time.Millisecond), how.name)
+			t.Logf("every process named rank %d %v after it was %s (peer timeout 1.5s)", lost, time.Since(start).Round(time.Millisecond), how.name)
 			if err := meshes[0].Barrier(context.Background()); !errors.Is(err, ErrPeerLost) || !strings.Contains(err.Error(), fmt.Sprintf("rank %d", lost)) {
 				t.Errorf("Barrier after the loss: %v", err)
 			}
@@ -194,5 +195,26 @@ func TestConnect(t *testing.T) {
 	meshes[5].Close()
 	if err := meshes[7].Connect(ctx, []int{5}); !errors.Is(err, ErrPeerLost) || !strings.Contains(err.Error(), "rank 5") {
 		t.Errorf("Connect to a closed process: %v", err)
+	}
+}
+
+// A process that sends to one that has closed its mesh, with no connection between them,
+// learns that it is gone, from the tree or from its dial (refused, or answered that the
+// mesh closes), rather than after a dial's long retries; Send then fails.
+func TestSendToAProcessThatClosed(t *testing.T) {
+	meshes, recs := startMeshes(t, 8, nil)
+	meshes[7].Close() // a leaf: rank 3 is connected with it, rank 5 is not
+	meshes[5].Send(7, Requester, Header{Type: TypeUser}, nil)
+	select {
+	case err := <-recs[5].lost:
+		var pl *PeerLostError
+		if !errors.As(err, &pl) || pl.Rank != 7 {
+			t.Fatalf("PeerLost %v, want rank 7", err)
+		}
+	case <-time.After(10 * time.Second): // a bound on a failure, not a wait
+		t.Fatal("rank 7's close is not reported")
+	}
+	if err := meshes[5].Send(7, Requester, Header{Type: TypeUser}, nil); !errors.Is(err, ErrPeerLost) {
+		t.Fatalf("Send to a closed process: %v", err)
 	}
 }
