@@ -31,7 +31,7 @@ type relayKey struct {
 // relayed is an exchange's answers gathered so far.
 type relayed struct {
 	from []int       // the ranks that answered: this process, its children
-	sum  ckptMessage // their answers made one (combine)
+	sum  ckptMessage // their answers made one (unite)
 }
 
 // isBroadcast reports whether m goes from rank 0 to every process along the tree.
