@@ -63,6 +63,12 @@ type outMsg struct {
 func newConn(m *Mesh, peer int, role Role, w *wire) *conn {
 	c := &conn{m: m, peer: peer, role: role, w: w, wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	c.lastRecv.Store(m.now())
+	if role == Owner {
+		// The dialer attaches its end once it has read this end's answer (shm.go), which
+		// on a loaded host may take the rest of the handshake's time: its first heartbeat
+		// is not due before.
+		c.lastRecv.Add(int64(handshakeTimeout))
+	}
 	c.shm, _ = w.nc.(*shmConn)
 	w.grow(func(r io.Reader) io.Reader { return &stampReader{r: r, c: c} })
 	return c
