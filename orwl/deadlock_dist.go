@@ -310,7 +310,7 @@ func (n *node) stuckLocked(from int, m stuckMsg, payload []byte) (*DeadlockError
 		if err := json.Unmarshal(payload, &es); err != nil {
 			return nil, fmt.Errorf("deadlock reports: %w", err)
 		}
-		if err := n.inSubtree(from, len(es), func(i int) int { return es[i].Rank }); err != nil {
+		if err := n.inSubtree("deadlock reports", from, len(es), func(i int) int { return es[i].Rank }); err != nil {
 			return nil, err
 		}
 		n.pend(es)
@@ -324,7 +324,7 @@ func (n *node) stuckLocked(from int, m stuckMsg, payload []byte) (*DeadlockError
 		if err := json.Unmarshal(payload, &as); err != nil {
 			return nil, fmt.Errorf("deadlock answers: %w", err)
 		}
-		if err := n.inSubtree(from, len(as), func(i int) int { return as[i].Rank }); err != nil {
+		if err := n.inSubtree("deadlock answers", from, len(as), func(i int) int { return as[i].Rank }); err != nil {
 			return nil, err
 		}
 		if m.probe != w.probe || w.waiting == 0 {
@@ -338,24 +338,6 @@ func (n *node) stuckLocked(from int, m stuckMsg, payload []byte) (*DeadlockError
 		return nil, fmt.Errorf("a deadlock message of unknown form %d", m.form)
 	}
 	return nil, nil
-}
-
-// inSubtree checks that from is a child of this process in the tree and that the ranks of
-// the n items it sent (rank(i)) are in its subtree.
-func (n *node) inSubtree(from, items int, rank func(i int) int) error {
-	if treeParent(from) != n.j.rank {
-		return fmt.Errorf("deadlock reports from a process that is not a child of rank %d", n.j.rank)
-	}
-	for i := range items {
-		r := rank(i)
-		for r > from {
-			r = treeParent(r)
-		}
-		if r != from {
-			return fmt.Errorf("deadlock reports name rank %d, which is not in the sender's subtree", rank(i))
-		}
-	}
-	return nil
 }
 
 // findCycle looks for a cycle of waits in the reports of every process.

@@ -58,7 +58,8 @@ import (
 //   - wide: what the processes do together: the init-phase mistakes exchanged at the
 //     schedule and a failure spread along the job's tree (here, tree.go), and rank 0's
 //     duties: the deadlock watch (deadlock_dist.go), the trace's parts and clock
-//     (trace.go), the checkpoints (checkpoint.go).
+//     (trace.go), the checkpoints (checkpoint.go); the watch's reports and the trace's
+//     parts travel to rank 0 along the tree.
 type node struct {
 	j    *job
 	mesh *transport.Mesh
@@ -75,7 +76,9 @@ type jobWide struct {
 	mu         sync.Mutex
 	problems   []*string     // by rank: init-phase mistakes, at the schedule
 	watch      deadlockWatch // rank 0: the reports of stuck processes
-	traceParts [][]byte      // rank 0: the trace of every process, at the end
+	traceParts [][]byte      // by rank: the trace parts of this process's subtree, at the end
+	partsFrom  map[int]bool  // the children whose subtree's parts came
+	partsIn    chan struct{} // a message for each child's (not guarded)
 	lost       []bool        // by rank: lost processes (PeerLost)
 	spread     *spreading    // the failure this process spread, nil until it does
 	clock      chan int64    // rank 0's answers to clock questions (not guarded)
@@ -89,7 +92,8 @@ func newNode(j *job, log *slog.Logger) *node {
 		req: requester{j: j, tickets: []*remoteTicket{nil}, lost: make([]error, j.procs)},
 		own: owner{j: j, log: log, served: make([][]*served, j.procs)},
 		wide: jobWide{problems: make([]*string, j.procs), traceParts: make([][]byte, j.procs),
-			lost: make([]bool, j.procs), clock: make(chan int64, 1)},
+			partsFrom: map[int]bool{}, partsIn: make(chan struct{}, 2), lost: make([]bool, j.procs),
+			clock: make(chan int64, 1)},
 	}
 }
 

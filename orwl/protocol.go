@@ -26,7 +26,7 @@ const (
 	msgProblems                               // payload: the sender's init-phase mistakes as text (empty when none), at the schedule
 	msgFail                                   // failMsg: the sender's job failed
 	msgStuck                                  // stuckMsg: deadlock detection's reports and probes, along the job's tree
-	msgTracePart                              // payload: the sender's trace part, to rank 0 at the end
+	msgTracePart                              // payload: the trace parts of the sender's subtree, to its parent at the end (trace.go)
 	msgClock                                  // clockMsg: a process to rank 0 and back, for the trace
 	msgCheckpoint                             // ckptMessage: a step of a checkpoint or a restart, a form for each (ckptPrepare...)
 )
@@ -140,7 +140,7 @@ func decodeRelease(h *transport.Header) releaseMsg {
 }
 
 // problemsHeader is the header of a process's init-phase mistakes (msgProblems), and
-// tracePartHeader of its trace part (msgTracePart): the payload is all they carry.
+// tracePartHeader of its subtree's trace parts (msgTracePart): the payload is all they carry.
 func problemsHeader() transport.Header  { return transport.Header{Type: msgProblems} }
 func tracePartHeader() transport.Header { return transport.Header{Type: msgTracePart} }
 
@@ -246,7 +246,7 @@ func (n *node) Handle(from int, h *transport.Header, payload []byte) {
 			n.j.ckpt.handle(from, decodeCkpt(h), payload)
 		}
 	case msgTracePart:
-		n.tracePart(from, payload)
+		err = n.tracePart(from, payload)
 	default:
 		err = fmt.Errorf("unknown message type %d", h.Type)
 	}

@@ -68,7 +68,7 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 	j.ckpt.ended()
 	if j.node != nil {
 		if j.rec != nil && j.rank != 0 {
-			j.node.sendTracePart()
+			j.node.sendTracePart(jobCtx)
 		}
 		// The end is an agreement: owners serve until every task of the job is done, and
 		// this process returns nil only if every process reports that it finished without

@@ -3,6 +3,8 @@ package orwl
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -63,19 +65,73 @@ func (n *node) clockMessage(from int, m clockMsg) {
 	}
 }
 
-// tracePart keeps the trace part of rank from, at rank 0 (see sendTracePart).
-func (n *node) tracePart(from int, payload []byte) {
+// The trace's parts go to rank 0 along the job's tree (tree.go): each process, once its
+// tasks have ended, waits for the parts of its children's subtrees and sends its parent one
+// message with its own part and theirs, before its final barrier's marker on the same
+// connection, so that rank 0 has every part when the barrier passes; a process whose job
+// failed waits for none and sends what it has. The message's payload is, for each part,
+// the rank and the length as uvarints, then the part.
+
+// tracePart keeps the trace parts of the subtree of child from (see sendTracePart).
+func (n *node) tracePart(from int, payload []byte) error {
+	var ranks []int
+	var parts [][]byte
+	for len(payload) > 0 {
+		r, k := binary.Uvarint(payload)
+		size, l := uint64(0), 0
+		if k > 0 {
+			size, l = binary.Uvarint(payload[k:])
+		}
+		if k <= 0 || l <= 0 || size > uint64(len(payload)-k-l) {
+			return fmt.Errorf("trace parts: a malformed part after %d", len(parts))
+		}
+		ranks = append(ranks, int(min(r, math.MaxInt32)))              // past the job: inSubtree says so
+		parts = append(parts, bytes.Clone(payload[k+l:k+l+int(size)])) // payload is the mesh's scratch memory
+		payload = payload[k+l+int(size):]
+	}
+	if err := n.inSubtree("trace parts", from, len(ranks), func(i int) int { return ranks[i] }); err != nil {
+		return err
+	}
 	n.wide.mu.Lock()
-	n.wide.traceParts[from] = bytes.Clone(payload) // payload is the mesh's scratch memory
-	n.wide.mu.Unlock()
+	defer n.wide.mu.Unlock()
+	if n.wide.partsFrom[from] {
+		return errors.New("trace parts sent twice")
+	}
+	n.wide.partsFrom[from] = true
+	for i, r := range ranks {
+		n.wide.traceParts[r] = parts[i]
+	}
+	n.wide.partsIn <- struct{}{} // never blocks: room for every child's message
+	return nil
 }
 
-// sendTracePart sends this process's trace to rank 0; it travels before the final
-// barrier's marker on the same connection, so rank 0 has it when the barrier passes.
-func (n *node) sendTracePart() {
-	if err := n.mesh.Send(0, transport.Requester, tracePartHeader(), n.j.rec.Part()); err != nil {
+// sendTracePart sends this process's part of the trace and its subtree's to its parent,
+// once the subtree's have come or ctx (the job's) is done.
+func (n *node) sendTracePart(ctx context.Context) {
+	for range treeChildren(n.j.rank, n.j.procs) {
+		select {
+		case <-n.wide.partsIn:
+		case <-ctx.Done():
+		}
+	}
+	payload := appendPart(nil, n.j.rank, n.j.rec.Part())
+	n.wide.mu.Lock()
+	for r, p := range n.wide.traceParts {
+		if p != nil {
+			payload = appendPart(payload, r, p)
+		}
+	}
+	n.wide.mu.Unlock()
+	if err := n.sendWide(treeParent(n.j.rank), tracePartHeader(), payload); err != nil {
 		n.log.Error("orwl: trace part not sent", "err", err)
 	}
+}
+
+// appendPart appends rank's trace part p to a message of trace parts.
+func appendPart(b []byte, rank int, p []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(rank))
+	b = binary.AppendUvarint(b, uint64(len(p)))
+	return append(b, p...)
 }
 
 // writeTrace merges the parts of every process into the trace file and reports the summary

@@ -1,6 +1,7 @@
 package orwl
 
 import (
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 )
@@ -9,8 +10,8 @@ import (
 // process travel along the binary tree over the ranks that the transport connects at the
 // start (rank r's parent is (r-1)/2, its children 2r+1 and 2r+2), so that they ride
 // connections that exist anyway, at a depth of log2(procs) hops and O(1) messages per
-// process: a failure (spreadFailure, node.go) and the deadlock watch's reports
-// (deadlock_dist.go).
+// process: a failure (spreadFailure, node.go), the deadlock watch's reports
+// (deadlock_dist.go) and the trace's parts (trace.go).
 
 // treeParent returns rank r's parent in the job's tree, -1 for the root.
 func treeParent(r int) int {
@@ -66,6 +67,27 @@ func reach(procs, start int, lost func(rank int) bool, skip ...int) []int {
 	}
 	visit(start)
 	return out
+}
+
+// inSubtree checks that from is a child of this process in the tree and that the ranks of
+// the items of what it sent (rank(i) for each of them) are in its subtree.
+func (n *node) inSubtree(what string, from, items int, rank func(i int) int) error {
+	if treeParent(from) != n.j.rank {
+		return fmt.Errorf("%s from a process that is not a child of rank %d", what, n.j.rank)
+	}
+	for i := range items {
+		r := rank(i)
+		if r < 0 || r >= n.j.procs {
+			return fmt.Errorf("%s name rank %d, and the job has ranks 0 to %d", what, r, n.j.procs-1)
+		}
+		for r > from {
+			r = treeParent(r)
+		}
+		if r != from {
+			return fmt.Errorf("%s name rank %d, which is not in the sender's subtree", what, rank(i))
+		}
+	}
+	return nil
 }
 
 // wideCounts counts the job-wide messages that this process sent and received, by type

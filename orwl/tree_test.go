@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/orwl-go/orwl/orwl"
+	"github.com/orwl-go/orwl/trace"
 )
 
 // wideLog keeps, by rank, the counts of job-wide messages that each process logs at the
@@ -159,4 +162,50 @@ func sentBy(w *wideLog, kind string) []int64 {
 		n = append(n, s[kind])
 	}
 	return n
+}
+
+// TestTraceGathersAlongTheTree: the trace parts of 7 processes reach rank 0 merged by the
+// interior processes of the tree, one message from each of rank 0's children, and the
+// trace holds every process's task.
+func TestTraceGathersAlongTheTree(t *testing.T) {
+	const procs = 7
+	file := filepath.Join(t.TempDir(), "job.json")
+	w := newWideLog(procs)
+	errs := runEachProc(t, context.Background(), procs, func(rank int) orwl.Config {
+		return orwl.Config{Tasks: procs, Locations: []string{"x"}, Logger: w.logger(rank), Trace: file}
+	}, func(ctx context.Context, task *orwl.Task) error {
+		prev := (task.ID() + procs - 1) % procs
+		mine := task.WriteInsert(task.Loc(task.ID(), "x"), 0)
+		theirs := task.ReadInsert(task.Loc(prev, "x"), 1)
+		if err := task.Schedule(ctx); err != nil {
+			return err
+		}
+		if err := mine.Section(ctx, func([]byte) error { return nil }); err != nil {
+			return err
+		}
+		return theirs.Section(ctx, func([]byte) error { return nil })
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trace.Parse(data) // not validated: the processes share one clock, measured apart
+	if err != nil {
+		t.Fatal(err)
+	}
+	ranks := map[int]bool{}
+	for _, info := range tr.Tasks() {
+		ranks[info.Rank] = true
+	}
+	if len(ranks) != procs || len(tr.Tasks()) != procs {
+		t.Errorf("the merged trace has tasks %v, want %d tasks from %d processes", tr.Tasks(), procs, procs)
+	}
+	if got := w.received[0]["trace"]; got != 2 {
+		t.Errorf("rank 0 received %d trace messages, want 2 (one from each child); sent by rank: %v", got, sentBy(w, "trace"))
+	}
 }
