@@ -85,9 +85,13 @@ func (m *Mesh) lostReport(from int, h *Header) {
 	if rank < 0 || rank >= m.size || rank == m.rank || m.peers[rank].err.Load() != nil {
 		return
 	}
-	cause := fmt.Errorf("rank %d found it lost (reported by rank %d)", by, from)
+	via := ""
+	if by != from {
+		via = fmt.Sprintf(", reported by rank %d", from)
+	}
+	cause := fmt.Errorf("rank %d found it lost%s", by, via)
 	if h.Flags&lostClosed != 0 {
-		cause = fmt.Errorf("%w (rank %d saw it, reported by rank %d)", ErrPeerClosed, by, from)
+		cause = fmt.Errorf("%w (rank %d saw it%s)", ErrPeerClosed, by, via)
 	}
 	m.lose(rank, cause)
 }
