@@ -126,7 +126,7 @@ func benchSph(fs *flag.FlagSet) func(rep *report) error {
 			cpuModel(), runtime.NumCPU(), *n, *steps, sphSeed, *runs, *cflags)
 		rows := measureSph(cs, *runs, *timeout)
 		sphFinish(rows)
-		rep.line("%-9s %7s %5s %9s %14s %8s %8s %6s %-20s %8s %-16s  %s\n", "impl", "threads", "procs", "seconds", "interactions/s",
+		rep.line("%-9s %7s %5s %9s %14s %8s %8s %7s %-20s %8s %-16s  %s\n", "impl", "threads", "procs", "seconds", "interactions/s",
 			"vs-exact", "vs-def", "imbal", "kinetic", "dK/K", "checksum", "check")
 		for _, r := range rows {
 			rep.row(r)
@@ -134,7 +134,7 @@ func benchSph(fs *flag.FlagSet) func(rep *report) error {
 				rep.line("%-9s %7d %5d  skipped: %s\n", r.Impl, r.Threads, r.Procs, r.Skipped)
 				continue
 			}
-			rep.line("%-9s %7d %5d %9.3f %14.4g %8s %8s %6s %-20.17g %8.1e %-16s  %s\n", r.Impl, r.Threads, r.Procs, r.Seconds, r.InteractionsPerS,
+			rep.line("%-9s %7d %5d %9.3f %14.4g %8s %8s %7s %-20.17g %8.1e %-16s  %s\n", r.Impl, r.Threads, r.Procs, r.Seconds, r.InteractionsPerS,
 				ratioOrDash(r.VsExact), ratioOrDash(r.VsDefault), imbalanceText(r.Imbalance), r.Kinetic, r.KineticVsExact, r.Checksum, r.checkText())
 		}
 		return rep.write(rows)
@@ -398,12 +398,12 @@ func ratioOrDash(v float64) string {
 	return fmt.Sprintf("%.2fx", v)
 }
 
-// imbalanceText formats ORWL's imbalance, "-" for none.
+// imbalanceText formats ORWL's imbalance as the example prints it, "-" for none.
 func imbalanceText(v float64) string {
 	if v == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.3f", v)
+	return fmt.Sprintf("%.4f", v)
 }
 
 // sphFigures is the SPH part of the Figures section: every row against the C builds on as

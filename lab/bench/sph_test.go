@@ -95,7 +95,7 @@ func TestSphFinish(t *testing.T) {
 		"| SPH, 1000 particles, 3 steps |",
 		"| C OpenMP, no FMA (exact) | 1 | 1 | 1.000 | 10 | - | 0.83x | - | aa |",
 		"| ORWL examples/sph | 1 | 1 | 1.000 | 9 | 0.90x | 0.75x | - | aa = c-exact, 1 thread(s) |",
-		"| ORWL examples/sph | 2 | 2 | 1.000 | 18 | 0.90x | 0.72x | 1.200 | cc DIFFERS from c-exact, 1 thread(s) |",
+		"| ORWL examples/sph | 2 | 2 | 1.000 | 18 | 0.90x | 0.72x | 1.2000 | cc DIFFERS from c-exact, 1 thread(s) |",
 		"| ORWL examples/sph | 1 | 1 | skipped: examples/sph is missing",
 	} {
 		if !strings.Contains(got, w) {
