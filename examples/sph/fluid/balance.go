@@ -28,9 +28,9 @@ func estimate(k *consts, s *State) []int64 {
 	return cost
 }
 
-// split returns the boundaries of tasks ranges of cells, b[0] = 0 <= b[1] <= ... <= b[tasks]
-// = len(cost), task t owning [b[t], b[t+1]): the cuts nearest to equal sums of cost, each
-// range at least band cells wide when there are several.
+// split cuts the cells into ranges, one per task, task t owning [b[t], b[t+1]) with
+// b[0] = 0 and b[tasks] = len(cost): at the cuts nearest to equal sums of cost, each range
+// at least band cells wide when there are several.
 func split(cost []int64, tasks, band int) []int {
 	b := make([]int, tasks+1)
 	b[tasks] = len(cost)
