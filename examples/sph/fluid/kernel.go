@@ -235,8 +235,8 @@ func (w *window) density() int64 {
 			for r := range nr {
 				cand += int(hi[r] - lo[r])
 			}
-			if len(nb)-used < cand {
-				nb = grow(nb[:used], used+cand)
+			if len(nb)-used < cand { // doubled: the lists of a step grow from nothing once
+				nb = grow(nb[:used], max(used+cand, 2*len(nb)))
 				nb = nb[:cap(nb)]
 			}
 			if len(w.r2) < cand {
