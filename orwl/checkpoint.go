@@ -43,7 +43,8 @@ import (
 // rank 0 how many it wrote and their digest (a checkpoint.Summary); once every process has,
 // rank 0 sends everybody their sum, the Summary of the checkpoint, and each commits the
 // manifest of its directory: the pieces it holds (its own and its partner's copies) with
-// that Summary (checkpoint.Store.CommitPart). No message, and no manifest, grows with the
+// that Summary (checkpoint.Store.CommitPart), and says so (committed); once every process
+// has, the checkpoint is complete, and rank 0 logs it. No message, and no manifest, grows with the
 // number of processes; a restart unites the manifests it finds, and takes the union for the
 // checkpoint only when it has the Summary's count and digest (checkpoint.Choose), which it
 // does as long as, of every process, its directory or its partner's survives. A piece that

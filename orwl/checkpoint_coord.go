@@ -24,13 +24,14 @@ import (
 type coordState int
 
 const (
-	coordSurveying coordState = iota // at the start: an inventory from each process (restore.go)
-	coordIdle                        // between checkpoints: the next tick prepares one
-	coordPreparing                   // prepare sent: a report from each process
-	coordArming                      // arm k sent: armed k from each
-	coordCopying                     // go k sent: copied k from each
-	coordWriting                     // write k sent: done k from each, with the pieces it wrote
-	coordEnded                       // the job ended, failed, or cannot start: no checkpoint is taken
+	coordSurveying  coordState = iota // at the start: an inventory from each process (restore.go)
+	coordIdle                         // between checkpoints: the next tick prepares one
+	coordPreparing                    // prepare sent: a report from each process
+	coordArming                       // arm k sent: armed k from each
+	coordCopying                      // go k sent: copied k from each
+	coordWriting                      // write k sent: done k from each, with the Summary of the pieces it wrote
+	coordCommitting                   // commit k sent: committed k from each, its manifest written
+	coordEnded                        // the job ended, failed, or cannot start: no checkpoint is taken
 )
 
 // Kinds of coordInput.
@@ -55,9 +56,10 @@ type coordInput struct {
 
 // Kinds of coordAction.
 const (
-	doSend = iota // send msg with payload to process to, or to every process (this one included) when to is -1
-	doLog         // log text at level
-	doFail        // fail the job with err
+	doSend     = iota // send msg with payload to process to, or to every process (this one included) when to is -1
+	doLog             // log text at level
+	doFail            // fail the job with err
+	doComplete        // log that checkpoint msg.k (a committedMsg) is complete, with the time it took
 )
 
 // coordAction is one thing the driver must do, in order.
@@ -197,6 +199,8 @@ func (s *ckptCoordinator) answer(in coordInput) {
 	case doneMsg:
 		s.failed = s.failed || m.failed
 		s.wrote = s.wrote.Add(m.wrote)
+	case committedMsg:
+		s.failed = s.failed || m.failed
 	}
 	if s.count < s.procs {
 		return
@@ -213,10 +217,17 @@ func (s *ckptCoordinator) answer(in coordInput) {
 	case coordWriting:
 		if s.failed {
 			s.send(discardMsg{s.k}, nil)
+			s.enter(coordIdle)
 		} else {
 			s.send(commitMsg{k: s.k, whole: s.wrote}, nil)
+			s.enter(coordCommitting)
 		}
 		s.wrote, s.failed = checkpoint.Summary{}, false
+	case coordCommitting:
+		if !s.failed { // every manifest is written: a restart finds the checkpoint whole
+			s.out = append(s.out, coordAction{kind: doComplete, msg: committedMsg{k: s.k}})
+		}
+		s.failed = false
 		s.enter(coordIdle)
 	}
 }
@@ -397,6 +408,8 @@ func (s *ckptCoordinator) exchange() string {
 		return fmt.Sprintf("waits for %s from each process (its tasks' copies)", describe(copiedMsg{s.k}))
 	case coordWriting:
 		return fmt.Sprintf("waits for %s from each process (its pieces written)", describe(doneMsg{k: s.k}))
+	case coordCommitting:
+		return fmt.Sprintf("commits checkpoint %d, and waits for %s from each process (its manifest written)", s.k, describe(committedMsg{k: s.k}))
 	}
 	return "takes no further part"
 }
@@ -413,6 +426,8 @@ func answerOf(m ckptMessage, k int) (coordState, int) {
 		return coordCopying, m.k
 	case doneMsg:
 		return coordWriting, m.k
+	case committedMsg:
+		return coordCommitting, m.k
 	}
 	return coordEnded, -1
 }
@@ -440,6 +455,8 @@ func describe(m ckptMessage) string {
 		return fmt.Sprintf("copied %d", m.k)
 	case doneMsg:
 		return fmt.Sprintf("done %d", m.k)
+	case committedMsg:
+		return fmt.Sprintf("committed %d", m.k)
 	case warnMsg:
 		return fmt.Sprintf("a warning about checkpoint %d", m.k)
 	case iteratedMsg:

@@ -31,6 +31,8 @@ func show(a coordAction) string {
 		return fmt.Sprintf("send %#v", a.msg)
 	case doLog:
 		return fmt.Sprintf("log %v: %s", a.level, a.text)
+	case doComplete:
+		return fmt.Sprintf("complete: checkpoint %d", a.msg.(committedMsg).k)
 	}
 	return fmt.Sprintf("fail: %v", a.err)
 }
@@ -93,9 +95,10 @@ var prepared7 = []coordStep{
 func steps(parts ...[]coordStep) []coordStep { return slices.Concat(parts...) }
 
 // TestCoordinatorTakesCheckpoints: a full sequence, from the survey to the commit of
-// checkpoint 7 with the Summary of every process's pieces, then a checkpoint discarded because a piece
-// failed, then one skipped because a process still holds the buffers of that one, then
-// none when the job ends before the checkpoint's iteration.
+// checkpoint 7 with the Summary of every process's pieces, complete once every process
+// has written its manifest, then a checkpoint discarded because a piece failed, then one
+// skipped because a process still holds the buffers of that one, then none when the job
+// ends before the checkpoint's iteration.
 func TestCoordinatorTakesCheckpoints(t *testing.T) {
 	a := checkpoint.PieceInfo{Key: checkpoint.StateKey(0, "s"), Size: 8, CRC: 1}
 	b := checkpoint.PieceInfo{Key: checkpoint.LocationKey(1, "v"), Size: 16, CRC: 2}
@@ -108,6 +111,9 @@ func TestCoordinatorTakesCheckpoints(t *testing.T) {
 		{answerIn(1, doneMsg{k: 7, wrote: checkpoint.Summarize([]checkpoint.PieceInfo{b})}), nil},
 		{answerIn(0, doneMsg{k: 7, wrote: checkpoint.Summarize([]checkpoint.PieceInfo{a})}),
 			[]string{sent(commitMsg{k: 7, whole: checkpoint.Summarize([]checkpoint.PieceInfo{a, b})})}},
+		{tickIn(), nil}, // not before every manifest is written
+		{answerIn(1, committedMsg{k: 7}), nil},
+		{answerIn(0, committedMsg{k: 7}), []string{"complete: checkpoint 7"}},
 	}))
 	runCoord(t, s, []coordStep{
 		{tickIn(), []string{sent(prepareMsg{})}},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/orwl-go/orwl/internal/tick"
 )
@@ -107,6 +108,8 @@ func (c *checkpointer) perform(acts []coordAction) {
 			c.j.log.Log(context.Background(), a.level, a.text)
 		case doFail:
 			c.j.fail(a.err)
+		case doComplete:
+			c.j.log.Info("orwl: checkpoint complete", "iteration", a.msg.(committedMsg).k, "seconds", time.Since(c.armedAt).Seconds())
 		}
 	}
 }

@@ -221,6 +221,7 @@ func TestCheckpointMessagesSurviveTheWire(t *testing.T) {
 		ckptPieceMsg{k: 3, task: 2, loc: 5, state: -1}, ckptPieceMsg{k: 3, task: 2, state: 4},
 		storedMsg{k: 3, failed: true}, doneMsg{k: 3}, doneMsg{k: 3, failed: true, wrote: checkpoint.Summary{Pieces: 1 << 40, Digest: 1<<64 - 1}},
 		commitMsg{k: 3}, commitMsg{k: 3, whole: checkpoint.Summary{Pieces: 1 << 50, Digest: 1 << 63}}, discardMsg{3},
+		committedMsg{k: 3}, committedMsg{k: 3, failed: true},
 		warnMsg{k: 3, full: true}, iteratedMsg{}, inventoryMsg{}, restartPlanMsg{},
 		partMsg{k: 3, piece: 4, off: 1 << 40}, unknownMsg{200},
 	} {
@@ -230,7 +231,7 @@ func TestCheckpointMessagesSurviveTheWire(t *testing.T) {
 		}
 	}
 	forms := map[string]uint8{}
-	for phase := ckptPrepare; phase <= ckptIterated; phase++ {
+	for phase := ckptPrepare; phase <= ckptCommitted; phase++ {
 		m := decodeCkpt(&transport.Header{Type: msgCheckpoint, Flags: phase})
 		name := fmt.Sprintf("%T", m)
 		_, unknown := m.(unknownMsg)

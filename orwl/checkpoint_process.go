@@ -347,22 +347,20 @@ func (c *checkpointer) handle(from int, m ckptMessage, payload []byte) {
 			pieces, err = slices.Concat(c.written, c.copies), nil
 		}
 		c.mu.Unlock()
-		took := time.Since(c.armedAt)
 		c.push(func() {
 			if err == nil {
 				err = c.store.CommitPart(m.k, pieces, m.whole)
 			}
 			if err != nil {
 				c.warn(m.k, err)
-			} else if c.j.rank == 0 {
-				c.j.log.Info("orwl: checkpoint complete", "iteration", m.k, "seconds", took.Seconds())
 			}
+			c.answer(c.j.rank, committedMsg{k: m.k, failed: err != nil})
 		})
 	case discardMsg:
 		c.push(func() { c.store.Discard(m.k) })
 	case inventoryMsg, restartPlanMsg, partMsg:
 		c.restartMessage(from, m, payload)
-	case reportMsg, armedMsg, copiedMsg, doneMsg: // the answers to rank 0, from a child in the tree
+	case reportMsg, armedMsg, copiedMsg, doneMsg, committedMsg: // the answers to rank 0, from a child in the tree
 		c.answer(from, m)
 	case warnMsg:
 		c.toCoordinator(coordInput{kind: onWarn, from: from, msg: m, why: string(payload)})

@@ -174,6 +174,10 @@ func measure(t *testing.T, n int) costs {
 	if m, ok := acts[len(acts)-1].msg.(commitMsg); !ok || m.k != 7 || m.whole != checkpoint.Summarize(j.all(t)) {
 		t.Fatalf("%d processes: the checkpoint ends with %+v, not its commit", n, acts[len(acts)-1])
 	}
+	acts, _ = gather(t, s, n, ckpt, func(int) ckptMessage { return committedMsg{k: 7} })
+	if len(acts) != 1 || acts[0].kind != doComplete {
+		t.Fatalf("%d processes: every manifest written, and rank 0 does %+v", n, acts)
+	}
 	c.rank0 = restart.in[0] + restart.out[0]
 	restart.in[0], restart.out[0] = 0, 0
 	c.restartIn, c.restartOut = slices.Max(restart.in), slices.Max(restart.out)
@@ -182,8 +186,8 @@ func measure(t *testing.T, n int) costs {
 }
 
 // TestCoordinatorBytesPerRank: in jobs of 8 to 256 processes, the most bytes a process
-// receives and sends at a restart (its plan, its inventory) and at a checkpoint (the four
-// exchanges and the commit, along the job's tree), and the inputs rank 0's coordinator
+// receives and sends at a restart (its plan, its inventory) and at a checkpoint (the five
+// exchanges, prepare to commit, along the job's tree), and the inputs rank 0's coordinator
 // takes per exchange, stay those of a job of 8 processes (but for the digits of the
 // numbers in JSON: ranks, tasks, a Summary). Before, the commit and the plan carried every piece
 // of the job to every process, each process's manifest, in its inventory, listed them all,

@@ -9,7 +9,7 @@ import (
 // The exchanges of a checkpoint travel along the job's tree (tree.go): rank 0's messages
 // to every process (prepare, arm, go, write, commit, discard) go to its children, each of
 // which passes them on to its own before it runs them; the answers (report, armed, copied,
-// done) come back up, each process answering its parent once it has its own answer and its
+// done, committed) come back up, each process answering its parent once it has its own answer and its
 // children's, the answers of its subtree made one (relay). Rank 0's coordinator then takes
 // one answer from itself and one from each of its children, each counting for the ranks of
 // its subtree (subtreeSize): a process sends and receives O(1) messages per exchange,
@@ -118,7 +118,8 @@ func (r *relay) add(rank, from int, children []int, m ckptMessage) (ckptMessage,
 
 // unite makes a and b, answers of one exchange from two disjoint sets of processes, the
 // answer of their union: the highest bound, the smallest n, the busy processes counted
-// with the lowest named; a checkpoint failed if either failed, their pieces summed.
+// with the lowest named; a checkpoint failed (or its commit) if either failed, their
+// pieces summed.
 func unite(a, b ckptMessage) ckptMessage {
 	switch a := a.(type) {
 	case reportMsg:
@@ -131,6 +132,8 @@ func unite(a, b ckptMessage) ckptMessage {
 	case doneMsg:
 		b := b.(doneMsg)
 		return doneMsg{k: a.k, failed: a.failed || b.failed, wrote: a.wrote.Add(b.wrote)}
+	case committedMsg:
+		return committedMsg{k: a.k, failed: a.failed || b.(committedMsg).failed}
 	}
 	return a // armed, copied: nothing but their number
 }

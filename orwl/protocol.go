@@ -283,6 +283,7 @@ const (
 	ckptWrite                      // writeMsg: rank 0 to every process, along the tree
 	ckptWarn                       // warnMsg: to rank 0
 	ckptIterated                   // iteratedMsg: to rank 0, as the sender's tasks end
+	ckptCommitted                  // committedMsg: the answer to commitMsg, up the tree
 )
 
 // ckptMessage is a message of a checkpoint or a restart, one of the forms below; decodeCkpt
@@ -332,10 +333,15 @@ type (
 		wrote  checkpoint.Summary
 	}
 	// commitMsg commits k, whole the Summary of every piece of the job (each process's
-	// manifest lists the pieces its directory holds, with it); discardMsg gives k up.
+	// manifest lists the pieces its directory holds, with it); committedMsg answers it,
+	// failed when the manifest could not be written; discardMsg gives k up.
 	commitMsg struct {
 		k     int
 		whole checkpoint.Summary
+	}
+	committedMsg struct {
+		k      int
+		failed bool
 	}
 	discardMsg struct{ k int }
 	// warnMsg says that a piece or a commit of k failed, full for a full disk; the payload
@@ -412,6 +418,12 @@ func (m warnMsg) header() transport.Header {
 	return h
 }
 
+func (m committedMsg) header() transport.Header {
+	h := ckptHeader(ckptCommitted, m.k)
+	h.Arg = int64(flags(m.failed, 1))
+	return h
+}
+
 func (iteratedMsg) header() transport.Header    { return ckptHeader(ckptIterated, 0) }
 func (inventoryMsg) header() transport.Header   { return ckptHeader(ckptInventory, 0) }
 func (restartPlanMsg) header() transport.Header { return ckptHeader(ckptPlan, 0) }
@@ -456,6 +468,8 @@ func decodeCkpt(h *transport.Header) ckptMessage {
 		return warnMsg{k: k, full: h.Arg == 1}
 	case ckptIterated:
 		return iteratedMsg{}
+	case ckptCommitted:
+		return committedMsg{k: k, failed: h.Arg == 1}
 	case ckptInventory:
 		return inventoryMsg{}
 	case ckptPlan:
