@@ -2,6 +2,7 @@ package orwl
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -73,16 +74,20 @@ type node struct {
 // jobWide is the state of what the processes do together; guarded by mu (lock order:
 // node.go).
 type jobWide struct {
-	mu         sync.Mutex
-	problems   []*string     // by rank: init-phase mistakes, at the schedule
-	watch      deadlockWatch // rank 0: the reports of stuck processes
-	traceParts [][]byte      // by rank: the trace parts of this process's subtree, at the end
-	partsFrom  map[int]bool  // the children whose subtree's parts came
-	partsIn    chan struct{} // a message for each child's (not guarded)
-	lost       []bool        // by rank: lost processes (PeerLost)
-	spread     *spreading    // the failure this process spread, nil until it does
-	clock      chan int64    // rank 0's answers to clock questions (not guarded)
-	counts     wideCounts    // the job-wide messages sent and received (not guarded)
+	mu           sync.Mutex
+	problems     []rankProblems      // init-phase mistakes of this process's subtree, at the schedule
+	problemsFrom map[int]bool        // the children whose subtree's mistakes came
+	problemsIn   chan struct{}       // a message for each child's (not guarded)
+	allProblems  chan []rankProblems // everybody's, from the parent (not guarded)
+	failed       chan struct{}       // closed when this process spreads a failure (not guarded)
+	watch        deadlockWatch       // rank 0: the reports of stuck processes
+	traceParts   [][]byte            // by rank: the trace parts of this process's subtree, at the end
+	partsFrom    map[int]bool        // the children whose subtree's parts came
+	partsIn      chan struct{}       // a message for each child's (not guarded)
+	lost         []bool              // by rank: lost processes (PeerLost)
+	spread       *spreading          // the failure this process spread, nil until it does
+	clock        chan int64          // rank 0's answers to clock questions (not guarded)
+	counts       wideCounts          // the job-wide messages sent and received (not guarded)
 }
 
 func newNode(j *job, log *slog.Logger) *node {
@@ -91,18 +96,43 @@ func newNode(j *job, log *slog.Logger) *node {
 		log: log,
 		req: requester{j: j, tickets: []*remoteTicket{nil}, lost: make([]error, j.procs)},
 		own: owner{j: j, log: log, served: make([][]*served, j.procs)},
-		wide: jobWide{problems: make([]*string, j.procs), traceParts: make([][]byte, j.procs),
+		wide: jobWide{problemsFrom: map[int]bool{}, problemsIn: make(chan struct{}, 2),
+			allProblems: make(chan []rankProblems, 1), failed: make(chan struct{}), traceParts: make([][]byte, j.procs),
 			partsFrom: map[int]bool{}, partsIn: make(chan struct{}, 2), lost: make([]bool, j.procs),
 			clock: make(chan int64, 1)},
 	}
 }
 
-// problemsFrom keeps the init-phase mistakes that rank from sent (see exchangeProblems).
-func (n *node) problemsFrom(from int, payload []byte) {
-	text := string(payload)
+// problemsFrom takes the init-phase mistakes that neighbour from sent (see
+// exchangeProblems): its subtree's, from a child; everybody's, from the parent.
+func (n *node) problemsFrom(from int, m problemsMsg, payload []byte) error {
+	var ps []rankProblems
+	if err := json.Unmarshal(payload, &ps); err != nil {
+		return fmt.Errorf("insert mistakes: %w", err)
+	}
 	n.wide.mu.Lock()
-	n.wide.problems[from] = &text
-	n.wide.mu.Unlock()
+	defer n.wide.mu.Unlock()
+	if m.all {
+		if from != treeParent(n.j.rank) {
+			return fmt.Errorf("the job's insert mistakes from a process that is not rank %d's parent", n.j.rank)
+		}
+		select {
+		case n.wide.allProblems <- ps:
+			return nil
+		default:
+			return errors.New("the job's insert mistakes sent twice")
+		}
+	}
+	if err := n.inSubtree("insert mistakes", from, len(ps), func(i int) int { return ps[i].Rank }); err != nil {
+		return err
+	}
+	if n.wide.problemsFrom[from] {
+		return errors.New("insert mistakes sent twice")
+	}
+	n.wide.problemsFrom[from] = true
+	n.wide.problems = append(n.wide.problems, ps...)
+	n.wide.problemsIn <- struct{}{} // never blocks: room for every child's message
+	return nil
 }
 
 // peerFailed fails the job with the failure that neighbour from passed on (see
@@ -147,39 +177,76 @@ func (n *node) setMesh(m *transport.Mesh) {
 }
 
 // exchangeProblems tells every process this one's init-phase mistakes and returns everybody's,
-// in rank order.
+// in rank order, along the job's tree: each process waits for its children's subtrees' and
+// sends its parent its own and theirs; rank 0, which then has everybody's, sends them down,
+// and each process passes them on to its children. A barrier follows, which every process
+// reaches having sent everything before it (see job.schedule).
 func (n *node) exchangeProblems(ctx context.Context, mine []error) ([]string, error) {
-	var text string
-	if err := errors.Join(mine...); err != nil {
-		text = err.Error() // one line per mistake
+	children := treeChildren(n.j.rank, n.j.procs)
+	for range children {
+		if _, err := await(ctx, n, n.wide.problemsIn); err != nil {
+			return nil, err
+		}
 	}
-	payload := []byte(text)
-	for r := range n.j.procs {
-		if r != n.j.rank {
-			if err := n.mesh.Send(r, transport.Requester, problemsHeader(), payload); err != nil {
-				return nil, err
-			}
+	n.wide.mu.Lock()
+	if err := errors.Join(mine...); err != nil {
+		n.wide.problems = append(n.wide.problems, rankProblems{Rank: n.j.rank, Text: err.Error()}) // one line per mistake
+	}
+	all := slices.Clone(n.wide.problems)
+	n.wide.mu.Unlock()
+	slices.SortFunc(all, func(a, b rankProblems) int { return a.Rank - b.Rank })
+	if parent := treeParent(n.j.rank); parent >= 0 {
+		if err := n.sendProblems(parent, problemsMsg{}, all); err != nil {
+			return nil, err
+		}
+		var err error
+		if all, err = await(ctx, n, n.wide.allProblems); err != nil {
+			return nil, err
+		}
+	}
+	for _, c := range children {
+		if err := n.sendProblems(c, problemsMsg{all: true}, all); err != nil {
+			return nil, err
 		}
 	}
 	if err := n.mesh.Barrier(ctx); err != nil {
 		return nil, err
 	}
-	var all []string
-	n.wide.mu.Lock()
-	defer n.wide.mu.Unlock()
-	for r := range n.j.procs {
-		p := n.wide.problems[r]
-		if r == n.j.rank {
-			p = &text
-		}
-		if p == nil {
-			return nil, fmt.Errorf("orwl: schedule: rank %d sent no report", r)
-		}
-		if *p != "" {
-			all = append(all, *p)
-		}
+	var texts []string
+	for _, p := range all {
+		texts = append(texts, p.Text)
 	}
-	return all, nil
+	return texts, nil
+}
+
+// rankProblems is the text of the init-phase mistakes of one process, as they travel in the
+// tree.
+type rankProblems struct {
+	Rank int
+	Text string
+}
+
+// sendProblems sends m with ps in JSON to neighbour to.
+func (n *node) sendProblems(to int, m problemsMsg, ps []rankProblems) error {
+	payload, err := json.Marshal(ps)
+	if err != nil {
+		return err
+	}
+	return n.sendWide(to, m.header(), payload)
+}
+
+// await returns a value from ch, or why it stopped waiting for one: ctx is done, or n's
+// job failed.
+func await[T any](ctx context.Context, n *node, ch <-chan T) (T, error) {
+	var v T
+	select {
+	case v = <-ch:
+		return v, nil
+	case <-ctx.Done():
+		return v, ctx.Err()
+	case <-n.wide.failed:
+		return v, n.j.failure()
+	}
 }
 
 // peerFailure is the failure of another process of the job, as it reported it: origin
@@ -227,6 +294,9 @@ func (n *node) spreadFailure(err error) {
 	}
 	n.wide.mu.Lock()
 	defer n.wide.mu.Unlock()
+	if n.wide.spread == nil {
+		close(n.wide.failed)
+	}
 	n.wide.spread = f
 	for _, r := range reach(n.j.procs, n.j.rank, n.wide.isLost, from) {
 		n.sendWide(r, f.header(), f.text)

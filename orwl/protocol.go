@@ -23,7 +23,7 @@ const (
 	msgRequest    = transport.TypeUser + iota // requestMsg: requester to owner
 	msgGrant                                  // grantMsg: owner to requester
 	msgRelease                                // releaseMsg: requester to owner
-	msgProblems                               // payload: the sender's init-phase mistakes as text (empty when none), at the schedule
+	msgProblems                               // problemsMsg: init-phase mistakes along the job's tree, at the schedule
 	msgFail                                   // failMsg: the sender's job failed
 	msgStuck                                  // stuckMsg: deadlock detection's reports and probes, along the job's tree
 	msgTracePart                              // payload: the trace parts of the sender's subtree, to its parent at the end (trace.go)
@@ -44,9 +44,10 @@ const (
 	flagPeerLost             // failMsg: the failure is a lost process
 	flagMore                 // grantMsg: another grant of the same FIFO operation follows for this process
 
-	flagRecycle = flagFailed  // grantMsg: the requester's copy is not read again before the data changes
-	flagDropped = flagRefused // releaseMsg: the requester's mirror holds nothing any more
-	flagYields  = flagWrite   // failMsg: the failure only says that a process closed its mesh or failed (job.fail)
+	flagRecycle   = flagFailed  // grantMsg: the requester's copy is not read again before the data changes
+	flagDropped   = flagRefused // releaseMsg: the requester's mirror holds nothing any more
+	flagYields    = flagWrite   // failMsg: the failure only says that a process closed its mesh or failed (job.fail)
+	flagEverybody = flagWrite   // problemsMsg: the whole job's mistakes, from the parent
 )
 
 // flags is f when set, else 0.
@@ -139,10 +140,22 @@ func decodeRelease(h *transport.Header) releaseMsg {
 		failed: h.Flags&flagFailed != 0, dropped: h.Flags&flagDropped != 0, size: int(h.Len)}
 }
 
-// problemsHeader is the header of a process's init-phase mistakes (msgProblems), and
-// tracePartHeader of its subtree's trace parts (msgTracePart): the payload is all they carry.
-func problemsHeader() transport.Header  { return transport.Header{Type: msgProblems} }
+// tracePartHeader is the header of the trace parts of a process's subtree (msgTracePart):
+// the payload is all it carries.
 func tracePartHeader() transport.Header { return transport.Header{Type: msgTracePart} }
+
+// problemsMsg carries init-phase mistakes along the job's tree at the schedule
+// (node.exchangeProblems): those of the sender's subtree, to its parent, or, all, the whole
+// job's, to its children; the payload is []rankProblems in JSON.
+type problemsMsg struct{ all bool }
+
+func (m *problemsMsg) header() transport.Header {
+	return transport.Header{Type: msgProblems, Flags: flags(m.all, flagEverybody)}
+}
+
+func decodeProblems(h *transport.Header) problemsMsg {
+	return problemsMsg{all: h.Flags&flagEverybody != 0}
+}
 
 // failMsg tells a neighbour in the job's tree that the job failed at process origin, which
 // the sender found or was told (node.spreadFailure); the payload is the error's text as
@@ -232,7 +245,7 @@ func (n *node) Handle(from int, h *transport.Header, payload []byte) {
 		n.j.det.moved()
 		err = n.own.released(from, decodeRelease(h), payload)
 	case msgProblems:
-		n.problemsFrom(from, payload)
+		err = n.problemsFrom(from, decodeProblems(h), payload)
 	case msgFail:
 		err = n.peerFailed(from, decodeFailure(h), payload)
 	case msgStuck:

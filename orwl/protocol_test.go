@@ -45,6 +45,11 @@ func TestMessagesRoundTrip(t *testing.T) {
 			t.Errorf("stuck %+v did not come back", s)
 		}
 	}
+	for _, p := range []problemsMsg{{}, {all: true}} {
+		if h := p.header(); decodeProblems(&h) != p {
+			t.Errorf("problems %+v did not come back", p)
+		}
+	}
 	c := clockMsg{asked: 1_700_000_000_000_000_000, answer: 1_700_000_000_000_000_123}
 	if h := c.header(); decodeClock(&h) != c {
 		t.Errorf("clock %+v did not come back", c)

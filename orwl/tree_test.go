@@ -209,3 +209,36 @@ func TestTraceGathersAlongTheTree(t *testing.T) {
 		t.Errorf("rank 0 received %d trace messages, want 2 (one from each child); sent by rank: %v", got, sentBy(w, "trace"))
 	}
 }
+
+// TestScheduleProblemsGatherAlongTheTree: the insert mistakes of tasks of two of 16
+// processes reach every task, the same text everywhere, while each process sends at most
+// one message of them to each neighbour in the tree (up to its parent, down to its
+// children), where each used to send one to every other process.
+func TestScheduleProblemsGatherAlongTheTree(t *testing.T) {
+	const procs = 16
+	errs, counts := runCounted(t, procs, []string{"x"}, func(ctx context.Context, task *orwl.Task) error {
+		switch task.ID() {
+		case 4:
+			task.ReadInsert(task.Loc(99, "x"), 0)
+		case 13:
+			task.WriteInsert(task.Loc(1, "y"), 0)
+		}
+		return task.Schedule(ctx)
+	})
+	for r, err := range errs {
+		if err == nil || err.Error() != errs[0].Error() {
+			t.Fatalf("rank %d: %v, rank 0: %v; want the same error", r, err, errs[0])
+		}
+	}
+	for _, want := range []string{`task 4: read insert on task 99 "x"`, `task 13: write insert on task 1 "y"`} {
+		if !strings.Contains(errs[0].Error(), want) {
+			t.Errorf("error lacks %q: %v", want, errs[0])
+		}
+	}
+	for r := range procs {
+		if n := counts.sent[r]["problems"]; n > 3 {
+			t.Errorf("rank %d sent %d messages of insert mistakes, want at most 3 (its neighbours in the tree)", r, n)
+		}
+	}
+	t.Logf("messages of insert mistakes sent by rank: %v", sentBy(counts, "problems"))
+}
