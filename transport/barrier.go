@@ -33,7 +33,7 @@ type collective struct {
 	failed     int            // the first rank that said it failed, or -1
 	failedSeq  uint64         // the barriers it had passed
 	finishedBy int            // a rank in FinalBarrier that the parent said keeps barriers from ending, or -1
-	down       uint64         // the last barrier the parent released
+	down       uint64         // the last barrier the parent released, or a process passed
 	finalDown  bool           // the parent said the job agreed
 	finalUp    bool           // this process told its parent that its subtree agrees; barMu
 	finalMarks []int          // the peers that got this process's final marker; barMu
@@ -89,6 +89,7 @@ func (m *Mesh) Barrier(ctx context.Context) error {
 			for _, k := range kids {
 				m.send(k, Requester, outMsg{h: Header{Type: TypeBarrier, Flags: kindDown, Seq: seq}}, queued)
 			}
+			m.passed.Store(seq)
 			return true, nil
 		}
 		if c.lost != nil {
@@ -290,6 +291,17 @@ func (m *Mesh) wakeBarrier() {
 		close(m.markCh)
 		m.markCh = nil
 	}
+}
+
+// released records that a process passed seq barriers (its goodbye said so): they are
+// over for every process, as when the parent releases them.
+func (m *Mesh) released(seq uint64) {
+	m.markMu.Lock()
+	if seq > m.coll.down {
+		m.coll.down = seq
+		m.wakeBarrier()
+	}
+	m.markMu.Unlock()
 }
 
 // barrierMessage takes a barrier message h (TypeBarrier or TypeFinal) from rank from: it

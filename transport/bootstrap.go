@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -460,6 +461,7 @@ func (b *bootstrap) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	m := b.m
 	rw.Header().Set("Connection", "close") // an error answer ends its connection
 	if !m.track() {
+		rw.Header().Set(passedHeader, strconv.FormatUint(m.passed.Load(), 10)) // as its goodbye would
 		http.Error(rw, closingMesh, http.StatusGone)
 		return
 	}

@@ -231,11 +231,12 @@ func (c *conn) gone() error {
 	return c.m.lostError(c.peer, ErrPeerClosed)
 }
 
-// goodbye queues TypeBye and lets the writer finish with a close frame.
+// goodbye queues TypeBye, with the number of barriers this process passed, and lets the
+// writer finish with a close frame.
 func (c *conn) goodbye() {
 	c.mu.Lock()
 	if !c.closing {
-		c.q = append(c.q, outMsg{h: Header{Type: TypeBye}})
+		c.q = append(c.q, outMsg{h: Header{Type: TypeBye, Seq: c.m.passed.Load()}})
 		c.closing = true
 	}
 	c.mu.Unlock()
@@ -534,8 +535,10 @@ func (c *conn) meshMessage(h *Header) {
 		c.m.lostReport(c.peer, h)
 	case TypeBye:
 		// The peer is gone once both its connections said goodbye: what it sent before (a
-		// barrier marker, say) is delivered by then.
+		// barrier marker, say) is delivered by then. The barriers it passed are over.
 		c.bye.Store(true)
+		c.m.peers[c.peer].byeSeq.Store(h.Seq)
+		c.m.released(h.Seq)
 		if other := c.m.peers[c.peer].conns[1-c.role].Load(); other != nil && other.bye.Load() {
 			c.m.lose(c.peer, ErrPeerClosed)
 		}

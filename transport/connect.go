@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -30,6 +31,10 @@ import (
 // answers one that comes after the start with startOver before its handshake, while it
 // keeps accepting the mesh's connections.
 const purposeHeader = "Orwl-Purpose"
+
+// passedHeader carries, in the answer of a process whose Close has begun, the number of
+// barriers it passed, as its goodbye does (TypeBye's Seq).
+const passedHeader = "Orwl-Passed"
 
 // track counts a goroutine of the mesh that Close waits for, unless Close has begun.
 func (m *Mesh) track() bool {
@@ -221,6 +226,10 @@ func (m *Mesh) dial(ctx context.Context, addr string, serverRank int, purpose ui
 		}
 		if err != nil && ctx.Err() == nil {
 			if refusal := answered(resp); refusal == closingMesh {
+				if passed, err := strconv.ParseUint(resp.Header.Get(passedHeader), 10, 64); err == nil {
+					m.peers[serverRank].byeSeq.Store(passed) // as its goodbye would say
+					m.released(passed)
+				}
 				return nil, fmt.Errorf("%w: rank %d at %s answers: %s", ErrPeerClosed, serverRank, addr, refusal)
 			} else if refusal != "" {
 				return nil, fmt.Errorf("transport: rank %d: rank %d at %s answers: %s", m.rank, serverRank, addr, refusal)

@@ -248,8 +248,9 @@ type Mesh struct {
 
 	// Barriers (barrier.go) and the job's state as the tree spreads it (tree.go).
 	barMu  sync.Mutex
-	barSeq uint64 // barMu
-	final  bool   // this process has entered FinalBarrier; barMu
+	barSeq uint64        // barMu
+	passed atomic.Uint64 // the barriers this process passed, which its goodbye tells
+	final  bool          // this process has entered FinalBarrier; barMu
 	markMu sync.Mutex
 	markCh chan struct{} // closed and renewed on every barrier message, connection, loss
 	coll   collective    // markMu
@@ -281,8 +282,10 @@ type peer struct {
 	// final and failed: the peer's final marker arrived, or the tree said that it failed;
 	// markMu.
 	final, failed bool
-	// What the peer said in the barriers (barrier.go); markMu.
-	bar peerBarrier
+	// What the peer said in the barriers (barrier.go); markMu. byeSeq: the barriers it had
+	// passed when it said goodbye.
+	bar    peerBarrier
+	byeSeq atomic.Uint64
 	// sent counts the messages the writers of both connections to the peer have written;
 	// readers of the peer's messages load it before Sink and Handle (see Send: a
 	// happens-before edge the race detector sees).
@@ -549,9 +552,17 @@ func (m *Mesh) attach(rank int, role Role, w *wire) bool {
 		p.conns[role].Store(c)
 		m.wg.Add(2)
 	}
+	closing := m.closing.Load()
 	p.mu.Unlock()
 	m.lifeMu.Unlock()
 	if !ok {
+		if closing { // the peer may have attached its end: it gets this process's goodbye
+			w.nc.SetWriteDeadline(time.Now().Add(closeWait))
+			if w.writeMsg(Header{Type: TypeBye, Seq: m.passed.Load()}, nil) == nil {
+				w.writeClose(closeNormal)
+				w.flush()
+			}
+		}
 		w.nc.Close()
 		return false
 	}

@@ -64,14 +64,14 @@ func (m *Mesh) spread(h Header, except int) {
 }
 
 // lostClosed is TypeLost's flag: the lost process closed its mesh (without its final
-// barrier).
+// barrier), having passed Seq barriers.
 const lostClosed = 1
 
 // spreadLoss tells the peers that rank is lost, for cause (see TypeLost).
 func (m *Mesh) spreadLoss(rank int, cause error) {
 	h := Header{Type: TypeLost, Arg: int64(rank), Key: uint32(m.rank)}
 	if errors.Is(cause, ErrPeerClosed) {
-		h.Flags = lostClosed
+		h.Flags, h.Seq = lostClosed, m.peers[rank].byeSeq.Load()
 	}
 	m.spread(h, rank)
 }
@@ -92,6 +92,8 @@ func (m *Mesh) lostReport(from int, h *Header) {
 	cause := fmt.Errorf("rank %d found it lost%s", by, via)
 	if h.Flags&lostClosed != 0 {
 		cause = fmt.Errorf("%w (rank %d saw it%s)", ErrPeerClosed, by, via)
+		m.peers[rank].byeSeq.Store(h.Seq) // passed on with the loss
+		m.released(h.Seq)                 // the barriers it passed are over
 	}
 	m.lose(rank, cause)
 }

@@ -218,3 +218,32 @@ func TestSendToAProcessThatClosed(t *testing.T) {
 		t.Fatalf("Send to a closed process: %v", err)
 	}
 }
+
+// Every process passes a barrier and closes its mesh at once, processes that are not
+// neighbours in the tree being connected too: a process still waiting for the tree's
+// release learns from the goodbye of one that passed the barrier, or from the loss that
+// its goodbye caused, that it is over, and its Barrier succeeds (as it did when every
+// process waited for every other's marker).
+func TestBarrierThenCloseWithPartialConnections(t *testing.T) {
+	for round := range 3 {
+		meshes, recs := startMeshes(t, treeSize, nil)
+		for r, m := range meshes {
+			if err := m.Send((r+5)%treeSize, Owner, Header{Type: TypeUser}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, r := range recs { // delivered: both connections of each pair are up
+			<-r.frames
+		}
+		var wg sync.WaitGroup
+		for r, m := range meshes {
+			wg.Go(func() {
+				if err := m.Barrier(context.Background()); err != nil {
+					t.Errorf("round %d, rank %d: %v", round, r, err)
+				}
+				m.Close()
+			})
+		}
+		wg.Wait()
+	}
+}
