@@ -63,7 +63,7 @@ func figuresSetup(fs *flag.FlagSet) func(*report) error {
 	fs.IntVar(&f.mmRounds, "matmul-rounds", 2, "rounds of every measurement of the matmul sweep")
 	fs.StringVar(&f.firstSizes, "first-n", "4096,6144", "matrix sizes of the first-multiplication comparison")
 	fs.IntVar(&f.firstRounds, "first-rounds", 5, "alternations of the first-multiplication comparison")
-	fs.StringVar(&f.sections, "sections", "locks,kernels,matmul,first,hybrid,stencil,wavefront,sph,scale,cholesky,checkpoint,hosts,grant,faults,gpu", "the measurements to make; the figures are rewritten with these only (try fewer on a copy of the page); gpu measures nothing: it rewrites the GPU part alone from the results of bench gpu in the results folder's gpu/")
+	fs.StringVar(&f.sections, "sections", "locks,kernels,matmul,first,hybrid,stencil,wavefront,sph,scale,cholesky,checkpoint,hosts,grant,faults,gpu", "the measurements to make; the other sections keep their figures, marked with the day they were measured; gpu measures nothing: it rewrites the GPU part alone from the results of bench gpu in the results folder's gpu/")
 	fs.StringVar(&f.stencilArgs, "stencil-args", "", "more flags of the stencil command (for example -sizes 1000 -rounds 1)")
 	fs.StringVar(&f.wavefrontArgs, "wavefront-args", "", "more flags of the wavefront command (for example -n 20000 -rounds 1)")
 	fs.StringVar(&f.sphArgs, "sph-args", "", "more flags of the sph command (for example -n 20000 -steps 20)")
@@ -102,7 +102,7 @@ func benchFigures(f *figuresFlags) error {
 	if begin < 0 || end < begin {
 		return fmt.Errorf("%s has no %s ... %s section", f.page, figuresBegin, figuresEnd)
 	}
-	figures, err := measureFigures(f, mm, want, root, out, links)
+	figures, err := measureFigures(f, mm, want, root, out, links, string(text[begin:end]))
 	if err != nil {
 		return err
 	}
@@ -143,46 +143,63 @@ func checkFigures(f *figuresFlags) (mm matmulSweep, want map[string]bool, err er
 
 // measureFigures makes the measurements of the sections in want, running the commands with
 // -out out (root is the checkout's root, links the results folder as the page links it),
-// and returns the figures, from the begin marker up to the end marker.
-func measureFigures(f *figuresFlags, mm matmulSweep, want map[string]bool, root, out, links string) (string, error) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s\nMeasured by `go run ./lab/bench figures` on %s, %s, %d cores, %s, %s.\n",
-		figuresBegin, time.Now().UTC().Format("2006-01-02"), cpuModel(), runtime.NumCPU(), runtime.Version(), runtime.GOARCH)
-	b.WriteString("Every ratio compares two rows of the same run; absolute numbers vary with the machine's load.\n\n")
-	measure := map[string]func() error{
-		"locks":   func() error { return lockFigures(&b, root) },
-		"kernels": func() error { return kernelFigures(&b, out) },
-		"matmul":  func() error { return matmulFigures(&b, out, f, mm) },
-		"first": func() error {
-			return appendRows(&b, out, firstFigures, "first", "-n", f.firstSizes, "-rounds", strconv.Itoa(f.firstRounds), "-hugepages", "default,on")
+// and returns the figures, from the begin marker up to the end marker. A section it does not
+// measure keeps its figures from old (the page's figures so far), marked with the day and
+// the code they were measured on, so that a run of a few sections leaves the others true.
+func measureFigures(f *figuresFlags, mm matmulSweep, want map[string]bool, root, out, links, old string) (string, error) {
+	measure := map[string]func(b *strings.Builder) error{
+		"locks":   func(b *strings.Builder) error { return lockFigures(b, root) },
+		"kernels": func(b *strings.Builder) error { return kernelFigures(b, out) },
+		"matmul":  func(b *strings.Builder) error { return matmulFigures(b, out, f, mm) },
+		"first": func(b *strings.Builder) error {
+			return appendRows(b, out, firstFigures, "first", "-n", f.firstSizes, "-rounds", strconv.Itoa(f.firstRounds), "-hugepages", "default,on")
 		},
-		"hybrid": func() error { return hybridFigures(&b, out) },
-		"stencil": func() error {
-			return appendRows(&b, out, stencilFigures, append([]string{"stencil"}, strings.Fields(f.stencilArgs)...)...)
+		"hybrid": func(b *strings.Builder) error { return hybridFigures(b, out) },
+		"stencil": func(b *strings.Builder) error {
+			return appendRows(b, out, stencilFigures, append([]string{"stencil"}, strings.Fields(f.stencilArgs)...)...)
 		},
-		"wavefront": func() error {
-			return appendRows(&b, out, wavefrontFigures, append([]string{"wavefront"}, strings.Fields(f.wavefrontArgs)...)...)
+		"wavefront": func(b *strings.Builder) error {
+			return appendRows(b, out, wavefrontFigures, append([]string{"wavefront"}, strings.Fields(f.wavefrontArgs)...)...)
 		},
-		"sph": func() error {
-			return appendRows(&b, out, sphFigures, append([]string{"sph"}, strings.Fields(f.sphArgs)...)...)
+		"sph": func(b *strings.Builder) error {
+			return appendRows(b, out, sphFigures, append([]string{"sph"}, strings.Fields(f.sphArgs)...)...)
 		},
-		"scale": func() error {
-			return appendRows(&b, out, scaleFigures, append([]string{"scale"}, strings.Fields(f.scaleArgs)...)...)
+		"scale": func(b *strings.Builder) error {
+			return appendRows(b, out, scaleFigures, append([]string{"scale"}, strings.Fields(f.scaleArgs)...)...)
 		},
-		"cholesky": func() error {
-			return appendRows(&b, out, choleskyFigures, "cholesky", "-n", "4096,8192", "-single=false")
+		"cholesky": func(b *strings.Builder) error {
+			return appendRows(b, out, choleskyFigures, "cholesky", "-n", "4096,8192", "-single=false")
 		},
-		"checkpoint": func() error { return appendRows(&b, out, checkpointFigures, "checkpoint") },
-		"grant":      func() error { return appendRows(&b, out, grantFigures, "grant") },
-		"hosts":      func() error { return appendRows(&b, out, hostsFigures, "hosts") },
-		"faults":     func() error { return appendRows(&b, out, faultFigures, "faults") },
+		"checkpoint": func(b *strings.Builder) error { return appendRows(b, out, checkpointFigures, "checkpoint") },
+		"grant":      func(b *strings.Builder) error { return appendRows(b, out, grantFigures, "grant") },
+		"hosts":      func(b *strings.Builder) error { return appendRows(b, out, hostsFigures, "hosts") },
+		"faults":     func(b *strings.Builder) error { return appendRows(b, out, faultFigures, "faults") },
 	}
+	kept := keptSections(old)
+	today, code := time.Now().UTC().Format("2006-01-02"), codeVersion(root)
+	var sections []figuresSection
 	for _, name := range figuresSections {
-		if run := measure[name]; want[name] && run != nil { // gpu is not measured here
-			if err := run(); err != nil {
+		run := measure[name]
+		switch {
+		case run == nil: // gpu: a part of its own
+		case want[name]:
+			var b strings.Builder
+			if err := run(&b); err != nil {
 				return "", err
 			}
+			sections = append(sections, figuresSection{name, today, code, strings.Trim(b.String(), "\n")})
+		case kept[name].body != "":
+			sections = append(sections, kept[name])
+		default:
+			fmt.Fprintf(os.Stderr, "figures: the page has no %s figures to keep; -sections %s measures them\n", name, name)
 		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\nMeasured by `go run ./lab/bench figures` on %s, %d cores, %s, %s: %s.\n",
+		figuresBegin, cpuModel(), runtime.NumCPU(), runtime.Version(), runtime.GOARCH, whenMeasured(sections))
+	b.WriteString("Every ratio compares two rows of the same run; absolute numbers vary with the machine's load.\n")
+	for _, s := range sections {
+		fmt.Fprintf(&b, "\n<!-- figures:%s %s %s -->\n\n%s\n\n<!-- figures:%s end -->\n", s.name, s.day, s.code, s.body, s.name)
 	}
 	link := func(what, file string) string { return "[" + what + "](" + links + "/" + file + ")" }
 	fmt.Fprintf(&b, "\nCharts: %s, %s, %s; tables: %s.\n", link("kernels", "kernels.svg"), link("matmul against N", "matmul_n.svg"),
@@ -191,6 +208,60 @@ func measureFigures(f *figuresFlags, mm matmulSweep, want map[string]bool, root,
 			link("wavefront", "wavefront.txt"), link("sph", "sph.txt"), link("scale", "scale.txt"), link("cholesky", "cholesky.txt"), link("checkpoint", "checkpoint.txt"),
 			link("hosts", "hosts.txt"), link("grant", "grant.txt"), link("faults", "faults.txt")}, ", "))
 	return b.String(), nil
+}
+
+// figuresSection is one section of the figures: its name in figuresSections, the day (UTC)
+// and the code (commit) it was measured on, and its text.
+type figuresSection struct{ name, day, code, body string }
+
+// sectionMarks finds the sections of a page's figures: each between
+// <!-- figures:NAME DAY CODE --> and <!-- figures:NAME end -->.
+var sectionMarks = regexp.MustCompile(`(?s)<!-- figures:(\w+) (\S+) (\S+) -->\n(.*?)\n<!-- figures:(\w+) end -->`)
+
+// keptSections returns the sections of the figures text old, by name.
+func keptSections(old string) map[string]figuresSection {
+	kept := map[string]figuresSection{}
+	for _, m := range sectionMarks.FindAllStringSubmatch(old, -1) {
+		if m[1] == m[5] {
+			kept[m[1]] = figuresSection{m[1], m[2], m[3], strings.Trim(m[4], "\n")}
+		}
+	}
+	return kept
+}
+
+// whenMeasured says which sections were measured on which day and code, the latest first:
+// "locks and sph on 2026-11-28 (code 1a2b3c4), kernels on 2026-11-27 (code 9c9b69b)".
+func whenMeasured(sections []figuresSection) string {
+	type run struct{ day, code string }
+	var runs []run
+	names := map[run][]string{}
+	for _, s := range sections {
+		r := run{s.day, s.code}
+		if names[r] == nil {
+			runs = append(runs, r)
+		}
+		names[r] = append(names[r], s.name)
+	}
+	slices.SortStableFunc(runs, func(a, b run) int { return strings.Compare(b.day, a.day) })
+	parts := make([]string, len(runs))
+	for i, r := range runs {
+		parts[i] = fmt.Sprintf("%s on %s (code %s)", joinAnd(names[r]), r.day, r.code)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// codeVersion names the code of the checkout at root: its commit, short, and "+changes"
+// when files differ from it.
+func codeVersion(root string) string {
+	out, err := exec.Command("git", "-C", root, "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	code := strings.TrimSpace(string(out))
+	if diff, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no", "--", ".", ":!docs/performance.md", ":!lab/results").Output(); err == nil && len(diff) > 0 {
+		code += "+changes"
+	}
+	return code
 }
 
 // lockFigures writes the table of the lock benchmarks of package orwl (in the checkout at

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestKeptSections checks that the sections a figures run does not measure are found in the
+// page's figures as written, with the day and code they were measured on.
+func TestKeptSections(t *testing.T) {
+	old := figuresBegin + "\nMeasured by ...\n" +
+		"\n<!-- figures:locks 2026-11-27 9c9b69b -->\n\n| lock | table |\n|---|---|\n\n<!-- figures:locks end -->\n" +
+		"\n<!-- figures:sph 2026-11-28 1a2b3c4+changes -->\n\nSPH line one\nline two\n\n<!-- figures:sph end -->\n" +
+		"\n<!-- figures:stencil 2026-11-28 1a2b3c4 -->\n\nunfinished, no end mark\n"
+	kept := keptSections(old)
+	if len(kept) != 2 {
+		t.Fatalf("kept %d sections, want locks and sph: %v", len(kept), kept)
+	}
+	if got := kept["locks"]; got.day != "2026-11-27" || got.code != "9c9b69b" || got.body != "| lock | table |\n|---|---|" {
+		t.Errorf("locks: %+v", got)
+	}
+	if got := kept["sph"]; got.code != "1a2b3c4+changes" || got.body != "SPH line one\nline two" {
+		t.Errorf("sph: %+v", got)
+	}
+}
+
+// TestWhenMeasured checks the header's account of which sections come from which run.
+func TestWhenMeasured(t *testing.T) {
+	got := whenMeasured([]figuresSection{
+		{name: "locks", day: "2026-11-28", code: "b"},
+		{name: "kernels", day: "2026-11-27", code: "a"},
+		{name: "matmul", day: "2026-11-27", code: "a"},
+		{name: "sph", day: "2026-11-28", code: "b"},
+	})
+	want := "locks and sph on 2026-11-28 (code b); kernels and matmul on 2026-11-27 (code a)"
+	if got != want {
+		t.Errorf("whenMeasured = %q, want %q", got, want)
+	}
+	if got := whenMeasured([]figuresSection{{name: "locks", day: "d", code: "c"}}); !strings.HasPrefix(got, "locks on d") {
+		t.Errorf("one section: %q", got)
+	}
+}
