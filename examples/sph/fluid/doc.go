@@ -42,7 +42,8 @@
 // array per coordinate in canonical order with a start index per cell: the three cells
 // along x of each (dz, dy) of a neighbourhood are then one contiguous run of particles,
 // nine runs per cell. The density phase keeps the neighbours it finds (a candidate is
-// tested without a branch) for the force phase, which therefore visits only neighbours.
+// tested without a branch) and their distances for the force phase, which therefore
+// visits only neighbours and takes no square root.
 //
 // # A step, and its locations
 //

@@ -113,6 +113,7 @@ type window struct {
 
 	nbFirst  []int     // the neighbours of own particle i are nb[nbFirst[i-o0]:nbFirst[i-o0+1]]
 	nb       []int32   // in canonical neighbour order
+	nbR      []float64 // the distance to each neighbour, nb's twin
 	r2       []float64 // the squared distances of one particle's neighbour candidates
 	cellWork []int64   // neighbour count of every own cell's particles
 }
@@ -251,8 +252,12 @@ func (w *window) density() int64 {
 				}
 				found += filter(nb[used+found:], w.r2[found:], w.x[a:b], w.y[a:b], w.z[a:b], a, xi, yi, zi, k.H2)
 			}
+			if len(w.nbR) < used+found {
+				w.nbR = grow(w.nbR, max(used+found, 2*len(w.nbR)))
+				w.nbR = w.nbR[:cap(w.nbR)]
+			}
+			rho := k.m * kernelSum(w.r2[:found], w.nbR[used:used+found], k)
 			used += found
-			rho := k.m * kernelSum(w.r2[:found], k)
 			w.rho[i], w.pt[i] = rho, rho/(rho*rho)
 		}
 		w.cellWork[c-w.c0] = int64(used - first)
@@ -280,11 +285,14 @@ func filter(dst []int32, r2 []float64, xs, ys, zs []float64, j0 int32, xi, yi, z
 	return n
 }
 
-// kernelSum returns W(0) + Σ W(r) over the squared distances r2, in order.
-func kernelSum(r2 []float64, k *consts) float64 {
+// kernelSum returns W(0) + Σ W(r) over the squared distances r2, in order, and writes the
+// distances to r.
+func kernelSum(r2, r []float64, k *consts) float64 {
 	acc := k.sigma
-	for _, d := range r2 {
-		q := math.Sqrt(d) * k.hinv
+	r = r[:len(r2)]
+	for i, d := range r2 {
+		r[i] = math.Sqrt(d)
+		q := r[i] * k.hinv
 		var w float64
 		if q < 1.0 {
 			w = k.sigma * (1.0 + float64(float64(q*q)*(float64(0.75*q)-1.5)))
@@ -309,10 +317,12 @@ func (w *window) forces(out *particles, a, b int) {
 	for i := int(w.start[a-w.w0]); i < int(w.start[b-w.w0]); i++ {
 		xi, yi, zi, vxi, vyi, vzi, rhoi, pti := x[i], y[i], z[i], vx[i], vy[i], vz[i], rho[i], pt[i]
 		var sx, sy, sz float64
-		for _, j := range w.nb[w.nbFirst[i-w.o0]:w.nbFirst[i-w.o0+1]] {
+		nb := w.nb[w.nbFirst[i-w.o0]:w.nbFirst[i-w.o0+1]]
+		rs := w.nbR[w.nbFirst[i-w.o0]:][:len(nb)]
+		for n, j := range nb {
 			dx, dy, dz := xi-x[j], yi-y[j], zi-z[j]
 			r2 := float64(float64(dx*dx)+float64(dy*dy)) + float64(dz*dz)
-			r := math.Sqrt(r2)
+			r := rs[n]
 			q := r * k.hinv
 			var f float64
 			if q < 1.0 {
