@@ -277,89 +277,28 @@ func (c *checkpointer) handle(from int, m ckptMessage, payload []byte) {
 		return
 	}
 	switch m := m.(type) {
+	// The phases of a checkpoint, from rank 0 through the tree: this process's part.
 	case prepareMsg:
-		bound := c.entered.Load() + c.holdSlack()
-		c.hold.Store(bound)
-		bound = max(bound, c.entered.Load()) // a task that entered meanwhile saw no hold
-		r := reportMsg{bound: bound, minIter: c.minIter.Load()}
-		if c.held.Load() > 0 {
-			r.busy, r.firstBusy = 1, c.j.rank
-		}
-		c.answer(c.j.rank, r)
+		c.handlePrepare()
 	case armMsg:
-		c.armedAt = time.Now()
-		c.arm(m.k)
-		c.answer(c.j.rank, armedMsg(m))
+		c.handleArm(m)
 	case goMsg:
-		if c.waited.Swap(false) { // let the tasks run further during the next exchanges
-			c.slack.Store(min(2*c.slack.Load(), maxSlack))
-		}
-		c.window = max(time.Since(c.prepared), c.window*3/4) // forgets a slow one gently
-		c.hold.Store(math.MaxInt64)
-		c.mu.Lock()
-		close(c.lifted)
-		c.lifted = make(chan struct{})
-		copied := m.k != 0 && c.owing == 0
-		if m.k != 0 && !copied {
-			c.copiedDue = m.k
-		}
-		c.mu.Unlock()
-		if copied {
-			c.answer(c.j.rank, copiedMsg(m))
-		}
+		c.handleGo(m)
 	case writeMsg:
-		c.released.Store(int64(m.k))
-		c.mu.Lock()
-		empty := m.k == c.k && c.expect == 0
-		c.mu.Unlock()
-		if empty { // no piece here: done at once
-			c.maybeDone()
-		}
-		c.nudge()
-	case ckptPieceMsg:
-		if int(m.loc) >= c.j.tasks*len(c.j.names) {
-			c.j.fail(fmt.Errorf("orwl: checkpoint piece from rank %d for location %d, which does not exist", from, m.loc))
-			return
-		}
-		key, data, err := pieceKey(m, payload, c.j.locationAt)
-		if err != nil {
-			c.j.fail(fmt.Errorf("orwl: rank %d: %w", from, err))
-			return
-		}
-		c.push(func() { c.writePiece(pieceJob{k: m.k, key: key, data: data, from: from, buf: payload}) })
-	case storedMsg:
-		c.held.Add(-1) // the partner is done with the piece, whatever its checkpoint
-		c.mu.Lock()
-		if m.k == c.k { // not a late answer about a checkpoint already given up
-			c.stored++
-			c.failed = c.failed || m.failed
-		}
-		c.mu.Unlock()
-		c.maybeDone()
+		c.handleWrite(m)
 	case commitMsg:
-		// Every piece of k is written and stored now (rank 0 commits once every process is
-		// done): this directory's manifest lists those it holds, this process's and its
-		// partner's copies, with the Summary of the whole checkpoint.
-		c.mu.Lock()
-		var pieces []checkpoint.PieceInfo
-		err := fmt.Errorf("checkpoint %d: committed, and this process armed checkpoint %d last", m.k, c.listed)
-		if c.listed == m.k {
-			pieces, err = slices.Concat(c.written, c.copies), nil
-		}
-		c.mu.Unlock()
-		c.push(func() {
-			if err == nil {
-				err = c.store.CommitPart(m.k, pieces, m.whole)
-			}
-			if err != nil {
-				c.warn(m.k, err)
-			}
-			c.answer(c.j.rank, committedMsg{k: m.k, failed: err != nil})
-		})
+		c.handleCommit(m)
 	case discardMsg:
 		c.push(func() { c.store.Discard(m.k) })
+	// Between partners: a piece to store, and the answer that it was.
+	case ckptPieceMsg:
+		c.handlePiece(from, m, payload)
+	case storedMsg:
+		c.handleStored(m)
+	// A restart's messages.
 	case inventoryMsg, restartPlanMsg, partMsg:
 		c.restartMessage(from, m, payload)
+	// The coordinator's inputs, on their way to rank 0.
 	case reportMsg, armedMsg, copiedMsg, doneMsg, committedMsg: // the answers to rank 0, from a child in the tree
 		c.answer(from, m)
 	case warnMsg:
@@ -369,4 +308,109 @@ func (c *checkpointer) handle(from int, m ckptMessage, payload []byte) {
 	default:
 		c.j.fail(fmt.Errorf("orwl: a checkpoint message of unknown phase %d from rank %d", m.header().Flags, from))
 	}
+}
+
+// handlePrepare holds the tasks a slack of iterations ahead, and reports the hold, the
+// least iteration a task is at, and whether a piece is still held by its partner.
+func (c *checkpointer) handlePrepare() {
+	bound := c.entered.Load() + c.holdSlack()
+	c.hold.Store(bound)
+	bound = max(bound, c.entered.Load()) // a task that entered meanwhile saw no hold
+	r := reportMsg{bound: bound, minIter: c.minIter.Load()}
+	if c.held.Load() > 0 {
+		r.busy, r.firstBusy = 1, c.j.rank
+	}
+	c.answer(c.j.rank, r)
+}
+
+// handleArm arms checkpoint m.k and answers that it is armed.
+func (c *checkpointer) handleArm(m armMsg) {
+	c.armedAt = time.Now()
+	c.arm(m.k)
+	c.answer(c.j.rank, armedMsg(m))
+}
+
+// handleGo lifts the hold, and answers that the snapshots of checkpoint m.k (0: none) are
+// copied if they are, else leaves the answer to the last copy.
+func (c *checkpointer) handleGo(m goMsg) {
+	if c.waited.Swap(false) { // let the tasks run further during the next exchanges
+		c.slack.Store(min(2*c.slack.Load(), maxSlack))
+	}
+	c.window = max(time.Since(c.prepared), c.window*3/4) // forgets a slow one gently
+	c.hold.Store(math.MaxInt64)
+	c.mu.Lock()
+	close(c.lifted)
+	c.lifted = make(chan struct{})
+	copied := m.k != 0 && c.owing == 0
+	if m.k != 0 && !copied {
+		c.copiedDue = m.k
+	}
+	c.mu.Unlock()
+	if copied {
+		c.answer(c.j.rank, copiedMsg(m))
+	}
+}
+
+// handleWrite releases the pieces of checkpoint m.k to the writer; a process with none is
+// done at once.
+func (c *checkpointer) handleWrite(m writeMsg) {
+	c.released.Store(int64(m.k))
+	c.mu.Lock()
+	empty := m.k == c.k && c.expect == 0
+	c.mu.Unlock()
+	if empty { // no piece here: done at once
+		c.maybeDone()
+	}
+	c.nudge()
+}
+
+// handlePiece queues the piece that partner from sent for the writer, or fails the job if
+// it names no location of the job or does not decode.
+func (c *checkpointer) handlePiece(from int, m ckptPieceMsg, payload []byte) {
+	if int(m.loc) >= c.j.tasks*len(c.j.names) {
+		c.j.fail(fmt.Errorf("orwl: checkpoint piece from rank %d for location %d, which does not exist", from, m.loc))
+		return
+	}
+	key, data, err := pieceKey(m, payload, c.j.locationAt)
+	if err != nil {
+		c.j.fail(fmt.Errorf("orwl: rank %d: %w", from, err))
+		return
+	}
+	c.push(func() { c.writePiece(pieceJob{k: m.k, key: key, data: data, from: from, buf: payload}) })
+}
+
+// handleStored counts a piece the partner stored for checkpoint m.k.
+func (c *checkpointer) handleStored(m storedMsg) {
+	c.held.Add(-1) // the partner is done with the piece, whatever its checkpoint
+	c.mu.Lock()
+	if m.k == c.k { // not a late answer about a checkpoint already given up
+		c.stored++
+		c.failed = c.failed || m.failed
+	}
+	c.mu.Unlock()
+	c.maybeDone()
+}
+
+// handleCommit commits this directory's part of checkpoint m.k, by the writer, and answers
+// whether it could.
+func (c *checkpointer) handleCommit(m commitMsg) {
+	// Every piece of k is written and stored now (rank 0 commits once every process is
+	// done): this directory's manifest lists those it holds, this process's and its
+	// partner's copies, with the Summary of the whole checkpoint.
+	c.mu.Lock()
+	var pieces []checkpoint.PieceInfo
+	err := fmt.Errorf("checkpoint %d: committed, and this process armed checkpoint %d last", m.k, c.listed)
+	if c.listed == m.k {
+		pieces, err = slices.Concat(c.written, c.copies), nil
+	}
+	c.mu.Unlock()
+	c.push(func() {
+		if err == nil {
+			err = c.store.CommitPart(m.k, pieces, m.whole)
+		}
+		if err != nil {
+			c.warn(m.k, err)
+		}
+		c.answer(c.j.rank, committedMsg{k: m.k, failed: err != nil})
+	})
 }
