@@ -68,7 +68,6 @@ type gpuRow struct {
 }
 
 func benchGPU(fs *flag.FlagSet) func(rep *report) error {
-	cores := runtime.NumCPU()
 	sections := fs.String("sections", "summa,hybrid,cholesky,procs", "sections to measure (always in that order)")
 	summaN := fs.String("summa-n", "16384,32768", "SUMMA sizes N")
 	summaNB := fs.String("summa-nb", "2048", "SUMMA block sizes NB (each N is run with each)")
@@ -81,90 +80,143 @@ func benchGPU(fs *flag.FlagSet) func(rep *report) error {
 	cholN := fs.String("cholesky-n", "16384", "Cholesky sizes N")
 	rounds := fs.Int("rounds", 2, "measurements of the reference and Cholesky rows; the best counts")
 	return func(rep *report) error {
-		want := map[string]bool{}
-		for _, s := range splitList(*sections) {
-			if _, ok := gpuSectionOrder[s]; !ok {
-				return badFlags("-sections: unknown section %q", s)
-			}
-			want[s] = true
+		g := gpuRun{reps: *reps, hybridN: *hybridN, hybridReps: *hybridReps, shares: *shares, procsN: *procsN, procsReps: *procsReps, rounds: *rounds}
+		if err := g.validate(*sections, *summaN, *summaNB, *cholN); err != nil {
+			return err
 		}
-		sizes, err := intList(*summaN)
-		if err != nil {
-			return badFlags("-summa-n: %w", err)
+		return g.run(rep)
+	}
+}
+
+// gpuRun is one run of the gpu command: its flags, validated by validate.
+type gpuRun struct {
+	want                            map[string]bool // the sections to measure
+	summaSizes, summaNBs, cholSizes []int
+	reps, rounds                    int
+	hybridN, hybridReps             int
+	procsN, procsReps               int
+	shares                          string // -hybrid-shares, as bench hybrid takes it
+}
+
+// validate checks the flags that g holds and fills the rest of g from the lists of
+// -sections, -summa-n, -summa-nb and -cholesky-n.
+func (g *gpuRun) validate(sections, summaN, summaNB, cholN string) error {
+	g.want = map[string]bool{}
+	for _, s := range splitList(sections) {
+		if _, ok := gpuSectionOrder[s]; !ok {
+			return badFlags("-sections: unknown section %q", s)
 		}
-		nbs, err := intList(*summaNB)
-		if err != nil {
-			return badFlags("-summa-nb: %w", err)
+		g.want[s] = true
+	}
+	var err error
+	if g.summaSizes, err = intList(summaN); err != nil {
+		return badFlags("-summa-n: %w", err)
+	}
+	if g.summaNBs, err = intList(summaNB); err != nil {
+		return badFlags("-summa-nb: %w", err)
+	}
+	if g.cholSizes, err = intList(cholN); err != nil {
+		return badFlags("-cholesky-n: %w", err)
+	}
+	if g.reps < 1 || g.rounds < 1 || g.hybridN < 1 || g.hybridReps < 2 || g.procsN < 1 || g.procsReps < 1 {
+		return badFlags("-reps, -rounds, -hybrid-n, -procs-n and -procs-reps must be at least 1, -hybrid-reps at least 2")
+	}
+	return nil
+}
+
+// run measures the sections wanted on the GPU, or says why there is none usable.
+func (g gpuRun) run(rep *report) error {
+	if err := cublas.Load(); err != nil {
+		return fmt.Errorf("gpu: no usable GPU here: %w", err)
+	}
+	card, err := cublas.DeviceName(0)
+	if err != nil {
+		return err
+	}
+	t := &gpuTable{rep: rep, device: fmt.Sprintf("%s, %d cores", card, runtime.NumCPU())}
+	rep.header("%s", t.device)
+	rep.line("%-9s %-18s %6s %9s %9s %-18s %7s  %s\n", "figure", "impl", "N", "seconds", "GFLOP/s", "ref", "ratio", "note")
+	if err := t.keep(g.want); err != nil {
+		return err
+	}
+	return g.sections(rep.out, t.emit)
+}
+
+// sections measures the sections wanted, in their order, each going on after another's
+// failure; it returns their errors, joined.
+func (g gpuRun) sections(out string, emit func(gpuRow)) error {
+	cores := runtime.NumCPU()
+	var errs []error
+	section := func(name string, run func() error) {
+		if !g.want[name] {
+			return
 		}
-		cholSizes, err := intList(*cholN)
-		if err != nil {
-			return badFlags("-cholesky-n: %w", err)
+		fmt.Fprintf(os.Stderr, "gpu: %s\n", name)
+		if err := run(); err != nil {
+			fmt.Fprintf(os.Stderr, "gpu: %s: %v\n", name, err)
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
-		if *reps < 1 || *rounds < 1 || *hybridN < 1 || *hybridReps < 2 || *procsN < 1 || *procsReps < 1 {
-			return badFlags("-reps, -rounds, -hybrid-n, -procs-n and -procs-reps must be at least 1, -hybrid-reps at least 2")
+	}
+	section("summa", func() error { return gpuSumma(g.summaSizes, g.summaNBs, g.reps, g.rounds, emit) })
+	section("hybrid", func() error { return gpuHybrid(out, g.hybridN, g.hybridReps, cores, g.shares, emit) })
+	section("cholesky", func() error { return gpuCholesky(g.cholSizes, g.rounds, cores, emit) })
+	section("procs", func() error { return gpuProcs(out, g.procsN, g.procsReps, cores, emit) })
+	return errors.Join(errs...)
+}
+
+// gpuTable is the gpu table being written: its rows so far, on device.
+type gpuTable struct {
+	rep    *report
+	device string // the GPU and the host's cores
+	rows   []gpuRow
+}
+
+// keep takes the rows of -out's gpu.json whose sections are not measured now (not in
+// want), so that a run of some sections replaces their rows and keeps the others'.
+func (t *gpuTable) keep(want map[string]bool) error {
+	path := filepath.Join(t.rep.out, "gpu.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil // nothing stored to keep
+	}
+	var old []gpuRow
+	if err := json.Unmarshal(data, &old); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	for _, r := range old {
+		if !want[r.Figure] {
+			t.rows = append(t.rows, r)
+			t.rep.line("%-9s %-18s %6d %9.4f %9.1f %-18s %7.3f  %s (kept from %s)\n", r.Figure, r.Impl, r.N, r.Seconds, r.GFlops, r.Ref, r.Ratio, r.Note, r.Date)
 		}
-		if err := cublas.Load(); err != nil {
-			return fmt.Errorf("gpu: no usable GPU here: %w", err)
+	}
+	return nil
+}
+
+// emit adds r, marked with the device and today's date, prints it and writes every row
+// at once, so that a run cut short keeps it.
+func (t *gpuTable) emit(r gpuRow) {
+	r.Device, r.Date = t.device, time.Now().UTC().Format("2006-01-02")
+	t.rows = append(t.rows, r)
+	t.rep.row(r)
+	t.rep.line("%-9s %-18s %6d %9.4f %9.1f %-18s %7.3f  %s\n", r.Figure, r.Impl, r.N, r.Seconds, r.GFlops, r.Ref, r.Ratio, r.Note)
+	if err := t.rep.write(t.rows); err != nil {
+		fmt.Fprintf(os.Stderr, "gpu: %v\n", err)
+	}
+}
+
+// gpuCholesky emits gpuCholeskyRows at each of sizes, the rows of a size that failed
+// included.
+func gpuCholesky(sizes []int, rounds, cores int, emit func(gpuRow)) error {
+	for _, n := range sizes {
+		rows, err := gpuCholeskyRows(n, rounds, cores)
+		for _, r := range rows {
+			emit(r)
 		}
-		card, err := cublas.DeviceName(0)
 		if err != nil {
 			return err
 		}
-		device := fmt.Sprintf("%s, %d cores", card, cores)
-		rep.header("%s", device)
-		rep.line("%-9s %-18s %6s %9s %9s %-18s %7s  %s\n", "figure", "impl", "N", "seconds", "GFLOP/s", "ref", "ratio", "note")
-		// A run of some sections replaces their rows in -out's gpu.json and keeps the others'.
-		var rows []gpuRow
-		if data, err := os.ReadFile(filepath.Join(rep.out, "gpu.json")); err == nil {
-			var old []gpuRow
-			if err := json.Unmarshal(data, &old); err != nil {
-				return fmt.Errorf("%s: %w", filepath.Join(rep.out, "gpu.json"), err)
-			}
-			for _, r := range old {
-				if !want[r.Figure] {
-					rows = append(rows, r)
-					rep.line("%-9s %-18s %6d %9.4f %9.1f %-18s %7.3f  %s (kept from %s)\n", r.Figure, r.Impl, r.N, r.Seconds, r.GFlops, r.Ref, r.Ratio, r.Note, r.Date)
-				}
-			}
-		}
-		emit := func(r gpuRow) {
-			r.Device, r.Date = device, time.Now().UTC().Format("2006-01-02")
-			rows = append(rows, r)
-			rep.row(r)
-			rep.line("%-9s %-18s %6d %9.4f %9.1f %-18s %7.3f  %s\n", r.Figure, r.Impl, r.N, r.Seconds, r.GFlops, r.Ref, r.Ratio, r.Note)
-			if err := rep.write(rows); err != nil { // every row at once: a run cut short keeps it
-				fmt.Fprintf(os.Stderr, "gpu: %v\n", err)
-			}
-		}
-		// Each section goes on after another's failure.
-		var errs []error
-		section := func(name string, run func() error) {
-			if !want[name] {
-				return
-			}
-			fmt.Fprintf(os.Stderr, "gpu: %s\n", name)
-			if err := run(); err != nil {
-				fmt.Fprintf(os.Stderr, "gpu: %s: %v\n", name, err)
-				errs = append(errs, fmt.Errorf("%s: %w", name, err))
-			}
-		}
-		section("summa", func() error { return gpuSumma(sizes, nbs, *reps, *rounds, emit) })
-		section("hybrid", func() error { return gpuHybrid(rep.out, *hybridN, *hybridReps, cores, *shares, emit) })
-		section("cholesky", func() error {
-			for _, n := range cholSizes {
-				crows, err := gpuCholeskyRows(n, *rounds, cores)
-				for _, r := range crows {
-					emit(r)
-				}
-				if err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		section("procs", func() error { return gpuProcs(rep.out, *procsN, *procsReps, cores, emit) })
-		return errors.Join(errs...)
 	}
+	return nil
 }
 
 // gpuSumma measures the device's bound at each N, then the SUMMA at each NB.

@@ -95,89 +95,118 @@ func benchStencil(fs *flag.FlagSet) func(rep *report) error {
 	sharedList := fs.String("shared", "10000,100000", "comma-separated cells per task of the line rows that also run as two jobs at once (empty: none)")
 	overList := fs.String("oversubscribed", "10000", "comma-separated cells per task of line rows over twice as many processes as cores (empty: none)")
 	return func(rep *report) error {
-		sizes, err := intList(*sizeList)
-		if err != nil {
-			return badFlags("-sizes: %w", err)
-		}
-		if *procs < 1 || *rounds < 1 || *perRun <= 0 {
-			return badFlags("-procs and -rounds must be at least 1, -time positive")
-		}
-		layouts, err := stencilLayouts(*layoutList, *procs)
-		if err != nil {
+		s := stencilBench{rounds: *rounds, perRun: *perRun, cflags: *cflags, loops: *loops, withMPI: *withMPI}
+		if err := s.validate(*sizeList, *layoutList, *sharedList, *overList, *procs); err != nil {
 			return err
 		}
-		// optional reads a list that may be empty (no rows of that kind).
-		optional := func(flag, list string) ([]int, error) {
-			if list == "" {
-				return nil, nil
-			}
-			v, err := intList(list)
-			if err != nil {
-				return nil, badFlags("-%s: %w", flag, err)
-			}
-			return v, nil
-		}
-		shared, err := optional("shared", *sharedList)
-		if err != nil {
-			return err
-		}
-		over, err := optional("oversubscribed", *overList)
-		if err != nil {
-			return err
-		}
-
-		var mpi *openMPI
-		var bin string
-		if *withMPI {
-			var cleanup func()
-			mpi, bin, cleanup = buildPeer("stencil", "the C MPI reference", "stencil", stencilSource, strings.Fields(*cflags)...)
-			defer cleanup()
-		}
-
-		rep.header("%s, %d cores; per iteration, best of %d interleaved rounds; C: mpicc %s",
-			cpuModel(), runtime.NumCPU(), *rounds, *cflags)
-		rep.line("%-5s %-6s %5s %10s %7s  %-56s  %s\n", "kind", "layout", "grid", "cells/task", "iters", "per iteration (best)", "ratios")
-		// The loop rows go with the first layout of each dimension.
-		loopOf := map[int]stencilLayout{}
-		for _, lay := range slices.Backward(layouts) {
-			loopOf[lay.Dim] = lay
-		}
-		var rows []stencilRow
-		measure := func(kind string, p jacobi.Params) error {
-			row, err := measureStencil(kind, p, *rounds, *perRun, mpi, bin)
-			if err != nil {
-				return err
-			}
-			rows = append(rows, row)
-			rep.row(row)
-			rep.line("%-5s %-6s %5s %10d %7d  %-56s  %s\n", row.Kind, row.Layout, row.Grid, row.CellsPerTask, row.Iters,
-				row.times(), row.ratios())
-			return nil
-		}
-		for _, lay := range layouts {
-			for _, size := range sizes {
-				kinds := []string{"halo"}
-				if *loops && loopOf[lay.Dim] == lay {
-					kinds = append(kinds, "loop")
-				}
-				if lay.Dim == 1 && slices.Contains(shared, size) {
-					kinds = append(kinds, "shared")
-				}
-				for _, kind := range kinds {
-					if err := measure(kind, lay.sized(size, kind == "loop")); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		crowd := stencilLayout{Dim: 1, PX: 2 * runtime.NumCPU(), PY: 1}
-		for _, size := range over {
-			if err := measure("over", crowd.sized(size, false)); err != nil {
-				return err
-			}
-		}
-		return rep.write(rows)
+		return s.run(rep)
 	}
+}
+
+// stencilBench is one run of the stencil command: its flags, validated by validate.
+type stencilBench struct {
+	sizes        []int // cells per task
+	layouts      []stencilLayout
+	shared, over []int // cells per task of the shared and oversubscribed line rows
+	rounds       int
+	perRun       time.Duration
+	cflags       string
+	loops        bool // also the loop rows
+	withMPI      bool
+}
+
+// validate checks the flags that s holds and fills the rest of s from the lists of
+// -sizes, -layouts (over procs tasks), -shared and -oversubscribed.
+func (s *stencilBench) validate(sizeList, layoutList, sharedList, overList string, procs int) error {
+	var err error
+	if s.sizes, err = intList(sizeList); err != nil {
+		return badFlags("-sizes: %w", err)
+	}
+	if procs < 1 || s.rounds < 1 || s.perRun <= 0 {
+		return badFlags("-procs and -rounds must be at least 1, -time positive")
+	}
+	if s.layouts, err = stencilLayouts(layoutList, procs); err != nil {
+		return err
+	}
+	if s.shared, err = optionalIntList("shared", sharedList); err != nil {
+		return err
+	}
+	s.over, err = optionalIntList("oversubscribed", overList)
+	return err
+}
+
+// optionalIntList reads the list of -flag, which may be empty (no rows of that kind).
+func optionalIntList(flag, list string) ([]int, error) {
+	if list == "" {
+		return nil, nil
+	}
+	v, err := intList(list)
+	if err != nil {
+		return nil, badFlags("-%s: %w", flag, err)
+	}
+	return v, nil
+}
+
+// run builds the C reference (unless -mpi=false), measures every row and writes the table.
+func (s stencilBench) run(rep *report) error {
+	var mpi *openMPI
+	var bin string
+	if s.withMPI {
+		var cleanup func()
+		mpi, bin, cleanup = buildPeer("stencil", "the C MPI reference", "stencil", stencilSource, strings.Fields(s.cflags)...)
+		defer cleanup()
+	}
+	rep.header("%s, %d cores; per iteration, best of %d interleaved rounds; C: mpicc %s",
+		cpuModel(), runtime.NumCPU(), s.rounds, s.cflags)
+	rep.line("%-5s %-6s %5s %10s %7s  %-56s  %s\n", "kind", "layout", "grid", "cells/task", "iters", "per iteration (best)", "ratios")
+	var rows []stencilRow
+	for _, j := range s.jobs() {
+		row, err := measureStencil(j.kind, j.p, s.rounds, s.perRun, mpi, bin)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, row)
+		rep.row(row)
+		rep.line("%-5s %-6s %5s %10d %7d  %-56s  %s\n", row.Kind, row.Layout, row.Grid, row.CellsPerTask, row.Iters,
+			row.times(), row.ratios())
+	}
+	return rep.write(rows)
+}
+
+// stencilJob is one row to measure: its kind (stencilRow.Kind) and job.
+type stencilJob struct {
+	kind string
+	p    jacobi.Params
+}
+
+// jobs returns the rows to measure, in the table's order: for each layout and size, the
+// halo row, the loop row (with the first layout of each dimension) and the shared row
+// (line sizes of -shared); then the oversubscribed rows.
+func (s stencilBench) jobs() []stencilJob {
+	loopOf := map[int]stencilLayout{}
+	for _, lay := range slices.Backward(s.layouts) {
+		loopOf[lay.Dim] = lay
+	}
+	var jobs []stencilJob
+	for _, lay := range s.layouts {
+		for _, size := range s.sizes {
+			kinds := []string{"halo"}
+			if s.loops && loopOf[lay.Dim] == lay {
+				kinds = append(kinds, "loop")
+			}
+			if lay.Dim == 1 && slices.Contains(s.shared, size) {
+				kinds = append(kinds, "shared")
+			}
+			for _, kind := range kinds {
+				jobs = append(jobs, stencilJob{kind, lay.sized(size, kind == "loop")})
+			}
+		}
+	}
+	crowd := stencilLayout{Dim: 1, PX: 2 * runtime.NumCPU(), PY: 1}
+	for _, size := range s.over {
+		jobs = append(jobs, stencilJob{"over", crowd.sized(size, false)})
+	}
+	return jobs
 }
 
 // stencilLayout is a layout of the job: a line over PX tasks, or a plane over PX × PY.
@@ -240,12 +269,25 @@ func measureStencil(kind string, p jacobi.Params, rounds int, perRun time.Durati
 	if p.Dim == 2 {
 		row.Layout = "plane"
 	}
-	want := fmt.Sprintf("%016x", jacobi.Checksum(jacobi.Sequential(p)))
-	args := []string{strconv.Itoa(p.Dim), strconv.Itoa(p.NX), strconv.Itoa(p.NY), strconv.Itoa(p.PX), strconv.Itoa(p.PY), strconv.Itoa(p.Iters)}
-	type contender struct {
-		name string
-		run  func() (stencilRun, error)
+	cs := stencilContenders(kind, p, mpi, bin)
+	times, err := row.measure(cs, rounds, fmt.Sprintf("%016x", jacobi.Checksum(jacobi.Sequential(p))))
+	if err != nil {
+		return row, err
 	}
+	row.summarize(cs, times)
+	return row, nil
+}
+
+// stencilContender is one program of a row and how to run it once.
+type stencilContender struct {
+	name string
+	run  func() (stencilRun, error)
+}
+
+// stencilContenders returns the contenders of a row of kind that runs p, the first one
+// the row's reference (ORWL's or Go's); the MPI ones only with mpi (its program bin).
+func stencilContenders(kind string, p jacobi.Params, mpi *openMPI, bin string) []stencilContender {
+	args := []string{strconv.Itoa(p.Dim), strconv.Itoa(p.NX), strconv.Itoa(p.NY), strconv.Itoa(p.PX), strconv.Itoa(p.PY), strconv.Itoa(p.Iters)}
 	mpiRun := func(btl string) func() (stencilRun, error) {
 		return func() (stencilRun, error) { return runMPIStencil(mpi, bin, btl, p.Tasks(), args) }
 	}
@@ -253,25 +295,25 @@ func measureStencil(kind string, p jacobi.Params, rounds int, perRun time.Durati
 		var r stencilRun
 		return r, launchSelf(p.Tasks(), []string{"stencil"}, stencilChildEnv, p, &r)
 	}
-	var cs []contender
+	var cs []stencilContender
 	switch kind {
 	case "halo":
-		cs = append(cs, contender{"orwl", orwlRun})
+		cs = append(cs, stencilContender{"orwl", orwlRun})
 		if mpi != nil {
-			cs = append(cs, contender{"mpi-tcp", mpiRun("tcp")}, contender{"mpi-shm", mpiRun(mpi.shm)})
+			cs = append(cs, stencilContender{"mpi-tcp", mpiRun("tcp")}, stencilContender{"mpi-shm", mpiRun(mpi.shm)})
 		}
 	case "over":
-		cs = append(cs, contender{"orwl", orwlRun})
+		cs = append(cs, stencilContender{"orwl", orwlRun})
 		if mpi != nil {
-			cs = append(cs, contender{"mpi-shm", mpiRun(mpi.shm)})
+			cs = append(cs, stencilContender{"mpi-shm", mpiRun(mpi.shm)})
 		}
 	case "shared":
-		cs = append(cs, contender{"orwl", orwlRun}, contender{"orwl-x2", twoJobs(orwlRun)})
+		cs = append(cs, stencilContender{"orwl", orwlRun}, stencilContender{"orwl-x2", twoJobs(orwlRun)})
 		if mpi != nil {
-			cs = append(cs, contender{"mpi-shm", mpiRun(mpi.shm)}, contender{"mpi-shm-x2", twoJobs(mpiRun(mpi.shm))})
+			cs = append(cs, stencilContender{"mpi-shm", mpiRun(mpi.shm)}, stencilContender{"mpi-shm-x2", twoJobs(mpiRun(mpi.shm))})
 		}
 	default:
-		cs = append(cs, contender{"go", func() (stencilRun, error) {
+		cs = append(cs, stencilContender{"go", func() (stencilRun, error) {
 			r, err := runJacobi(p) // one process: it runs task 0
 			if r == nil {
 				return stencilRun{}, err
@@ -279,39 +321,50 @@ func measureStencil(kind string, p jacobi.Params, rounds int, perRun time.Durati
 			return *r, err
 		}})
 		if mpi != nil {
-			cs = append(cs, contender{"c", mpiRun(mpi.shm)})
+			cs = append(cs, stencilContender{"c", mpiRun(mpi.shm)})
 		}
 	}
+	return cs
+}
+
+// measure runs cs in rounds interleaved rounds and returns each one's times per
+// iteration, by name; it clears row.Checked when a checksum is not want.
+func (row *stencilRow) measure(cs []stencilContender, rounds int, want string) (map[string][]float64, error) {
 	times := map[string][]float64{}
 	row.Checked = true
 	for r := range rounds {
 		for _, c := range cs {
 			res, err := c.run()
 			if err != nil {
-				return row, fmt.Errorf("%s %s %s, %d cells per task: %w", c.name, row.Layout, row.Grid, cells, err)
+				return nil, fmt.Errorf("%s %s %s, %d cells per task: %w", c.name, row.Layout, row.Grid, row.CellsPerTask, err)
 			}
 			if res.Checksum != want {
 				fmt.Fprintf(os.Stderr, "stencil: %s %s %s %d cells per task: checksum %s, the sequential sweep's %s\n",
-					c.name, row.Layout, row.Grid, cells, res.Checksum, want)
+					c.name, row.Layout, row.Grid, row.CellsPerTask, res.Checksum, want)
 				row.Checked = false
 			}
 			times[c.name] = append(times[c.name], res.PerIteration)
 			fmt.Fprintf(os.Stderr, "stencil: %s %s %s %d cells per task, round %d: %s per iteration\n",
-				c.name, row.Layout, row.Grid, cells, r+1, seconds(res.PerIteration))
+				c.name, row.Layout, row.Grid, row.CellsPerTask, r+1, seconds(res.PerIteration))
 		}
 	}
+	return times, nil
+}
+
+// summarize fills the row's best and median times from times, and its ratios: each
+// contender over itself alone in a shared row, else the first contender over each other.
+func (row *stencilRow) summarize(cs []stencilContender, times map[string][]float64) {
 	for name, ts := range times {
 		slices.Sort(ts)
 		row.Seconds[name], row.Median[name] = ts[0], ts[len(ts)/2]
 	}
 	for _, c := range cs[1:] {
-		if alone, ok := strings.CutSuffix(c.name, "-x2"); ok && kind == "shared" {
+		if alone, ok := strings.CutSuffix(c.name, "-x2"); ok && row.Kind == "shared" {
 			row.Ratio[c.name+"/"+alone] = row.Seconds[c.name] / row.Seconds[alone]
-		} else if kind != "shared" {
+		} else if row.Kind != "shared" {
 			row.Ratio[cs[0].name+"/"+c.name] = row.Seconds[cs[0].name] / row.Seconds[c.name]
 		}
 	}
-	return row, nil
 }
 
 // twoJobs runs two jobs of run at once, on the same cores, and reports the slower one's time
