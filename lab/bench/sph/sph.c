@@ -1,6 +1,7 @@
-/* The C OpenMP reference of go run ./lab/bench sph: the SPH workload of issue 45 (the page
- * that defines it: sph.md), a 3-D weakly-compressible SPH of N particles in the unit box,
- * written from that page alone; "section" below means one of that page's.
+/* The C OpenMP reference of go run ./lab/bench sph: the SPH workload of issue 45, a 3-D
+ * weakly-compressible SPH of N particles in the unit box, written from the problem's
+ * definition (the one examples/sph/fluid's package doc describes: its constants, the
+ * initial particles, the formulas in their order of operations, the result line).
  *
  *   sph N STEPS [SEED]
  *
@@ -30,7 +31,8 @@
 
 #define PI 3.141592653589793
 
-/* The derived constants of section 2, computed once, in its order. */
+/* The derived constants (h, the cell count, the kernel's factors), computed once, in the
+ * definition's order. */
 static long N;
 static int nc;
 static double h, hinv, H2, m, dt, sigma, sig4, c1, c2, epsh2;
@@ -81,7 +83,7 @@ static double draw(void) {
 	return (double)(v >> 11) * 0x1.0p-53;
 }
 
-/* setup computes the constants and places the particles (sections 2 and 3). */
+/* setup computes the constants and places the particles (the constants and the splitmix64 stream). */
 static void setup(uint64_t seed) {
 	long k = 1;
 	while ((k + 1) * (k + 1) * (k + 1) <= N)
@@ -328,8 +330,8 @@ static uint64_t fnv(uint64_t hash, double v) {
 	return hash;
 }
 
-/* totals returns the kinetic energy and the checksum of section 6, summed in ascending id.
- * The kinetic energy is section 6's formula without fused multiply-add in both builds: the
+/* totals returns the kinetic energy and the checksum of the result line, summed in ascending id.
+ * The kinetic energy is the definition's formula without fused multiply-add in both builds: the
  * default build's contraction stops at the steps. */
 __attribute__((optimize("fp-contract=off"))) static void totals(double *kinetic, uint64_t *sum) {
 	double k = 0.0, hm = 0.5 * m;
