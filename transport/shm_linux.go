@@ -25,7 +25,6 @@ func newSegment() (seg, offer []byte, done func()) {
 		unix.Close(fd)
 		return nil, nil, nil
 	}
-	populate(seg)
 	token := newToken()
 	copy(seg, token)
 	offer = encodeStrings([]string{strconv.Itoa(os.Getpid()), strconv.Itoa(fd), hex.EncodeToString(token)})
@@ -57,17 +56,8 @@ func openSegment(offer []byte) []byte {
 		unix.Munmap(seg)
 		return nil
 	}
-	populate(seg)
 	return seg
 }
-
-// populate faults in the pages of a mapped segment for writing, in one system call, when
-// the connection is made: otherwise the first megabytes through its rings (a tile of a
-// factorisation) pay a page fault per 4 KiB page in each process, on the message's path
-// (at N=4096, about 1000 of the 4000-6000 page faults of a process's first factorisation
-// of examples/cholesky). A kernel before 5.14 refuses the advice: the pages then come
-// with the first writes.
-func populate(seg []byte) { unix.Madvise(seg, unix.MADV_POPULATE_WRITE) }
 
 // sameNetwork reports whether process pid is in this process's network namespace.
 func sameNetwork(pid string) bool {
