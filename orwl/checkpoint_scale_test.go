@@ -55,11 +55,6 @@ func sortedInfos(ps []checkpoint.PieceInfo) []checkpoint.PieceInfo {
 	return out
 }
 
-// done is rank r's answer when its pieces of checkpoint k are written, and its bytes.
-func (j scaleJob) done(t *testing.T, r, k int) (coordInput, int) {
-	return answerIn(r, doneMsg{k: k, wrote: checkpoint.Summarize(j.pieces(t, r))}), wireHeader
-}
-
 // inventory is what rank r's directory holds after checkpoint k was committed, and the
 // bytes of its message: the manifest, which lists its own pieces and its partner's (rank
 // r-1), and their files.
