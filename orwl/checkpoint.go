@@ -77,7 +77,7 @@ import (
 //     down, each passed on by a process to its children, and the answers up, a process's
 //     and its subtree's made one.
 //   - restore.go: the restart from a checkpoint, whose protocol it describes.
-//   - protocol.go: the checkpoint messages, a form for each step, and how they travel.
+//   - protocol_ckpt.go: the checkpoint messages, a form for each step, and how they travel.
 
 // checkpointer is this process's part in the checkpoints of the job; nil when the job takes
 // none.

@@ -21,8 +21,7 @@ import (
 //	handle/latch.go  216  the grant's latch, on which Acquire waits
 //	remote.go        455  the requester: remoteQueue.Request sends the request, granted
 //	                      hands the grant to its latch, sendRelease gives it back
-//	protocol.go      451  the messages, and the dispatch of what arrives (node.Handle);
-//	                      the checkpoint's messages follow
+//	protocol.go      275  the messages, and the dispatch of what arrives (node.Handle)
 //	owner.go         215  the owner: place puts the request in the FIFO, served.granted
 //	                      sends the grant, released ends it
 //	location.go      391  the FIFO operations: enqueue, release, granting, deliver
