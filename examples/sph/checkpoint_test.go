@@ -19,12 +19,13 @@ import (
 	"github.com/orwl-go/orwl/examples/sph/fluid"
 )
 
-// The checkpointed job of these tests: long enough (seconds under the race detector) for
-// a process to be killed after a checkpoint and well before the end, small enough to
-// compute its reference at once.
+// The checkpointed job of these tests: long enough (a second or more) for a process to be
+// killed after a checkpoint and well before the end, small enough to compute its reference
+// at once. Its steps (ckSteps) are in race_test.go and norace_test.go: the race detector
+// makes a step ten times slower.
 const (
-	ckN, ckSteps, ckTasks = 2000, 50, 3
-	ckEvery               = "30ms"
+	ckN, ckTasks = 2000, 3
+	ckEvery      = "30ms"
 )
 
 // pidsEnv names a directory where a child process of this test binary writes its process
