@@ -67,7 +67,7 @@ func figuresSetup(fs *flag.FlagSet) func(*report) error {
 	fs.StringVar(&f.stencilArgs, "stencil-args", "", "more flags of the stencil command (for example -sizes 1000 -rounds 1)")
 	fs.StringVar(&f.wavefrontArgs, "wavefront-args", "", "more flags of the wavefront command (for example -n 20000 -rounds 1)")
 	fs.StringVar(&f.sphArgs, "sph-args", "", "more flags of the sph command (for example -n 20000 -steps 20)")
-	fs.StringVar(&f.scaleArgs, "scale-args", "-procs 4,8,16,32,64", "flags of the scale command")
+	fs.StringVar(&f.scaleArgs, "scale-args", "-procs 4,8,16,32,64,128", "flags of the scale command")
 	return func(*report) error { return benchFigures(f) }
 }
 
