@@ -1,22 +1,17 @@
 package main
 
 import (
-	"bufio"
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/orwl-go/orwl/examples/sph/fluid"
+	"github.com/orwl-go/orwl/internal/testemu/killjob"
 )
 
 // The checkpointed job of these tests: long enough (a second or more) for a process to be
@@ -28,21 +23,6 @@ const (
 	ckEvery      = "30ms"
 )
 
-// pidsEnv names a directory where a child process of this test binary writes its process
-// id, in a file named RANK.ATTEMPT, so that a test can kill it.
-const pidsEnv = "SPH_TEST_PIDS"
-
-// writePid writes this process's id where pidsEnv says, if it says.
-func writePid() {
-	if dir := os.Getenv(pidsEnv); dir != "" {
-		name := filepath.Join(dir, os.Getenv("ORWL_RANK")+"."+os.Getenv("ORWL_ATTEMPT"))
-		os.WriteFile(name, []byte(strconv.Itoa(os.Getpid())), 0o644)
-	}
-}
-
-// orwlrun builds cmd/orwlrun once for the tests of this package and returns its path.
-var orwlrun = sync.OnceValues(func() (string, error) { return build("github.com/orwl-go/orwl/cmd/orwlrun", "orwlrun") })
-
 // ckJob is a job of the command under orwlrun with checkpoints in dir/{rank}.
 type ckJob struct {
 	t    *testing.T
@@ -53,7 +33,7 @@ type ckJob struct {
 
 func newCkJob(t *testing.T) *ckJob {
 	t.Helper()
-	if _, err := orwlrun(); err != nil {
+	if _, err := killjob.Orwlrun(); err != nil {
 		t.Skip(err)
 	}
 	s, _, _, err := fluid.Sequential(fluid.Params{N: ckN, Steps: ckSteps, Seed: 1, Tasks: 1})
@@ -68,75 +48,18 @@ func (j *ckJob) args() string {
 		ckN, ckSteps, ckTasks, filepath.Join(j.dir, "{rank}"), ckEvery)
 }
 
-// run runs orwlrun -np procs -restarts restarts on the command. After the second checkpoint
-// is complete, at a random moment within 50ms, it kills (SIGKILL) the processes of attempt
-// 0 of the ranks in kill. It returns orwlrun's exit status and output.
-//
-// Not after the first: rank 0 says a checkpoint is complete when every process has written
-// its pieces, and the others may not have committed their manifests yet; killed then, the
-// job has no complete checkpoint and rightly starts afresh. A process commits checkpoint k
-// before it takes part in checkpoint k+1, so once the second is complete the first is
-// committed everywhere.
+// run runs orwlrun -np procs -restarts restarts on the command and kills the processes of
+// attempt 0 of the ranks in kill after the first checkpoint is complete (killjob.Job): every
+// process has then committed it. It returns orwlrun's exit status and output.
 func (j *ckJob) run(procs, restarts int, kill ...int) (int, string) {
 	j.t.Helper()
-	bin, _ := orwlrun()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-np", strconv.Itoa(procs), "-restarts", strconv.Itoa(restarts), "-grace", "1s", os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+j.args(), pidsEnv+"="+j.pids, "GORACE=atexit_sleep_ms=0")
-	pipe, err := cmd.StdoutPipe()
+	bin, _ := killjob.Orwlrun()
+	argv := []string{bin, "-np", strconv.Itoa(procs), "-restarts", strconv.Itoa(restarts), "-grace", "1s", os.Args[0], "-test.run=^$"}
+	status, out, err := killjob.Job{Pids: j.pids, After: 1, Kill: kill}.Run(argv, childEnv+"="+j.args(), "GORACE=atexit_sleep_ms=0")
 	if err != nil {
-		j.t.Fatal(err)
+		j.t.Fatalf("%v:\n%s", err, out)
 	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		j.t.Fatal(err)
-	}
-	var out strings.Builder
-	killed := make(chan error, 1)
-	complete := 0
-	sc := bufio.NewScanner(pipe)
-	for sc.Scan() {
-		out.WriteString(sc.Text() + "\n")
-		if strings.Contains(sc.Text(), "checkpoint complete") {
-			complete++
-		}
-		if len(kill) > 0 && complete == 2 {
-			ranks := kill
-			kill = nil
-			time.AfterFunc(rand.N(50*time.Millisecond), func() { killed <- j.kill(ranks) })
-		}
-	}
-	cmd.Wait()
-	if ctx.Err() != nil {
-		j.t.Fatalf("orwlrun did not end within 2 minutes:\n%s", out.String())
-	}
-	if kill != nil {
-		j.t.Fatalf("fewer than two checkpoints were complete:\n%s", out.String())
-	}
-	select {
-	case err := <-killed:
-		if err != nil {
-			j.t.Fatalf("%v\n%s", err, out.String())
-		}
-	default:
-	}
-	return cmd.ProcessState.ExitCode(), out.String()
-}
-
-// kill kills the processes of attempt 0 of ranks.
-func (j *ckJob) kill(ranks []int) error {
-	for _, r := range ranks {
-		b, err := os.ReadFile(filepath.Join(j.pids, strconv.Itoa(r)+".0"))
-		if err != nil {
-			return err
-		}
-		pid, _ := strconv.Atoi(string(b))
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-			return fmt.Errorf("killing rank %d (pid %d): %w", r, pid, err)
-		}
-	}
-	return nil
+	return status, out
 }
 
 // checkResult checks that the job succeeded, resumed from a checkpoint and printed the

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/orwl-go/orwl/examples/internal/cli"
 	"github.com/orwl-go/orwl/examples/sph/fluid"
+	"github.com/orwl-go/orwl/internal/testemu/killjob"
 	"github.com/orwl-go/orwl/orwl"
 )
 
@@ -35,13 +35,11 @@ func TestMain(m *testing.M) {
 				return s, interactions, seconds, err
 			}
 		}
-		writePid()
+		killjob.WritePid()
 		os.Exit(run(strings.Fields(args), os.Stdout, os.Stderr))
 	}
 	status := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	killjob.Cleanup()
 	os.Exit(status)
 }
 
@@ -160,29 +158,4 @@ func TestExactBuild(t *testing.T) {
 
 // command builds this command once for the tests of this package, without the race
 // detector (they skip without the go command), and returns its path.
-var command = sync.OnceValues(func() (string, error) { return build("github.com/orwl-go/orwl/examples/sph", "sph") })
-
-// build builds the package pkg into the tests' build directory as name.
-func build(pkg, name string) (string, error) {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		return "", fmt.Errorf("no go command to build %s: %w", name, err)
-	}
-	buildOnce.Do(func() { buildDir, buildErr = os.MkdirTemp("", "sph-test-") })
-	if buildErr != nil {
-		return "", buildErr
-	}
-	bin := filepath.Join(buildDir, name)
-	out, err := exec.Command(gobin, "build", "-o", bin, pkg).CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
-	}
-	return bin, nil
-}
-
-// buildDir holds the binaries the tests build; TestMain removes it.
-var (
-	buildDir  string
-	buildErr  error
-	buildOnce sync.Once
-)
+var command = sync.OnceValues(func() (string, error) { return killjob.Build("github.com/orwl-go/orwl/examples/sph", "sph") })

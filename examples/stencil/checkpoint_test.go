@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -12,13 +10,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/orwl-go/orwl/examples/grid"
 	"github.com/orwl-go/orwl/examples/stencil/jacobi"
+	"github.com/orwl-go/orwl/internal/testemu/killjob"
 )
 
 // The checkpointed job of these tests: long enough (seconds under the race detector) for
@@ -28,43 +24,6 @@ const (
 	ckN, ckIters = 30000, 6000
 	ckEvery      = "30ms"
 )
-
-// pidsEnv names a directory where a child process of this test binary writes its process
-// id, in a file named RANK.ATTEMPT, so that a test can kill it.
-const pidsEnv = "STENCIL_TEST_PIDS"
-
-// writePid writes this process's id where pidsEnv says, if it says; the rank is the one
-// orwlrun, Open MPI's mpirun or srun gives.
-func writePid() {
-	if dir := os.Getenv(pidsEnv); dir != "" {
-		rank := os.Getenv("ORWL_RANK") + os.Getenv("OMPI_COMM_WORLD_RANK") + os.Getenv("SLURM_PROCID")
-		name := filepath.Join(dir, rank+"."+os.Getenv("ORWL_ATTEMPT"))
-		os.WriteFile(name, []byte(strconv.Itoa(os.Getpid())), 0o644)
-	}
-}
-
-// orwlrun builds cmd/orwlrun once for the tests of this package (they skip without the go
-// command) and returns its path.
-var orwlrun = sync.OnceValues(func() (string, error) {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		return "", fmt.Errorf("no go command to build orwlrun: %w", err)
-	}
-	dir, err := os.MkdirTemp("", "stencil-test-orwlrun-")
-	if err != nil {
-		return "", err
-	}
-	buildDir = dir
-	bin := filepath.Join(dir, "orwlrun")
-	out, err := exec.Command(gobin, "build", "-o", bin, "github.com/orwl-go/orwl/cmd/orwlrun").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build orwlrun: %v\n%s", err, out)
-	}
-	return bin, nil
-})
-
-// buildDir holds the orwlrun binary; TestMain removes it.
-var buildDir string
 
 // ckJob is a job of the stencil under orwlrun with checkpoints in dir/{rank}, or in dir
 // itself, the job's directory, when plain.
@@ -79,7 +38,7 @@ type ckJob struct {
 
 func newCkJob(t *testing.T) *ckJob {
 	t.Helper()
-	if _, err := orwlrun(); err != nil {
+	if _, err := killjob.Orwlrun(); err != nil {
 		t.Skip(err)
 	}
 	j := &ckJob{t: t, dir: t.TempDir(), pids: t.TempDir()}
@@ -104,78 +63,33 @@ func (j *ckJob) args(n int) string {
 // run runs orwlrun -np procs -restarts restarts on the stencil with args (see launch).
 func (j *ckJob) run(procs, restarts int, args string, kill ...int) (int, string) {
 	j.t.Helper()
-	bin, _ := orwlrun()
+	bin, _ := killjob.Orwlrun()
 	return j.launch([]string{bin, "-np", strconv.Itoa(procs), "-restarts", strconv.Itoa(restarts), "-grace", "1s"}, args, kill...)
 }
 
 // launch runs the stencil with args under the launcher argv (the program follows it).
 // After the first checkpoint is complete, at a random moment within 50ms, it kills
-// (SIGKILL) the processes of attempt 0 of the ranks in kill. It returns the launcher's exit
-// status and output.
+// (SIGKILL) the processes of attempt 0 of the ranks in kill (killjob.Job). It returns the
+// launcher's exit status and output.
 func (j *ckJob) launch(argv []string, args string, kill ...int) (int, string) {
 	j.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], append(argv[1:], os.Args[0], "-test.run=^$")...)
-	cmd.Env = append(os.Environ(), childEnv+"="+args, pidsEnv+"="+j.pids, "GORACE=atexit_sleep_ms=0",
-		"OMPI_MCA_plm_rsh_agent=", "PRTE_MCA_plm_rsh_agent=")
-	pipe := startPiped(j.t, cmd)
-	var out strings.Builder
-	killed := make(chan error, 1)
-	sc := bufio.NewScanner(pipe)
-	for sc.Scan() {
-		out.WriteString(sc.Text() + "\n")
-		if len(kill) > 0 && strings.Contains(sc.Text(), "checkpoint complete") {
-			ranks := kill
-			kill = nil
-			time.AfterFunc(rand.N(50*time.Millisecond), func() { killed <- j.kill(ranks) })
-		}
+	argv = append(argv, os.Args[0], "-test.run=^$")
+	status, out, err := killjob.Job{Pids: j.pids, After: 1, Kill: kill}.Run(argv, childEnv+"="+args,
+		"GORACE=atexit_sleep_ms=0", "OMPI_MCA_plm_rsh_agent=", "PRTE_MCA_plm_rsh_agent=")
+	if err != nil {
+		j.t.Fatalf("%v:\n%s", err, out)
 	}
-	err := cmd.Wait()
-	status := cmd.ProcessState.ExitCode()
-	if ctx.Err() != nil {
-		j.t.Fatalf("%s did not end within 2 minutes:\n%s", argv[0], out.String())
-	}
-	if kill != nil {
-		j.t.Fatalf("no checkpoint was complete (status %d, %v):\n%s", status, err, out.String())
-	}
-	select {
-	case err := <-killed:
-		if err != nil {
-			j.t.Fatalf("%v\n%s", err, out.String())
-		}
-	default:
-	}
-	return status, out.String()
+	return status, out
 }
 
 // startPiped starts cmd, its standard output and error going to the pipe it returns.
 func startPiped(t *testing.T, cmd *exec.Cmd) io.Reader {
 	t.Helper()
-	pipe, err := cmd.StdoutPipe()
+	pipe, err := killjob.StartPiped(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	return pipe
-}
-
-// kill kills the processes of attempt 0 of ranks.
-func (j *ckJob) kill(ranks []int) error {
-	for _, r := range ranks {
-		b, err := os.ReadFile(filepath.Join(j.pids, strconv.Itoa(r)+".0"))
-		if err != nil {
-			return err
-		}
-		pid, _ := strconv.Atoi(string(b))
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-			return fmt.Errorf("killing rank %d (pid %d): %w", r, pid, err)
-		}
-	}
-	return nil
 }
 
 // checkResult checks that the job succeeded, resumed from a checkpoint and printed the
@@ -363,7 +277,7 @@ func TestRestartScriptUnderMpirun(t *testing.T) {
 	j := newCkJob(t)
 	rank := rand.N(3)
 	status, out := j.launch([]string{"sh", "restart.sh", mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "3",
-		"-x", childEnv, "-x", pidsEnv, "-x", "GORACE", "-x", "ORWL_SECRET", "-x", "ORWL_ATTEMPT"}, j.args(ckN), rank)
+		"-x", childEnv, "-x", killjob.PidsEnv, "-x", "GORACE", "-x", "ORWL_SECRET", "-x", "ORWL_ATTEMPT"}, j.args(ckN), rank)
 	if !strings.Contains(out, "restart.sh: attempt 0 failed") {
 		t.Fatalf("restart.sh did not start the job again after rank %d was killed:\n%s", rank, out)
 	}

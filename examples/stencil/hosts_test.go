@@ -18,6 +18,7 @@ import (
 
 	"github.com/orwl-go/orwl/examples/grid"
 	"github.com/orwl-go/orwl/examples/stencil/jacobi"
+	"github.com/orwl-go/orwl/internal/testemu/killjob"
 	"github.com/orwl-go/orwl/internal/testemu/netemu"
 )
 
@@ -221,7 +222,7 @@ func (j *hostJob) onHosts() []string {
 // again, runs the job on hosts 0 and 1, which resumes from the partner copies and ends
 // with the checksum of an uninterrupted run.
 func TestHostLostResumesUnderOrwlrun(t *testing.T) {
-	bin, err := orwlrun()
+	bin, err := killjob.Orwlrun()
 	if err != nil {
 		t.Skip(err)
 	}

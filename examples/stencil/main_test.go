@@ -14,6 +14,7 @@ import (
 	"github.com/orwl-go/orwl/examples/grid"
 	"github.com/orwl-go/orwl/examples/internal/cli"
 	"github.com/orwl-go/orwl/examples/stencil/jacobi"
+	"github.com/orwl-go/orwl/internal/testemu/killjob"
 	"github.com/orwl-go/orwl/orwl"
 )
 
@@ -33,13 +34,11 @@ func TestMain(m *testing.M) {
 				return cells
 			}
 		}
-		writePid()
+		killjob.WritePid()
 		os.Exit(run(strings.Fields(args), os.Stdout, os.Stderr))
 	}
 	status := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	killjob.Cleanup()
 	os.Exit(status)
 }
 

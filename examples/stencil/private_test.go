@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/orwl-go/orwl/internal/testemu/killjob"
 )
 
 // privateJob is a ckJob whose processes each see only the disk of their node: each runs in
@@ -57,7 +59,7 @@ func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + 
 // the ranks in kill killed after a checkpoint (see ckJob.launch).
 func (j *privateJob) run(procs int, kill ...int) (int, string) {
 	j.t.Helper()
-	bin, _ := orwlrun()
+	bin, _ := killjob.Orwlrun()
 	argv := append([]string{bin, "-np", strconv.Itoa(procs), "-restarts", "0", "-grace", "1s"},
 		privateMount(quote(j.nodes)+"/node-$ORWL_RANK", j.dir)...)
 	return j.launch(argv, j.args(ckN), kill...)
