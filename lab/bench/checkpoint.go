@@ -307,8 +307,7 @@ func dmtcp(add func(ckptRow)) {
 // killTrials measures the kill rows: trials of orwlrun -np 3 -restarts 3 on the stencil,
 // one random process killed at a random moment after the first complete checkpoint.
 func killTrials(trials int, work string, add func(ckptRow)) error {
-	bin, err := buildTools(work)
-	if err != nil {
+	if _, err := goBuild(work, "cmd/orwlrun", "examples/stencil"); err != nil {
 		add(ckptRow{Measure: "kill trials", Note: "skipped: " + err.Error()})
 		return nil
 	}
@@ -317,7 +316,7 @@ func killTrials(trials int, work string, add func(ckptRow)) error {
 	var ok, same int
 	var lost, restart []float64
 	for i := range trials {
-		tr, err := killTrial(bin, p, filepath.Join(work, fmt.Sprintf("trial-%d", i)))
+		tr, err := killTrial(work, p, filepath.Join(work, fmt.Sprintf("trial-%d", i)))
 		if err != nil {
 			return fmt.Errorf("kill trial %d: %w", i+1, err)
 		}
@@ -350,21 +349,6 @@ func killTrials(trials int, work string, add func(ckptRow)) error {
 			Note: fmt.Sprintf("%d resumed trials: from the kill to the checkpoint restored in the new attempt", len(restart))})
 	}
 	return nil
-}
-
-// buildTools builds orwlrun and the stencil into work and returns the directory.
-func buildTools(work string) (string, error) {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		return "", fmt.Errorf("no go command to build orwlrun and the stencil")
-	}
-	for _, pkg := range []string{"cmd/orwlrun", "examples/stencil"} {
-		out, err := exec.Command(gobin, "build", "-o", filepath.Join(work, filepath.Base(pkg)), "github.com/orwl-go/orwl/"+pkg).CombinedOutput()
-		if err != nil {
-			return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
-		}
-	}
-	return work, nil
 }
 
 // killTrialResult is how one kill trial went.

@@ -62,6 +62,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -310,4 +311,22 @@ func (r *report) write(rows any) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(r.out, r.cmd+".txt"), []byte(r.table.String()), 0o644)
+}
+
+// goBuild builds the commands of the module's packages pkgs (paths below
+// github.com/orwl-go/orwl) into dir and returns their files, in the same order.
+func goBuild(dir string, pkgs ...string) ([]string, error) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		return nil, errors.New("no go command")
+	}
+	var bins []string
+	for _, pkg := range pkgs {
+		bin := filepath.Join(dir, filepath.Base(pkg))
+		if out, err := exec.Command(gobin, "build", "-o", bin, "github.com/orwl-go/orwl/"+pkg).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("go build %s: %v: %s", pkg, err, firstLine(out))
+		}
+		bins = append(bins, bin)
+	}
+	return bins, nil
 }

@@ -128,10 +128,11 @@ func benchScale(fs *flag.FlagSet) func(rep *report) error {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		launcher, program, err := buildScale(dir)
+		bins, err := goBuild(dir, "cmd/orwlrun", "examples/stencil")
 		if err != nil {
 			return err
 		}
+		launcher, program := bins[0], bins[1]
 		var mpi *openMPI
 		var cbin string
 		if *withMPI {
@@ -226,22 +227,6 @@ func scaleVariants(list string) ([]scaleVariant, error) {
 		return nil, fmt.Errorf("%q names no variant", list)
 	}
 	return out, nil
-}
-
-// buildScale builds cmd/orwlrun and examples/stencil into dir and returns their paths.
-func buildScale(dir string) (launcher, program string, err error) {
-	build := func(pkg, name string) (string, error) {
-		out := filepath.Join(dir, name)
-		if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
-			return "", fmt.Errorf("go build %s (run the bench from the checkout's root): %v: %s", pkg, err, strings.TrimSpace(string(b)))
-		}
-		return out, nil
-	}
-	if launcher, err = build("./cmd/orwlrun", "orwlrun"); err != nil {
-		return "", "", err
-	}
-	program, err = build("./examples/stencil", "stencil")
-	return launcher, program, err
 }
 
 // heartbeatPeriod is the transport's default heartbeat period under the environment env:

@@ -212,24 +212,6 @@ func buildSphORWL(dir string) ([]string, error) {
 	return bins, nil
 }
 
-// goBuild builds the commands of the module's packages pkgs (paths below
-// github.com/orwl-go/orwl) into dir and returns their files, in the same order.
-func goBuild(dir string, pkgs ...string) ([]string, error) {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		return nil, errors.New("no go command")
-	}
-	var bins []string
-	for _, pkg := range pkgs {
-		bin := filepath.Join(dir, filepath.Base(pkg))
-		if out, err := exec.Command(gobin, "build", "-o", bin, "github.com/orwl-go/orwl/"+pkg).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("go build %s: %v: %s", pkg, err, firstLine(out))
-		}
-		bins = append(bins, bin)
-	}
-	return bins, nil
-}
-
 // runSph runs bin with args and env added, and reads the result line it prints last.
 func runSph(ctx context.Context, env []string, bin string, args ...string) (sphRow, error) {
 	cmd := exec.CommandContext(ctx, bin, args...)
