@@ -19,10 +19,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"unsafe"
 
 	"github.com/orwl-go/orwl/fifo"
-	"github.com/orwl-go/orwl/internal/hugemem"
 )
 
 // Ticket is one request of a handle in a Queue, from the moment it is requested until it is
@@ -68,87 +66,6 @@ type Queue interface {
 	Request(h *Handle, reuse Ticket) (Ticket, error)
 }
 
-// Event is a step of the life of a handle's request, which the handles of a traced owner
-// tell its ticket (Ticket.Traced).
-type Event uint8
-
-const (
-	// Requested: the handle placed the request.
-	Requested Event = iota
-	// WaitStart: Acquire blocks on the request, which is not granted yet.
-	WaitStart
-	// WaitEnd: the wait that WaitStart announced is over, granted or not.
-	WaitEnd
-	// Acquired: the handle holds the grant.
-	Acquired
-	// Releasing: the handle is about to release the grant, or to fail it (Ticket.Fail); the
-	// next grant has not happened yet.
-	Releasing
-)
-
-// Owner is what the handles of one owner share (a task: one goroutine uses them, one at a
-// time): whether their tickets are told of their life (Ticket.Traced), the set of those
-// that hold or have queued a request, so that they can all be ended at once when the owner
-// is done (CloseAll), and the channel its waits are woken on. A handle joins its owner's set when it requests and
-// leaves it when it holds and queues nothing, so the set stays as small as what is in use
-// however many handles the owner makes.
-type Owner struct {
-	traced  bool
-	newErr  func(op string, s Spec, err error) error // makes its handles' errors; nil: *Error
-	active  []*Handle
-	wake    chan struct{}
-	ctx     context.Context // the context whose end wakes the waits (Watch)
-	watched <-chan struct{} // its Done
-}
-
-// NewOwner returns an owner whose handles tell their tickets of their life when traced
-// (Ticket.Traced). A failed
-// operation of its handles returns the error that newErr makes of the operation, the
-// handle's Spec and the cause, so that a runtime presents them under its own type
-// (package orwl's HandleError); nil makes an *Error.
-func NewOwner(traced bool, newErr func(op string, s Spec, err error) error) *Owner {
-	return &Owner{traced: traced, newErr: newErr, wake: make(chan struct{}, 1)}
-}
-
-// Watch makes the end of ctx wake the owner's waits on ctx at once, so that Acquire blocks on
-// one channel instead of selecting on ctx.Done() too (Acquire works with any context, only
-// faster with this one, or one with the same Done). It returns a function that stops
-// watching, as context.AfterFunc. Acquire compares its context with ctx, so ctx's type must
-// be comparable, as that of every context of package context is.
-func (o *Owner) Watch(ctx context.Context) (stop func() bool) {
-	o.ctx, o.watched = ctx, ctx.Done()
-	return context.AfterFunc(ctx, func() { poke(o.wake) })
-}
-
-func (o *Owner) add(h *Handle) {
-	h.slot = len(o.active)
-	o.active = append(o.active, h)
-}
-
-func (o *Owner) remove(h *Handle) {
-	last := len(o.active) - 1
-	m := o.active[last]
-	o.active[h.slot], m.slot = m, h.slot
-	o.active[last] = nil
-	o.active = o.active[:last]
-	h.slot = -1
-}
-
-// Len returns the number of the owner's handles that hold or have queued a request.
-func (o *Owner) Len() int { return len(o.active) }
-
-// CloseAll closes every handle of o that holds or has queued a request (see Handle.Close)
-// and returns their errors, joined.
-func (o *Owner) CloseAll() error {
-	var errs []error
-	for len(o.active) > 0 {
-		if err := o.active[len(o.active)-1].Close(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // Spec describes a handle: whose it is, on what, and how it accesses.
 type Spec struct {
 	Task      int       // the task that owns the handle
@@ -163,84 +80,6 @@ type Spec struct {
 func (s Spec) String() string {
 	return fmt.Sprintf("task %d's %s handle on %s (position %d)", s.Task, s.Mode, s.Location, s.Pos)
 }
-
-// Errors of handle misuse; every error returned by a Handle is its owner's error (an *Error
-// unless NewOwner was told otherwise) wrapping one of these, a Queue's error, or a context's
-// error.
-var (
-	ErrNotRequested = errors.New("no request is queued (before the schedule, or a one-shot handle already used)")
-	ErrHeld         = errors.New("already acquired")
-	ErrNotHeld      = errors.New("not acquired")
-	ErrClosed       = errors.New("handle is closed")
-	ErrReadOnly     = errors.New("a read handle cannot resize its location")
-	ErrNegativeSize = errors.New("negative size")
-	ErrRequested    = errors.New("already requested")
-	// ErrReadOnlyData and ErrStaleData are misuses of mapped data that a runtime which guards
-	// its buffers (package internal/hugemem's Protect and Retire) makes fault, and that
-	// Section, or whoever recovers the fault (Owner.Misuse), reports.
-	ErrReadOnlyData = errors.New("write through a read handle's data")
-	ErrStaleData    = errors.New("use of data after its release or a Resize")
-)
-
-// misuse explains p, a panic, when it is a fault on a buffer that the runtime guards: a
-// write to read-only data (a read grant's), or a use of a buffer retired when Resize
-// replaced it or when the job freed it. It returns nil for any other panic.
-func misuse(p any) error {
-	f, ok := p.(interface{ Addr() uintptr }) // a fault's panic (runtime/debug.SetPanicOnFault)
-	if !ok {
-		return nil
-	}
-	switch a, off, size, ok := hugemem.Find(f.Addr()); {
-	case ok && a == hugemem.ReadOnly:
-		return fmt.Errorf("%w (byte %d of %d): copy the data to change it, or change it through a write handle", ErrReadOnlyData, off, size)
-	case ok && a == hugemem.NoAccess:
-		return fmt.Errorf("%w (byte %d of %d): after Resize use the slice it returns (or Map again), and no slice after Release or after Run returns", ErrStaleData, off, size)
-	}
-	return nil
-}
-
-// Misuse explains p, a panic recovered from the owner's code, when it is a fault on a guarded
-// buffer (see ErrReadOnlyData): the error names the handle of the owner whose data holds the
-// faulting address, if any. It returns nil for any other panic.
-func (o *Owner) Misuse(p any) error {
-	err := misuse(p)
-	if err == nil {
-		return nil
-	}
-	if h := holding(o.active, p); h != nil {
-		return h.fail("use of the data", err)
-	}
-	return err
-}
-
-// holding returns the handle of hs whose mapped data holds the address of p, a fault's
-// panic, or nil.
-func holding(hs []*Handle, p any) *Handle {
-	addr := p.(interface{ Addr() uintptr }).Addr()
-	for _, h := range hs {
-		if b := h.Map(); len(b) > 0 && addr >= uintptr(unsafe.Pointer(&b[0])) && addr < uintptr(unsafe.Pointer(&b[0]))+uintptr(len(b)) {
-			return h
-		}
-	}
-	return nil
-}
-
-// Error is a failed handle operation, unless the handle's owner makes its errors itself
-// (NewOwner). It names the task, the location and the position.
-type Error struct {
-	Op   string // "acquire", "release", ...
-	Spec Spec
-	Err  error
-}
-
-// Error names the task, the operation, the handle and the position, then the cause.
-func (e *Error) Error() string {
-	return fmt.Sprintf("task %d: %s of %s handle on %s (position %d): %v",
-		e.Spec.Task, e.Op, e.Spec.Mode, e.Spec.Location, e.Spec.Pos, e.Err)
-}
-
-// Unwrap returns the cause, for errors.Is and errors.As.
-func (e *Error) Unwrap() error { return e.Err }
 
 // Handle is one task's access path to one location. A Handle is used by one goroutine at a
 // time (its task); it is not safe for concurrent use.
@@ -267,15 +106,6 @@ func New(q Queue, spec Spec, o *Owner) *Handle {
 	return &Handle{spec: spec, queue: q, owner: o, traced: o.traced, slot: -1}
 }
 
-// Closed returns a handle of o (nil: an owner of its own) on which every operation fails with
-// err: the result of an insert that was invalid, so that its mistake is reported where the
-// handle is used.
-func Closed(spec Spec, err error, o *Owner) *Handle {
-	h := New(nil, spec, o)
-	h.closed, h.cause = true, err
-	return h
-}
-
 // Spec returns the description of h.
 func (h *Handle) Spec() Spec { return h.spec }
 
@@ -298,16 +128,6 @@ func (h *Handle) closedErr(op string) error {
 		return h.fail(op, h.cause)
 	}
 	return h.fail(op, ErrClosed)
-}
-
-// settle keeps h in its owner's set exactly while it holds or has queued a request.
-func (h *Handle) settle() {
-	switch active := h.Active(); {
-	case active && h.slot < 0:
-		h.owner.add(h)
-	case !active && h.slot >= 0:
-		h.owner.remove(h)
-	}
 }
 
 // Request places h's request in its location's FIFO now, at the tail. It never blocks.
@@ -465,116 +285,3 @@ func (h *Handle) Release() error {
 	}
 	return nil
 }
-
-// Section acquires h, calls fn with the mapped data, and releases h. It returns the first
-// error of the three steps. The data is fn's until it returns, and only the slice that the
-// last Resize returned is valid: see Map.
-//
-// When fn fails or panics, a read handle is released as usual, but a write handle fails its
-// grant (Ticket.Fail): the data may be half-written, so it is never handed on, and the
-// requests that wait on the location, and those that come later, fail with an error that
-// names h and fn's error (or with the error it led to, such as the task's own). The handle
-// is then closed. A fault of fn on a buffer that the runtime guards (see ErrReadOnlyData)
-// is fn's failure, with an error that says which misuse it was; any other panic goes on.
-func (h *Handle) Section(ctx context.Context, fn func(data []byte) error) (err error) {
-	if err := h.Acquire(ctx); err != nil {
-		return err
-	}
-	done := false
-	defer func() {
-		var p any
-		if !done {
-			p = recover()
-		}
-		if p, err = EndSection([]*Handle{h}, err, done, p); p != nil {
-			panic(p) // on top of fn's frames, still on the stack
-		}
-	}()
-	err = fn(h.Map())
-	done = true
-	return err
-}
-
-// EndSection ends a section over hs, handles of one owner acquired in this order (Section's
-// one handle, or several taken together), whose function returned err, or did not return
-// (done false) and panicked with p, which the caller's deferred function recovered (nil
-// when the function's goroutine exits without a panic). It returns the panic to go on with,
-// if any, and the section's error.
-//
-// A fault of the function on a buffer that the runtime guards (see ErrReadOnlyData) is the
-// function's failure, named after the handle whose data it hit (after hs[0] when none of
-// them maps that address, as for a stale slice). Then the handles end, the last one first:
-// a read handle is released, and so is a write handle when the function succeeded; when it
-// failed or panicked, a write handle that still holds its grant fails it (see Section) and
-// is closed. The section's error is the function's, or else the releases' (one alone as it
-// is, several joined).
-func EndSection(hs []*Handle, err error, done bool, p any) (any, error) {
-	if merr := misuse(p); merr != nil {
-		switch h := holding(hs, p); {
-		case h != nil:
-			err = h.fail("section", merr)
-		case len(hs) > 0:
-			err = hs[0].fail("section", merr)
-		default:
-			err = merr
-		}
-		done, p = true, nil
-	}
-	var errs []error
-	for i := len(hs) - 1; i >= 0; i-- {
-		h := hs[i]
-		if h.spec.Mode == fifo.Write && h.held != nil && (!done || err != nil) {
-			cause := err
-			if !done {
-				cause = errors.New("the section panicked")
-			}
-			h.abort(cause)
-		} else if rerr := h.Release(); rerr != nil {
-			errs = append(errs, rerr)
-		}
-	}
-	if err == nil && len(errs) > 0 {
-		err = errs[0]
-		if len(errs) > 1 {
-			err = errors.Join(errs...)
-		}
-	}
-	return p, err
-}
-
-// abort fails the grant h holds after its write section failed with cause, and closes h.
-func (h *Handle) abort(cause error) {
-	t := h.held
-	h.held, h.closed = nil, true
-	if h.traced {
-		t.Traced(h, Releasing)
-	}
-	t.Fail(fmt.Errorf("%s: its write section failed: %w", h.spec, cause))
-	if h.next != nil {
-		h.next.Cancel()
-		h.next = nil
-	}
-	h.settle()
-}
-
-// Close releases the grant h holds and cancels the request it has queued; every later
-// operation on h fails with ErrClosed. Closing a closed handle does nothing.
-func (h *Handle) Close() error {
-	if h.closed {
-		return nil
-	}
-	h.closed = true
-	var err error
-	if h.held != nil {
-		err = h.Release()
-	}
-	if h.next != nil {
-		h.next.Cancel()
-		h.next = nil
-	}
-	h.settle()
-	return err
-}
-
-// Active reports whether h still holds or has queued a request.
-func (h *Handle) Active() bool { return h.held != nil || h.next != nil }
