@@ -9,11 +9,12 @@ import (
 	"github.com/orwl-go/orwl/transport"
 )
 
-// The ORWL protocol between the processes of a job: every message, its direction, how it
-// fills the transport's neutral header (Type, Flags, Key, ID, Seq, Arg) and payload, and
-// the dispatch of what arrives (node.Sink, node.Handle) to the decoded message's receiver.
-// Nothing else in the package builds or reads a header but the checkpoint's part of the
-// protocol, protocol_ckpt.go: no other function takes a *transport.Header.
+// The ORWL protocol between the processes of a job: every message type and flag, the
+// grant's messages (request, grant, release), their direction, how each fills the
+// transport's neutral header (Type, Flags, Key, ID, Seq, Arg) and payload, and the dispatch
+// of what arrives (node.Sink, node.Handle) to the decoded message's receiver. The job-wide
+// messages are in protocol_wide.go, the checkpoint's in protocol_ckpt.go; nothing else in
+// the package builds or reads a header: no other function takes a *transport.Header.
 //
 // Requests, releases and write-back data travel on the requester's connection, in the
 // order the requester's tasks made them (rule 14); grants, with the location's data, on the
@@ -139,77 +140,6 @@ func decodeRelease(h *transport.Header) releaseMsg {
 		failed: h.Flags&flagFailed != 0, dropped: h.Flags&flagDropped != 0, size: int(h.Len)}
 }
 
-// tracePartHeader is the header of the trace parts of a process's subtree (msgTracePart):
-// the payload is all it carries.
-func tracePartHeader() transport.Header { return transport.Header{Type: msgTracePart} }
-
-// problemsMsg carries init-phase mistakes along the job's tree at the schedule
-// (node.exchangeProblems): those of the sender's subtree, to its parent, or, all, the whole
-// job's, to its children; the payload is []rankProblems in JSON.
-type problemsMsg struct{ all bool }
-
-func (m *problemsMsg) header() transport.Header {
-	return transport.Header{Type: msgProblems, Flags: flags(m.all, flagEverybody)}
-}
-
-func decodeProblems(h *transport.Header) problemsMsg {
-	return problemsMsg{all: h.Flags&flagEverybody != 0}
-}
-
-// failMsg tells a neighbour in the job's tree that the job failed at process origin, which
-// the sender found or was told (node.spreadFailure); the payload is the error's text as
-// origin wrote it, and the flags keep what errors.Is finds in it.
-type failMsg struct {
-	origin                     int
-	deadlock, peerLost, yields bool
-}
-
-func (m *failMsg) header() transport.Header {
-	return transport.Header{Type: msgFail, Arg: int64(m.origin),
-		Flags: flags(m.deadlock, flagDeadlock) | flags(m.peerLost, flagPeerLost) | flags(m.yields, flagYields)}
-}
-
-func decodeFailure(h *transport.Header) failMsg {
-	return failMsg{origin: int(h.Arg), deadlock: h.Flags&flagDeadlock != 0, peerLost: h.Flags&flagPeerLost != 0,
-		yields: h.Flags&flagYields != 0}
-}
-
-// stuckMsg is a message of the deadlock watch along the job's tree (deadlock_dist.go), in
-// one of three forms: stuckUp, from a child to its parent, carries the reports of the stuck
-// processes of the child's subtree that changed since it last sent them (the payload:
-// []stuckEntry in JSON); stuckProbe, from a parent to its children, asks for the epochs of
-// every process of their subtrees (probe: its number); stuckAnswers answers it (the payload:
-// []stuckAnswer in JSON).
-type stuckMsg struct {
-	form  uint8
-	probe uint64
-}
-
-// The forms of a stuckMsg.
-const (
-	stuckUp uint8 = iota
-	stuckProbe
-	stuckAnswers
-)
-
-func (m *stuckMsg) header() transport.Header {
-	return transport.Header{Type: msgStuck, Flags: m.form, Seq: m.probe}
-}
-
-func decodeStuck(h *transport.Header) stuckMsg { return stuckMsg{form: h.Flags, probe: h.Seq} }
-
-// clockMsg asks rank 0 for its wall clock (asked: the asker's, Unix ns); rank 0's answer adds
-// its own.
-type clockMsg struct{ asked, answer int64 }
-
-func (m *clockMsg) header() transport.Header {
-	return transport.Header{Type: msgClock, Arg: m.asked, Seq: uint64(m.answer)}
-}
-
-func decodeClock(h *transport.Header) clockMsg {
-	return clockMsg{asked: h.Arg, answer: int64(h.Seq)}
-}
-
 // Sink implements transport.Handler: a grant's data lands in the mirror (requester), a
 // write-back in the location (owner), a checkpoint piece from a partner in a buffer of the
 // checkpointer.
@@ -265,11 +195,4 @@ func (n *node) Handle(from int, h *transport.Header, payload []byte) {
 	if err != nil {
 		n.j.fail(fmt.Errorf("orwl: protocol error from rank %d: %w", from, err))
 	}
-}
-
-// sendWide sends a job-wide message (one of the tree's, tree.go) to rank to, on the
-// Requester-role connection, and counts it.
-func (n *node) sendWide(to int, h transport.Header, payload []byte) error {
-	n.wide.counts.count(h.Type, true)
-	return n.mesh.Send(to, transport.Requester, h, payload)
 }

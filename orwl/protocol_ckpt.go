@@ -7,9 +7,10 @@ import (
 	"github.com/orwl-go/orwl/transport"
 )
 
-// The checkpoint part of the protocol (protocol.go has the rest and the dispatch): the
-// message forms of a checkpoint's and a restart's exchanges, how each fills a header, and
-// decodeCkpt, which reads one. With protocol.go, the only code that builds or reads a header.
+// The checkpoint part of the protocol (protocol.go has the grant's messages and the
+// dispatch, protocol_wide.go the job-wide ones): the message forms of a checkpoint's and a
+// restart's exchanges, how each fills a header, and decodeCkpt, which reads one. With
+// protocol.go and protocol_wide.go, the only code that builds or reads a header.
 
 // The steps of a checkpoint and of a restart: the Flags of a msgCheckpoint, each with a
 // message form of its own below (the Seq of every form that has one is the checkpoint's

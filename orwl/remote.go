@@ -434,22 +434,3 @@ func (r *requester) granted(from int, m grantMsg, payload []byte) error {
 	}
 	return nil
 }
-
-// failTickets fails every ticket of this process that still waits for its grant.
-func (r *requester) failTickets(err error) {
-	r.mu.Lock()
-	tickets := append([]*remoteTicket(nil), r.tickets...)
-	r.mu.Unlock()
-	for _, t := range tickets {
-		if t != nil {
-			t.latch.Fail(err)
-		}
-	}
-}
-
-// lose fails every later request on the locations of rank, which is lost with err.
-func (r *requester) lose(rank int, err error) {
-	r.mu.Lock()
-	r.lost[rank] = err
-	r.mu.Unlock()
-}

@@ -10,7 +10,7 @@ import (
 // process travel along the binary tree over the ranks that the transport connects at the
 // start (rank r's parent is (r-1)/2, its children 2r+1 and 2r+2), so that they ride
 // connections that exist anyway, at a depth of log2(procs) hops and O(1) messages per
-// process: a failure (spreadFailure, node.go), the deadlock watch's reports
+// process: a failure (spreadFailure, wide.go), the deadlock watch's reports
 // (deadlock_dist.go) and the trace's parts (trace.go).
 
 // treeParent returns rank r's parent in the job's tree, -1 for the root.
