@@ -22,7 +22,7 @@ type served struct {
 	rnd       int    // see queued.round
 	loc       *location
 	active    bool        // requested and not yet released; the reader of from's connection only
-	recycle   bool        // the grant may say recycle (see recyclable); set with the grant, under loc.mu
+	recycle   bool        // the grant may say recycle (recyclable, mirror.go); set with the grant, under loc.mu
 	delivered atomic.Bool // the grant was sent
 	transfer  trace.Span  // a write-back arriving
 }
@@ -71,25 +71,6 @@ func (s *served) granted(onTask, more bool) {
 		// has failed and said so: nobody waits for this grant.
 		s.o.j.fail(fmt.Errorf("orwl: sending the grant of %s to rank %d: %w", l.id, s.from, err))
 	}
-}
-
-// recyclable reports whether the copy of the data that s's grant leaves the requester is
-// not read again before the data changes, so that the requester may give its buffer to
-// another mirror: s is a one-shot read, and the entry behind its read group is a write of
-// another process (or of this one), whose release makes a new version; l.mu held, with s
-// granted. An iterative read's next request is not there yet, and a write of the
-// requester's own needs the copy.
-func (s *served) recyclable() bool {
-	if s.rnd >= 0 || s.req.Mode() != fifo.Read {
-		return false
-	}
-	other := true
-	behind := s.req.Behind(func(r *fifo.Request) {
-		if from, _, ok := r.Tag.(queued).remote(); ok && from == s.from {
-			other = false
-		}
-	})
-	return behind == fifo.Write && other
 }
 
 // failed does nothing: the requester learns of the job's failure itself.

@@ -88,7 +88,7 @@ func decodeRequest(h *transport.Header) requestMsg {
 // why). The grants of one FIFO operation for one process are sent one after another, all but
 // the last with more set, and the requester delivers them together. The last may say
 // recycle: the data changes before the requester's next grant, so its mirror may be given up
-// (see remoteQueue).
+// (see mirror.go).
 type grantMsg struct {
 	loc     uint32
 	ticket  uint64

@@ -6,23 +6,14 @@ import (
 
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
-	"github.com/orwl-go/orwl/internal/hugemem"
 	"github.com/orwl-go/orwl/trace"
 	"github.com/orwl-go/orwl/transport"
 )
 
 // remoteQueue is the proxy of a location owned by another process. Its mirror holds the
 // data the last grant brought; it is reused across iterations. The owner knows which
-// version each mirror holds and sends the data only when it is newer.
-//
-// A mirror's buffer is given up, to the process's spares, when nothing reads it before the
-// data changes: once no grant of the queue is held, when the owner said that the data
-// changes before this process's next grant (a grant that says recycle: a one-shot read with
-// another process's write behind it), or when this process has no request on the location
-// any more. The release then says so, and the owner sends the data with the next grant. The
-// next mirror that needs a buffer takes a spare one (spareMirrors): a job that reads many
-// locations of other processes once each, a tiled factorisation, pays the page faults of a
-// fresh buffer only for the mirrors it reads at the same time.
+// version each mirror holds and sends the data only when it is newer. A mirror's buffer
+// is given up when nothing reads it before the data changes (mirror.go).
 type remoteQueue struct {
 	r       *requester
 	owner   int
@@ -65,47 +56,6 @@ type requester struct {
 	freeIDs []uint64        // ids of retired tickets, handed out again
 	lost    []error         // by rank, once lost
 	spare   spareMirrors
-}
-
-// spareMirrors are the buffers of mirrors given up (see remoteQueue), for the next mirror
-// that needs a buffer. Only mapped buffers are kept (hugemem.Threshold): a smaller one is Go
-// memory, as cheap to allocate again.
-type spareMirrors struct {
-	mu    sync.Mutex // guards bufs (lock order: node.go)
-	bufs  [][]byte
-	alloc buffers // the job's
-}
-
-// take returns a buffer of n bytes for a grant's data to fill: a spare one of n to 2n
-// bytes, else a new one.
-func (s *spareMirrors) take(n int) []byte {
-	s.mu.Lock()
-	for i, b := range s.bufs {
-		if c := cap(b); c >= n && c <= 2*n {
-			last := len(s.bufs) - 1
-			s.bufs[i], s.bufs[last] = s.bufs[last], nil
-			s.bufs = s.bufs[:last]
-			s.mu.Unlock()
-			return b[:n]
-		}
-	}
-	s.mu.Unlock()
-	return s.alloc.filled(n)
-}
-
-// keep adds b, a mapped mirror's buffer that nothing uses any more, to the spares.
-func (s *spareMirrors) keep(b []byte) {
-	s.mu.Lock()
-	s.bufs = append(s.bufs, b)
-	s.mu.Unlock()
-}
-
-// free frees the spares, once nothing can take one.
-func (s *spareMirrors) free() {
-	for _, b := range s.bufs {
-		s.alloc.free(b)
-	}
-	s.bufs = nil
 }
 
 // remoteTicket is a request of this process on a remote location.
@@ -311,39 +261,6 @@ func (r *requester) sendRelease(t *remoteTicket, m releaseMsg, payload []byte, o
 	return err
 }
 
-// givenBack counts a grant of q given back, q.sendMu held, and reports whether the mirror
-// is given up with it: when no grant of q is held any more, the mirror is mapped, the
-// release does not carry it back (mayDrop), and the last batch said recycle or no request
-// of q is left (see remoteQueue). The mirror then holds nothing, before the release that
-// says so is sent: the next grant's data finds it empty.
-func (q *remoteQueue) givenBack(mayDrop bool) bool {
-	q.grantMu.Lock()
-	q.held--
-	var spare []byte
-	if q.held == 0 {
-		q.guard(false)
-		if mayDrop && (q.recycle || q.active == 0) && hugemem.Mapped(q.mirror) {
-			spare, q.mirror, q.version = q.mirror, alignedBytes(0), 0
-		}
-		q.recycle = false
-	}
-	q.grantMu.Unlock()
-	if spare == nil {
-		return false
-	}
-	q.r.spare.keep(spare)
-	return true
-}
-
-// guard makes the mirror read-only (read) or writable again, in a checked job (see
-// buffers); q.grantMu held.
-func (q *remoteQueue) guard(read bool) {
-	if q.guarded != read && q.r.j.bufs.checked {
-		q.r.j.bufs.guard(q.mirror, read)
-		q.guarded = read
-	}
-}
-
 func (t *remoteTicket) where() uint32 { return t.q.loc }
 
 func (t *remoteTicket) describeWait(w *waitRecord) bool {
@@ -357,37 +274,6 @@ func (t *remoteTicket) describeWait(w *waitRecord) bool {
 func (t *remoteTicket) traceGrant(int, fifo.Mode) trace.FlowID { return t.grantFlow }
 
 func (t *remoteTicket) traceRelease(_ int, _ fifo.Mode, flow trace.FlowID) { t.releaseFlow = flow }
-
-// grantSink returns where the data of a grant goes: the mirror of its ticket's location.
-// Data for a ticket that holds no grant to receive it is refused, the peer is broken, unless
-// the job has failed: the owner granted it before it heard of the failure, and refusing it
-// would cut the connection, which the owner would take for this process's loss. It lands
-// in the connection's scratch memory then (nil), and Handle's error changes nothing.
-func (r *requester) grantSink(from int, m grantMsg) ([]byte, error) {
-	if !m.data {
-		return nil, nil
-	}
-	t := r.ticket(m.ticket)
-	if t == nil || t.q.owner != from {
-		if r.j.failed.Load() {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("orwl: data for unknown ticket %d", m.ticket)
-	}
-	if r.j.rec != nil {
-		t.transfer = r.j.rec.TaskTrack(t.spec.Task).BeginTransfer(trace.Loc(r.j.locationAt(m.loc)), trace.In, from, int64(m.size))
-	}
-	// Data comes only when no grant of the queue is held (a new version needs every reader
-	// of the old one to have released), so the mirror is writable; a failed job's late
-	// grant is the exception that must not fault.
-	q := t.q
-	if r.j.bufs.checked {
-		q.grantMu.Lock()
-		q.guard(false)
-		q.grantMu.Unlock()
-	}
-	return r.j.bufs.resizeKeep(&q.mirror, m.size, r.spare.take), nil
-}
 
 // granted completes a remote ticket: the payload, if any, is already in the mirror.
 func (r *requester) granted(from int, m grantMsg, payload []byte) error {

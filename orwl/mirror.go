@@ -1,0 +1,149 @@
+package orwl
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/orwl-go/orwl/fifo"
+	"github.com/orwl-go/orwl/internal/hugemem"
+	"github.com/orwl-go/orwl/trace"
+)
+
+// This file holds the mirrors, this process's copies of the data of locations of other
+// processes (remoteQueue.mirror), apart from remote.go, which only reads and writes them:
+// where a grant's data lands (grantSink), when a mirror's buffer is given up and reused,
+// and its guard in a checked job.
+//
+// A mirror's buffer is given up, to the process's spares, when nothing reads it before the
+// data changes: once no grant of the queue is held, when the owner said that the data
+// changes before this process's next grant (a grant that says recycle, served.recyclable: a
+// one-shot read with another process's write behind it), or when this process has no
+// request on the location any more. The release then says so, and the owner sends the data
+// with the next grant. The next mirror that needs a buffer takes a spare one
+// (spareMirrors): a job that reads many locations of other processes once each, a tiled
+// factorisation, pays the page faults of a fresh buffer only for the mirrors it reads at
+// the same time.
+
+// spareMirrors are the buffers of mirrors given up (see above), for the next mirror that
+// needs a buffer. Only mapped buffers are kept (hugemem.Threshold): a smaller one is Go
+// memory, as cheap to allocate again.
+type spareMirrors struct {
+	mu    sync.Mutex // guards bufs (lock order: node.go)
+	bufs  [][]byte
+	alloc buffers // the job's
+}
+
+// take returns a buffer of n bytes for a grant's data to fill: a spare one of n to 2n
+// bytes, else a new one.
+func (s *spareMirrors) take(n int) []byte {
+	s.mu.Lock()
+	for i, b := range s.bufs {
+		if c := cap(b); c >= n && c <= 2*n {
+			last := len(s.bufs) - 1
+			s.bufs[i], s.bufs[last] = s.bufs[last], nil
+			s.bufs = s.bufs[:last]
+			s.mu.Unlock()
+			return b[:n]
+		}
+	}
+	s.mu.Unlock()
+	return s.alloc.filled(n)
+}
+
+// keep adds b, a mapped mirror's buffer that nothing uses any more, to the spares.
+func (s *spareMirrors) keep(b []byte) {
+	s.mu.Lock()
+	s.bufs = append(s.bufs, b)
+	s.mu.Unlock()
+}
+
+// free frees the spares, once nothing can take one.
+func (s *spareMirrors) free() {
+	for _, b := range s.bufs {
+		s.alloc.free(b)
+	}
+	s.bufs = nil
+}
+
+// givenBack counts a grant of q given back, q.sendMu held, and reports whether the mirror
+// is given up with it: when no grant of q is held any more, the mirror is mapped, the
+// release does not carry it back (mayDrop), and the last batch said recycle or no request
+// of q is left (see above). The mirror then holds nothing, before the release that
+// says so is sent: the next grant's data finds it empty.
+func (q *remoteQueue) givenBack(mayDrop bool) bool {
+	q.grantMu.Lock()
+	q.held--
+	var spare []byte
+	if q.held == 0 {
+		q.guard(false)
+		if mayDrop && (q.recycle || q.active == 0) && hugemem.Mapped(q.mirror) {
+			spare, q.mirror, q.version = q.mirror, alignedBytes(0), 0
+		}
+		q.recycle = false
+	}
+	q.grantMu.Unlock()
+	if spare == nil {
+		return false
+	}
+	q.r.spare.keep(spare)
+	return true
+}
+
+// guard makes the mirror read-only (read) or writable again, in a checked job (see
+// buffers); q.grantMu held.
+func (q *remoteQueue) guard(read bool) {
+	if q.guarded != read && q.r.j.bufs.checked {
+		q.r.j.bufs.guard(q.mirror, read)
+		q.guarded = read
+	}
+}
+
+// grantSink returns where the data of a grant goes: the mirror of its ticket's location.
+// Data for a ticket that holds no grant to receive it is refused, the peer is broken, unless
+// the job has failed: the owner granted it before it heard of the failure, and refusing it
+// would cut the connection, which the owner would take for this process's loss. It lands
+// in the connection's scratch memory then (nil), and Handle's error changes nothing.
+func (r *requester) grantSink(from int, m grantMsg) ([]byte, error) {
+	if !m.data {
+		return nil, nil
+	}
+	t := r.ticket(m.ticket)
+	if t == nil || t.q.owner != from {
+		if r.j.failed.Load() {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("orwl: data for unknown ticket %d", m.ticket)
+	}
+	if r.j.rec != nil {
+		t.transfer = r.j.rec.TaskTrack(t.spec.Task).BeginTransfer(trace.Loc(r.j.locationAt(m.loc)), trace.In, from, int64(m.size))
+	}
+	// Data comes only when no grant of the queue is held (a new version needs every reader
+	// of the old one to have released), so the mirror is writable; a failed job's late
+	// grant is the exception that must not fault.
+	q := t.q
+	if r.j.bufs.checked {
+		q.grantMu.Lock()
+		q.guard(false)
+		q.grantMu.Unlock()
+	}
+	return r.j.bufs.resizeKeep(&q.mirror, m.size, r.spare.take), nil
+}
+
+// recyclable reports whether the copy of the data that s's grant leaves the requester is
+// not read again before the data changes, so that the requester may give its buffer to
+// another mirror: s is a one-shot read, and the entry behind its read group is a write of
+// another process (or of this one), whose release makes a new version; l.mu held, with s
+// granted. An iterative read's next request is not there yet, and a write of the
+// requester's own needs the copy.
+func (s *served) recyclable() bool {
+	if s.rnd >= 0 || s.req.Mode() != fifo.Read {
+		return false
+	}
+	other := true
+	behind := s.req.Behind(func(r *fifo.Request) {
+		if from, _, ok := r.Tag.(queued).remote(); ok && from == s.from {
+			other = false
+		}
+	})
+	return behind == fifo.Write && other
+}
