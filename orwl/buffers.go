@@ -6,6 +6,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/internal/hugemem"
 )
 
@@ -81,6 +82,21 @@ func (b buffers) guard(buf []byte, read bool) {
 		a = hugemem.ReadOnly
 	}
 	hugemem.Protect(buf, a)
+}
+
+// guardReads counts the read grants of this process's tasks among rs, granted (by +1) or
+// ended (by -1), in a checked job: the data is read-only while one of them holds it (l.mu
+// held, so that a write grant that follows finds it writable again).
+func (l *location) guardReads(rs []*fifo.Request, by int) {
+	was := l.readers
+	for _, r := range rs {
+		if _, local := r.Tag.(*localTicket); local && r.Mode() == fifo.Read {
+			l.readers += by
+		}
+	}
+	if (was == 0) != (l.readers == 0) {
+		l.j.bufs.guard(l.data, l.readers > 0)
+	}
 }
 
 // resize sets *data, under a write grant, to n bytes, keeping the common prefix and

@@ -92,6 +92,20 @@ func (e *DeadlockError) Error() string {
 // Is reports whether target is ErrDeadlock.
 func (e *DeadlockError) Is(target error) bool { return target == ErrDeadlock }
 
+// describeWait fills in w the holders of the grant that r waits for and l's count of
+// grants, under l's lock. It reports false when r is not waiting (granted meanwhile, or not
+// in the FIFO).
+func (l *location) describeWait(r *fifo.Request, w *waitRecord) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s := r.State(); s != fifo.Queued {
+		return false
+	}
+	w.Loc, w.grants = int(l.index), l.grants
+	w.Holders = l.holders()
+	return true
+}
+
 // holder is a request of l's granted head entry as deadlock detection reports it.
 type holder struct {
 	Task, Pos int

@@ -1,15 +1,13 @@
 package orwl
 
 import (
-	"cmp"
+	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
-	"github.com/orwl-go/orwl/internal/hugemem"
 	"github.com/orwl-go/orwl/trace"
 )
 
@@ -23,7 +21,8 @@ type Location struct {
 func (l Location) String() string { return fmt.Sprintf("task %d %q", l.Task, l.Name) }
 
 // location is a location owned by this process: its FIFO and its data. It is the
-// handle.Queue of the local handles on it; the node places remote handles' requests in it.
+// handle.Queue of the local handles on it (local.go); the node places remote handles'
+// requests in it (owner.go).
 //
 // Every FIFO operation runs under mu and returns the requests it granted; they are delivered
 // (a local waiter woken, a grant sent to another process) after mu is released, by the
@@ -56,14 +55,6 @@ type location struct {
 
 	fq       *trace.FIFO   // the trace of this FIFO; nil when tracing is off
 	lastFlow atomic.Uint64 // the trace flow of the last release, for the grant it causes
-}
-
-// pendingRequest is a request that came before the schedule placed the initial ones.
-type pendingRequest struct {
-	initial   bool // declared in the init phase (else a later request that arrived early)
-	pos, task int
-	req       *fifo.Request
-	mode      fifo.Mode
 }
 
 // queued is a request in a FIFO of this process, found through its fifo.Request's Tag: a
@@ -198,39 +189,6 @@ func (l *location) release(r *fifo.Request, newVersion bool, mirror int, onTask 
 	return err
 }
 
-// cancel withdraws r (fifo.FIFO.Cancel), on a task's goroutine: a grant it holds goes back
-// unchanged.
-func (l *location) cancel(r *fifo.Request) {
-	var buf [grantBuf]*fifo.Request
-	l.mu.Lock()
-	if l.err != nil {
-		l.mu.Unlock()
-		return
-	}
-	if l.j.bufs.checked && r.State() == fifo.Granted {
-		l.guardReads([]*fifo.Request{r}, -1)
-	}
-	granted := l.fifo.Cancel(r, buf[:0])
-	l.granting(granted)
-	l.mu.Unlock()
-	deliver(granted, true)
-}
-
-// guardReads counts the read grants of this process's tasks among rs, granted (by +1) or
-// ended (by -1), in a checked job: the data is read-only while one of them holds it (l.mu
-// held, so that a write grant that follows finds it writable again).
-func (l *location) guardReads(rs []*fifo.Request, by int) {
-	was := l.readers
-	for _, r := range rs {
-		if _, local := r.Tag.(*localTicket); local && r.Mode() == fifo.Read {
-			l.readers += by
-		}
-	}
-	if (was == 0) != (l.readers == 0) {
-		l.j.bufs.guard(l.data, l.readers > 0)
-	}
-}
-
 // fail stops l for good: every request still waiting gets err, and nothing is granted any
 // more (a release does nothing), so no task ever sees data that a failed job left behind.
 func (l *location) fail(err error) {
@@ -252,140 +210,38 @@ func (l *location) fail(err error) {
 	}
 }
 
-// describeWait fills in w the holders of the grant that r waits for and l's count of
-// grants, under l's lock. It reports false when r is not waiting (granted meanwhile, or not
-// in the FIFO).
-func (l *location) describeWait(r *fifo.Request, w *waitRecord) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if s := r.State(); s != fifo.Queued {
-		return false
+// ticketBase is what local and remote tickets share: the grant's latch, the handle that made
+// the request, and the ticket itself. The deadlock detector's slot points to it. It is here,
+// in the one file that a grant of either kind reads; ticket.go has the rest of what they
+// share.
+type ticketBase struct {
+	latch handle.Latch
+	h     *handle.Handle
+	spec  handle.Spec // h's, read without copying it on every request
+	rnd   int         // the round of its request (see queued.round)
+	self  ticket
+	j     *job
+}
+
+// Waiting implements handle.Ticket: it tells the deadlock detector that the ticket's task
+// is about to wait on it (detector.block), then, in a job of several processes, reads the
+// messages of processes of this host on the waiting task's goroutine while they come
+// quickly (transport.Mesh.Poll): a grant that comes in one, or the release that causes it,
+// then needs no wake-up of the task. Meanwhile the task counts as waiting (detector.idle),
+// so that, when no other task of the process computes, the task and the readers poll as
+// long as an idle process's readers do, not only Config.Spin: a grant a little later than
+// that would otherwise cost two wake-ups, which delay the task's next release past its
+// neighbours' Spin in turn, iteration after iteration.
+func (b *ticketBase) Waiting(ctx context.Context) {
+	polling := b.j.det.block(b.spec.Task, b)
+	n := b.j.node
+	if n == nil {
+		return
 	}
-	w.Loc, w.grants = int(l.index), l.grants
-	w.Holders = l.holders()
-	return true
+	polling.Store(true)
+	n.mesh.Poll(b.settled, ctx.Done())
+	polling.Store(false)
 }
 
-// localTicket is a request on a location of this process.
-type localTicket struct {
-	ticketBase
-	req fifo.Request
-	loc *location
-}
-
-func (t *localTicket) Latch() *handle.Latch { return &t.latch }
-
-// Granted reports whether the FIFO granted t: the grants of one FIFO operation reach their
-// latches one by one after the location's lock, but the FIFO's state is decided under it.
-func (t *localTicket) Granted() bool {
-	if t.latch.Granted() {
-		return true
-	}
-	l := t.loc
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err == nil && t.req.State() == fifo.Granted
-}
-func (t *localTicket) Data() []byte { return t.loc.data }
-
-func (t *localTicket) Resize(n int) ([]byte, error) {
-	l := t.loc
-	return l.j.bufs.resize(&l.data, &l.stale, n), nil
-}
-
-// Release ends the access; a write makes a new version of the data.
-func (t *localTicket) Release() error {
-	write := t.h.Mode() == fifo.Write
-	if write {
-		t.loc.j.bufs.freeStale(&t.loc.stale)
-	}
-	return t.loc.release(&t.req, write, -1, true)
-}
-
-// Cancel withdraws the ticket; a grant that had arrived goes back with the data unchanged.
-func (t *localTicket) Cancel() {
-	t.latch.Cancel()
-	t.loc.cancel(&t.req)
-}
-
-// granted wakes the waiter. A latch cancelled meanwhile refuses the grant; its canceller
-// gives it back through location.cancel.
-func (t *localTicket) granted(bool, bool)          { t.latch.Grant() }
-func (t *localTicket) failed(err error)            { t.latch.Fail(err) }
-func (t *localTicket) task() int                   { return t.spec.Task }
-func (t *localTicket) round() int                  { return t.rnd }
-func (t *localTicket) remote() (int, uint64, bool) { return 0, 0, false }
-func (t *localTicket) where() uint32               { return t.loc.index }
-
-func (t *localTicket) describeWait(w *waitRecord) bool { return t.loc.describeWait(&t.req, w) }
-
-func (t *localTicket) failGrant(err error) { t.loc.fail(err) }
-
-func (t *localTicket) traceGrant(task int, m fifo.Mode) trace.FlowID {
-	t.loc.fq.Grant(task, m)
-	return trace.FlowID(t.loc.lastFlow.Load())
-}
-
-func (t *localTicket) traceRelease(task int, m fifo.Mode, flow trace.FlowID) {
-	t.loc.lastFlow.Store(uint64(flow))
-	t.loc.fq.Release(task, m)
-}
-
-// Request implements handle.Queue. Before the schedule the request is only recorded; the
-// schedule places all of them in the global order.
-func (l *location) Request(h *handle.Handle, reuse handle.Ticket) (handle.Ticket, error) {
-	t, _ := reuse.(*localTicket)
-	if t == nil || t.req.State() != fifo.Idle {
-		t = &localTicket{loc: l, ticketBase: ticketBase{h: h, spec: h.Spec(), j: l.j}}
-		t.req.Tag = t
-		t.self = t
-	}
-	// A reused ticket is h's own (Queue.Request), unchanged: the deadlock watch reads t.h.
-	spec := &t.spec
-	t.rnd = l.j.round(spec.Iterative, h.Acquires())
-	t.latch.Start()
-	if err := l.enqueue(&t.req, spec.Mode, true, spec.Pos, spec.Task, true); err != nil {
-		return nil, err
-	}
-	return t, nil
-}
-
-// schedule places the initial requests in the FIFO ordered by position, then task id, then
-// arrival order (which is declaration order within a task), then the requests that arrived
-// early from processes already past the schedule, and lets later requests in.
-func (l *location) schedule() error {
-	var granted []*fifo.Request
-	l.mu.Lock()
-	slices.SortStableFunc(l.pending, func(a, b pendingRequest) int {
-		if a.initial != b.initial {
-			if a.initial {
-				return -1
-			}
-			return 1
-		}
-		if !a.initial {
-			return 0
-		}
-		return cmp.Or(cmp.Compare(a.pos, b.pos), cmp.Compare(a.task, b.task))
-	})
-	if b := l.j.bufs; b.checked && len(l.data) > 0 && !hugemem.Mapped(l.data) {
-		// Scale and a restore put data under hugemem.Threshold in Go memory: to pages of
-		// its own, which grants can guard.
-		guarded := b.alloc(len(l.data))
-		copy(guarded, l.data)
-		l.data = guarded
-	}
-	var err error
-	for _, p := range l.pending {
-		if granted, err = l.fifo.Enqueue(p.req, p.mode, granted); err != nil {
-			err = fmt.Errorf("schedule %s: %w", l.id, err)
-			break
-		}
-	}
-	l.granting(granted)
-	l.pending = nil
-	l.scheduled = true
-	l.mu.Unlock()
-	deliver(granted, true)
-	return err
-}
+// settled reports whether the latch is no longer pending.
+func (b *ticketBase) settled() bool { return b.latch.State() != handle.LatchPending }

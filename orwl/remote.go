@@ -184,12 +184,6 @@ func (t *remoteTicket) Release() error {
 	return t.q.r.sendRelease(t, releaseMsg{data: t.h.Mode() == fifo.Write}, nil, true)
 }
 
-// failGrant gives the grant back as failed: the owner fails the location with err. In a
-// failed job it sends nothing: the owner fails with the job.
-func (t *remoteTicket) failGrant(err error) {
-	t.q.r.sendRelease(t, releaseMsg{failed: true}, []byte(err.Error()), true)
-}
-
 // Cancel gives a grant that had arrived back now, unchanged, and one that has not as soon
 // as it arrives (see granted).
 func (t *remoteTicket) Cancel() {
@@ -260,20 +254,6 @@ func (r *requester) sendRelease(t *remoteTicket, m releaseMsg, payload []byte, o
 	}
 	return err
 }
-
-func (t *remoteTicket) where() uint32 { return t.q.loc }
-
-func (t *remoteTicket) describeWait(w *waitRecord) bool {
-	r := t.q.r
-	r.mu.Lock() // the id changes when the ticket is retired
-	w.Loc, w.Ticket = int(t.q.loc), t.id
-	r.mu.Unlock()
-	return !t.latch.Granted()
-}
-
-func (t *remoteTicket) traceGrant(int, fifo.Mode) trace.FlowID { return t.grantFlow }
-
-func (t *remoteTicket) traceRelease(_ int, _ fifo.Mode, flow trace.FlowID) { t.releaseFlow = flow }
 
 // granted completes a remote ticket: the payload, if any, is already in the mirror.
 func (r *requester) granted(from int, m grantMsg, payload []byte) error {

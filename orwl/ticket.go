@@ -1,12 +1,15 @@
 package orwl
 
 import (
-	"context"
-
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
 	"github.com/orwl-go/orwl/trace"
 )
+
+// This file holds what the deadlock watch, the trace and a failed write section need of a
+// ticket, local or remote: the ticket interface and its methods for either kind. None of
+// them is on a grant's path: location.go holds what the two kinds share for a grant
+// (ticketBase), local.go and remote.go the rest of each.
 
 // ticket is a request of a handle of this process, on a location of this process
 // (localTicket) or of another (remoteTicket): what deadlock detection and tracing need of
@@ -27,17 +30,6 @@ type ticket interface {
 	failGrant(err error)
 }
 
-// ticketBase is what local and remote tickets share: the grant's latch, the handle that made
-// the request, and the ticket itself. The deadlock detector's slot points to it.
-type ticketBase struct {
-	latch handle.Latch
-	h     *handle.Handle
-	spec  handle.Spec // h's, read without copying it on every request
-	rnd   int         // the round of its request (see queued.round)
-	self  ticket
-	j     *job
-}
-
 // Fail keeps the grant of a write section that failed until its task ends (runTask), so
 // that nothing is handed on and the location fails with the job's error when the task
 // fails, as it usually does.
@@ -46,30 +38,43 @@ func (b *ticketBase) Fail(err error) {
 	t.failedGrants = append(t.failedGrants, failedGrant{b.self, err})
 }
 
-// Waiting implements handle.Ticket: it tells the deadlock detector that the ticket's task
-// is about to wait on it (detector.block), then, in a job of several processes, reads the
-// messages of processes of this host on the waiting task's goroutine while they come
-// quickly (transport.Mesh.Poll): a grant that comes in one, or the release that causes it,
-// then needs no wake-up of the task. Meanwhile the task counts as waiting (detector.idle),
-// so that, when no other task of the process computes, the task and the readers poll as
-// long as an idle process's readers do, not only Config.Spin: a grant a little later than
-// that would otherwise cost two wake-ups, which delay the task's next release past its
-// neighbours' Spin in turn, iteration after iteration.
-func (b *ticketBase) Waiting(ctx context.Context) {
-	polling := b.j.det.block(b.spec.Task, b)
-	n := b.j.node
-	if n == nil {
-		return
-	}
-	polling.Store(true)
-	n.mesh.Poll(b.settled, ctx.Done())
-	polling.Store(false)
-}
-
 // Traced implements handle.Ticket: the task's observer records the step.
 func (b *ticketBase) Traced(h *handle.Handle, e handle.Event) {
 	b.j.task[b.spec.Task].obs.traced(h, b.self, e)
 }
 
-// settled reports whether the latch is no longer pending.
-func (b *ticketBase) settled() bool { return b.latch.State() != handle.LatchPending }
+func (t *localTicket) where() uint32 { return t.loc.index }
+
+func (t *localTicket) describeWait(w *waitRecord) bool { return t.loc.describeWait(&t.req, w) }
+
+func (t *localTicket) failGrant(err error) { t.loc.fail(err) }
+
+func (t *localTicket) traceGrant(task int, m fifo.Mode) trace.FlowID {
+	t.loc.fq.Grant(task, m)
+	return trace.FlowID(t.loc.lastFlow.Load())
+}
+
+func (t *localTicket) traceRelease(task int, m fifo.Mode, flow trace.FlowID) {
+	t.loc.lastFlow.Store(uint64(flow))
+	t.loc.fq.Release(task, m)
+}
+
+func (t *remoteTicket) where() uint32 { return t.q.loc }
+
+func (t *remoteTicket) describeWait(w *waitRecord) bool {
+	r := t.q.r
+	r.mu.Lock() // the id changes when the ticket is retired
+	w.Loc, w.Ticket = int(t.q.loc), t.id
+	r.mu.Unlock()
+	return !t.latch.Granted()
+}
+
+func (t *remoteTicket) traceGrant(int, fifo.Mode) trace.FlowID { return t.grantFlow }
+
+func (t *remoteTicket) traceRelease(_ int, _ fifo.Mode, flow trace.FlowID) { t.releaseFlow = flow }
+
+// failGrant gives the grant back as failed: the owner fails the location with err. In a
+// failed job it sends nothing: the owner fails with the job.
+func (t *remoteTicket) failGrant(err error) {
+	t.q.r.sendRelease(t, releaseMsg{failed: true}, []byte(err.Error()), true)
+}

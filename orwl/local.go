@@ -1,0 +1,97 @@
+package orwl
+
+import (
+	"github.com/orwl-go/orwl/fifo"
+	"github.com/orwl-go/orwl/handle"
+)
+
+// This file holds the local queue: a location of this process as its own handles see it
+// (location.Request) and their tickets (localTicket). It is apart from location.go, whose
+// FIFO operations a grant to another process reads too.
+
+// localTicket is a request on a location of this process.
+type localTicket struct {
+	ticketBase
+	req fifo.Request
+	loc *location
+}
+
+func (t *localTicket) Latch() *handle.Latch { return &t.latch }
+
+// Granted reports whether the FIFO granted t: the grants of one FIFO operation reach their
+// latches one by one after the location's lock, but the FIFO's state is decided under it.
+func (t *localTicket) Granted() bool {
+	if t.latch.Granted() {
+		return true
+	}
+	l := t.loc
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err == nil && t.req.State() == fifo.Granted
+}
+func (t *localTicket) Data() []byte { return t.loc.data }
+
+func (t *localTicket) Resize(n int) ([]byte, error) {
+	l := t.loc
+	return l.j.bufs.resize(&l.data, &l.stale, n), nil
+}
+
+// Release ends the access; a write makes a new version of the data.
+func (t *localTicket) Release() error {
+	write := t.h.Mode() == fifo.Write
+	if write {
+		t.loc.j.bufs.freeStale(&t.loc.stale)
+	}
+	return t.loc.release(&t.req, write, -1, true)
+}
+
+// Cancel withdraws the ticket; a grant that had arrived goes back with the data unchanged.
+func (t *localTicket) Cancel() {
+	t.latch.Cancel()
+	t.loc.cancel(&t.req)
+}
+
+// granted wakes the waiter. A latch cancelled meanwhile refuses the grant; its canceller
+// gives it back through location.cancel.
+func (t *localTicket) granted(bool, bool)          { t.latch.Grant() }
+func (t *localTicket) failed(err error)            { t.latch.Fail(err) }
+func (t *localTicket) task() int                   { return t.spec.Task }
+func (t *localTicket) round() int                  { return t.rnd }
+func (t *localTicket) remote() (int, uint64, bool) { return 0, 0, false }
+
+// Request implements handle.Queue. Before the schedule the request is only recorded; the
+// schedule places all of them in the global order.
+func (l *location) Request(h *handle.Handle, reuse handle.Ticket) (handle.Ticket, error) {
+	t, _ := reuse.(*localTicket)
+	if t == nil || t.req.State() != fifo.Idle {
+		t = &localTicket{loc: l, ticketBase: ticketBase{h: h, spec: h.Spec(), j: l.j}}
+		t.req.Tag = t
+		t.self = t
+	}
+	// A reused ticket is h's own (Queue.Request), unchanged: the deadlock watch reads t.h.
+	spec := &t.spec
+	t.rnd = l.j.round(spec.Iterative, h.Acquires())
+	t.latch.Start()
+	if err := l.enqueue(&t.req, spec.Mode, true, spec.Pos, spec.Task, true); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// cancel withdraws r (fifo.FIFO.Cancel), on a task's goroutine: a grant it holds goes back
+// unchanged.
+func (l *location) cancel(r *fifo.Request) {
+	var buf [grantBuf]*fifo.Request
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return
+	}
+	if l.j.bufs.checked && r.State() == fifo.Granted {
+		l.guardReads([]*fifo.Request{r}, -1)
+	}
+	granted := l.fifo.Cancel(r, buf[:0])
+	l.granting(granted)
+	l.mu.Unlock()
+	deliver(granted, true)
+}
