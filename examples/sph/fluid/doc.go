@@ -42,8 +42,10 @@
 // array per coordinate in canonical order with a start index per cell: the three cells
 // along x of each (dz, dy) of a neighbourhood are then one contiguous run of particles,
 // nine runs per cell. The density phase keeps the neighbours it finds (a candidate is
-// tested without a branch) and their distances for the force phase, which therefore
-// visits only neighbours and takes no square root.
+// tested without a branch) and F(r) of each for the force phase, which therefore visits
+// only neighbours, takes no square root and reads a neighbour as one 64-byte record
+// (position, velocity, ρ, P/ρ²). Both phases select the kernel's pieces and the
+// viscosity with masks, not with branches that a neighbour takes at random.
 //
 // # A step, and its locations
 //

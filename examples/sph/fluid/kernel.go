@@ -108,14 +108,22 @@ type window struct {
 	start          []int32 // start[c-w0]: the index of the first particle of cell c
 	cells          int     // cells appended so far
 
-	x, y, z, vx, vy, vz, rho, pt []float64
-	id                           []int32 // ids of the own particles, id[i-o0]
+	x, y, z []float64 // the positions, an array each: the density phase scans them
+	b       []body    // the same particles as the force phase reads them
+	id      []int32   // ids of the own particles, id[i-o0]
 
 	nbFirst  []int     // the neighbours of own particle i are nb[nbFirst[i-o0]:nbFirst[i-o0+1]]
 	nb       []int32   // in canonical neighbour order
-	nbR      []float64 // the distance to each neighbour, nb's twin
+	nbF      []float64 // F(r) = W'(r)/r of each neighbour, nb's twin
 	r2       []float64 // the squared distances of one particle's neighbour candidates
 	cellWork []int64   // neighbour count of every own cell's particles
+}
+
+// body is a particle as the force phase reads it: everything it needs of a neighbour in
+// one 64-byte record, a single cache line when aligned (as Go aligns large arrays), and
+// one bounds check.
+type body struct {
+	x, y, z, vx, vy, vz, rho, pt float64
 }
 
 // reset begins a window of the cells [w0, w1) whose own cells are [c0, c1).
@@ -130,9 +138,7 @@ func (w *window) reset(k *consts, w0, c0, c1, w1 int) {
 func (w *window) n() int { return int(w.start[w.cells]) }
 
 func (w *window) resize(n int) {
-	for _, a := range []*[]float64{&w.x, &w.y, &w.z, &w.vx, &w.vy, &w.vz, &w.rho, &w.pt} {
-		*a = grow(*a, n)
-	}
+	w.x, w.y, w.z, w.b = grow(w.x, n), grow(w.y, n), grow(w.z, n), grow(w.b, n)
 }
 
 // addBand appends the cells of a halo band, count[i] particles in its i-th cell, with their
@@ -152,8 +158,12 @@ func (w *window) addBand(count []float64, q [6][]float64) error {
 		return fmt.Errorf("a band's cells count %d particles, its data has %d", total-n, len(q[0]))
 	}
 	w.resize(total)
-	for i, a := range [6][]float64{w.x, w.y, w.z, w.vx, w.vy, w.vz} {
-		copy(a[n:total], q[i])
+	copy(w.x[n:], q[0])
+	copy(w.y[n:], q[1])
+	copy(w.z[n:], q[2])
+	b := w.b[n:total]
+	for i := range b {
+		b[i] = body{x: q[0][i], y: q[1][i], z: q[2][i], vx: q[3][i], vy: q[4][i], vz: q[5][i]}
 	}
 	return nil
 }
@@ -169,11 +179,11 @@ func (w *window) addOwn(p *particles, o *order) {
 	w.o1 = w.n()
 	w.resize(w.o1)
 	w.id = grow(w.id, w.o1-w.o0)
-	x, y, z, vx, vy, vz := w.x[n:w.o1], w.y[n:w.o1], w.z[n:w.o1], w.vx[n:w.o1], w.vy[n:w.o1], w.vz[n:w.o1]
+	x, y, z, b := w.x[n:w.o1], w.y[n:w.o1], w.z[n:w.o1], w.b[n:w.o1]
 	id := w.id[:len(x)]
 	for i, j := range o.perm[:len(x)] {
 		id[i], x[i], y[i], z[i] = p.id[j], p.x[j], p.y[j], p.z[j]
-		vx[i], vy[i], vz[i] = p.vx[j], p.vy[j], p.vz[j]
+		b[i] = body{x: p.x[j], y: p.y[j], z: p.z[j], vx: p.vx[j], vy: p.vy[j], vz: p.vz[j]}
 	}
 }
 
@@ -252,13 +262,13 @@ func (w *window) density() int64 {
 				}
 				found += filter(nb[used+found:], w.r2[found:], w.x[a:b], w.y[a:b], w.z[a:b], a, xi, yi, zi, k.H2)
 			}
-			if len(w.nbR) < used+found {
-				w.nbR = grow(w.nbR, max(used+found, 2*len(w.nbR)))
-				w.nbR = w.nbR[:cap(w.nbR)]
+			if len(w.nbF) < used+found {
+				w.nbF = grow(w.nbF, max(used+found, 2*len(w.nbF)))
+				w.nbF = w.nbF[:cap(w.nbF)]
 			}
-			rho := k.m * kernelSum(w.r2[:found], w.nbR[used:used+found], k)
+			rho := k.m * kernelSum(w.r2[:found], w.nbF[used:used+found], k)
 			used += found
-			w.rho[i], w.pt[i] = rho, rho/(rho*rho)
+			w.b[i].rho, w.b[i].pt = rho, rho/(rho*rho)
 		}
 		w.cellWork[c-w.c0] = int64(used - first)
 		total += int64(used - first)
@@ -277,7 +287,7 @@ func filter(dst []int32, r2 []float64, xs, ys, zs []float64, j0 int32, xi, yi, z
 	dst, r2 = dst[:len(xs)], r2[:len(xs)]
 	n := 0
 	for j, xj := range xs {
-		dx, dy, dz := xi-xj, yi-ys[j], zi-zs[j]
+		dx, dy, dz := xj-xi, ys[j]-yi, zs[j]-zi // the squares of -(xi-xj), ...: the same
 		d := float64(float64(dx*dx)+float64(dy*dy)) + float64(dz*dz)
 		dst[n], r2[n] = j0+int32(j), d
 		n += int(math.Float64bits(d-H2) >> 63) // the sign of d-H2: 1 when d < H2 (d == H2 gives +0)
@@ -285,21 +295,26 @@ func filter(dst []int32, r2 []float64, xs, ys, zs []float64, j0 int32, xi, yi, z
 	return n
 }
 
-// kernelSum returns W(0) + Σ W(r) over the squared distances r2, in order, and writes the
-// distances to r.
-func kernelSum(r2, r []float64, k *consts) float64 {
+// kernelSum returns W(0) + Σ W(r) over the squared distances r2, in order, and writes
+// F(r) = W'(r)/r of each to f, for the force phase. It computes both pieces of W and F
+// and keeps those of q < 1 or of q >= 1 with a mask: the branch would be taken at random.
+func kernelSum(r2, f []float64, k *consts) float64 {
 	acc := k.sigma
-	r = r[:len(r2)]
+	f = f[:len(r2)]
 	for i, d := range r2 {
-		r[i] = math.Sqrt(d)
-		q := r[i] * k.hinv
-		var w float64
+		r := math.Sqrt(d)
+		q := r * k.hinv
+		t := 2.0 - q
+		w0 := k.sigma * (1.0 + float64(float64(q*q)*(float64(0.75*q)-1.5)))
+		f0 := k.c1 * (float64(2.25*q) - 3.0)
+		w1 := ((k.sig4 * t) * t) * t
+		f1 := (-((k.c2 * t) * t)) / r
+		var inner uint64
 		if q < 1.0 {
-			w = k.sigma * (1.0 + float64(float64(q*q)*(float64(0.75*q)-1.5)))
-		} else {
-			t := 2.0 - q
-			w = ((k.sig4 * t) * t) * t
+			inner = ^uint64(0)
 		}
+		w := math.Float64frombits(math.Float64bits(w0)&inner | math.Float64bits(w1)&^inner)
+		f[i] = math.Float64frombits(math.Float64bits(f0)&inner | math.Float64bits(f1)&^inner)
 		acc += w
 	}
 	return acc
@@ -312,41 +327,36 @@ func kernelSum(r2, r []float64, k *consts) float64 {
 // new positions and velocities, walls applied, at their indexes in canonical order.
 func (w *window) forces(out *particles, a, b int) {
 	k := w.k
-	x, y, z, vx, vy, vz, rho, pt := w.x, w.y, w.z, w.vx, w.vy, w.vz, w.rho, w.pt
-	y, z, vx, vy, vz, rho, pt = y[:len(x)], z[:len(x)], vx[:len(x)], vy[:len(x)], vz[:len(x)], rho[:len(x)], pt[:len(x)]
+	bodies := w.b
 	for i := int(w.start[a-w.w0]); i < int(w.start[b-w.w0]); i++ {
-		xi, yi, zi, vxi, vyi, vzi, rhoi, pti := x[i], y[i], z[i], vx[i], vy[i], vz[i], rho[i], pt[i]
+		bi := bodies[i]
 		var sx, sy, sz float64
 		nb := w.nb[w.nbFirst[i-w.o0]:w.nbFirst[i-w.o0+1]]
-		rs := w.nbR[w.nbFirst[i-w.o0]:][:len(nb)]
+		fs := w.nbF[w.nbFirst[i-w.o0]:][:len(nb)]
 		for n, j := range nb {
-			dx, dy, dz := xi-x[j], yi-y[j], zi-z[j]
+			bj := &bodies[j]
+			dx, dy, dz := bi.x-bj.x, bi.y-bj.y, bi.z-bj.z
+			vdotr := float64(float64((bi.vx-bj.vx)*dx)+float64((bi.vy-bj.vy)*dy)) + float64((bi.vz-bj.vz)*dz)
+			// The viscosity, computed always and kept when vdotr < 0 with a mask (+0
+			// otherwise, as 0.0), rather than a branch taken at random.
 			r2 := float64(float64(dx*dx)+float64(dy*dy)) + float64(dz*dz)
-			r := rs[n]
-			q := r * k.hinv
-			var f float64
-			if q < 1.0 {
-				f = k.c1 * (float64(2.25*q) - 3.0)
-			} else {
-				t := 2.0 - q
-				f = (-((k.c2 * t) * t)) / r
-			}
-			vdotr := float64(float64((vxi-vx[j])*dx)+float64((vyi-vy[j])*dy)) + float64((vzi-vz[j])*dz)
-			visc := 0.0
+			mu := (k.h * vdotr) / (r2 + k.epsh2)
+			visc := (float64((2.0*mu)*mu) - mu) / (0.5 * (bi.rho + bj.rho))
+			var keep uint64
 			if vdotr < 0.0 {
-				mu := (k.h * vdotr) / (r2 + k.epsh2)
-				visc = (float64((2.0*mu)*mu) - mu) / (0.5 * (rhoi + rho[j]))
+				keep = ^uint64(0)
 			}
-			g := (k.m * ((pti + pt[j]) + visc)) * f
+			visc = math.Float64frombits(math.Float64bits(visc) & keep)
+			g := (k.m * ((bi.pt + bj.pt) + visc)) * fs[n]
 			sx += float64(g * dx)
 			sy += float64(g * dy)
 			sz += float64(g * dz)
 		}
 		o := i - w.o0
 		out.id[o] = w.id[o]
-		out.x[o], out.vx[o] = integrate(xi, vxi, -sx, k.dt)
-		out.y[o], out.vy[o] = integrate(yi, vyi, -sy, k.dt)
-		out.z[o], out.vz[o] = integrate(zi, vzi, -sz, k.dt)
+		out.x[o], out.vx[o] = integrate(bi.x, bi.vx, -sx, k.dt)
+		out.y[o], out.vy[o] = integrate(bi.y, bi.vy, -sy, k.dt)
+		out.z[o], out.vz[o] = integrate(bi.z, bi.vz, -sz, k.dt)
 	}
 }
 
@@ -367,5 +377,23 @@ func (p *particles) scatter(s *State) {
 	for i, id := range p.id {
 		s.X[id], s.Y[id], s.Z[id] = p.x[i], p.y[i], p.z[i]
 		s.VX[id], s.VY[id], s.VZ[id] = p.vx[i], p.vy[i], p.vz[i]
+	}
+}
+
+// densities writes rho then pt of the window's particles [a, b) to v, which holds 2(b-a)
+// values.
+func (w *window) densities(v []float64, a, b int) {
+	rho, pt := v[:b-a], v[b-a:2*(b-a)]
+	for i, p := range w.b[a:b] {
+		rho[i], pt[i] = p.rho, p.pt
+	}
+}
+
+// setDensities sets rho and pt of the window's particles [a, b) from v as densities
+// writes it.
+func (w *window) setDensities(v []float64, a, b int) {
+	rho, pt := v[:b-a], v[b-a:2*(b-a)]
+	for i := range w.b[a:b] {
+		w.b[a+i].rho, w.b[a+i].pt = rho[i], pt[i]
 	}
 }

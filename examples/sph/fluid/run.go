@@ -375,8 +375,7 @@ func (tk *task) publishDensities(ctx context.Context, work int64) error {
 		v[0], v[1], v[2], v[3] = float64(tk.c0), float64(tk.c1), float64(work), float64(m)
 		putInts(v[4:], mine.cells)
 		a, b := tk.bandParticles(s)
-		copy(v[4+m:], tk.win.rho[a:b])
-		copy(v[4+m+b-a:], tk.win.pt[a:b])
+		tk.win.densities(v[4+m:], a, b)
 	})
 }
 
@@ -402,8 +401,7 @@ func (tk *task) gatherDensities(ctx context.Context, work int64) (c0, c1 int, er
 			theirs.cells = append(theirs.cells, int64(w))
 		}
 		tk.theirCells = theirs.cells
-		copy(tk.win.rho[a:b], v[4+nm:4+nm+b-a])
-		copy(tk.win.pt[a:b], v[4+nm+b-a:])
+		tk.win.setDensities(v[4+nm:], a, b)
 		if s == 0 {
 			c0 += shift(theirs, tk.side(0, work))
 		} else {
