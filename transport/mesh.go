@@ -255,7 +255,9 @@ type Mesh struct {
 	markCh chan struct{} // closed and renewed on every barrier message, connection, loss
 	coll   collective    // markMu
 
-	// The readers of connections through shared memory (shm.go).
+	// The connections through shared memory, in the order they came (a new slice on each,
+	// under lifeMu), which Poll reads, and what their readers share (shm.go).
+	onRings atomic.Pointer[[]*conn]
 	readers readerGroup
 
 	// Liveness: the last beat, when this process last found it had been paused, and for
@@ -550,6 +552,14 @@ func (m *Mesh) attach(rank int, role Role, w *wire) bool {
 		p.pending = kept
 		queued = len(c.q) > 0
 		p.conns[role].Store(c)
+		if c.shm != nil {
+			var conns []*conn
+			if old := m.onRings.Load(); old != nil {
+				conns = *old
+			}
+			conns = append(conns[:len(conns):len(conns)], c)
+			m.onRings.Store(&conns)
+		}
 		m.wg.Add(2)
 	}
 	closing := m.closing.Load()
@@ -568,8 +578,6 @@ func (m *Mesh) attach(rank int, role Role, w *wire) bool {
 	}
 	if c.shm == nil {
 		m.readers.onSocket.Add(1) // for good: its reader always waits on the socket
-	} else {
-		m.readers.shared.Add(1)
 	}
 	go c.readLoop()
 	go c.writeLoop()

@@ -153,3 +153,47 @@ func startPollers(n int, m *Mesh, done func() bool, stop chan struct{}) (wait fu
 	}
 	return wg.Wait
 }
+
+// On a host its processes oversubscribe, the readers sleep at once and a peer's writer
+// leaves the wake-up of a sleeping reader to the task that polls: a message that comes
+// after the one the task waited for, as the task stops polling, is still delivered (the
+// task reads it, or wakes the reader for it), pair after pair, small messages and ones
+// only the reader reads.
+func TestMessageAfterThePolledOneIsDelivered(t *testing.T) {
+	const pairs = 300
+	var got atomic.Uint64
+	arrived := make(chan struct{}, 2*pairs) // a message was delivered
+	rec := newRecorder()
+	rec.onRecv = func(from int, h *Header, p []byte) {
+		got.Store(h.Seq + 1)
+		arrived <- struct{}{}
+	}
+	meshes, _ := startMeshes(t, 2, func(rank int, c *Config) {
+		c.Spin = time.Second
+		c.Oversubscribed = true
+		c.Heartbeat, c.PeerTimeout = time.Hour, 2*time.Hour // no heartbeat wakes the reader
+		if rank == 1 {
+			c.Handler = rec
+		}
+	})
+	for i := range pairs {
+		first, second := uint64(2*i), uint64(2*i+1)
+		for k, seq := range []uint64{first, second} {
+			size := 8
+			if (i+k)%3 == 0 {
+				size = 70000 // the reader's to read
+			}
+			if err := meshes[0].Send(1, Requester, Header{Type: TypeUser, Seq: seq}, make([]byte, size)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		meshes[1].Poll(func() bool { return got.Load() > first }, nil)
+		for got.Load() <= second {
+			select {
+			case <-arrived:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("message %d not delivered 5s after Poll returned with message %d", second, first)
+			}
+		}
+	}
+}

@@ -31,13 +31,15 @@ const (
 	recordLen  = 1<<32 - 1
 )
 
-// ringHeader is the start of a ring in the segment: the reader's position, and whether the
-// reader sleeps, each on a cache line of its own.
+// ringHeader is the start of a ring in the segment: the reader's position on a cache line
+// of its own, and on the next one whether the reader sleeps and how many tasks of the
+// reader's process poll the ring (shm.go), which the writer looks at after each record.
 type ringHeader struct {
 	read     atomic.Uint64 // the position of the next record to read; what lies before is free
 	_        [56]byte
 	sleeping atomic.Uint32 // awake, asleep or woken
-	_        [60]byte
+	polling  atomic.Int32  // tasks in Mesh.Poll
+	_        [56]byte
 }
 
 // The values of ringHeader.sleeping: a reader that sleeps is woken by the first write after

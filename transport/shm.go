@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -107,29 +108,51 @@ func (w *wire) useShm(c *shmConn) {
 // meanwhile. It yields at once when a message waits that is the readers' to read, and
 // otherwise every few looks (readerGroup.looksPerYield): in an idle process, the goroutines
 // it keeps waiting, readers with nothing to read and the heartbeat, wait a few microseconds
-// at most. It returns at once when the readers do not poll or no connection goes through
-// shared memory. It must not be called from Handler methods, nor with a lock that a
-// Handler method may take.
+// at most. While a task polls, the peers' writers do not wake the sleeping readers (a
+// socket write, and a thread woken, per message; see shmConn.Write): the task reads what
+// comes, and wakes the reader for what it leaves (wakeHere) as it returns. It returns at
+// once when the readers do not poll or no connection goes through shared memory. It must
+// not be called from Handler methods, nor with a lock that a Handler method may take.
 func (m *Mesh) Poll(done func() bool, stop <-chan struct{}) {
-	if m.readers.spin == 0 || m.readers.shared.Load() == 0 {
+	onRings := m.onRings.Load()
+	if m.readers.spin == 0 || onRings == nil {
 		return
 	}
-	m.pollers.Add(1) // Close unmaps the segments once none polls
+	m.pollers.Add(1) // Close unmaps the segments once none polls, and none starts after
 	defer m.pollers.Add(-1)
+	if m.closing.Load() {
+		return
+	}
+	conns := *onRings // a connection that comes later wakes its reader as before
+	for _, c := range conns {
+		c.shm.in.h.polling.Add(1)
+	}
+	defer func() {
+		for _, c := range conns {
+			c.shm.in.h.polling.Add(-1)
+			for range maxLeftovers {
+				if c.readWaiting() != readHere {
+					break
+				}
+			}
+			if c.pending.Load() || c.shm.in.arrived() {
+				c.shm.wakeHere() // arrived while this task polled: its writer left it to us
+			}
+		}
+	}()
 	every := m.readers.looksPerYield()
 	poll := poller{task: true}
 	for looks := 1; !done() && !m.closing.Load(); looks++ {
 		read, left := false, false
-		m.eachConn(func(c *conn) {
-			if c.shm != nil {
-				switch c.readWaiting() {
-				case readHere:
-					read = true
-				case leftToReader:
-					left = true
-				}
+		for _, c := range conns {
+			switch c.readWaiting() {
+			case readHere:
+				read = true
+			case leftToReader:
+				left = true
+				c.shm.wakeHere() // its writer may have left the wake-up to this task
 			}
-		})
+		}
 		switch {
 		case read:
 			poll, looks = poller{task: true}, 0
@@ -139,6 +162,12 @@ func (m *Mesh) Poll(done func() bool, stop <-chan struct{}) {
 		}
 	}
 }
+
+// maxLeftovers is how many messages a task that is done polling still reads from each
+// connection before it goes, rather than wake the connection's reader for them: a peer
+// often writes two in a row (the release of one location, the grant of another), and the
+// task's wait may end with the first.
+const maxLeftovers = 4
 
 // busyLooks is how many times Poll looks for a message between two yields: a look takes a
 // few tens of nanoseconds, a yield about a hundred, after which the message may have been
@@ -189,7 +218,6 @@ type readerGroup struct {
 	spin     time.Duration
 	idle     func() bool  // Config.Idle
 	onSocket atomic.Int32 // connections that do not use shared memory, and readers asleep
-	shared   atomic.Int32 // connections that use shared memory
 	crowd    crowdProbe   // whether the host's cores are oversubscribed (see pollOn)
 }
 
@@ -296,8 +324,9 @@ func (c *shmConn) await(more func() bool) error {
 // reader's alone may call it.
 func (c *shmConn) drained() bool { return !c.in.ready() }
 
-// sleep waits on the socket until the peer's next write into the in ring wakes it, or
-// returns the socket's error once the ring is drained.
+// sleep waits on the socket until the peer's next write into the in ring wakes it, or a
+// task of this process that polled instead of it (wakeHere), or returns the socket's error
+// once the ring is drained.
 func (c *shmConn) sleep() error {
 	h := c.in.h
 	h.sleeping.Store(asleep)
@@ -309,6 +338,10 @@ func (c *shmConn) sleep() error {
 	_, err := c.sock.Read(c.wakeBuf[:])
 	c.readers.onSocket.Add(-1)
 	h.sleeping.Store(awake)
+	if errors.Is(err, os.ErrDeadlineExceeded) { // woken here
+		c.sock.SetReadDeadline(time.Time{})
+		return nil
+	}
 	if err != nil && !c.in.arrived() {
 		// The ring is drained: the peer wrote everything before its socket ended (a
 		// reset may have dropped its wake-up byte).
@@ -318,6 +351,15 @@ func (c *shmConn) sleep() error {
 		return err
 	}
 	return nil
+}
+
+// wakeHere wakes the reader when it sleeps, from this process: its Read on the socket
+// returns at once with a deadline in the past. A deadline left over from an earlier sleep
+// (the reader was woken by a byte meanwhile) wakes it once more, for nothing.
+func (c *shmConn) wakeHere() {
+	if s := &c.in.h.sleeping; s.Load() == asleep && s.CompareAndSwap(asleep, woken) {
+		c.sock.SetReadDeadline(time.Unix(1, 0))
+	}
 }
 
 // poller is the state of one polling reader or task: how long it has polled, and its looks since it
@@ -363,7 +405,9 @@ func (p *poller) next(g *readerGroup) bool {
 const pollStep = 5 * time.Microsecond
 
 // Write writes p into the out ring, waiting for room while the peer reads, and wakes the
-// peer when it sleeps.
+// peer's reader when it sleeps and no task of the peer polls the ring (Mesh.Poll), which
+// then reads the record or wakes the reader itself: the record's header is stored before
+// polling is loaded, and a task stops polling before it looks at the ring a last time.
 func (c *shmConn) Write(p []byte) (int, error) {
 	done := 0
 	waited, lastRead := time.Duration(0), c.out.read
@@ -379,7 +423,7 @@ func (c *shmConn) Write(p []byte) (int, error) {
 		}
 		waited, lastRead = 0, c.out.read
 		done += n
-		if s := &c.out.h.sleeping; s.Load() == asleep && s.CompareAndSwap(asleep, woken) {
+		if s := &c.out.h.sleeping; s.Load() == asleep && c.out.h.polling.Load() == 0 && s.CompareAndSwap(asleep, woken) {
 			if _, err := c.sock.Write(c.wakeUp[:]); err != nil {
 				return done, err
 			}

@@ -425,3 +425,62 @@ func TestSharedMemoryMessagesOfEverySize(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// While a task of the reader's process polls the ring, the writer sends no wake-up to the
+// sleeping reader, whatever it writes; the task wakes the reader from its own process
+// (wakeHere) for what it leaves.
+func TestPollingTaskSparesTheWakeUps(t *testing.T) {
+	seg, _ := testSegment(t)
+	up, down := freshRings(seg)
+	rs, _ := socketPair(t)
+	g := &readerGroup{} // no polling: it sleeps at once
+	reader := newShmConn(rs, seg, down, up, g)
+	wakes := &countingSocket{}
+	writer := newShmConn(wakes, seg, up, down, &readerGroup{})
+	down.h.polling.Add(1) // a task polls the reader's ring
+	woke := make(chan error, 1)
+	go func() { woke <- reader.await(nil) }()
+	for g.onSocket.Load() == 0 { // asleep
+		time.Sleep(100 * time.Microsecond)
+	}
+	for range 3 {
+		if _, err := writer.Write([]byte("grant")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := wakes.writes.Load(); n != 0 {
+		t.Errorf("%d wake-up bytes while a task polled, want 0", n)
+	}
+	select {
+	case err := <-woke:
+		t.Fatalf("the reader woke with no wake-up (%v)", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	down.h.polling.Add(-1) // the task leaves what it did not read to the reader
+	reader.wakeHere()
+	select {
+	case err := <-woke:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reader still sleeps 10s after wakeHere")
+	}
+	buf := make([]byte, 64)
+	for range 3 {
+		if n := reader.in.take(buf); string(buf[:n]) != "grant" {
+			t.Fatalf("the reader read %q, want the 3 grants", buf[:n])
+		}
+	}
+	// Nobody polls now: the writer wakes the next sleep itself.
+	go func() { woke <- reader.sleep() }()
+	for g.onSocket.Load() == 0 {
+		time.Sleep(100 * time.Microsecond)
+	}
+	writer.Write([]byte("late"))
+	if n := wakes.writes.Load(); n != 1 {
+		t.Errorf("%d wake-up bytes once no task polls, want 1", n)
+	}
+	rs.Close() // the byte went nowhere: end the sleep
+	<-woke
+}
