@@ -5,54 +5,67 @@ package wavefront
 //
 //	D[i][j] = min(D[i-1][j] + 1, D[i][j-1] + 1, D[i-1][j-1] + (A[i-1] != B[j-1]))
 //
-// A row of D is computed left to right in place over the previous one (row), keeping
-// D[i-1][j-1] (diag) and D[i][j-1] (left) in registers. Only left carries from one cell to
-// the next, so the two terms that do not need it are taken first: the chain from cell to
-// cell is one add, one compare and one conditional move. The compiler removes the bounds
-// checks (row is resliced to len(b)) and turns every min and the mismatch test into
-// branch-free instructions.
+// Every cell is computed by that recurrence, in registers, after a change of variable:
+// H[i][j] = D[i][j] - i - j (plus a constant per pass over the row, which cancels out)
+// turns it into
+//
+//	H[i][j] = min(H[i-1][j], H[i][j-1], H[i-1][j-1] + cost[A[i-1]][B[j-1]])
+//
+// with cost -2 on a match and -1 otherwise: the two +1 of the textbook vanish, and the
+// character test becomes one load from a table of 256 costs per row, indexed by B's
+// character. A pass computes three rows over the row array (D of the row above on entry,
+// of the last row on return, uint32 as the edges), so that each character of B and each
+// value of the array is loaded, converted and stored once for three cells; the chain from
+// one column to the next is one compare and one conditional move per row. The compiler
+// removes the bounds checks (the row is resliced to len(b), the tables are indexed by a
+// byte) and turns every min into branch-free instructions.
 
-// ne is 1 when x != y, else 0, without a branch (SETNE).
-func ne(x, y byte) uint32 {
-	var d uint32
-	if x != y {
-		d = 1
-	}
-	return d
-}
+// Costs of the diagonal term of H: a table of costs holds mismatch for every character but
+// the row's own, which holds match.
+const (
+	match    = -2
+	mismatch = -1
+)
 
-// oneRow turns row, D[i-1][c+1..c+len(b)] for the columns of b, into D[i][...] for the
-// character a = A[i-1]; diag is D[i-1][c] and left D[i][c]. It returns D[i][c+len(b)]
-// (left when b is empty).
-func oneRow(a byte, b []byte, row []uint32, diag, left uint32) uint32 {
+// costs is the cost table of one row for every character of B.
+type costs = [256]int
+
+// oneRow turns row, D[i-1][c+1..c+len(b)] for the columns of b, into D[i][...] for the row
+// whose table is m. diag is D[i-1][c] + 1 and left D[i][c] (H of the column left of b, its
+// index taken as -1). It returns D[i][c+len(b)] - len(b) (left when b is empty).
+func oneRow(m *costs, b []byte, row []uint32, diag, left int) int {
 	row = row[:len(b)]
 	for j, bj := range b {
-		up := row[j]
-		t := min(diag+ne(a, bj), up+1)
-		left = min(t, left+1)
-		row[j] = left
+		up := int(row[j]) - j
+		left = min(diag+m[bj], up, left)
 		diag = up
+		row[j] = uint32(left + j + 1)
 	}
 	return left
 }
 
-// twoRows computes two rows at once, for a0 = A[i-1] then a1 = A[i], turning row from
-// D[i-1][...] into D[i+1][...]: every character of b and every value of row is loaded and
-// stored once for both, and the two chains of left values overlap. diag is D[i-1][c],
-// left0 D[i][c] and left1 D[i+1][c]; it returns D[i][c+len(b)] and D[i+1][c+len(b)].
-func twoRows(a0, a1 byte, b []byte, row []uint32, diag, left0, left1 uint32) (uint32, uint32) {
+// threeRows does three rows at once, for the tables m[0], m[1], m[2] of A[i-1], A[i] and
+// A[i+1], turning row from D[i-1][...] into D[i+2][...]. On entry diag is D[i-1][c] + 1 and
+// h0, h1, h2 are D[i][c], D[i+1][c] - 1 and D[i+2][c] - 2; it returns D[i+k][c+len(b)] -
+// len(b) - k for k = 0, 1, 2. Row k's H in column j is D - j - (k+1), that of the row above
+// D - j: the same offset from i + j for all of them.
+func threeRows(m *[3]costs, b []byte, row []uint32, diag, h0, h1, h2 int) (int, int, int) {
 	row = row[:len(b)]
-	diag1 := left0
+	_ = m[0] // m's nil check, here rather than in every column
 	for j, bj := range b {
-		up := row[j]
-		t0 := min(diag+ne(a0, bj), up+1)
-		left0 = min(t0, left0+1)
-		t1 := min(diag1+ne(a1, bj), left0+1)
-		left1 = min(t1, left1+1)
-		row[j] = left1
-		diag, diag1 = up, left0
+		up := int(row[j]) - j
+		t := diag + m[0][bj]
+		diag = up
+		up = min(t, up, h0)
+		t = h0 + m[1][bj]
+		h0 = up
+		up = min(t, up, h1)
+		t = h1 + m[2][bj]
+		h1 = up
+		h2 = min(t, up, h2)
+		row[j] = uint32(h2 + j + 3)
 	}
-	return left0, left1
+	return h0, h1, h2
 }
 
 // tile computes the rows of the characters a over the columns of b: row holds the row of D
@@ -65,11 +78,23 @@ func tile(a, b []byte, row, in, out []uint32) {
 	if len(b) > 0 {
 		out[0] = row[len(b)-1]
 	}
-	i := 0
-	for ; i+1 < len(a); i += 2 {
-		out[i+1], out[i+2] = twoRows(a[i], a[i+1], b, row, in[i], in[i+1], in[i+2])
+	var m [3]costs
+	for k := range m {
+		for c := range m[k] {
+			m[k][c] = mismatch
+		}
 	}
-	if i < len(a) {
-		out[i+1] = oneRow(a[i], b, row, in[i], in[i+1])
+	w := len(b)
+	i := 0
+	for ; i+2 < len(a); i += 3 {
+		m[0][a[i]], m[1][a[i+1]], m[2][a[i+2]] = match, match, match
+		h0, h1, h2 := threeRows(&m, b, row, int(in[i])+1, int(in[i+1]), int(in[i+2])-1, int(in[i+3])-2)
+		out[i+1], out[i+2], out[i+3] = uint32(h0+w), uint32(h1+w+1), uint32(h2+w+2)
+		m[0][a[i]], m[1][a[i+1]], m[2][a[i+2]] = mismatch, mismatch, mismatch
+	}
+	for ; i < len(a); i++ {
+		m[0][a[i]] = match
+		out[i+1] = uint32(oneRow(&m[0], b, row, int(in[i])+1, int(in[i+1])) + w)
+		m[0][a[i]] = mismatch
 	}
 }

@@ -54,13 +54,19 @@ func TestPlain(t *testing.T) {
 	}
 }
 
-// TestSequential: the inner loop (one and two rows at a time) against the plain program on
+// TestSequential: the inner loop (three rows per pass, then one) against the plain program on
 // random strings of every small length, including empty and unequal ones, and on strings
 // that share long runs.
 func TestSequential(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 2000 {
 		a, b := randomString(r, 40, 1+r.IntN(4)), randomString(r, 40, 1+r.IntN(4))
+		if got, want := Sequential([]byte(a), []byte(b)), plain(a, b); got != want {
+			t.Fatalf("Sequential(%q, %q) = %d, want %d", a, b, got, want)
+		}
+	}
+	for range 300 { // every byte value, whose costs the kernel looks up in a table
+		a, b := randomString(r, 40, 256), randomString(r, 40, 256)
 		if got, want := Sequential([]byte(a), []byte(b)), plain(a, b); got != want {
 			t.Fatalf("Sequential(%q, %q) = %d, want %d", a, b, got, want)
 		}
@@ -137,26 +143,35 @@ func ExampleRun() {
 	// Output: 3 <nil>
 }
 
-// BenchmarkKernel measures the inner loop on two 4000-character strings, one and two rows
-// at a time; cells per second are reported as MB/s (one byte per cell).
+// BenchmarkKernel measures the inner loop on two 4000-character strings, one row at a time
+// (oneRow) and three rows per pass (tile); cells per second are reported as MB/s (one byte
+// per cell).
 func BenchmarkKernel(b *testing.B) {
 	x, y := Generate(4000, 1), Generate(4000, 2)
 	row := make([]uint32, len(y))
-	for _, name := range []string{"oneRow", "twoRows"} {
+	in, out := make([]uint32, len(x)+1), make([]uint32, len(x)+1)
+	for i := range in {
+		in[i] = uint32(i)
+	}
+	var m costs
+	for c := range m {
+		m[c] = mismatch
+	}
+	for _, name := range []string{"oneRow", "tile"} {
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(int64(len(x) * len(y)))
 			for b.Loop() {
 				for j := range row {
 					row[j] = uint32(j + 1)
 				}
-				if name == "oneRow" {
-					for i, c := range x {
-						oneRow(c, y, row, uint32(i), uint32(i+1))
-					}
-				} else {
-					for i := 0; i+1 < len(x); i += 2 {
-						twoRows(x[i], x[i+1], y, row, uint32(i), uint32(i+1), uint32(i+2))
-					}
+				if name == "tile" {
+					tile(x, y, row, in, out)
+					continue
+				}
+				for i, c := range x {
+					m[c] = match
+					oneRow(&m, y, row, i+1, i+1)
+					m[c] = mismatch
 				}
 			}
 		})
