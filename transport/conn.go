@@ -175,8 +175,9 @@ func (c *conn) writeBatch(batch []outMsg) error {
 		if err := c.w.writeMessage(&batch[i].h, batch[i].p); err != nil {
 			return err
 		}
-		// The payload was read (copied into the output buffer, whose last bytes are not
-		// sent yet, or written out): publish it for the readers of the peer's answers.
+		// The payload was read, and the message's last bytes wait for the flush below
+		// (wire.writeMessage): publish it before the peer can answer it, for the readers
+		// of the answers.
 		sent.Add(1)
 	}
 	return c.w.flush()

@@ -52,6 +52,9 @@ const (
 	// directLimit is the payload size from which an unmasked payload is written from the
 	// caller's memory (writev) rather than copied.
 	directLimit = 32 << 10
+	// heldBack is how many of a payload's last bytes are copied even when it is written
+	// from the caller's memory.
+	heldBack = 8
 	// handshakeBuf is the read buffer of a connection before it is authenticated.
 	handshakeBuf = 512
 )
@@ -155,11 +158,14 @@ func (w *wire) writeFrame(op byte, fin bool, n int, h *Header, withHeader bool, 
 		w.wbuf = appendHeader(w.wbuf, h)
 	}
 	if !w.masks && len(p) >= directLimit {
-		w.arr[0], w.arr[1] = w.wbuf, p
+		// The last bytes stay in the buffer, written out by the next flush: a message is
+		// never whole at the peer before its writer has published it (conn.writeBatch).
+		body, tail := p[:len(p)-heldBack], p[len(p)-heldBack:]
+		w.arr[0], w.arr[1] = w.wbuf, body
 		w.vec = w.arr[:]
 		_, err := w.vec.WriteTo(w.nc)
 		w.arr[0], w.arr[1] = nil, nil
-		w.wbuf = w.wbuf[:0]
+		w.wbuf = append(w.wbuf[:0], tail...)
 		return err
 	}
 	pos := 0

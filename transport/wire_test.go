@@ -240,3 +240,32 @@ func frameReason(err error) bool {
 	}
 	return false
 }
+
+// A message is never whole on the socket before the flush that follows it, even when its
+// payload is written straight from the caller's memory: the writer publishes what it sent
+// between the two (conn.writeBatch), and the peer's answer must not overtake that.
+func TestMessageWholeOnlyAtFlush(t *testing.T) {
+	for _, size := range []int{0, 100, directLimit, fragmentSize + 10, 3*fragmentSize + 1} {
+		sock := &recordingConn{}
+		w := newWire(sock, false) // unmasked: large payloads go straight out
+		h := Header{Type: TypeUser, Len: uint64(size)}
+		if err := w.writeMessage(&h, make([]byte, size)); err != nil {
+			t.Fatal(err)
+		}
+		before := sock.n
+		if err := w.flush(); err != nil {
+			t.Fatal(err)
+		}
+		if before >= sock.n {
+			t.Errorf("message of %d bytes: %d bytes on the socket before the flush, %d after: whole before it", size, before, sock.n)
+		}
+	}
+}
+
+// recordingConn counts the bytes written to it.
+type recordingConn struct {
+	net.Conn
+	n int
+}
+
+func (c *recordingConn) Write(p []byte) (int, error) { c.n += len(p); return len(p), nil }
