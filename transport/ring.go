@@ -31,15 +31,17 @@ const (
 	recordLen  = 1<<32 - 1
 )
 
-// ringHeader is the start of a ring in the segment: the reader's position on a cache line
-// of its own, and on the next one whether the reader sleeps and how many tasks of the
-// reader's process poll the ring (shm.go), which the writer looks at after each record.
+// ringHeader is the start of a ring in the segment: the reader's position, whether the
+// reader sleeps, and how many tasks of the reader's process poll the ring while the reader
+// may sleep (shm.go), each on a cache line of its own: the writer looks at the second after
+// each record, and at the third only when the reader sleeps.
 type ringHeader struct {
 	read     atomic.Uint64 // the position of the next record to read; what lies before is free
 	_        [56]byte
 	sleeping atomic.Uint32 // awake, asleep or woken
-	polling  atomic.Int32  // tasks in Mesh.Poll
-	_        [56]byte
+	_        [60]byte
+	polling  atomic.Int32 // tasks in Mesh.Poll, on a crowded host
+	_        [60]byte
 }
 
 // The values of ringHeader.sleeping: a reader that sleeps is woken by the first write after

@@ -108,9 +108,10 @@ func (w *wire) useShm(c *shmConn) {
 // meanwhile. It yields at once when a message waits that is the readers' to read, and
 // otherwise every few looks (readerGroup.looksPerYield): in an idle process, the goroutines
 // it keeps waiting, readers with nothing to read and the heartbeat, wait a few microseconds
-// at most. While a task polls, the peers' writers do not wake the sleeping readers (a
-// socket write, and a thread woken, per message; see shmConn.Write): the task reads what
-// comes, and wakes the reader for what it leaves (wakeHere) as it returns. It returns at
+// at most. While a task polls on a crowded host, where the readers sleep at once, the
+// peers' writers do not wake them (a socket write, and a thread woken, per message; see
+// shmConn.Write): the task reads what comes, and wakes a reader for what it leaves
+// (leaveRings) as it returns. It returns at
 // once when the readers do not poll or no connection goes through shared memory. It must
 // not be called from Handler methods, nor with a lock that a Handler method may take.
 func (m *Mesh) Poll(done func() bool, stop <-chan struct{}) {
@@ -124,23 +125,13 @@ func (m *Mesh) Poll(done func() bool, stop <-chan struct{}) {
 		return
 	}
 	conns := *onRings // a connection that comes later wakes its reader as before
-	for _, c := range conns {
-		c.shm.in.h.polling.Add(1)
-	}
-	defer func() {
-		for _, c := range conns {
-			c.shm.in.h.polling.Add(-1)
-			for range maxLeftovers {
-				if c.readWaiting() != readHere {
-					break
-				}
-			}
-			if c.pending.Load() || c.shm.in.arrived() {
-				c.shm.wakeHere() // arrived while this task polled: its writer left it to us
-			}
-		}
-	}()
 	every := m.readers.looksPerYield()
+	if every == 1 { // crowded: the readers sleep at once
+		defer leaveRings(conns)
+		for _, c := range conns {
+			c.shm.in.h.polling.Add(1)
+		}
+	}
 	poll := poller{task: true}
 	for looks := 1; !done() && !m.closing.Load(); looks++ {
 		read, left := false, false
@@ -159,6 +150,23 @@ func (m *Mesh) Poll(done func() bool, stop <-chan struct{}) {
 		case !left && looks%every != 0:
 		case isClosed(stop) || !poll.next(&m.readers): // yields
 			return
+		}
+	}
+}
+
+// leaveRings ends a task's polling of the rings of conns: it reads the messages that are
+// left, up to maxLeftovers a connection, and wakes the readers of the connections where
+// something still waits, which their writers may have left to the task.
+func leaveRings(conns []*conn) {
+	for _, c := range conns {
+		c.shm.in.h.polling.Add(-1)
+		for range maxLeftovers {
+			if c.readWaiting() != readHere {
+				break
+			}
+		}
+		if c.pending.Load() || c.shm.in.arrived() {
+			c.shm.wakeHere()
 		}
 	}
 }
