@@ -34,12 +34,12 @@ type conn struct {
 	writerDone atomic.Bool
 
 	// When bytes last arrived, payloads included: the reader counts its reads that bring
-	// bytes (arrivals), and heard stamps lastRecv with the time it first sees the count
-	// changed, so that no read pays for the clock.
+	// bytes (arrivals; see received), and heard stamps lastRecv with the time it first sees
+	// the count changed, so that no read pays for the clock.
 	arrivals atomic.Uint64
-	seen     atomic.Uint64 // arrivals as heard last saw it
+	seen     atomic.Uint64 // received() as heard last saw it
 	lastRecv atomic.Int64  // Mesh.now()
-	sinking  atomic.Bool   // the Handler's Sink makes room for a message that has come
+	sinking  atomic.Bool   // the Handler's Sink makes room for a message that is arriving
 
 	receiving atomic.Bool // the reader is reading a user message's payload (Mesh.Receiving)
 
@@ -95,10 +95,22 @@ func (s *stampReader) Read(p []byte) (int, error) {
 // (it may populate gigabytes of memory), the peer counts as heard now: the time is this
 // process's, and the message's bytes wait for it.
 func (c *conn) heard(now int64) int64 {
-	if a := c.arrivals.Load(); c.seen.Swap(a) != a || c.sinking.Load() {
+	if a := c.received(); c.seen.Swap(a) != a || c.sinking.Load() {
 		c.lastRecv.Store(now)
 	}
 	return c.lastRecv.Load()
+}
+
+// received counts what has arrived: the reads that brought bytes and, through shared memory,
+// the position of the reader in its ring, which a message read in place there moves
+// (readMessage) without counting a read. Both only grow, so their sum changes when either
+// does.
+func (c *conn) received() uint64 {
+	n := c.arrivals.Load()
+	if c.shm != nil {
+		n += c.shm.in.h.read.Load()
+	}
+	return n
 }
 
 // sendMode is how a message leaves: handed to the writer goroutine (queued), written by the
@@ -343,28 +355,23 @@ func (c *conn) readFailed(err error) {
 // the Handler, its payload streamed into the buffer Sink gives. frame, size and inRing are
 // what ringFrame returned: with inRing, the message is the frame read in place in the ring;
 // else it is read through the buffers.
+//
+// A message read in place has come whole, in one small frame: nothing of it is arriving
+// any more (receiving, sinking), and its read moves the ring's position (received), so it
+// costs no atomic write of the connection's.
 func (c *conn) readMessage(frame []byte, size int, inRing bool) error {
 	c.rh = Header{}
-	dest := func(h *Header) ([]byte, error) {
-		// Everything this process wrote to the peer before the peer sent this message
-		// happens before its delivery (see Send).
-		c.m.peers[c.peer].sent.Load()
-		c.receiving.Store(h.Type >= TypeUser)
-		c.sinking.Store(true)
-		buf, err := c.sink(h)
-		c.sinking.Store(false)
-		return buf, err
-	}
 	var p []byte
 	var err error
 	if inRing {
-		p, _, err = openMessage(&c.rh, frame, opBinary, true, int64(len(frame)), dest)
+		p, _, err = openMessage(&c.rh, frame, opBinary, true, int64(len(frame)), c.sinkWhole)
 		c.shm.in.consume(size)
-		c.arrivals.Add(1)
 	} else {
-		p, err = c.w.readMessage(&c.rh, dest)
+		p, err = c.w.readMessage(&c.rh, c.sinkArriving)
+		if c.receiving.Load() {
+			c.receiving.Store(false)
+		}
 	}
-	c.receiving.Store(false)
 	if err != nil {
 		return c.frameError(err)
 	}
@@ -413,7 +420,9 @@ func (c *conn) next() error {
 func (c *conn) readDone() bool {
 	more := c.w.buffered() > 0
 	waiting := more || !c.shm.drained()
-	c.pending.Store(more)
+	if c.pending.Load() != more { // mostly unchanged: no write to publish
+		c.pending.Store(more)
+	}
 	c.reading.Store(false)
 	return waiting
 }
@@ -495,6 +504,24 @@ func (c *conn) frameError(err error) error {
 		fe.Header = c.rh
 	}
 	return fe
+}
+
+// sinkWhole returns the buffer the payload of h lands in, for a message that has come whole.
+// Everything this process wrote to the peer before the peer sent the message happens before
+// its delivery (see Send).
+func (c *conn) sinkWhole(h *Header) ([]byte, error) {
+	c.m.peers[c.peer].sent.Load()
+	return c.sink(h)
+}
+
+// sinkArriving is sinkWhole for a message whose payload is still arriving: meanwhile the
+// mesh is receiving, and the peer counts as heard while Sink makes room for it (see heard).
+func (c *conn) sinkArriving(h *Header) ([]byte, error) {
+	c.receiving.Store(h.Type >= TypeUser)
+	c.sinking.Store(true)
+	buf, err := c.sinkWhole(h)
+	c.sinking.Store(false)
+	return buf, err
 }
 
 // sink returns the buffer the payload of h lands in: the Handler's, or the connection's own

@@ -344,7 +344,7 @@ func TestCloseAfterFinalBarrierWithAQuietPeer(t *testing.T) {
 		waitFinal(meshes[1], 0)
 		for i := range meshes[1].peers[0].conns { // rank 0 has been quiet for an hour
 			c := meshes[1].peers[0].conns[i].Load()
-			c.seen.Store(c.arrivals.Load())
+			c.seen.Store(c.received())
 			c.lastRecv.Store(meshes[1].now() - int64(time.Hour))
 		}
 		if err := meshes[1].FinalBarrier(ctx, false); err != nil {
