@@ -126,6 +126,7 @@ func (r *requester) grantSink(from int, m grantMsg) ([]byte, error) {
 		q.guard(false)
 		q.grantMu.Unlock()
 	}
+	r.sunk[from] = sunkGrant{m.ticket, t}
 	return r.j.bufs.resizeKeep(&q.mirror, m.size, r.spare.take), nil
 }
 

@@ -165,7 +165,9 @@ func (o *owner) released(from int, m releaseMsg, payload []byte) error {
 		l.mirrors[from] = 0
 		l.sendMu.Unlock()
 	}
-	l.lastFlow.Store(uint64(m.flow))
+	if f := uint64(m.flow); l.lastFlow.Load() != f { // 0 when the job is not traced: no write
+		l.lastFlow.Store(f)
+	}
 	l.fq.Release(s.taskID, s.req.Mode())
 	mirror := -1
 	if m.data && s.req.Mode() == fifo.Write {

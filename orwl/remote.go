@@ -56,6 +56,18 @@ type requester struct {
 	freeIDs []uint64        // ids of retired tickets, handed out again
 	lost    []error         // by rank, once lost
 	spare   spareMirrors
+
+	// sunk is, by owner rank, the ticket whose grant's data grantSink found a place for,
+	// which the grant's delivery (granted) then takes without looking it up again: the
+	// Sink and the Handle of one message are called one after the other by whoever reads
+	// the owner's connection (used by that reader only).
+	sunk []sunkGrant
+}
+
+// sunkGrant is a ticket that grantSink found for the data of a grant.
+type sunkGrant struct {
+	id uint64
+	t  *remoteTicket
 }
 
 // remoteTicket is a request of this process on a remote location.
@@ -257,7 +269,12 @@ func (r *requester) sendRelease(t *remoteTicket, m releaseMsg, payload []byte, o
 
 // granted completes a remote ticket: the payload, if any, is already in the mirror.
 func (r *requester) granted(from int, m grantMsg, payload []byte) error {
-	t := r.ticket(m.ticket)
+	var t *remoteTicket
+	if s := &r.sunk[from]; m.data && s.id == m.ticket && s.t != nil {
+		t, *s = s.t, sunkGrant{}
+	} else {
+		t = r.ticket(m.ticket)
+	}
 	if t == nil || t.q.owner != from {
 		return fmt.Errorf("grant of unknown ticket %d", m.ticket)
 	}
