@@ -1,6 +1,7 @@
 package tiled
 
 import (
+	"fmt"
 	"testing"
 
 	"gonum.org/v1/gonum/blas"
@@ -8,8 +9,9 @@ import (
 	"github.com/orwl-go/orwl/kernels"
 )
 
-// BenchmarkFactorDiagonal compares factorDiagonal on a 512 x 512 tile (L and L⁻¹) with
-// the kernel's Dpotrf alone (L only), with one OpenBLAS thread.
+// BenchmarkFactorDiagonal compares factorDiagonal on a 512 x 512 tile, with the whole L⁻¹
+// and with the inverses of its halves only (what a POTRF operation computes), with the
+// kernel's Dpotrf alone (L only), with one OpenBLAS thread.
 func BenchmarkFactorDiagonal(b *testing.B) {
 	k, err := kernels.GetCholesky("openblas")
 	if err != nil {
@@ -26,12 +28,14 @@ func BenchmarkFactorDiagonal(b *testing.B) {
 		}
 	}
 	a, inv := make([]float64, n*n), make([]float64, n*n)
-	b.Run("factorDiagonal", func(b *testing.B) {
-		for b.Loop() {
-			copy(a, spd)
-			factorDiagonal(k, n, a, inv, n)
-		}
-	})
+	for _, whole := range []bool{true, false} {
+		b.Run(fmt.Sprintf("factorDiagonal/whole=%v", whole), func(b *testing.B) {
+			for b.Loop() {
+				copy(a, spd)
+				factorDiagonal(k, n, a, inv, n, whole)
+			}
+		})
+	}
 	b.Run("Dpotrf", func(b *testing.B) {
 		for b.Loop() {
 			copy(a, spd)

@@ -58,8 +58,8 @@ func newLayout(n, nb int, g grid.Grid) layout {
 func (l layout) width(i int) int { return min(l.nb, l.n-i*l.nb) }
 
 // tileLen is the length of the location of tile t, in float64s: its entries, and on the
-// diagonal as many again for the inverse of L's tile, which the panel's operations
-// multiply with.
+// diagonal as many again for the inverses of the diagonal halves of L's tile, which the
+// panel's operations multiply with (factorDiagonal, solvePanel).
 func (l layout) tileLen(t tile) int {
 	n := l.width(t.i) * l.width(t.j)
 	if t.i == t.j {

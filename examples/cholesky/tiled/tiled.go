@@ -20,12 +20,14 @@
 // pushed into local mirrors when their last write is released, once per process.
 //
 // The panel is the critical path, and a triangular solve runs at a third of GEMM's rate
-// on one core. So POTRF also inverts L(k, k) (both on halves, recursively, with TRMM and
-// SYRK: factorDiagonal), the location of a diagonal tile holds L(k, k) and then
-// L(k, k)⁻¹, and TRSM is the triangular product A(i, k)·L(k, k)⁻ᵀ (Dtrmm, near GEMM's
-// rate). Products with an explicit inverse make the error grow with the condition number
-// of the diagonal tiles instead of being backward stable; the residual check below
-// bounds the result of every run.
+// on one core. So POTRF also inverts the two diagonal halves of L(k, k) (both on halves,
+// recursively, with TRMM and SYRK: factorDiagonal), the location of a diagonal tile holds
+// L(k, k) and then L11⁻¹ and L22⁻¹, and TRSM is A(i, k)·L(k, k)⁻ᵀ on the columns of the
+// halves, two triangular products and a GEMM (solvePanel, near GEMM's rate); the block of
+// L(k, k)⁻¹ below the halves, which would cost a third of POTRF's time, is not needed.
+// Products with explicit inverses make the error grow with the condition number of the
+// diagonal blocks instead of being backward stable; the residual check below bounds the
+// result of every run.
 //
 // # Schedule
 //

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"gonum.org/v1/gonum/blas"
+	gonumblas "gonum.org/v1/gonum/blas/gonum"
 	lapack "gonum.org/v1/gonum/lapack/gonum"
 
 	"github.com/orwl-go/orwl/examples/grid"
@@ -47,9 +48,15 @@ func TestVerifies(t *testing.T) {
 
 // TestFactorEqualsLapack compares the factor itself with gonum's Dpotrf on the whole
 // matrix: the tiles are factored by the tasks' kernel calls (worker.compute), in the
-// order of the schedule, on one goroutine.
+// order of the schedule, on one goroutine; with tiles below diagonalCut, and above it
+// (the panel solved on the halves of its diagonal tile) with a narrower last one.
 func TestFactorEqualsLapack(t *testing.T) {
-	const n, nb = 29, 6
+	for _, c := range []struct{ n, nb int }{{29, 6}, {2*diagonalCut + 1 + 3*diagonalCut + 5, 3*diagonalCut + 5}} {
+		factorEqualsLapack(t, c.n, c.nb)
+	}
+}
+
+func factorEqualsLapack(t *testing.T, n, nb int) {
 	l := newLayout(n, nb, grid.Grid{P: 1, Q: 1})
 	tiles := map[tile][]float64{}
 	for j := range l.tiles {
@@ -90,8 +97,8 @@ func TestFactorEqualsLapack(t *testing.T) {
 		for j := range i + 1 {
 			ti, tj := i/nb, j/nb
 			got := tiles[tile{ti, tj}][(i-ti*nb)*l.width(tj)+j-tj*nb]
-			if d := math.Abs(got - full[i*n+j]); d > 1e-12*math.Sqrt(n) {
-				t.Fatalf("L[%d][%d] = %v, LAPACK %v", i, j, got, full[i*n+j])
+			if d := math.Abs(got - full[i*n+j]); d > 1e-12*math.Sqrt(float64(n)) {
+				t.Fatalf("n=%d nb=%d: L[%d][%d] = %v, LAPACK %v", n, nb, i, j, got, full[i*n+j])
 			}
 		}
 	}
@@ -154,46 +161,106 @@ func lowerTile(seed uint64, n, ld int) (a, inv []float64) {
 
 // TestFactorDiagonal: factorDiagonal's L equals gonum's Dpotrf and its L⁻¹ gonum's Dtrtri
 // of it, on orders that recurse (odd halves included) with a padded leading dimension;
-// the upper triangles (NaN) are not read nor written; a matrix that is not positive
-// definite is refused.
+// with whole false, only the inverses of the two diagonal halves are written where the
+// tile splits (they are L⁻¹'s diagonal blocks); the upper triangles (NaN) are not read nor
+// written; a matrix that is not positive definite is refused.
 func TestFactorDiagonal(t *testing.T) {
 	k, err := kernels.GetCholesky("gonum")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []int{1, diagonalCut, diagonalCut + 1, 5*diagonalCut + 3} {
-		ld := n + 2
-		a, inv := lowerTile(7, n, ld)
-		a0, want := slices.Clone(a), slices.Clone(a)
-		if !(lapack.Implementation{}).Dpotrf(blas.Lower, n, want, ld) {
-			t.Fatal("gonum: not positive definite")
-		}
-		wantInv := slices.Clone(want)
-		if !(lapack.Implementation{}).Dtrtri(blas.Lower, blas.NonUnit, n, wantInv, ld) {
-			t.Fatal("gonum: singular")
-		}
-		if !factorDiagonal(k, n, a, inv, ld) {
-			t.Fatalf("n=%d: not positive definite", n)
-		}
-		for i := range n {
-			for j := range ld {
-				got, gotInv := a[i*ld+j], inv[i*ld+j]
-				if j > i {
-					if !math.IsNaN(got) || !math.IsNaN(gotInv) {
-						t.Fatalf("n=%d: [%d][%d] above the diagonal written", n, i, j)
+		for _, whole := range []bool{true, false} {
+			ld := n + 2
+			a, inv := lowerTile(7, n, ld)
+			a0, want := slices.Clone(a), slices.Clone(a)
+			if !(lapack.Implementation{}).Dpotrf(blas.Lower, n, want, ld) {
+				t.Fatal("gonum: not positive definite")
+			}
+			wantInv := slices.Clone(want)
+			if !(lapack.Implementation{}).Dtrtri(blas.Lower, blas.NonUnit, n, wantInv, ld) {
+				t.Fatal("gonum: singular")
+			}
+			if !factorDiagonal(k, n, a, inv, ld, whole) {
+				t.Fatalf("n=%d: not positive definite", n)
+			}
+			h := n // where inv's block below the diagonal halves starts, when it is left out
+			if !whole && splits(k, n) {
+				h = n / 2
+			}
+			for i := range n {
+				for j := range ld {
+					got, gotInv := a[i*ld+j], inv[i*ld+j]
+					if j > i {
+						if !math.IsNaN(got) || !math.IsNaN(gotInv) {
+							t.Fatalf("n=%d whole=%v: [%d][%d] above the diagonal written", n, whole, i, j)
+						}
+						continue
 					}
-					continue
+					if math.Abs(got-want[i*ld+j]) > 1e-12*math.Sqrt(float64(n)) {
+						t.Fatalf("n=%d whole=%v: L[%d][%d] %v; gonum %v", n, whole, i, j, got, want[i*ld+j])
+					}
+					if i >= h && j < h {
+						if !math.IsNaN(gotInv) {
+							t.Fatalf("n=%d whole=%v: L⁻¹[%d][%d] below the halves written", n, whole, i, j)
+						}
+					} else if math.Abs(gotInv-wantInv[i*ld+j]) > 1e-12 {
+						t.Fatalf("n=%d whole=%v: L⁻¹[%d][%d] %v; gonum %v", n, whole, i, j, gotInv, wantInv[i*ld+j])
+					}
 				}
-				if math.Abs(got-want[i*ld+j]) > 1e-12*math.Sqrt(float64(n)) || math.Abs(gotInv-wantInv[i*ld+j]) > 1e-12 {
-					t.Fatalf("n=%d: [%d][%d]: L %v, L⁻¹ %v; gonum %v, %v", n, i, j, got, gotInv, want[i*ld+j], wantInv[i*ld+j])
+			}
+			a0[(n-1)*ld+n-1] = -float64(n) // the last pivot turns negative
+			if factorDiagonal(k, n, a0, inv, ld, whole) {
+				t.Fatalf("n=%d whole=%v: a matrix that is not positive definite factored", n, whole)
+			}
+		}
+	}
+}
+
+// TestSolvePanel: solvePanel with what factorDiagonal(whole false) wrote gives gonum's
+// Dtrsm of the panel against Lᵀ, on orders that split (odd halves included) and not, on a
+// CPU kernel and on a GPU one (one Dtrmm with the whole L⁻¹).
+func TestSolvePanel(t *testing.T) {
+	cpu, err := kernels.GetCholesky("gonum")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu := gpuCounter{cpu, map[string]int{}}
+	for _, k := range []kernels.Cholesky{cpu, gpu} {
+		for _, n := range []int{1, diagonalCut, diagonalCut + 1, 5*diagonalCut + 3} {
+			const m = 7
+			l, inv := lowerTile(9, n, n)
+			for x := range inv {
+				inv[x] = 0
+			}
+			if !factorDiagonal(k, n, l, inv, n, false) {
+				t.Fatalf("n=%d: not positive definite", n)
+			}
+			c := make([]float64, m*n)
+			for x := range c {
+				c[x] = MatrixA(4, m*n, x, 0) - float64(m*n)*b2f(x == 0)
+			}
+			want := slices.Clone(c)
+			(gonumblas.Implementation{}).Dtrsm(blas.Right, blas.Lower, blas.Trans, blas.NonUnit, m, n, 1, l, n, want, n)
+			solvePanel(k, m, n, c, l, inv)
+			for x := range c {
+				if math.Abs(c[x]-want[x]) > 1e-13*(1+math.Abs(want[x])) {
+					t.Fatalf("%T n=%d: [%d][%d] %v; gonum's Dtrsm %v", k, n, x/n, x%n, c[x], want[x])
 				}
 			}
 		}
-		a0[(n-1)*ld+n-1] = -float64(n) // the last pivot turns negative
-		if factorDiagonal(k, n, a0, inv, ld) {
-			t.Fatalf("n=%d: a matrix that is not positive definite factored", n)
-		}
 	}
+	if want := 4; gpu.calls["trmm"] != want {
+		t.Fatalf("GPU kernel: %d Dtrmm calls for 4 panels, want %d (one each, with the whole L⁻¹)", gpu.calls["trmm"], want)
+	}
+}
+
+// b2f is 1 for true, 0 for false.
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // gpuCounter is a Cholesky kernel that says it computes on a GPU and counts the calls of
@@ -222,8 +289,8 @@ func (g gpuCounter) Dsyrk(ul blas.Uplo, t blas.Transpose, n, k int, alpha float6
 }
 
 // TestFactorDiagonalGPU: on a GPU kernel, factorDiagonal factors a tile far above
-// diagonalCut with one Dpotrf and one Dtrtri, giving gonum's L and L⁻¹ bit for bit (the
-// same calls), the upper triangles untouched.
+// diagonalCut with one Dpotrf and one Dtrtri, giving gonum's L and the whole L⁻¹ bit for
+// bit (the same calls) even with whole false, the upper triangles untouched.
 func TestFactorDiagonalGPU(t *testing.T) {
 	cpu, err := kernels.GetCholesky("gonum")
 	if err != nil {
@@ -238,7 +305,7 @@ func TestFactorDiagonalGPU(t *testing.T) {
 	}
 	wantInv := slices.Clone(want)
 	(lapack.Implementation{}).Dtrtri(blas.Lower, blas.NonUnit, n, wantInv, ld)
-	if !factorDiagonal(k, n, a, inv, ld) {
+	if !factorDiagonal(k, n, a, inv, ld, false) {
 		t.Fatal("not positive definite")
 	}
 	if want := map[string]int{"potrf": 1, "trtri": 1}; !maps.Equal(k.calls, want) {

@@ -240,12 +240,12 @@ func (w *worker) execute(ctx context.Context, o *taskOp) error {
 func (w *worker) compute(o op, c []float64, in [2][]float64) error {
 	wi, wj, wk := w.l.width(o.i), w.l.width(o.j), w.l.width(o.k)
 	switch o.kind {
-	case potrf: // L(k,k), then L(k,k)⁻¹ after it
-		if !factorDiagonal(w.k, wk, c[:wk*wk], c[wk*wk:], wk) {
+	case potrf: // L(k,k), then the inverses of its diagonal halves after it
+		if !factorDiagonal(w.k, wk, c[:wk*wk], c[wk*wk:], wk, false) {
 			return fmt.Errorf("tiled: the matrix is not positive definite (diagonal tile %d)", o.k)
 		}
 	case trsm: // L(i,k) = A(i,k)·L(k,k)⁻ᵀ
-		w.k.Dtrmm(blas.Right, blas.Lower, blas.Trans, blas.NonUnit, wi, wk, 1, in[0][wk*wk:], wk, c, wk)
+		solvePanel(w.k, wi, wk, c, in[0][:wk*wk], in[0][wk*wk:])
 	case syrk: // A(j,j) -= L(j,k)·L(j,k)ᵀ
 		w.k.Dsyrk(blas.Lower, blas.NoTrans, wj, wk, -1, in[0], wk, 1, c, wj)
 	case gemm: // A(i,j) -= L(i,k)·L(j,k)ᵀ
@@ -272,7 +272,8 @@ func releaseAll(hs []*orwl.Handle) error {
 // generate writes tile tl of A into a, the data of its location; for the last
 // factorisation it also adds the tile's part of A·x and of ‖A‖_F² (an off-diagonal tile
 // counts twice: A holds it and its transpose). A diagonal tile's second half, where POTRF
-// writes L(k,k)⁻¹, is zeroed: the first write of a location's fresh pages faults them in,
+// writes the inverses of L(k,k)'s halves, is zeroed (so is the block it leaves out, in
+// every factorisation alike): the first write of a location's fresh pages faults them in,
 // here rather than inside the timed factorisation (at N=4096 on 2 processes, 512 of the
 // 4 KiB page faults of each diagonal tile).
 func (w *worker) generate(tl tile, a []float64, last bool) {
