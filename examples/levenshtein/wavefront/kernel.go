@@ -13,10 +13,12 @@ package wavefront
 //
 // with cost -2 on a match and -1 otherwise: the two +1 of the textbook vanish, and the
 // character test becomes one load from a table of 256 costs per row, indexed by B's
-// character. A pass computes three rows over the row array (D of the row above on entry,
+// character. H is held in an int, of 64 bits wherever MaxLen compiles, so that neither
+// D - j nor the offsets can overflow. A pass computes three rows over the row array (D of the row above on entry,
 // of the last row on return, uint32 as the edges), so that each character of B and each
 // value of the array is loaded, converted and stored once for three cells; the chain from
-// one column to the next is one compare and one conditional move per row. The compiler
+// one column to the next is one compare and one conditional move per row, into the
+// register that holds the row's H (min's first operand), with no move. The compiler
 // removes the bounds checks (the row is resliced to len(b), the tables are indexed by a
 // byte) and turns every min into branch-free instructions.
 
@@ -37,7 +39,7 @@ func oneRow(m *costs, b []byte, row []uint32, diag, left int) int {
 	row = row[:len(b)]
 	for j, bj := range b {
 		up := int(row[j]) - j
-		left = min(diag+m[bj], up, left)
+		left = min(left, min(diag+m[bj], up))
 		diag = up
 		row[j] = uint32(left + j + 1)
 	}
@@ -54,15 +56,11 @@ func threeRows(m *[3]costs, b []byte, row []uint32, diag, h0, h1, h2 int) (int, 
 	_ = m[0] // m's nil check, here rather than in every column
 	for j, bj := range b {
 		up := int(row[j]) - j
-		t := diag + m[0][bj]
+		t0, t1, t2 := diag+m[0][bj], h0+m[1][bj], h1+m[2][bj]
 		diag = up
-		up = min(t, up, h0)
-		t = h0 + m[1][bj]
-		h0 = up
-		up = min(t, up, h1)
-		t = h1 + m[2][bj]
-		h1 = up
-		h2 = min(t, up, h2)
+		h0 = min(h0, min(t0, up))
+		h1 = min(h1, min(t1, h0))
+		h2 = min(h2, min(t2, h1))
 		row[j] = uint32(h2 + j + 3)
 	}
 	return h0, h1, h2
