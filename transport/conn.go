@@ -213,7 +213,9 @@ func (c *conn) writeNow(batch []outMsg) error {
 // messages were queued meanwhile and whether the connection is closing.
 func (c *conn) write(batch []outMsg) (more, closing bool, err error) {
 	err = c.writeBatch(batch)
-	clear(batch)
+	for i := range batch { // the payloads are the callers' again; a header holds no pointer
+		batch[i].p = nil
+	}
 	c.mu.Lock()
 	c.spare = batch[:0]
 	c.writing = false

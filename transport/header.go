@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Header is the fixed part of every message. On the wire it is a msgpack array of seven
@@ -73,9 +74,11 @@ const (
 var ErrBadHeader = errors.New("transport: malformed message header")
 
 // appendHeader appends the headerSize-byte encoding of h to b and returns the extended
-// slice. It does not allocate when b has room.
+// slice. It does not allocate when b has room, and encodes in place there.
 func appendHeader(b []byte, h *Header) []byte {
-	var t [headerSize]byte
+	n := len(b)
+	b = slices.Grow(b, headerSize)[:n+headerSize]
+	t := b[n : n+headerSize : n+headerSize]
 	t[0] = mpFixArray7
 	t[1] = mpUint8
 	t[2] = h.Type
@@ -91,7 +94,7 @@ func appendHeader(b []byte, h *Header) []byte {
 	binary.BigEndian.PutUint64(t[29:], uint64(h.Arg))
 	t[37] = mpUint64
 	binary.BigEndian.PutUint64(t[38:], h.Len)
-	return append(b, t[:]...)
+	return b
 }
 
 // decodeHeader decodes a header from the start of b and returns it with the
