@@ -11,10 +11,6 @@ import (
 // 512 x 512 tiles (18 and 12 against 70 GFLOP/s), so larger tiles are split in halves.
 const diagonalCut = 32
 
-// splits reports whether factorDiagonal splits an n x n tile in halves on kernel k, so that
-// L⁻¹ is made of the inverses of the two diagonal halves of L and the block below them.
-func splits(k kernels.Cholesky, n int) bool { return n > diagonalCut && k.Device() != kernels.GPU }
-
 // factorDiagonal factors the n x n symmetric positive definite matrix whose lower
 // triangle a holds (leading dimension ld), A = L·Lᵀ, and writes the lower triangle of
 // L⁻¹ into inv (same leading dimension); the upper triangles are neither read nor written.
@@ -24,7 +20,7 @@ func splits(k kernels.Cholesky, n int) bool { return n > diagonalCut && k.Device
 //	(L⁻¹)21 = -L22⁻¹·L21·L11⁻¹
 //
 // which spends its time in Dtrmm and Dsyrk. With whole false, the last step is left out
-// where the tile splits (splits): inv then holds L11⁻¹ and L22⁻¹ only, its block below
+// on a CPU kernel above diagonalCut: inv then holds L11⁻¹ and L22⁻¹ only, its block below
 // them untouched, which is all solvePanel reads (the two products of (L⁻¹)21 take 30% of
 // the time of a 512 x 512 tile, on the critical path). The products with explicit inverses
 // make the error grow with the condition of the diagonal blocks, as the panel's
@@ -35,7 +31,7 @@ func splits(k kernels.Cholesky, n int) bool { return n > diagonalCut && k.Device
 // small calls of the recursion would repeat, and its library factors and inverts a tile
 // at the rate of its products anyway.
 func factorDiagonal(k kernels.Cholesky, n int, a, inv []float64, ld int, whole bool) bool {
-	if !splits(k, n) {
+	if n <= diagonalCut || k.Device() == kernels.GPU {
 		if !k.Dpotrf(blas.Lower, n, a, ld) {
 			return false
 		}
@@ -67,16 +63,18 @@ func factorDiagonal(k kernels.Cholesky, n int, a, inv []float64, ld int, whole b
 }
 
 // solvePanel overwrites the m x n matrix c (leading dimension n) with c·L⁻ᵀ, where l holds
-// the n x n lower triangular L and inv what factorDiagonal(k, n, l, inv, n, false) wrote
-// beside it (both of leading dimension n). Where the tile splits, on the columns of its
-// halves:
+// the n x n lower triangular L and inv what factorDiagonal(k', n, l, inv, n, false) wrote
+// beside it (both of leading dimension n), on any kernel k'. Above diagonalCut, on the
+// columns of its halves:
 //
 //	X1 = C1·L11⁻ᵀ;  C2 -= X1·L21ᵀ;  X2 = C2·L22⁻ᵀ
 //
 // two Dtrmm and a Dgemm of as many flops as one Dtrmm with L⁻¹, within a few percent of
-// its time; otherwise one Dtrmm with L⁻¹.
-func solvePanel(k kernels.Cholesky, m, n int, c, l, inv []float64) {
-	if !splits(k, n) {
+// its time, reading only the inverses of the halves; otherwise, or when whole says that
+// inv holds the whole L⁻¹ (k' computes on a GPU), one Dtrmm with L⁻¹, one call where a GPU
+// kernel moves its operands between host and device memory at each.
+func solvePanel(k kernels.Cholesky, m, n int, c, l, inv []float64, whole bool) {
+	if whole || n <= diagonalCut {
 		k.Dtrmm(blas.Right, blas.Lower, blas.Trans, blas.NonUnit, m, n, 1, inv, n, c, n)
 		return
 	}

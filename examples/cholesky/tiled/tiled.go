@@ -24,7 +24,9 @@
 // recursively, with TRMM and SYRK: factorDiagonal), the location of a diagonal tile holds
 // L(k, k) and then L11⁻¹ and L22⁻¹, and TRSM is A(i, k)·L(k, k)⁻ᵀ on the columns of the
 // halves, two triangular products and a GEMM (solvePanel, near GEMM's rate); the block of
-// L(k, k)⁻¹ below the halves, which would cost a third of POTRF's time, is not needed.
+// L(k, k)⁻¹ below the halves, which would cost a third of POTRF's time, is not needed. (A
+// GPU kernel inverts the whole tile in one call; TRSM multiplies with all of it in one
+// call where every task computes on that kernel, and on the halves in a mixed job.)
 // Products with explicit inverses make the error grow with the condition number of the
 // diagonal blocks instead of being backward stable; the residual check below bounds the
 // result of every run.
@@ -66,6 +68,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/orwl-go/orwl/examples/grid"
@@ -197,7 +200,8 @@ func Run(ctx context.Context, p Params) (*Result, error) {
 		if c, ok := k.(io.Closer); ok {
 			defer c.Close()
 		}
-		w := &worker{p: &p, l: l, t: t, me: t.ID(), k: k}
+		mixed := slices.ContainsFunc(p.Kernels, func(name string) bool { return name != p.Kernels[t.ID()] })
+		w := &worker{p: &p, l: l, t: t, me: t.ID(), k: k, wholeInverse: !mixed && k.Device() == kernels.GPU}
 		r, err := w.run(ctx, order)
 		if r != nil {
 			r.Procs = t.NumProcs()

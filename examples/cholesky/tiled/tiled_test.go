@@ -161,8 +161,8 @@ func lowerTile(seed uint64, n, ld int) (a, inv []float64) {
 
 // TestFactorDiagonal: factorDiagonal's L equals gonum's Dpotrf and its L⁻¹ gonum's Dtrtri
 // of it, on orders that recurse (odd halves included) with a padded leading dimension;
-// with whole false, only the inverses of the two diagonal halves are written where the
-// tile splits (they are L⁻¹'s diagonal blocks); the upper triangles (NaN) are not read nor
+// with whole false, only the inverses of the two diagonal halves are written above
+// diagonalCut (they are L⁻¹'s diagonal blocks); the upper triangles (NaN) are not read nor
 // written; a matrix that is not positive definite is refused.
 func TestFactorDiagonal(t *testing.T) {
 	k, err := kernels.GetCholesky("gonum")
@@ -185,7 +185,7 @@ func TestFactorDiagonal(t *testing.T) {
 				t.Fatalf("n=%d: not positive definite", n)
 			}
 			h := n // where inv's block below the diagonal halves starts, when it is left out
-			if !whole && splits(k, n) {
+			if !whole && n > diagonalCut {
 				h = n / 2
 			}
 			for i := range n {
@@ -218,49 +218,47 @@ func TestFactorDiagonal(t *testing.T) {
 }
 
 // TestSolvePanel: solvePanel with what factorDiagonal(whole false) wrote gives gonum's
-// Dtrsm of the panel against Lᵀ, on orders that split (odd halves included) and not, on a
-// CPU kernel and on a GPU one (one Dtrmm with the whole L⁻¹).
+// Dtrsm of the panel against Lᵀ, on orders above diagonalCut (odd halves included) and
+// not, whichever of a CPU and a GPU kernel wrote the diagonal tile and reads it (a mixed
+// job), and with whole true after a GPU kernel, in one Dtrmm per panel.
 func TestSolvePanel(t *testing.T) {
 	cpu, err := kernels.GetCholesky("gonum")
 	if err != nil {
 		t.Fatal(err)
 	}
 	gpu := gpuCounter{cpu, map[string]int{}}
-	for _, k := range []kernels.Cholesky{cpu, gpu} {
+	cases := []struct {
+		writer, reader kernels.Cholesky
+		whole          bool
+	}{{cpu, cpu, false}, {cpu, gpu, false}, {gpu, cpu, false}, {gpu, gpu, false}, {gpu, gpu, true}}
+	for _, c := range cases {
 		for _, n := range []int{1, diagonalCut, diagonalCut + 1, 5*diagonalCut + 3} {
 			const m = 7
 			l, inv := lowerTile(9, n, n)
 			for x := range inv {
 				inv[x] = 0
 			}
-			if !factorDiagonal(k, n, l, inv, n, false) {
+			if !factorDiagonal(c.writer, n, l, inv, n, false) {
 				t.Fatalf("n=%d: not positive definite", n)
 			}
-			c := make([]float64, m*n)
-			for x := range c {
-				c[x] = MatrixA(4, m*n, x, 0) - float64(m*n)*b2f(x == 0)
+			p := make([]float64, m*n)
+			for x := range p {
+				p[x] = MatrixA(4, m*n, x, 0)
 			}
-			want := slices.Clone(c)
+			want := slices.Clone(p)
 			(gonumblas.Implementation{}).Dtrsm(blas.Right, blas.Lower, blas.Trans, blas.NonUnit, m, n, 1, l, n, want, n)
-			solvePanel(k, m, n, c, l, inv)
-			for x := range c {
-				if math.Abs(c[x]-want[x]) > 1e-13*(1+math.Abs(want[x])) {
-					t.Fatalf("%T n=%d: [%d][%d] %v; gonum's Dtrsm %v", k, n, x/n, x%n, c[x], want[x])
+			clear(gpu.calls)
+			solvePanel(c.reader, m, n, p, l, inv, c.whole)
+			for x := range p {
+				if math.Abs(p[x]-want[x]) > 1e-13*(1+math.Abs(want[x])) {
+					t.Fatalf("writer %T, reader %T, whole %v, n=%d: [%d][%d] %v; gonum's Dtrsm %v", c.writer, c.reader, c.whole, n, x/n, x%n, p[x], want[x])
 				}
+			}
+			if c.whole && gpu.calls["trmm"] != 1 {
+				t.Fatalf("whole inverse, n=%d: calls %v, want one Dtrmm", n, gpu.calls)
 			}
 		}
 	}
-	if want := 4; gpu.calls["trmm"] != want {
-		t.Fatalf("GPU kernel: %d Dtrmm calls for 4 panels, want %d (one each, with the whole L⁻¹)", gpu.calls["trmm"], want)
-	}
-}
-
-// b2f is 1 for true, 0 for false.
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // gpuCounter is a Cholesky kernel that says it computes on a GPU and counts the calls of

@@ -27,6 +27,10 @@ type worker struct {
 	stats TaskStats
 	ends  []time.Duration // every factorisation's time in this task, barrier to last operation
 
+	// wholeInverse: the diagonal tiles I read hold the whole L(k,k)⁻¹, every task computing
+	// on my kernel, a GPU's (factorDiagonal); otherwise TRSM reads only its halves' inverses.
+	wholeInverse bool
+
 	// Verification, filled while A is generated for the last factorisation.
 	x      []float64 // the verification vector
 	ax     []float64 // my tiles' part of A·x
@@ -245,7 +249,7 @@ func (w *worker) compute(o op, c []float64, in [2][]float64) error {
 			return fmt.Errorf("tiled: the matrix is not positive definite (diagonal tile %d)", o.k)
 		}
 	case trsm: // L(i,k) = A(i,k)·L(k,k)⁻ᵀ
-		solvePanel(w.k, wi, wk, c, in[0][:wk*wk], in[0][wk*wk:])
+		solvePanel(w.k, wi, wk, c, in[0][:wk*wk], in[0][wk*wk:], w.wholeInverse)
 	case syrk: // A(j,j) -= L(j,k)·L(j,k)ᵀ
 		w.k.Dsyrk(blas.Lower, blas.NoTrans, wj, wk, -1, in[0], wk, 1, c, wj)
 	case gemm: // A(i,j) -= L(i,k)·L(j,k)ᵀ
