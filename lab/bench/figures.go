@@ -591,8 +591,8 @@ func stencilFigures(rows []stencilRow) string {
 func wavefrontFigures(rows []wavefrontRow) string {
 	var b strings.Builder
 	what := map[string]string{
-		"c-seq1": "C loop, one row at a time", "c-seq2": "C loop, two rows per pass", "go-seq": "Go loop alone (the tasks' kernel)",
-		"orwl": "ORWL", "c-omp": "C OpenMP blocked wavefront",
+		"c-seq1": "C loop, one row at a time", "c-seq2": "C loop, two rows per pass", "c-seq3": "C loop, three rows, H = D - i - j",
+		"go-seq": "Go loop alone (the tasks' kernel)", "orwl": "ORWL", "c-omp": "C OpenMP blocked wavefront, three-row kernel",
 	}
 	ratio := func(r wavefrontRow, none string) string {
 		s := none

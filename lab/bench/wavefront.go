@@ -24,12 +24,13 @@ import (
 // partial distances per second), against C references built here with gcc (-cflags, with
 // -fopenmp) from lab/bench/wavefront/wavefront.c:
 //
-//   - sequential: C's tight loop one row at a time (c-seq1, the reference of the group), C
-//     with two rows per pass (c-seq2, the kernel of the Go tasks), Go's loop alone
+//   - sequential: C's textbook loop one row at a time (c-seq1, the reference of the group),
+//     the same with two rows per pass (c-seq2), C with the kernel of the Go tasks (c-seq3:
+//     three rows per pass, a table of costs per row, H = D - i - j), Go's loop alone
 //     (go-seq, wavefront.Sequential) and ORWL with one task in one process (orwl);
 //   - parallel: C's blocked wavefront with OpenMP on -procs threads, tiles of -block x
-//     -block (c-omp, the reference), and ORWL with -procs tasks in one process, in -procs
-//     processes, and with two tasks per process;
+//     -block computed by c-seq3's kernel (c-omp, the reference), and ORWL with -procs tasks
+//     in one process, in -procs processes, and with two tasks per process;
 //   - block sweep: ORWL in -procs processes against C's OpenMP wavefront, both with the
 //     block sizes of -blocks.
 //
@@ -70,7 +71,7 @@ type wavefrontRun struct {
 // wavefrontRow is one contender of one group.
 type wavefrontRow struct {
 	Group    string  `json:"group"` // "sequential", "parallel" or "block sweep"
-	Name     string  `json:"name"`  // c-seq1, c-seq2, go-seq, orwl, c-omp
+	Name     string  `json:"name"`  // c-seq1, c-seq2, c-seq3, go-seq, orwl, c-omp
 	Tasks    int     `json:"tasks"` // tasks, or threads of c-omp
 	Procs    int     `json:"procs"`
 	Block    int     `json:"block"` // rows per block (orwl), tile side (c-omp); 0: none
@@ -124,7 +125,7 @@ func benchWavefront(fs *flag.FlagSet) func(rep *report) error {
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "wavefront: skipping the C references: %v\n", err)
 		}
-		// c is a C reference: seq1 and seq2 on one thread, omp on threads with tiles of block.
+		// c is a C reference: seq1, seq2 and seq3 on one thread, omp on threads with tiles of block.
 		c := func(mode string, threads, block int) wavefrontContender {
 			args := []string{mode, fa, fb}
 			if mode == "omp" {
@@ -154,7 +155,7 @@ func benchWavefront(fs *flag.FlagSet) func(rep *report) error {
 			cs   []wavefrontContender
 		}
 		groups := []group{
-			{"sequential", []wavefrontContender{c("seq1", 1, 0), c("seq2", 1, 0), goSeq, orwlRun(1, 1, bs)}},
+			{"sequential", []wavefrontContender{c("seq1", 1, 0), c("seq2", 1, 0), c("seq3", 1, 0), goSeq, orwlRun(1, 1, bs)}},
 			{"parallel", []wavefrontContender{c("omp", p, bs), orwlRun(p, 1, bs), orwlRun(p, p, bs), orwlRun(2*p, p, bs)}},
 		}
 		for _, blk := range blocks {
