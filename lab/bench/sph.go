@@ -19,9 +19,10 @@ import (
 // sph: the SPH workload of issue 45 (smoothed particle hydrodynamics, particles that
 // interact within a radius, an irregular load that changes every step), -n particles for
 // -steps time steps from seed 1, by ORWL's examples/sph against a C OpenMP reference built
-// here with gcc from lab/bench/sph/sph.c, written from the workload's definition alone (the
-// density phase keeps each particle's neighbour list, filtered without a branch, for the
-// force phase):
+// here with gcc from lab/bench/sph/sph.c, written from the workload's definition alone, with
+// examples/sph/fluid's algorithm (the density phase keeps each particle's neighbour list,
+// filtered without a branch, and F(r) of each neighbour for the force phase, which reads a
+// neighbour as one 64-byte record; the kernel's pieces and the viscosity kept with masks):
 //
 //   - c-exact: gcc -cflags -fopenmp -ffp-contract=off, no fused multiply-add, the build whose
 //     checksum every implementation that follows the definition without FMA must print;
