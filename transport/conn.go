@@ -151,12 +151,16 @@ func (c *conn) flush(mode sendMode) error {
 }
 
 // push sends the queue; c.mu held, and released. With direct, when nobody is writing and the
-// queue is small, the caller writes it itself, at once and in one system call (see SendNow);
-// otherwise it wakes the writer goroutine and yields its processor to it, so that the queue
-// leaves before the caller goes on (see SendNow). queued wakes the writer goroutine; ahead
-// leaves the queue as it is (see SendAhead).
+// queue is small, the caller writes it itself, at once and in one system call (see SendNow),
+// still under c.mu when it fits in the shared-memory ring (fitsRing); otherwise it wakes the
+// writer goroutine and yields its processor to it, so that the queue leaves before the caller
+// goes on (see SendNow). queued wakes the writer goroutine; ahead leaves the queue as it is
+// (see SendAhead).
 func (c *conn) push(mode sendMode) error {
 	if mode == direct && !c.writing && c.qBytes <= directMax {
+		if c.fitsRing() {
+			return c.writeLocked()
+		}
 		batch := c.take()
 		c.mu.Unlock()
 		return c.writeNow(batch)
@@ -178,6 +182,43 @@ func (c *conn) take() []outMsg {
 	c.spare = nil
 	c.writing = true
 	return batch
+}
+
+// lockedMax is the most payload bytes that a queue may hold to be written under c.mu
+// (fitsRing): their copy into the ring holds up the connection's other senders a moment.
+const lockedMax = 4 << 10
+
+// fitsRing reports whether the queue goes through shared memory, is small, and has room in
+// the ring now: then its write never waits for the peer, and the caller may write it without
+// handing the wire over (take, write), under c.mu. c.mu held, and nobody writing.
+func (c *conn) fitsRing() bool {
+	if c.shm == nil || c.qBytes > lockedMax {
+		return false
+	}
+	n := uint64(c.qBytes + len(c.q)*(maxWSHeader+headerSize)) // the bytes of the frames, at most
+	return c.shm.out.hasRoom(2*span(n) + 8)                   // see ringWriter.put
+}
+
+// writeLocked writes the queue, which fitsRing accepted, under c.mu, and releases c.mu.
+func (c *conn) writeLocked() error {
+	err := c.writeBatch(c.q)
+	giveBack(c.q)
+	c.q, c.qBytes = c.q[:0], 0
+	c.mu.Unlock()
+	if err != nil {
+		c.fail("writing to", err)
+		c.shutdown()
+		return c.gone()
+	}
+	return nil
+}
+
+// giveBack drops the payloads of written messages, which are their callers' again; a header
+// holds no pointer.
+func giveBack(batch []outMsg) {
+	for i := range batch {
+		batch[i].p = nil
+	}
 }
 
 // writeBatch writes batch out and flushes, publishing every message it has read (see Send).
@@ -213,9 +254,7 @@ func (c *conn) writeNow(batch []outMsg) error {
 // messages were queued meanwhile and whether the connection is closing.
 func (c *conn) write(batch []outMsg) (more, closing bool, err error) {
 	err = c.writeBatch(batch)
-	for i := range batch { // the payloads are the callers' again; a header holds no pointer
-		batch[i].p = nil
-	}
+	giveBack(batch)
 	c.mu.Lock()
 	c.spare = batch[:0]
 	c.writing = false

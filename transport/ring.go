@@ -91,6 +91,16 @@ type ringWriter struct {
 	read uint64
 }
 
+// hasRoom reports whether the ring has n bytes free at the writer's position now, loading
+// the reader's position only when the last one loaded leaves too little.
+func (w *ringWriter) hasRoom(n uint64) bool {
+	if w.pos+n-w.read <= shmRing {
+		return true
+	}
+	w.read = w.h.read.Load()
+	return w.pos+n-w.read <= shmRing
+}
+
 // put writes the first bytes of p (at most shmChunk) as one record and returns how many, or
 // 0 when the ring has no room for them yet. After it, the writer must look whether the
 // reader sleeps (ringHeader.sleeping): the header's store is a full barrier.
@@ -101,11 +111,10 @@ func (w *ringWriter) put(p []byte) int {
 	if off := w.pos & (shmRing - 1); off+need > shmRing {
 		skip = shmRing - off
 	}
-	// Room for the skipped rest, the record, and the next record's header word, cleared.
-	if total := skip + need + 8; w.pos+total-w.read > shmRing {
-		if w.read = w.h.read.Load(); w.pos+total-w.read > shmRing {
-			return 0
-		}
+	// Room for the skipped rest, the record, and the next record's header word, cleared:
+	// less than 2*need+8 bytes.
+	if !w.hasRoom(skip + need + 8) {
+		return 0
 	}
 	at := w.pos + skip
 	off := at & (shmRing - 1)

@@ -484,3 +484,19 @@ func TestPollingTaskSparesTheWakeUps(t *testing.T) {
 	rs.Close() // the byte went nowhere: end the sleep
 	<-woke
 }
+
+// A writer has room for n bytes when its position is at most shmRing-n bytes past the
+// reader's, which it loads again only when the one it last loaded leaves too little
+// (ringWriter.hasRoom, which a sender asks before it writes under its connection's lock).
+func TestRingWriterHasRoom(t *testing.T) {
+	seg, _ := testSegment(t)
+	up, _ := freshRings(seg)
+	w := ringWriter{ring: up, pos: shmRing - 64}
+	if !w.hasRoom(64) || w.hasRoom(72) {
+		t.Errorf("64 bytes free: hasRoom(64) = %v, hasRoom(72) = %v, want true and false", w.hasRoom(64), w.hasRoom(72))
+	}
+	up.h.read.Store(8) // the reader moved on
+	if !w.hasRoom(72) || w.read != 8 {
+		t.Errorf("72 bytes free: hasRoom(72) = %v with the reader at %d, want true at 8", w.hasRoom(72), w.read)
+	}
+}
