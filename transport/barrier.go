@@ -223,6 +223,13 @@ func (m *Mesh) FinalBarrier(ctx context.Context, failed bool) error {
 		case c.lost != nil:
 			return false, fmt.Errorf("transport: final barrier: rank %d cannot confirm the end of the job: %w", c.lost.Rank, c.lost)
 		}
+		if par := parent(m.rank); par >= 0 {
+			// A parent sends its release before it closes; gone without it, it did not
+			// agree, and whatever it learned did not reach this process.
+			if lost := m.peers[par].err.Load(); lost != nil {
+				return false, fmt.Errorf("transport: final barrier: rank %d cannot confirm the end of the job: %w", par, lost)
+			}
+		}
 		return false, nil
 	})
 }

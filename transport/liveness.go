@@ -128,6 +128,12 @@ func (m *Mesh) lose(rank int, cause error) {
 	// know the outcome: it is lost.
 	finished := p.final && (p.failed || errors.Is(cause, ErrPeerClosed)) || m.coll.agreed
 	report := !m.closing.Load() && m.up.Load() && !finished
+	m.markMu.Unlock()
+	if report {
+		// Spread before this process's barriers learn it (see failedReport).
+		m.spreadLoss(rank, cause) // the processes it is not connected to learn it through the tree
+	}
+	m.markMu.Lock()
 	if report && m.coll.lost == nil {
 		m.coll.lost = e // every barrier fails from now on
 	}
@@ -145,7 +151,6 @@ func (m *Mesh) lose(rank int, cause error) {
 		} else {
 			m.log.Debug("peer lost", "peer", rank, "err", cause) // the handler reports it, once
 		}
-		m.spreadLoss(rank, cause) // the processes it is not connected to learn it through the tree
 		m.h.PeerLost(rank, e)
 	}
 }

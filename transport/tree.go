@@ -108,13 +108,18 @@ func (m *Mesh) failedReport(from int, h *Header) {
 	}
 	m.markMu.Lock()
 	news := !m.peers[rank].failed
-	if news {
-		m.recordFailure(rank, h.Seq)
-	}
+	m.peers[rank].failed = true
 	m.markMu.Unlock()
-	if news {
-		m.spread(*h, from)
+	if !news {
+		return
 	}
+	// The report goes on before this process's barriers learn it: a FinalBarrier that
+	// returns the failure may be followed at once by Close, and a report queued after the
+	// goodbye would never reach the processes beyond this one.
+	m.spread(*h, from)
+	m.markMu.Lock()
+	m.recordFailure(rank, h.Seq)
+	m.markMu.Unlock()
 }
 
 // recordFailure records that rank failed after passing seq barriers; markMu held.
