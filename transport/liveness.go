@@ -128,14 +128,13 @@ func (m *Mesh) lose(rank int, cause error) {
 	// know the outcome: it is lost.
 	finished := p.final && (p.failed || errors.Is(cause, ErrPeerClosed)) || m.coll.agreed
 	report := !m.closing.Load() && m.up.Load() && !finished
-	m.markMu.Unlock()
 	if report {
-		// Spread before this process's barriers learn it (see failedReport).
-		m.spreadLoss(rank, cause) // the processes it is not connected to learn it through the tree
-	}
-	m.markMu.Lock()
-	if report && m.coll.lost == nil {
-		m.coll.lost = e // every barrier fails from now on
+		// Spread as the barriers learn it (see failedReport): the processes it is not
+		// connected to learn it through the tree.
+		m.spreadLoss(rank, cause)
+		if m.coll.lost == nil {
+			m.coll.lost = e // every barrier fails from now on
+		}
 	}
 	m.wakeBarrier()
 	m.markMu.Unlock()

@@ -107,19 +107,14 @@ func (m *Mesh) failedReport(from int, h *Header) {
 		return
 	}
 	m.markMu.Lock()
-	news := !m.peers[rank].failed
-	m.peers[rank].failed = true
-	m.markMu.Unlock()
-	if !news {
-		return
+	defer m.markMu.Unlock()
+	if !m.peers[rank].failed {
+		// The report goes on in the same hold of markMu as this process's barriers learn
+		// it: a FinalBarrier that returns the failure may be followed at once by Close, and
+		// a report queued after the goodbye would never reach the processes beyond.
+		m.spread(*h, from)
+		m.recordFailure(rank, h.Seq)
 	}
-	// The report goes on before this process's barriers learn it: a FinalBarrier that
-	// returns the failure may be followed at once by Close, and a report queued after the
-	// goodbye would never reach the processes beyond this one.
-	m.spread(*h, from)
-	m.markMu.Lock()
-	m.recordFailure(rank, h.Seq)
-	m.markMu.Unlock()
 }
 
 // recordFailure records that rank failed after passing seq barriers; markMu held.
