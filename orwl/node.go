@@ -6,17 +6,17 @@ import (
 	"github.com/orwl-go/orwl/transport"
 )
 
-// Reading a grant. A grant of a location of another process crosses seven files, 1,541
+// Reading a grant. A grant of a location of another process crosses seven files, 1,560
 // lines with the types (wc -l when this was written); read them in this order:
 //
 //	node.go            95  this guide, and the node, which hands each message to its service
 //	handle/handle.go  287  what a handle asks of its queue (Queue, Ticket); Handle.Request,
 //	                       Acquire, Release
 //	handle/latch.go   216  the grant's latch: Acquire waits on it, a grant settles it
-//	remote.go         302  the requester: remoteQueue.Request sends the request, granted
+//	remote.go         319  the requester: remoteQueue.Request sends the request, granted
 //	                       hands a grant to its latch, sendRelease gives it back
 //	protocol.go       198  the grant's three messages, and node.Handle, which dispatches them
-//	owner.go          196  the owner: place puts a request in the FIFO, served.granted sends
+//	owner.go          198  the owner: place puts a request in the FIFO, served.granted sends
 //	                       a grant, released ends it
 //	location.go       247  the FIFO operations (enqueue, granting, release, deliver), and
 //	                       ticketBase, which every ticket embeds (Waiting)
