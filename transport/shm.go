@@ -111,9 +111,9 @@ func (w *wire) useShm(c *shmConn) {
 // at most. While a task polls on a crowded host, where the readers sleep at once, the
 // peers' writers do not wake them (a socket write, and a thread woken, per message; see
 // shmConn.Write): the task reads what comes, and wakes a reader for what it leaves
-// (leaveRings) as it returns. It returns at
-// once when the readers do not poll or no connection goes through shared memory. It must
-// not be called from Handler methods, nor with a lock that a Handler method may take.
+// (leaveRings) as it returns. It returns at once when the readers do not poll or no
+// connection goes through shared memory. It must not be called from Handler methods, nor
+// with a lock that a Handler method may take.
 func (m *Mesh) Poll(done func() bool, stop <-chan struct{}) {
 	onRings := m.onRings.Load()
 	if m.readers.spin == 0 || onRings == nil {
@@ -126,7 +126,7 @@ func (m *Mesh) Poll(done func() bool, stop <-chan struct{}) {
 	}
 	conns := *onRings // a connection that comes later wakes its reader as before
 	every := m.readers.looksPerYield()
-	if every == 1 { // crowded: the readers sleep at once
+	if m.readers.crowd.crowded.Load() { // the readers sleep at once (pollOn)
 		defer leaveRings(conns)
 		for _, c := range conns {
 			c.shm.in.h.polling.Add(1)

@@ -47,7 +47,7 @@ func (m *Mesh) treeNeighbours() []int {
 
 // spread sends the mesh message h to every peer this process wants a Requester-role
 // connection with (its neighbours in the tree among them), except rank except; a peer that
-// is lost is skipped.
+// is lost is skipped. It only queues, so it may be called with markMu held.
 func (m *Mesh) spread(h Header, except int) {
 	for j := range m.peers {
 		p := &m.peers[j]
