@@ -31,7 +31,10 @@ import (
 //     skipped without liblapacke-dev or OpenBLAS's headers): the denominator of every
 //     double-precision ratio;
 //   - orwl: one process per core, one task and one kernel thread each, the example's
-//     defaults (grid, NB);
+//     defaults (grid, NB): how a job runs across processes and nodes, every tile another
+//     process reads copied to it;
+//   - orwl-1proc: one process of one task per core, one kernel thread each, the same grid
+//     and NB: StarPU's configuration, where the tasks read each other's tiles in place;
 //   - starpu: a double-precision tiled Cholesky on StarPU's task API, one CPU worker per
 //     core, its codelets calling LAPACKE and CBLAS (OpenBLAS), tiles of the ORWL row's NB,
 //     StarPU's prio scheduler (lab/bench/cholesky/starpu_dpotrf.c; skipped without
@@ -104,6 +107,7 @@ func benchCholesky(fs *flag.FlagSet) func(rep *report) error {
 	reps := fs.Int("reps", 3, "factorisations per measurement; a row gives the fastest and the first")
 	rounds := fs.Int("rounds", 2, "measurements of every row, made in turn; the best is reported (the machine may be shared)")
 	single := fs.Bool("single", true, "add the single-precision rows (spotrf, StarPU's cholesky_implicit)")
+	impls := fs.String("impl", strings.Join(cholImpls, ","), "comma-separated implementations to measure, of "+strings.Join(cholImpls, ", "))
 	return func(rep *report) error {
 		ns, err := intList(*sizes)
 		if err != nil {
@@ -111,6 +115,10 @@ func benchCholesky(fs *flag.FlagSet) func(rep *report) error {
 		}
 		if *nb < 0 || *reps < 1 || *rounds < 1 || *procs < 1 {
 			return badFlags("-nb must not be negative, -procs, -reps and -rounds must be at least 1")
+		}
+		want, err := cholWanted(*impls)
+		if err != nil {
+			return badFlags("-impl: %w", err)
 		}
 		name, err := fastestCPUKernel()
 		if err != nil {
@@ -125,7 +133,7 @@ func benchCholesky(fs *flag.FlagSet) func(rep *report) error {
 		}
 		defer os.RemoveAll(dir)
 		b := &cholBench{procs: *procs, nb: *nb, reps: *reps, kernel: name}
-		peers, cleanup := b.peers(dir, *single)
+		peers, cleanup := b.peers(dir, func(impl string) bool { return want[impl] && (*single || !slices.Contains(cholSingle, impl)) })
 		defer cleanup()
 		fmt.Fprintf(os.Stderr, "cholesky: kernel %s, %d processes, %d factorisations per measurement, best of %d rounds, OPENBLAS_CORETYPE=%s\n",
 			name, *procs, *reps, *rounds, os.Getenv("OPENBLAS_CORETYPE"))
@@ -198,42 +206,81 @@ func finishRatios(rows []cholRow) {
 	}
 }
 
+// cholImpls are the implementations of the table, in the order they are measured in a
+// round.
+var cholImpls = []string{"dpotrf", "orwl", "orwl-1proc", "starpu", "scalapack", "spotrf", "starpu-implicit"}
+
+// cholSingle are the implementations of cholImpls in single precision: -single=false leaves
+// them out.
+var cholSingle = []string{"spotrf", "starpu-implicit"}
+
+// cholWanted parses -impl: a non-empty comma-separated list of names of cholImpls.
+func cholWanted(list string) (map[string]bool, error) {
+	want := map[string]bool{}
+	for _, name := range splitList(list) {
+		if !slices.Contains(cholImpls, name) {
+			return nil, fmt.Errorf("%q is not one of %s", name, strings.Join(cholImpls, ", "))
+		}
+		want[name] = true
+	}
+	if len(want) == 0 {
+		return nil, errors.New("no implementation named")
+	}
+	return want, nil
+}
+
 // cholBench holds what the peers of one run share.
 type cholBench struct {
 	procs, nb, reps int
 	kernel          string
 }
 
-// peers builds the C peers into dir and returns the implementations to measure, saying on
-// standard error which are skipped and why; cleanup removes what it built elsewhere.
-func (b *cholBench) peers(dir string, single bool) (peers []cholPeer, cleanup func()) {
+// peers builds the C peers of the implementations want accepts (names of cholImpls) into
+// dir and returns them in the order of cholImpls, saying on standard error which are
+// skipped and why; cleanup removes what it built elsewhere.
+func (b *cholBench) peers(dir string, want func(impl string) bool) (peers []cholPeer, cleanup func()) {
 	skip := func(what string, err error) { fmt.Fprintf(os.Stderr, "cholesky: skipping %s: %v\n", what, err) }
-	potrf, err := buildC(dir, "potrf", potrfSource, "-llapacke", "-lopenblas", "-lm")
-	if err != nil {
-		skip("dpotrf and spotrf (they need gcc, liblapacke-dev and libopenblas-dev)", err)
-	} else {
-		peers = append(peers, cholPeer{"dpotrf", "double", func(n int) (cholRow, error) { return b.timePotrf(potrf, n, "d") }})
+	add := func(impl, precision string, measure func(n int) (cholRow, error)) {
+		if want(impl) {
+			peers = append(peers, cholPeer{impl, precision, measure})
+		}
 	}
-	peers = append(peers, cholPeer{"orwl", "double", b.timeORWL})
-	if starpu, err := buildC(dir, "starpu_dpotrf", starpuPotrfSource, starpuFlags("-llapacke", "-lopenblas", "-lm")...); err != nil {
-		skip("starpu (it needs libstarpu-dev, liblapacke-dev and libopenblas-dev)", err)
-	} else {
-		peers = append(peers, cholPeer{"starpu", "double", func(n int) (cholRow, error) { return b.timeStarpu(starpu, n) }})
+	potrf := ""
+	if want("dpotrf") || want("spotrf") {
+		var err error
+		if potrf, err = buildC(dir, "potrf", potrfSource, "-llapacke", "-lopenblas", "-lm"); err != nil {
+			skip("dpotrf and spotrf (they need gcc, liblapacke-dev and libopenblas-dev)", err)
+		} else {
+			add("dpotrf", "double", func(n int) (cholRow, error) { return b.timePotrf(potrf, n, "d") })
+		}
 	}
-	mpi, pdpotrf, cleanup := buildPeer("cholesky", "scalapack (it needs libscalapack-openmpi-dev)", "pdpotrf", pdpotrfSource, "-O2", "-lscalapack-openmpi", "-lm")
-	if pdpotrf != "" {
-		peers = append(peers, cholPeer{"scalapack", "double", func(n int) (cholRow, error) { return b.timeScalapack(mpi, pdpotrf, n) }})
+	add("orwl", "double", func(n int) (cholRow, error) { return b.timeORWL(n, b.procs) })
+	add("orwl-1proc", "double", func(n int) (cholRow, error) { return b.timeORWL(n, 1) })
+	if want("starpu") {
+		if starpu, err := buildC(dir, "starpu_dpotrf", starpuPotrfSource, starpuFlags("-llapacke", "-lopenblas", "-lm")...); err != nil {
+			skip("starpu (it needs libstarpu-dev, liblapacke-dev and libopenblas-dev)", err)
+		} else {
+			add("starpu", "double", func(n int) (cholRow, error) { return b.timeStarpu(starpu, n) })
+		}
 	}
-	if !single {
-		return peers, cleanup
+	cleanup = func() {}
+	if want("scalapack") {
+		var mpi *openMPI
+		var pdpotrf string
+		mpi, pdpotrf, cleanup = buildPeer("cholesky", "scalapack (it needs libscalapack-openmpi-dev)", "pdpotrf", pdpotrfSource, "-O2", "-lscalapack-openmpi", "-lm")
+		if pdpotrf != "" {
+			add("scalapack", "double", func(n int) (cholRow, error) { return b.timeScalapack(mpi, pdpotrf, n) })
+		}
 	}
 	if potrf != "" {
-		peers = append(peers, cholPeer{"spotrf", "single", func(n int) (cholRow, error) { return b.timePotrf(potrf, n, "s") }})
+		add("spotrf", "single", func(n int) (cholRow, error) { return b.timePotrf(potrf, n, "s") })
 	}
-	if implicit, err := findStarpuExample("cholesky_implicit"); err != nil {
-		skip("starpu-implicit", err)
-	} else {
-		peers = append(peers, cholPeer{"starpu-implicit", "single", func(n int) (cholRow, error) { return b.timeStarpuImplicit(implicit, n) }})
+	if want("starpu-implicit") {
+		if implicit, err := findStarpuExample("cholesky_implicit"); err != nil {
+			skip("starpu-implicit", err)
+		} else {
+			add("starpu-implicit", "single", func(n int) (cholRow, error) { return b.timeStarpuImplicit(implicit, n) })
+		}
 	}
 	return peers, cleanup
 }
@@ -420,19 +467,25 @@ type cholResult struct {
 	Verified                 bool
 }
 
-// timeORWL runs the ORWL row: one process per core, one task and one kernel thread each.
-func (b *cholBench) timeORWL(n int) (cholRow, error) {
+// timeORWL runs an ORWL row: one task per core, one kernel thread each, in procs
+// processes (b.procs: a task per process; 1: all in one, as StarPU's workers). A row's
+// Procs and Threads are its processes and the kernel threads of each.
+func (b *cholBench) timeORWL(n, procs int) (cholRow, error) {
 	grid := tiled.DefaultGrid(b.procs)
 	job := cholJob{N: n, NB: b.tileSize(n), Reps: b.reps, Grid: grid.String(), Kernel: b.kernel}
 	var res cholResult
-	if err := launchSelf(b.procs, []string{"cholesky"}, choleskyChildEnv, job, &res); err != nil {
+	if err := launchSelf(procs, []string{"cholesky"}, choleskyChildEnv, job, &res); err != nil {
 		return cholRow{}, err
 	}
 	if !res.Verified {
 		return cholRow{}, fmt.Errorf("the factor did not verify (residual %g)", res.Residual)
 	}
-	return cholRow{Seconds: res.Seconds, First: res.First, Residual: res.Residual, Procs: b.procs, Threads: 1,
-		Grid: job.Grid, NB: job.NB, Note: "tasks = processes, " + b.kernel}, nil
+	note := "tasks = processes, " + b.kernel
+	if procs < b.procs {
+		note = fmt.Sprintf("%d tasks in %d process(es), tiles read in place, %s", b.procs, procs, b.kernel)
+	}
+	return cholRow{Seconds: res.Seconds, First: res.First, Residual: res.Residual, Procs: procs, Threads: b.procs / procs,
+		Grid: job.Grid, NB: job.NB, Note: note}, nil
 }
 
 // choleskyChild is one process of an ORWL row (its variable holds a cholJob in JSON): it runs its part
