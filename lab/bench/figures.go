@@ -264,8 +264,13 @@ func codeVersion(root string) string {
 	return code
 }
 
+// The remote hand-off of the user program (examples/handoff) and the MPI ping-pong in the
+// locks table: round trips per run, and rounds alternated between them.
+const handoffIters, handoffRounds = 200000, 3
+
 // lockFigures writes the table of the lock benchmarks of package orwl (in the checkout at
-// root), each beside its reference.
+// root), each beside its reference, then the remote hand-off of a user program under
+// orwlrun, a remote read and a remote write, beside Open MPI's ping-pong (measureHandoff).
 func lockFigures(b *strings.Builder, root string) error {
 	fmt.Fprintln(os.Stderr, "figures: lock benchmarks (go test -bench ./orwl)")
 	locks, err := goBench(root, "./orwl", "SectionUncontended|Handoff|ReadersWriter|RemotePush|RemoteReaderSteady", "1s")
@@ -288,11 +293,15 @@ func lockFigures(b *strings.Builder, root string) error {
 	lockRow("hand-off between two tasks, per round trip", "Handoff/orwl", "Handoff/mutex-cond", "sync.Cond hand-off:")
 	lockRow("1 writer then 8 readers, per cycle (ordered)", "ReadersWriter/orwl", "ReadersWriter/rwmutex", "sync.RWMutex (no order):")
 	lockRow("remote hand-off of 8 bytes between 2 processes", "RemoteHandoff/orwl", "RemoteHandoff/tcp", "raw TCP ping-pong:")
-	if x := locks["RemoteHandoff/orwl"]; x.nsPerOp > 0 {
-		if mpi, ok := mpiPingPong(200000); ok {
-			fmt.Fprintf(b, "| remote hand-off of 8 bytes between 2 processes | %s | Open MPI shared-memory ping-pong: %s | %.2fx |\n", nanos(x.nsPerOp), nanos(mpi), x.nsPerOp/mpi)
-		}
+	fmt.Fprintln(os.Stderr, "figures: remote hand-off, examples/handoff under orwlrun and Open MPI's ping-pong, alternated")
+	h, err := measureHandoff(handoffIters, handoffRounds)
+	if err != nil {
+		return err
 	}
+	if x := locks["RemoteHandoff/orwl"]; x.nsPerOp > 0 && h.mpi > 0 {
+		fmt.Fprintf(b, "| remote hand-off of 8 bytes between 2 processes | %s | Open MPI shared-memory ping-pong: %s | %.2fx |\n", nanos(x.nsPerOp), nanos(h.mpi), x.nsPerOp/h.mpi)
+	}
+	h.rows(b)
 	if p, t := locks["RemotePush/orwl"], locks["RemotePush/tcp"]; p.mbPerS > 0 && t.mbPerS > 0 {
 		fmt.Fprintf(b, "| remote grant of 8 MiB between 2 processes | %.0f MB/s | raw TCP stream: %.0f MB/s | %.2fx |\n", p.mbPerS, t.mbPerS, p.mbPerS/t.mbPerS)
 	}

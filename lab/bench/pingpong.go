@@ -2,7 +2,6 @@ package main
 
 import (
 	_ "embed"
-	"os"
 	"strconv"
 )
 
@@ -12,25 +11,29 @@ import (
 //go:embed pingpong/pingpong.c
 var pingpongC []byte
 
-// mpiPingPong returns the nanoseconds of one round trip of Open MPI's shared-memory
-// ping-pong (the best of three rounds of iters), or ok false, said on standard error, when
-// Open MPI is missing.
-func mpiPingPong(iters int) (ns float64, ok bool) {
-	mpi, bin, cleanup := buildPeer("figures", "the MPI ping-pong", "pingpong", pingpongC, "-O2")
-	defer cleanup()
-	if mpi == nil {
-		return 0, false
-	}
-	out, err := mpi.launch(2, mpi.shm, nil, bin, strconv.Itoa(iters), "3")
-	if err == nil {
-		var v string
-		if v, err = field(out, "round-trip"); err == nil {
-			ns, err = strconv.ParseFloat(v, 64)
-		}
-	}
+// pingPong is the MPI ping-pong, built.
+type pingPong struct {
+	mpi *openMPI
+	bin string
+}
+
+// buildPingPong builds the MPI ping-pong for the command cmd; ok is false, said on
+// standard error, when Open MPI is missing. cleanup removes the build.
+func buildPingPong(cmd string) (p pingPong, ok bool, cleanup func()) {
+	mpi, bin, cleanup := buildPeer(cmd, "the MPI ping-pong", "pingpong", pingpongC, "-O2")
+	return pingPong{mpi, bin}, mpi != nil, cleanup
+}
+
+// roundTrip runs the ping-pong over shared memory and returns the nanoseconds of one round
+// trip: the best of rounds rounds of iters, after one such round not timed.
+func (p pingPong) roundTrip(iters, rounds int) (float64, error) {
+	out, err := p.mpi.launch(2, p.mpi.shm, nil, p.bin, strconv.Itoa(iters), strconv.Itoa(rounds))
 	if err != nil {
-		os.Stderr.WriteString("figures: skipping the MPI ping-pong: " + err.Error() + "\n")
-		return 0, false
+		return 0, err
 	}
-	return ns, true
+	v, err := field(out, "round-trip")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseFloat(v, 64)
 }
