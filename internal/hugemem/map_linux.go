@@ -63,6 +63,22 @@ func fill(p unsafe.Pointer, n uintptr) {
 	}
 }
 
+// movePages moves the whole pages of the n bytes at src onto dst, both in regions that
+// mapHuge or mapPages mapped, writable and apart, and returns how many bytes it moved: a
+// multiple of the page size, 0 when either is not on a page or the kernel refuses
+// (MREMAP_DONTUNMAP: Linux 5.7 and later). src keeps its mapping, its pages read zero.
+func movePages(dst, src unsafe.Pointer, n uintptr) uintptr {
+	page := uintptr(unix.Getpagesize())
+	n &^= page - 1
+	if n == 0 || uintptr(dst)%page != 0 || uintptr(src)%page != 0 {
+		return 0
+	}
+	if _, err := unix.MremapPtr(src, n, dst, n, unix.MREMAP_MAYMOVE|unix.MREMAP_FIXED|unix.MREMAP_DONTUNMAP); err != nil {
+		return 0
+	}
+	return n
+}
+
 // mapPages maps n bytes, rounded up to whole pages. It returns the address and the mapped
 // length, or nil when the system refuses the mapping.
 func mapPages(n uintptr) (unsafe.Pointer, uintptr) {

@@ -22,3 +22,6 @@ func protect(unsafe.Pointer, uintptr, Access) error { return nil }
 
 // reserve is never called where nothing is mapped.
 func reserve(unsafe.Pointer, uintptr) error { return nil }
+
+// movePages moves nothing where nothing is mapped.
+func movePages(unsafe.Pointer, unsafe.Pointer, uintptr) uintptr { return 0 }

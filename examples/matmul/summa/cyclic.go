@@ -9,6 +9,7 @@ import (
 	"gonum.org/v1/gonum/blas"
 
 	"github.com/orwl-go/orwl/examples/grid"
+	"github.com/orwl-go/orwl/internal/hugemem"
 	"github.com/orwl-go/orwl/internal/parallel"
 	"github.com/orwl-go/orwl/kernels"
 	"github.com/orwl-go/orwl/orwl"
@@ -44,20 +45,26 @@ func newSchedulePlan(g grid.Grid, nk, reps int) *schedulePlan {
 	return s
 }
 
-// generate builds my blocks of A and B, in memory from alloc.
+// generate builds my blocks of A and B, in memory from alloc. Every panel of B starts on
+// a page (pagePanel), so that put can move its pages.
 func (s *blockCyclic) generate() error {
 	p, g := s.p, s.p.Grid
 	mloc, nloc := len(s.rows), len(s.cols)
-	kA, kB := len(s.cols), len(s.rows) // my A has nloc columns, my B has mloc rows
-	mem, err := s.alloc(mloc*kA + kB*nloc)
+	kA := len(s.cols) // my A has nloc columns
+	bSize := 0
+	for I := s.gp; I*p.NB < p.N; I += g.P {
+		bSize += pagePanel(blockWidth(p.N, p.NB, I) * nloc)
+	}
+	mem, err := s.alloc(pagePanel(mloc*kA) + bSize)
 	if err != nil {
 		return err
 	}
 	mem = s.generateA(mem)
+	mem = mem[len(mem)-bSize:]
 	for I := s.gp; I*p.NB < p.N; I += g.P {
 		wd := blockWidth(p.N, p.NB, I)
 		panel := mem[: wd*nloc : wd*nloc]
-		mem = mem[wd*nloc:]
+		mem = mem[pagePanel(wd*nloc):]
 		parallel.Rows(wd, genRows(nloc), func(r0, r1 int) {
 			for r := r0; r < r1; r++ {
 				for j, gj := range s.cols {
@@ -69,6 +76,10 @@ func (s *blockCyclic) generate() error {
 	}
 	return nil
 }
+
+// pagePanel returns n float64s rounded up to whole pages (4 KiB): the room of a panel of n
+// values that starts on a page, as the next one does.
+func pagePanel(n int) int { return (n + 511) &^ 511 }
 
 // declare sizes my panel locations and inserts the handles of the panels I publish (at
 // position 0) and read (at position 1). A panel with Q == 1 (a B panel with P == 1) is
@@ -160,22 +171,41 @@ func (s *blockCyclic) columns(k int, _ *report) []int {
 	return globals(s.p.N, s.p.NB, qk, s.p.Grid.Q)
 }
 
-// publishPanels writes my pieces of the panels of step st, if I own any.
+// publishPanels writes my pieces of the panels of step st, if I own any. In the last
+// multiplication a panel is published for the last time: put may then move it.
 func (s *blockCyclic) publishPanels(ctx context.Context, st int) error {
 	step, g := s.steps[st], s.p.Grid
+	last := st >= len(s.steps)-len(s.steps)/s.p.Reps
 	if step.aCol == s.gq && g.Q > 1 {
 		panel := s.aPanels[step.k/g.Q]
-		if err := s.timedSection(ctx, s.aW[step.aBuf], func(b []byte) { copy(orwl.Float64s(b), panel) }); err != nil {
+		// Freivalds' check reads my A panels at the end.
+		final := last && s.p.Verify&Freivalds == 0
+		if err := s.timedSection(ctx, s.aW[step.aBuf], func(b []byte) { s.put(b, panel, final) }); err != nil {
 			return err
 		}
 	}
 	if step.bRow == s.gp && g.P > 1 {
 		panel := s.bPanels[step.k/g.P]
-		if err := s.timedSection(ctx, s.bW[step.bBuf], func(b []byte) { copy(orwl.Float64s(b), panel) }); err != nil {
+		if err := s.timedSection(ctx, s.bW[step.bBuf], func(b []byte) { s.put(b, panel, last) }); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// put writes panel into b, the data of a panel location under my write grant. When
+// nothing reads panel afterwards (final), it moves the panel's pages into the location
+// (hugemem.Move) rather than copying them: no copy, and the location's pages are not
+// touched fresh, which in a job of one multiplication is most of what its panels cost;
+// panel then reads zero. A location that a kernel of this process has pinned keeps its
+// pages, which the device maps: it gets a copy.
+func (s *blockCyclic) put(b []byte, panel []float64, final bool) {
+	dst := orwl.Float64s(b)
+	if final && !s.pins.holds(dst) {
+		hugemem.MoveFloat64s(dst, panel)
+		return
+	}
+	copy(dst, panel)
 }
 
 // timedSection is a write section whose acquire counts as waiting.

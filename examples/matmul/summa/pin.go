@@ -68,3 +68,14 @@ func (ps *pinSet) add(k kernels.HostPinner, b []float64) {
 		ps.bufs[&b[0]] = pinned{} // do not try again
 	}
 }
+
+// holds reports whether b (its first element) is pinned here, or failed to be.
+func (ps *pinSet) holds(b []float64) bool {
+	if len(b) == 0 {
+		return false
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	_, ok := ps.bufs[&b[0]]
+	return ok
+}

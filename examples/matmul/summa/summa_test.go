@@ -157,6 +157,37 @@ func TestFirstMultiplication(t *testing.T) {
 	}
 }
 
+// TestFirstMultiplicationMovesPanels: in a job of one multiplication, the owner of a panel
+// publishes it for the last time, so it moves the panel's pages into its location instead
+// of copying them (hugemem.Move): the first multiplication touches C fresh, but not the
+// panel locations, and the product is the same as with copies (checked, and the checksum
+// that of a job of two multiplications, whose first publications copy).
+func TestFirstMultiplicationMovesPanels(t *testing.T) {
+	const n, nb = 1024, 256 // C is 8 MiB, each task's two B panel locations 2 MiB each
+	kernel := cpuKernels(t)[:1]
+	job := func(reps int) *Result {
+		res, err := Run(context.Background(), Params{N: n, NB: nb, Grid: grid.Grid{P: 2, Q: 1}, Kernels: []string{kernel[0], kernel[0]},
+			Reps: reps, Seed: 7, Verify: Freivalds})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Verified {
+			t.Fatalf("%d multiplication(s): not verified: %+v", reps, res)
+		}
+		return res
+	}
+	twice := job(2) // also warms the kernel and the heap up
+	once := job(1)
+	const cPages, panelPages = n * n * 8 / 4096, 2 * 2 * nb * n * 8 / 4096
+	if once.FirstFaults >= cPages+panelPages/2 {
+		t.Errorf("the first multiplication of a one-multiplication job took %d page faults; C has %d pages, the panel locations %d, which should not be touched fresh", once.FirstFaults, cPages, panelPages)
+	}
+	if once.Checksum != twice.Checksum {
+		t.Errorf("checksum %016x with moved panels, %016x with copies", once.Checksum, twice.Checksum)
+	}
+	t.Logf("first multiplication: %d page faults (C: %d pages, panel locations %d); with copies, %d", once.FirstFaults, cPages, panelPages, twice.FirstFaults)
+}
+
 // TestDetectsWrongResult makes sure the checks can fail: tasks that skip a panel, in the
 // 2-D algorithm and in a balanced run.
 func TestDetectsWrongResult(t *testing.T) {
