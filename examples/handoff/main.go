@@ -16,10 +16,10 @@
 //	/tmp/orwlrun -np 2 /tmp/handoff -mode read -iters 200000
 //
 // The command line is the examples' (package examples/internal/cli): -tasks (always 2),
-// -np (processes started on this machine, default 2: one task each; 1 runs both tasks in
-// this process), -json, -trace FILE. Started by a launcher (orwlrun -np 2, mpirun, srun) it
-// is one process of that job and starts nothing itself. The process that runs task 0 prints,
-// last, the result line:
+// -np (processes started on this machine, default min(2, cores): one task each; 1 runs
+// both tasks in this process), -json, -trace FILE. Started by a launcher (orwlrun -np 2,
+// mpirun, srun) it is one process of that job and starts nothing itself. The process that
+// runs task 0 prints, last, the result line:
 //
 //	result: mode=read size=8 iters=200000 warmup=1000 tasks=2 procs=2 seconds=0.912 round-trip-ns=4560.2 verified=true
 //
