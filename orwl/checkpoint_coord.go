@@ -13,7 +13,7 @@ import (
 
 // Rank 0's coordinator of checkpoints and of the restart as a state machine, in the manner
 // of the start's (transport/startfsm.go): ckptCoordinator takes one coordInput at a time (a
-// tick of Checkpoint.Every, a process's answer, inventory or warning, a task that iterated,
+// tick of Checkpoint.Every, a process's answer or warning, a task that iterated,
 // the job's end or success) and returns the coordActions that follow (messages to send, a
 // line to log, the job to fail). It does no I/O, reads no clock, starts no goroutine and is
 // used by one goroutine at a time: the driver in checkpoint_driver.go feeds it and does what
@@ -24,7 +24,7 @@ import (
 type coordState int
 
 const (
-	coordSurveying  coordState = iota // at the start: an inventory from each process (restore.go)
+	coordSurveying  coordState = iota // at the start: the inventories of each process (restore.go)
 	coordIdle                         // between checkpoints: the next tick prepares one
 	coordPreparing                    // prepare sent: a report from each process
 	coordArming                       // arm k sent: armed k from each
@@ -37,8 +37,7 @@ const (
 // Kinds of coordInput.
 const (
 	onTick      = iota // Checkpoint.Every passed
-	onAnswer           // process from answered (msg: reportMsg, armedMsg, copiedMsg or doneMsg)
-	onInventory        // process from reported what its directories hold (inv)
+	onAnswer           // process from answered (msg: inventoryMsg, reportMsg, armedMsg, copiedMsg, doneMsg or committedMsg)
 	onWarn             // process from could not write a piece or a commit (msg: warnMsg; why)
 	onIterated         // a task of process from ran Task.Iterate
 	onEnd              // the job ended: the checkpoint being taken is given up
@@ -50,8 +49,8 @@ type coordInput struct {
 	kind int
 	from int
 	msg  ckptMessage
-	why  string    // onWarn
-	inv  inventory // onInventory
+	why  string      // onWarn
+	invs []inventory // with an inventoryMsg: what the directories of each process of from's subtree hold
 }
 
 // Kinds of coordAction.
@@ -74,12 +73,13 @@ type coordAction struct {
 }
 
 // ckptCoordinator is rank 0's part in the checkpoints and the restart of a job. It begins
-// surveying: with every process's inventory it chooses the checkpoint the job restarts
-// from, and sends the plan (or why the job cannot start). Then, at each tick while idle,
-// it takes a checkpoint in four exchanges (prepare, arm, go, write; checkpoint.go), each a
-// message to every process and an answer from each, and commits or discards it. An answer
-// or an inventory out of turn, or a second one from a process in one exchange, fails the
-// job at once, naming the process and the exchange.
+// surveying: with every process's inventory (gathered along the job's tree, as answers
+// are) it chooses the checkpoint the job restarts from, and sends the plan (or why the job
+// cannot start) to rank 0 itself, which passes each child its subtree's parts (restore.go).
+// Then, at each tick while idle, it takes a checkpoint in four exchanges (prepare, arm, go,
+// write; checkpoint.go), each a message to every process and an answer from each, and
+// commits or discards it. An answer out of turn, or a second one from a process in one
+// exchange, fails the job at once, naming the process and the exchange.
 type ckptCoordinator struct {
 	procs, tasks int
 	owner        []int  // the rank that runs each task
@@ -126,8 +126,6 @@ func (s *ckptCoordinator) step(in coordInput) []coordAction {
 		}
 	case onAnswer:
 		s.answer(in)
-	case onInventory:
-		s.inventory(in)
 	case onWarn:
 		s.warn(in.from, in.msg.(warnMsg), in.why)
 	case onIterated:
@@ -155,17 +153,17 @@ func (s *ckptCoordinator) enter(state coordState) {
 }
 
 // turn checks that from may answer now (inTurn: its answer, what, is the one this state
-// waits for), and counts it for the ranks it speaks for: from alone (an inventory, or rank
-// 0's own answer), or the subtree of a child of rank 0 (an answer gathered along the job's
-// tree, checkpoint_tree.go). It fails the job when it may not, naming the rank, what it
-// sent and what was expected. It reports whether the answer is taken.
-func (s *ckptCoordinator) turn(from int, inTurn, gathered bool, what string) bool {
+// waits for), and counts it for the ranks it speaks for: rank 0 alone (its own answer), or
+// the subtree of a child of rank 0 (an answer gathered along the job's tree,
+// checkpoint_tree.go). It fails the job when it may not, naming the rank, what it sent and
+// what was expected. It reports whether the answer is taken.
+func (s *ckptCoordinator) turn(from int, inTurn bool, what string) bool {
 	switch {
 	case s.state == coordEnded:
 		return false // the job is over: nothing waits for it
 	case from < 0 || from >= s.procs:
 		s.fail(fmt.Errorf("orwl: checkpoint: %s from rank %d, and the job has ranks 0 to %d", what, from, s.procs-1))
-	case gathered && from != 0 && treeParent(from) != 0:
+	case from != 0 && treeParent(from) != 0:
 		s.fail(fmt.Errorf("orwl: checkpoint: rank %d sent %s to rank 0, and its answers go through rank %d, its parent in the job's tree", from, what, treeParent(from)))
 	case !inTurn:
 		s.fail(fmt.Errorf("orwl: checkpoint: rank %d sent %s out of turn: rank 0 %s", from, what, s.exchange()))
@@ -174,7 +172,7 @@ func (s *ckptCoordinator) turn(from int, inTurn, gathered bool, what string) boo
 	default:
 		s.answered[from] = true
 		s.count++
-		if gathered && from != 0 {
+		if from != 0 {
 			s.count += subtreeSize(from, s.procs) - 1
 		}
 		return true
@@ -186,10 +184,12 @@ func (s *ckptCoordinator) turn(from int, inTurn, gathered bool, what string) boo
 // exchange when every process has answered.
 func (s *ckptCoordinator) answer(in coordInput) {
 	state, k := answerOf(in.msg, s.k)
-	if !s.turn(in.from, state == s.state && k == s.k, true, describe(in.msg)) {
+	if !s.turn(in.from, state == s.state && k == s.k, describe(in.msg)) {
 		return
 	}
 	switch m := in.msg.(type) {
+	case inventoryMsg:
+		s.inventories(in.invs)
 	case reportMsg:
 		s.bound, s.minIter = max(s.bound, m.bound), min(s.minIter, m.minIter)
 		if m.busy > 0 && (s.busy == 0 || m.firstBusy < s.firstBusy) {
@@ -206,6 +206,8 @@ func (s *ckptCoordinator) answer(in coordInput) {
 		return
 	}
 	switch s.state {
+	case coordSurveying:
+		s.plan()
 	case coordPreparing:
 		s.prepared()
 	case coordArming:
@@ -261,24 +263,25 @@ func nextCheckpoint(bound, minIter int64, start int) (k int64, ok bool) {
 	return k, k < minIter && minIter != math.MaxInt64
 }
 
-// inventory takes a process's inventory, and makes the plan when every process has sent
-// its own.
-func (s *ckptCoordinator) inventory(in coordInput) {
-	if !s.turn(in.from, s.state == coordSurveying, false, describe(inventoryMsg{})) {
-		return
+// inventories takes the inventories of the processes of a subtree.
+func (s *ckptCoordinator) inventories(invs []inventory) {
+	for _, inv := range invs {
+		s.invs[inv.Rank] = &inv.Inventory
+		s.finished = append(s.finished, inv.Finished...)
+		if inv.Error != "" {
+			s.errs = append(s.errs, fmt.Sprintf("rank %d: %s", inv.Rank, inv.Error))
+		}
 	}
-	s.invs[in.from] = &in.inv.Inventory
-	s.finished = append(s.finished, in.inv.Finished...)
-	if in.inv.Error != "" {
-		s.errs = append(s.errs, fmt.Sprintf("rank %d: %s", in.from, in.inv.Error))
-	}
-	if s.count < s.procs {
-		return
-	}
+}
+
+// plan makes the restart's plan once every process's inventory is in, and sends it to rank
+// 0 itself, which passes each child the parts of its subtree; or, when a process could
+// not survey its directories, why the job cannot start, naming each such rank.
+func (s *ckptCoordinator) plan() {
 	if len(s.errs) > 0 {
 		slices.Sort(s.errs)
 		payload, _ := json.Marshal(planMsg{Error: "orwl: checkpoints: " + strings.Join(s.errs, "; ")}) // plain structs
-		s.send(restartPlanMsg{}, payload)
+		s.sendTo(0, restartPlanMsg{}, payload)
 		s.state = coordEnded // every process fails with the plan's error
 		return
 	}
@@ -297,22 +300,20 @@ func (s *ckptCoordinator) inventory(in coordInput) {
 		s.log(slog.LevelWarn, s.finishedNote(skipped, plan.Checkpoint))
 	}
 	s.start = plan.Checkpoint
-	for r, part := range planParts(plan, dest, s.procs) {
-		payload, _ := json.Marshal(part) // plain structs
-		s.sendTo(r, restartPlanMsg{}, payload)
-	}
+	payload, _ := json.Marshal(planMsg{Parts: planParts(plan, dest, s.procs)}) // plain structs
+	s.sendTo(0, restartPlanMsg{}, payload)
 	s.invs, s.finished, s.errs = nil, nil, nil
 	s.enter(coordIdle)
 }
 
 // planParts splits plan, over procs processes, into the part each process needs: the
 // pieces it reads from its directories (to send, or for its own tasks, dest) and those it
-// is sent, with their numbers in plan, which the parts sent at the restart carry. A
-// process's part grows with its own pieces and those it sends, not with the job.
-func planParts(plan *checkpoint.Plan, dest func(checkpoint.Key) int, procs int) []planMsg {
-	parts := make([]planMsg, procs)
+// is sent, with their numbers in plan, which the parts sent at the restart carry; by rank.
+// A process's part grows with its own pieces and those it sends, not with the job.
+func planParts(plan *checkpoint.Plan, dest func(checkpoint.Key) int, procs int) []planPart {
+	parts := make([]planPart, procs)
 	for r := range parts {
-		parts[r].Checkpoint = plan.Checkpoint
+		parts[r].Rank, parts[r].Checkpoint = r, plan.Checkpoint
 	}
 	for i, p := range plan.Pieces {
 		from, to := plan.From[i], dest(p.Key)
@@ -386,7 +387,7 @@ func (s *ckptCoordinator) fail(err error) {
 func (s *ckptCoordinator) waiting() []int {
 	var ranks []int
 	for r, ok := range s.answered {
-		if !ok && (s.state == coordSurveying || r == 0 || treeParent(r) == 0) {
+		if !ok && (r == 0 || treeParent(r) == 0) {
 			ranks = append(ranks, r)
 		}
 	}
@@ -418,6 +419,8 @@ func (s *ckptCoordinator) exchange() string {
 // about (a report is about none yet: s.k is that of the previous checkpoint then).
 func answerOf(m ckptMessage, k int) (coordState, int) {
 	switch m := m.(type) {
+	case inventoryMsg:
+		return coordSurveying, k
 	case reportMsg:
 		return coordPreparing, k
 	case armedMsg:
@@ -463,6 +466,8 @@ func describe(m ckptMessage) string {
 		return "word that a task ran Task.Iterate"
 	case inventoryMsg:
 		return "an inventory of its checkpoints"
+	case restartPlanMsg:
+		return "a restart plan"
 	}
 	return fmt.Sprintf("a checkpoint message of phase %d", m.header().Flags)
 }

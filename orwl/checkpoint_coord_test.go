@@ -68,8 +68,12 @@ func tickIn() coordInput { return coordInput{kind: onTick} }
 func answerIn(from int, m ckptMessage) coordInput {
 	return coordInput{kind: onAnswer, from: from, msg: m}
 }
+
+// inventoryIn is the inventory of process from alone (rank 0's, or that of a child of
+// rank 0 without children).
 func inventoryIn(from int, inv inventory) coordInput {
-	return coordInput{kind: onInventory, from: from, msg: inventoryMsg{}, inv: inv}
+	inv.Rank = from
+	return coordInput{kind: onAnswer, from: from, msg: inventoryMsg{}, invs: []inventory{inv}}
 }
 
 // Sends, as show writes them: to every process, and to one.
@@ -79,7 +83,7 @@ func sentTo(r int, m ckptMessage) string { return fmt.Sprintf("send to %d %#v", 
 // surveyed is the survey of a fresh job of two processes: no checkpoint anywhere.
 var surveyed = []coordStep{
 	{inventoryIn(1, inventory{}), nil},
-	{inventoryIn(0, inventory{}), []string{sentTo(0, restartPlanMsg{}), sentTo(1, restartPlanMsg{})}},
+	{inventoryIn(0, inventory{}), []string{sentTo(0, restartPlanMsg{})}},
 }
 
 // prepared7 takes a job of two processes, surveyed, through the prepare of checkpoint 7: the
@@ -191,7 +195,7 @@ func TestCoordinatorLostRank(t *testing.T) {
 	s := newCkptCoordinator(3, 3, []int{0, 1, 2}, "")
 	runCoord(t, s, []coordStep{
 		{inventoryIn(0, inventory{}), nil}, {inventoryIn(1, inventory{}), nil},
-		{inventoryIn(2, inventory{}), []string{sentTo(0, restartPlanMsg{}), sentTo(1, restartPlanMsg{}), sentTo(2, restartPlanMsg{})}},
+		{inventoryIn(2, inventory{}), []string{sentTo(0, restartPlanMsg{})}},
 		{tickIn(), []string{sent(prepareMsg{})}},
 		{answerIn(0, reportMsg{bound: 1, minIter: 50}), nil},
 		{answerIn(1, reportMsg{bound: 1, minIter: 50}), nil},
@@ -226,9 +230,10 @@ func TestCoordinatorWarns(t *testing.T) {
 	})
 }
 
-// TestCoordinatorSurvey: the restart's plan. With every inventory, rank 0 sends each process
-// its part of the plan of the newest complete checkpoint (the pieces it reads or is sent,
-// numbered as in the whole plan), and numbers the next checkpoint past it; the checkpoints
+// TestCoordinatorSurvey: the restart's plan. With every inventory, rank 0 sends itself, to
+// pass on down the tree, each process's part of the plan of the newest complete checkpoint
+// (the pieces it reads or is sent, numbered as in the whole plan), and numbers the next
+// checkpoint past it; the checkpoints
 // of a run that finished are left out, and said so; a process that could not survey its
 // directories makes the plan an error, and no checkpoint is taken.
 func TestCoordinatorSurvey(t *testing.T) {
@@ -239,31 +244,27 @@ func TestCoordinatorSurvey(t *testing.T) {
 	held := func(k int) inventory {
 		return inventory{Inventory: checkpoint.Inventory{Manifests: []checkpoint.Manifest{{Checkpoint: k, Dir: "/d", Pieces: []checkpoint.PieceInfo{piece}}}}}
 	}
-	plans := func(parts []planMsg) []string {
-		if len(parts) == 1 { // an error, to every process
-			return []string{sent(restartPlanMsg{}) + " " + string(mustJSON(t, parts[0]))}
+	plans := func(msg planMsg) []string { // to rank 0, which passes them on
+		for r := range msg.Parts {
+			msg.Parts[r].Rank = r
 		}
-		var out []string
-		for r, p := range parts {
-			out = append(out, sentTo(r, restartPlanMsg{})+" "+string(mustJSON(t, p)))
-		}
-		return out
+		return []string{sentTo(0, restartPlanMsg{}) + " " + string(mustJSON(t, msg))}
 	}
 	for _, c := range []struct {
 		name       string
 		invs       []inventory
-		want       []planMsg // by rank
+		want       planMsg // its parts by rank
 		logs       []string
 		next       ckptMessage // at the first checkpoint, tasks held at iteration 1
 		noCkptTick bool
 	}{
-		{"fresh", []inventory{{}, {}}, []planMsg{{}, {}}, nil, armMsg{3}, false},
-		{"resumed", []inventory{held(40), {}}, []planMsg{{Plan: checkpoint.Plan{Checkpoint: 40}},
-			{Plan: checkpoint.Plan{Checkpoint: 40, Pieces: []checkpoint.PieceInfo{piece}, From: []int{1}, Dirs: []string{"/d"}}, Index: []int{0}}},
+		{"fresh", []inventory{{}, {}}, planMsg{Parts: []planPart{{}, {}}}, nil, armMsg{3}, false},
+		{"resumed", []inventory{held(40), {}}, planMsg{Parts: []planPart{{Plan: checkpoint.Plan{Checkpoint: 40}},
+			{Plan: checkpoint.Plan{Checkpoint: 40, Pieces: []checkpoint.PieceInfo{piece}, From: []int{1}, Dirs: []string{"/d"}}, Index: []int{0}}}},
 			nil, armMsg{41}, false},
-		{"finished", []inventory{held(40), {Finished: []int{40}}}, []planMsg{{}, {}},
+		{"finished", []inventory{held(40), {Finished: []int{40}}}, planMsg{Parts: []planPart{{}, {}}},
 			[]string{"log WARN: orwl: checkpoints [40] in setting are those of a run of this job that finished: starting afresh"}, armMsg{3}, false},
-		{"unreadable", []inventory{{Error: "permission denied"}, {}}, []planMsg{{Error: "orwl: checkpoints: rank 0: permission denied"}}, nil, nil, true},
+		{"unreadable", []inventory{{Error: "permission denied"}, {}}, planMsg{Error: "orwl: checkpoints: rank 0: permission denied"}, nil, nil, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newCkptCoordinator(2, 2, []int{0, 1}, "setting")
@@ -294,10 +295,10 @@ func TestCoordinatorSurvey(t *testing.T) {
 	}
 }
 
-// TestAnswerToAnotherRankFails: only rank 0 coordinates; an answer that reaches a process
-// other than its sender's parent in the job's tree, an inventory or a warning that reaches
-// a process other than rank 0, and a message of rank 0's that comes from a process other
-// than the receiver's parent, fail the job at once, naming both ranks.
+// TestAnswerToAnotherRankFails: only rank 0 coordinates; an answer (an inventory too) that
+// reaches a process other than its sender's parent in the job's tree, a warning that
+// reaches a process other than rank 0, and a message of rank 0's that comes from a process
+// other than the receiver's parent, fail the job at once, naming both ranks.
 func TestAnswerToAnotherRankFails(t *testing.T) {
 	for _, tc := range []struct {
 		m       ckptMessage
@@ -305,12 +306,12 @@ func TestAnswerToAnotherRankFails(t *testing.T) {
 		want    string
 	}{
 		{armedMsg{3}, "", "orwl: rank 1: armed 3 from rank 2, which is not its child in the job's tree (its children: [])"},
-		{inventoryMsg{}, "{}", "orwl: rank 1: an inventory of its checkpoints from rank 2, and only rank 0"},
+		{inventoryMsg{}, `[{"rank":2}]`, "orwl: rank 1: an inventory of its checkpoints from rank 2, which is not its child in the job's tree (its children: [])"},
 		{warnMsg{k: 3}, "disk", "orwl: rank 1: a warning about checkpoint 3 from rank 2, and only rank 0"},
 		{armMsg{3}, "", "orwl: rank 1: arm 3 from rank 2, and such messages come from rank 0 through rank 0, its parent in the job's tree"},
 	} {
 		j := &job{rank: 1, procs: 3, cancel: func(error) {}}
-		c := &checkpointer{j: j}
+		c := &checkpointer{j: j, restart: &restart{}}
 		j.ckpt = c
 		c.handle(2, tc.m, []byte(tc.payload))
 		if err := j.failure(); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -13,7 +13,9 @@ import (
 // children's, the answers of its subtree made one (relay). Rank 0's coordinator then takes
 // one answer from itself and one from each of its children, each counting for the ranks of
 // its subtree (subtreeSize): a process sends and receives O(1) messages per exchange,
-// whatever the number of processes, and the exchange takes log2(N) hops each way.
+// whatever the number of processes, and the exchange takes log2(N) hops each way. A
+// restart's inventories go up the same way, gathered into one message per process (each
+// process's list of those of its subtree), and its plan down (restore.go).
 
 // relay gathers the answers of a process's subtree for its parent.
 type relay struct {
@@ -32,6 +34,7 @@ type relayKey struct {
 type relayed struct {
 	from []int       // the ranks that answered: this process, its children
 	sum  ckptMessage // their answers made one (unite)
+	invs []inventory // at a restart: the inventories of their subtrees
 }
 
 // isBroadcast reports whether m goes from rank 0 to every process along the tree.
@@ -48,17 +51,26 @@ func isBroadcast(m ckptMessage) bool {
 func (c *checkpointer) broadcast(m ckptMessage) { c.send(c.j.rank, m, nil) }
 
 // pass passes m, which came from from, on to this process's children in the tree; m must
-// come from this process's parent (or, at rank 0, from rank 0 itself). It reports whether
-// m is to be run here.
+// come from this process's parent (fromParent). It reports whether m is to be run here.
 func (c *checkpointer) pass(from int, m ckptMessage) bool {
+	if !c.fromParent(from, m) {
+		return false
+	}
+	for _, child := range treeChildren(c.j.rank, c.j.procs) {
+		c.send(child, m, nil)
+	}
+	return true
+}
+
+// fromParent reports whether m, one of rank 0's messages to every process, came from from,
+// this process's parent in the tree (or, at rank 0, rank 0 itself); when it did not, it
+// fails the job, naming both ranks.
+func (c *checkpointer) fromParent(from int, m ckptMessage) bool {
 	rank := c.j.rank
 	if parent := treeParent(rank); from != parent && (rank != 0 || from != 0) {
 		c.j.fail(fmt.Errorf("orwl: rank %d: %s from rank %d, and such messages come from rank 0 through rank %d, its parent in the job's tree",
 			rank, describe(m), from, parent))
 		return false
-	}
-	for _, child := range treeChildren(rank, c.j.procs) {
-		c.send(child, m, nil)
 	}
 	return true
 }
@@ -66,32 +78,51 @@ func (c *checkpointer) pass(from int, m ckptMessage) bool {
 // answer takes an answer to rank 0 from from: this process's own, or one of a child,
 // which speaks for the child's subtree. Rank 0 hands each to its coordinator; another
 // process sends its parent the answers of its subtree made one, once it has them all.
-func (c *checkpointer) answer(from int, m ckptMessage) {
+func (c *checkpointer) answer(from int, m ckptMessage) { c.answerWith(from, m, nil) }
+
+// answerWith is answer, for an answer that comes with invs, the inventories of the ranks it
+// speaks for (an inventoryMsg): a child's must be those of its subtree, each once.
+func (c *checkpointer) answerWith(from int, m ckptMessage, invs []inventory) {
 	rank := c.j.rank
+	if _, ok := m.(inventoryMsg); ok && from != rank { // a child's: those of its subtree
+		ranks := make([]int, len(invs))
+		for i, inv := range invs {
+			ranks[i] = inv.Rank
+		}
+		if err := checkSubtree(from, c.j.procs, ranks); err != nil {
+			c.j.fail(fmt.Errorf("orwl: rank %d: inventories from rank %d that %w", rank, from, err))
+			return
+		}
+	}
 	if rank == 0 {
-		c.toCoordinator(coordInput{kind: onAnswer, from: from, msg: m})
+		c.toCoordinator(coordInput{kind: onAnswer, from: from, msg: m, invs: invs})
 		return
 	}
 	children := treeChildren(rank, c.j.procs)
-	sum, err := c.relay.add(rank, from, children, m)
+	sum, all, err := c.relay.add(rank, from, children, m, invs)
 	if err != nil {
 		c.j.fail(err)
 		return
 	}
-	if sum != nil {
+	switch sum.(type) {
+	case nil:
+	case inventoryMsg:
+		c.sendRestart(treeParent(rank), sum, all)
+	default:
 		c.send(treeParent(rank), sum, nil)
 	}
 }
 
 // add counts m, from from, in its exchange at process rank whose children are children,
-// and returns the answers of the subtree made one when they are all in (nil until then).
-// An answer from a process other than rank and its children, or a second one from a
-// process in one exchange, is an error that names both ranks.
-func (r *relay) add(rank, from int, children []int, m ckptMessage) (ckptMessage, error) {
+// with invs, the inventories that come with an inventoryMsg, and returns the answers of the
+// subtree made one, and all their inventories, when they are all in (nil until then). An
+// answer from a process other than rank and its children, or a second one from a process
+// in one exchange, is an error that names both ranks.
+func (r *relay) add(rank, from int, children []int, m ckptMessage, invs []inventory) (ckptMessage, []inventory, error) {
 	state, k := answerOf(m, 0)
 	key := relayKey{state, k}
 	if from != rank && !slices.Contains(children, from) {
-		return nil, fmt.Errorf("orwl: rank %d: %s from rank %d, which is not its child in the job's tree (its children: %v)", rank, describe(m), from, children)
+		return nil, nil, fmt.Errorf("orwl: rank %d: %s from rank %d, which is not its child in the job's tree (its children: %v)", rank, describe(m), from, children)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -104,16 +135,17 @@ func (r *relay) add(rank, from int, children []int, m ckptMessage) (ckptMessage,
 		g = &relayed{sum: m}
 		r.pending[key] = g
 	case slices.Contains(g.from, from):
-		return nil, fmt.Errorf("orwl: checkpoint: rank %d sent %s twice to rank %d, which gathers its subtree's answers", from, describe(m), rank)
+		return nil, nil, fmt.Errorf("orwl: checkpoint: rank %d sent %s twice to rank %d, which gathers its subtree's answers", from, describe(m), rank)
 	default:
 		g.sum = unite(g.sum, m)
 	}
 	g.from = append(g.from, from)
+	g.invs = append(g.invs, invs...)
 	if len(g.from) < 1+len(children) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	delete(r.pending, key)
-	return g.sum, nil
+	return g.sum, g.invs, nil
 }
 
 // unite makes a and b, answers of one exchange from two disjoint sets of processes, the
@@ -135,7 +167,7 @@ func unite(a, b ckptMessage) ckptMessage {
 	case committedMsg:
 		return committedMsg{k: a.k, failed: a.failed || b.(committedMsg).failed}
 	}
-	return a // armed, copied: nothing but their number
+	return a // armed, copied: nothing but their number; inventories: in their payloads
 }
 
 // subtreeSize is the number of ranks in rank r's subtree of the job's tree of procs
@@ -146,4 +178,34 @@ func subtreeSize(r, procs int) int {
 		n += min(hi, procs-1) - lo + 1
 	}
 	return n
+}
+
+// checkSubtree checks that ranks are those of root's subtree of the job's tree of procs
+// processes, each once, in any order; the error says which is not.
+func checkSubtree(root, procs int, ranks []int) error {
+	seen := make(map[int]bool, len(ranks))
+	for _, r := range ranks {
+		if r < 0 || r >= procs {
+			return fmt.Errorf("name rank %d, and the job has ranks 0 to %d", r, procs-1)
+		}
+		if !inSubtreeOf(r, root) {
+			return fmt.Errorf("name rank %d, which is not in the subtree of rank %d", r, root)
+		}
+		if seen[r] {
+			return fmt.Errorf("name rank %d twice", r)
+		}
+		seen[r] = true
+	}
+	if n := subtreeSize(root, procs); len(ranks) != n {
+		return fmt.Errorf("name %d ranks, and the subtree of rank %d has %d", len(ranks), root, n)
+	}
+	return nil
+}
+
+// inSubtreeOf reports whether rank r is in root's subtree of the job's tree.
+func inSubtreeOf(r, root int) bool {
+	for r > root {
+		r = treeParent(r)
+	}
+	return r == root
 }

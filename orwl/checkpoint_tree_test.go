@@ -31,12 +31,12 @@ func TestRelayGathersItsSubtree(t *testing.T) {
 		{4, doneMsg{k: 11, wrote: checkpoint.Summary{Pieces: 3, Digest: 1 << 63}}, doneMsg{k: 11, failed: true, wrote: checkpoint.Summary{Pieces: 5, Digest: 1<<63 + 5}}},
 	}
 	for i, st := range steps {
-		got, err := r.add(1, st.from, children, st.m)
+		got, _, err := r.add(1, st.from, children, st.m, nil)
 		if err != nil || got != st.want {
 			t.Fatalf("step %d: %#v from rank %d gave %#v, %v; want %#v", i, st.m, st.from, got, err, st.want)
 		}
 	}
-	if _, err := r.add(1, 3, children, copiedMsg{11}); err != nil {
+	if _, _, err := r.add(1, 3, children, copiedMsg{11}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []struct {
@@ -46,7 +46,7 @@ func TestRelayGathersItsSubtree(t *testing.T) {
 		{3, "orwl: checkpoint: rank 3 sent copied 11 twice to rank 1, which gathers its subtree's answers"},
 		{5, "orwl: rank 1: copied 11 from rank 5, which is not its child in the job's tree (its children: [3 4])"},
 	} {
-		if _, err := r.add(1, bad.from, children, copiedMsg{11}); err == nil || err.Error() != bad.want {
+		if _, _, err := r.add(1, bad.from, children, copiedMsg{11}, nil); err == nil || err.Error() != bad.want {
 			t.Errorf("copied 11 from rank %d: %v, want %q", bad.from, err, bad.want)
 		}
 	}
@@ -65,9 +65,7 @@ func TestCoordinatorCountsSubtrees(t *testing.T) {
 		}
 	}
 	s := newCkptCoordinator(10, 10, make([]int, 10), "")
-	for r := range 10 {
-		s.step(inventoryIn(r, inventory{}))
-	}
+	surveyTree(t, s, 10)
 	runCoord(t, s, []coordStep{
 		{tickIn(), []string{sent(prepareMsg{})}},
 		{answerIn(2, reportMsg{bound: 1, minIter: 50}), nil},
@@ -78,12 +76,29 @@ func TestCoordinatorCountsSubtrees(t *testing.T) {
 		{coordInput{kind: onEnd}, []string{"log DEBUG: rank 0 arms checkpoint 3, and waits for armed 3 from each process, and ranks [2] had not answered"}},
 	})
 	s = newCkptCoordinator(10, 10, make([]int, 10), "")
-	for r := range 10 {
-		s.step(inventoryIn(r, inventory{}))
-	}
+	surveyTree(t, s, 10)
 	acts := s.step(tickIn())
 	acts = append(acts, s.step(answerIn(4, reportMsg{}))...)
 	if last := acts[len(acts)-1]; last.kind != doFail || !strings.Contains(last.err.Error(), "rank 4 sent a report to rank 0, and its answers go through rank 1, its parent in the job's tree") {
 		t.Fatalf("a report of rank 4 to rank 0: %+v", last)
+	}
+}
+
+// surveyTree gives s, the coordinator of a job of n processes, their empty inventories as
+// they come along the job's tree: rank 0's own, then each child's with its subtree's.
+func surveyTree(t *testing.T, s *ckptCoordinator, n int) {
+	t.Helper()
+	s.step(inventoryIn(0, inventory{}))
+	for _, child := range treeChildren(0, n) {
+		in := coordInput{kind: onAnswer, from: child, msg: inventoryMsg{}}
+		for r := range n {
+			if inSubtreeOf(r, child) {
+				in.invs = append(in.invs, inventory{Rank: r})
+			}
+		}
+		s.step(in)
+	}
+	if !s.surveyed() {
+		t.Fatalf("%d processes: no plan after every inventory", n)
 	}
 }

@@ -26,8 +26,8 @@ const (
 	ckptDone                       // doneMsg: to rank 0, up the tree
 	ckptCommit                     // commitMsg: rank 0 to every process, along the tree
 	ckptDiscard                    // discardMsg: rank 0 to every process, along the tree
-	ckptInventory                  // inventoryMsg: at the start, to rank 0
-	ckptPlan                       // restartPlanMsg: rank 0 to every process, at the start
+	ckptInventory                  // inventoryMsg: at the start, to rank 0, up the tree
+	ckptPlan                       // restartPlanMsg: rank 0 to every process, at the start, down the tree
 	ckptPart                       // partMsg: at the start, to the process that runs the piece's task
 	ckptCopied                     // copiedMsg: to rank 0, up the tree
 	ckptWrite                      // writeMsg: rank 0 to every process, along the tree
@@ -102,10 +102,11 @@ type (
 	}
 	// iteratedMsg says that a task of the sender ran Task.Iterate.
 	iteratedMsg struct{}
-	// inventoryMsg carries what the sender's directories hold (the payload, JSON).
+	// inventoryMsg carries what the directories of the processes of the sender's subtree
+	// hold (the payload, a JSON list of inventory).
 	inventoryMsg struct{}
-	// restartPlanMsg carries the part of rank 0's restart plan that concerns the receiver,
-	// or why the job cannot start (the payload, planMsg in JSON).
+	// restartPlanMsg carries the parts of rank 0's restart plan that concern the processes
+	// of the receiver's subtree, or why the job cannot start (the payload, planMsg in JSON).
 	restartPlanMsg struct{}
 	// partMsg carries a part of piece number piece of the restart plan of checkpoint k (its
 	// number in rank 0's whole plan, planMsg.Index), at offset off in the piece.

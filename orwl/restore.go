@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/orwl-go/orwl/checkpoint"
 )
@@ -16,19 +17,29 @@ import (
 // Restarting from a checkpoint (docs/design.md, rule 19). The processes of a job need not see
 // each other's directories (a disk per node): each one surveys the directories its pattern
 // matches here (checkpoint.Survey) and, once the mesh is connected and before the tasks
-// start, reports that inventory to rank 0. Rank 0's coordinator (checkpoint_coord.go, in its
-// state surveying) chooses the newest checkpoint complete across the union of the
-// inventories and, for each piece, the process whose copy is read (checkpoint.Choose: the
-// process that now runs the piece's task when it has an intact copy), and sends each
-// process its part of that plan (planParts): the pieces it reads and those it is sent,
-// numbered as in the whole plan. Each process then sends the pieces it was chosen for to the processes that run
-// their tasks, in parts of at most restartChunk bytes, and waits for those it needs from
-// others, checking each one's checksum as it completes. The pieces it has itself are read
-// from its disk when the schedule restores the locations and kept states. Nothing else
-// chooses the checkpoint: one process alone goes through the same steps. The checkpoints of
-// a run of the job that finished (checkpoint.Finished, which each process reports with its
-// inventory) are left out of the choice: the job run again after it finished starts
-// afresh, and rank 0 says so.
+// start, reports that inventory to rank 0 along the job's tree (tree.go), as the answers of
+// a checkpoint go (checkpoint_tree.go): each process sends its parent one message, the
+// inventories of its subtree (its own and those its children sent it), and rank 0 receives
+// one from each child. Rank 0's coordinator (checkpoint_coord.go, in its state surveying)
+// chooses the newest checkpoint complete across the union of the inventories and, for
+// each piece, the process whose copy is read (checkpoint.Choose: the process that now runs
+// the piece's task when it has an intact copy), and splits that plan into each process's
+// part (planParts): the pieces it reads and those it is sent, numbered as in the whole
+// plan. The parts go down the tree: each process receives from its parent, in one message,
+// the parts of its subtree, keeps its own and sends each child the parts of the child's
+// subtree (split); so does why the job cannot start, when a process could not survey its
+// directories (an error that names the rank and why). A process thus sends and receives
+// one message to and from each neighbour in the tree, of the inventories or parts of the
+// ranks below it, and rank 0 one to and from each child; each process logs its count at
+// debug level. Each process then sends the pieces it was chosen for to the processes that
+// run their tasks, in parts of at most restartChunk bytes, and waits for those it needs
+// from others, checking each one's checksum as it completes. The pieces it has itself are
+// read from its disk when the schedule restores the locations and kept states. Nothing
+// else chooses the checkpoint: one process alone goes through the same steps. The
+// checkpoints of a run of the job that finished (checkpoint.Finished, which each process
+// reports with its inventory) are left out of the choice: the job run again after it
+// finished starts afresh, and rank 0 says so. A process lost meanwhile fails the job as at
+// any time, named by the mesh, and every process waiting for the plan fails with it.
 
 // restartChunk is the most bytes of a piece one message carries.
 var restartChunk = 4 << 20
@@ -46,22 +57,35 @@ type restart struct {
 	incoming map[int]*arrival // the pieces others send this process, by index in plan
 	left     int              // incoming pieces not complete yet
 	arrived  chan struct{}    // closed when left is 0
+
+	// The inventories and plans this process received from its neighbours in the tree and
+	// sent them, and their payloads' bytes, for the log.
+	received, receivedBytes, sent, sentBytes atomic.Int64
 }
 
-// inventory is what a process reports to rank 0: its inventory, or why it has none, and
-// the checkpoints its directories hold of a run of the job that finished.
+// inventory is what process Rank reports to rank 0: its inventory, or why it has none,
+// and the checkpoints its directories hold of a run of the job that finished. The payload
+// of an inventoryMsg is those of the sender's subtree, a JSON list.
 type inventory struct {
+	Rank int `json:"rank"`
 	checkpoint.Inventory
 	Finished []int  `json:"finished,omitempty"` // checkpoint.Finished
 	Error    string `json:"error,omitempty"`
 }
 
-// planMsg is the part of rank 0's plan that concerns one process (planParts): the pieces
-// it reads from its directories or is sent, or why the job cannot start.
+// planMsg is the payload of a restartPlanMsg: the parts of rank 0's plan for the processes
+// of the receiver's subtree, or why the job cannot start.
 type planMsg struct {
+	Parts []planPart `json:"parts,omitempty"`
+	Error string     `json:"error,omitempty"`
+}
+
+// planPart is the part of rank 0's plan that concerns process Rank (planParts): the pieces
+// it reads from its directories or is sent.
+type planPart struct {
+	Rank int `json:"rank"`
 	checkpoint.Plan
-	Index []int  `json:"index,omitempty"` // Index[i]: the number of Pieces[i] in rank 0's plan, which partMsg carries
-	Error string `json:"error,omitempty"`
+	Index []int `json:"index,omitempty"` // Index[i]: the number of Pieces[i] in rank 0's plan, which partMsg carries
 }
 
 // arrival is a piece on its way to this process.
@@ -101,11 +125,8 @@ func (c *checkpointer) recover(ctx context.Context) error {
 		return nil
 	}
 	r := c.restart
-	payload, err := json.Marshal(r.inv)
-	if err != nil {
-		return fmt.Errorf("orwl: checkpoints: %w", err)
-	}
-	c.send(0, inventoryMsg{}, payload)
+	r.inv.Rank = c.j.rank
+	c.answerWith(c.j.rank, inventoryMsg{}, []inventory{r.inv})
 	if c.coord != nil { // rank 0 makes the plan
 		c.drive(ctx, c.coord.surveyed)
 	}
@@ -114,6 +135,8 @@ func (c *checkpointer) recover(ctx context.Context) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
+	c.j.log.Debug("orwl: restart's inventories and plans", "rank", c.j.rank,
+		"received", r.received.Load(), "received_bytes", r.receivedBytes.Load(), "sent", r.sent.Load(), "sent_bytes", r.sentBytes.Load())
 	if r.planErr != "" {
 		return errors.New(r.planErr)
 	}
@@ -151,20 +174,24 @@ func skipFinished(invs []*checkpoint.Inventory, finished []int) []int {
 // on a connection's reader.
 func (c *checkpointer) restartMessage(from int, m ckptMessage, payload []byte) {
 	r := c.restart
+	if _, ok := m.(partMsg); !ok && from != c.j.rank {
+		r.received.Add(1)
+		r.receivedBytes.Add(int64(len(payload)))
+	}
 	var err error
 	switch m := m.(type) {
 	case inventoryMsg:
-		in := coordInput{kind: onInventory, from: from, msg: m}
-		if err = json.Unmarshal(payload, &in.inv); err == nil {
-			c.toCoordinator(in)
+		var invs []inventory
+		if err = json.Unmarshal(payload, &invs); err == nil {
+			c.answerWith(from, m, invs)
 		}
 	case restartPlanMsg:
 		var msg planMsg
-		if err = json.Unmarshal(payload, &msg); err == nil && from != 0 {
-			err = errors.New("a restart plan, and only rank 0 makes one")
+		if !c.fromParent(from, m) {
+			break
 		}
-		if err == nil {
-			err = c.install(msg)
+		if err = json.Unmarshal(payload, &msg); err == nil {
+			err = c.scatter(msg)
 		}
 	case partMsg:
 		r.mu.Lock()
@@ -180,24 +207,80 @@ func (c *checkpointer) restartMessage(from int, m ckptMessage, payload []byte) {
 	}
 }
 
-// install sets the plan rank 0 sent, and makes room for the pieces this process will be
-// sent.
-func (c *checkpointer) install(msg planMsg) error {
+// sendRestart sends m with v, in JSON, to rank to, and counts it.
+func (c *checkpointer) sendRestart(to int, m ckptMessage, v any) {
+	payload, _ := json.Marshal(v) // plain structs
+	if to != c.j.rank {
+		c.restart.sent.Add(1)
+		c.restart.sentBytes.Add(int64(len(payload)))
+	}
+	c.send(to, m, payload)
+}
+
+// scatter takes msg, the parts of the plan for this process's subtree (or why the job
+// cannot start), from its parent: it sends each child the parts of the child's subtree,
+// then installs its own.
+func (c *checkpointer) scatter(msg planMsg) error {
+	rank, procs := c.j.rank, c.j.procs
+	children := treeChildren(rank, procs)
+	if msg.Error != "" {
+		for _, child := range children {
+			c.sendRestart(child, restartPlanMsg{}, msg)
+		}
+		return c.install(planPart{}, msg.Error)
+	}
+	ranks := make([]int, len(msg.Parts))
+	for i, p := range msg.Parts {
+		ranks[i] = p.Rank
+	}
+	if err := checkSubtree(rank, procs, ranks); err != nil {
+		return fmt.Errorf("a restart plan whose parts %w", err)
+	}
+	own, below := split(rank, procs, msg.Parts)
+	for i, child := range children {
+		c.sendRestart(child, restartPlanMsg{}, planMsg{Parts: below[i]})
+	}
+	return c.install(own, "")
+}
+
+// split returns, of parts, the parts of the plan for the processes of rank's subtree, rank's
+// own and, for each of its children (treeChildren), those of the child's subtree, in order.
+func split(rank, procs int, parts []planPart) (own planPart, below [][]planPart) {
+	children := treeChildren(rank, procs)
+	below = make([][]planPart, len(children))
+	for _, p := range parts {
+		r := p.Rank
+		if r == rank {
+			own = p
+			continue
+		}
+		for treeParent(r) != rank {
+			r = treeParent(r)
+		}
+		i := r - children[0]
+		below[i] = append(below[i], p)
+	}
+	return own, below
+}
+
+// install sets this process's part of the plan rank 0 sent, and makes room for the pieces
+// this process will be sent; or, when why is not "", why the job cannot start.
+func (c *checkpointer) install(own planPart, why string) error {
 	r := c.restart
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	p := &msg.Plan
+	p := &own.Plan
 	switch {
 	case r.plan != nil || r.planErr != "":
 		return errors.New("a second restart plan")
-	case len(p.From) != len(p.Pieces) || len(p.Dirs) != len(p.Pieces) || len(msg.Index) != len(p.Pieces):
-		return fmt.Errorf("a restart plan of %d pieces with %d senders, %d directories and %d numbers", len(p.Pieces), len(p.From), len(p.Dirs), len(msg.Index))
-	case !slices.IsSorted(msg.Index):
-		return fmt.Errorf("a restart plan whose pieces are numbered out of order (%v)", msg.Index)
-	case msg.Error != "":
-		r.planErr = msg.Error
+	case why != "":
+		r.planErr = why
 		close(r.planned)
 		return nil
+	case len(p.From) != len(p.Pieces) || len(p.Dirs) != len(p.Pieces) || len(own.Index) != len(p.Pieces):
+		return fmt.Errorf("a restart plan of %d pieces with %d senders, %d directories and %d numbers", len(p.Pieces), len(p.From), len(p.Dirs), len(own.Index))
+	case !slices.IsSorted(own.Index):
+		return fmt.Errorf("a restart plan whose pieces are numbered out of order (%v)", own.Index)
 	}
 	r.incoming = make(map[int]*arrival)
 	for i, piece := range p.Pieces {
@@ -214,7 +297,7 @@ func (c *checkpointer) install(msg planMsg) error {
 			r.incoming[i] = a
 		}
 	}
-	r.plan, r.index, r.left = p, msg.Index, len(r.incoming)
+	r.plan, r.index, r.left = p, own.Index, len(r.incoming)
 	c.resumed = p.Checkpoint
 	close(r.planned)
 	if r.left == 0 {

@@ -9,11 +9,11 @@ import (
 
 // testRestart returns the checkpointer of rank 1 of a job of 2 tasks on 2 processes, before
 // the plan of a restart from checkpoint 5, whose piece 1 (task 1's state, data) rank 0 sends.
-func testRestart(data []byte) (*checkpointer, planMsg) {
+func testRestart(data []byte) (*checkpointer, planPart) {
 	j := &job{tasks: 2, rank: 1, procs: 2, owner: []int{0, 1}}
 	c := &checkpointer{j: j, restart: &restart{planned: make(chan struct{}), arrived: make(chan struct{})}}
 	crc := checkpoint.Checksum(data)
-	plan := planMsg{Plan: checkpoint.Plan{Checkpoint: 5,
+	plan := planPart{Rank: 1, Plan: checkpoint.Plan{Checkpoint: 5,
 		Pieces: []checkpoint.PieceInfo{{Key: checkpoint.LocationKey(0, "v"), Size: 8, CRC: crc}, {Key: checkpoint.StateKey(1, "acc"), Size: int64(len(data)), CRC: crc}},
 		From:   []int{0, 0}, Dirs: []string{"/a", "/a"}}, Index: []int{0, 1}}
 	return c, plan
@@ -25,7 +25,7 @@ func testRestart(data []byte) (*checkpointer, planMsg) {
 func TestPartsAreChecked(t *testing.T) {
 	data := []byte("abcdefgh")
 	c, plan := testRestart(data)
-	if err := c.install(plan); err != nil {
+	if err := c.install(plan, ""); err != nil {
 		t.Fatal(err)
 	}
 	part := func(from, piece int, off int64, b string) error {
@@ -57,7 +57,7 @@ func TestPartsAreChecked(t *testing.T) {
 	c, plan = testRestart(data)
 	c.restartMessage(0, partMsg{k: 5, piece: 1, off: 0}, data[:5])
 	c.restartMessage(0, partMsg{k: 5, piece: 1, off: 5}, data[5:])
-	if err := c.install(plan); err != nil {
+	if err := c.install(plan, ""); err != nil {
 		t.Fatal(err)
 	}
 	<-c.restart.arrived
@@ -65,7 +65,7 @@ func TestPartsAreChecked(t *testing.T) {
 	if err := c.restart.load(1, got); err != nil || string(got) != string(data) || c.start() != 5 {
 		t.Fatalf("load: %q, %v; start %d", got, err, c.start())
 	}
-	if err := c.install(plan); err == nil {
+	if err := c.install(plan, ""); err == nil {
 		t.Fatal("a second plan was taken")
 	}
 }
