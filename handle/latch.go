@@ -2,23 +2,14 @@ package handle
 
 import (
 	"context"
-	"errors"
 	"sync/atomic"
 )
 
-// Latch is one request's grant as its waiter sees it. It is the single request life cycle
-// of the runtime: a request of a local FIFO and a request sent to another process use the
-// same Latch, and differ only in who grants it.
-//
-// A Latch is Pending from Start until exactly one of these happens: the queue Grants it, the
-// queue Fails it with an error, or its waiter Cancels it. Wait blocks until it is granted or
-// failed, or the context is done; it changes nothing. A cancellation that happens before the
-// grant wins over it: Grant then returns false and the queue must treat the request as
-// cancelled (release it as soon as it is granted); a Cancel that finds the latch granted
-// reports it, and the caller gives the grant back.
-//
-// Concurrency: Grant and Fail may be called from any goroutine, at any time. Start, Wait and
-// Cancel are called by the waiter, one at a time (its handle's goroutine).
+// Latch is one request's grant as its waiter sees it, whoever grants it (a local FIFO or
+// another process). It is Pending from Start until exactly one of: the queue Grants it, the
+// queue Fails it, or its waiter Cancels it (latch_end.go); a cancellation before the grant
+// wins, and Grant then returns false. Grant and Fail may be called from any goroutine;
+// Start, Wait and Cancel only by the waiter, one at a time.
 type Latch struct {
 	state atomic.Uint32 // a LatchState, or parked
 	err   atomic.Pointer[error]
@@ -28,43 +19,18 @@ type Latch struct {
 // LatchState is the stage of a Latch.
 type LatchState uint32
 
+// The stages of a Latch.
 const (
-	// LatchIdle: no request, or Start was never called.
-	LatchIdle LatchState = iota
-	// LatchPending: requested, waiting for its grant.
-	LatchPending
-	// LatchGranted: the grant arrived; the holder may access the data.
-	LatchGranted
-	// LatchFailed: the queue failed the request; Err says why.
-	LatchFailed
-	// LatchCancelled: the waiter gave the request up.
-	LatchCancelled
+	LatchIdle      LatchState = iota // no request, or Start was never called
+	LatchPending                     // requested, waiting for its grant
+	LatchGranted                     // the grant arrived; the holder may access the data
+	LatchFailed                      // the queue failed the request; Err says why
+	LatchCancelled                   // the waiter gave the request up
 )
 
-// parked is the state of a pending latch whose Wait is blocked on its waiter's channel;
-// State reports it as LatchPending. Grant and Fail swap it away and then send a token: one
-// atomic decision, so a token is sent only when somebody waits.
+// parked is a pending latch whose Wait blocks on its waiter's channel (State says
+// LatchPending): whoever settles it swaps it away, then sends a token.
 const parked = 5
-
-// ErrNotPending is returned by Wait on a latch that was never started or was cancelled.
-var ErrNotPending = errors.New("request is not pending")
-
-// String returns the lower-case name of the state.
-func (s LatchState) String() string {
-	switch s {
-	case LatchIdle:
-		return "idle"
-	case LatchPending:
-		return "pending"
-	case LatchGranted:
-		return "granted"
-	case LatchFailed:
-		return "failed"
-	case LatchCancelled:
-		return "cancelled"
-	}
-	return "invalid latch state"
-}
 
 // Start makes l Pending for a new request. The previous request's outcome is forgotten.
 func (l *Latch) Start() {
@@ -82,49 +48,22 @@ func (l *Latch) State() LatchState {
 	return LatchPending
 }
 
-// Parked reports whether l's waiter is blocked in Wait now, for an observer that must know
-// it without the waiter's help (deadlock detection).
-func (l *Latch) Parked() bool { return l.state.Load() == parked }
-
 // Granted reports, without blocking, whether l is granted.
 func (l *Latch) Granted() bool { return l.state.Load() == uint32(LatchGranted) }
 
-// Err returns why l failed, or nil.
-func (l *Latch) Err() error {
-	if p := l.err.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
 // Grant grants a pending l and wakes its waiter. It returns false, changing nothing, when l
 // is not pending: cancelled (the caller must then give the grant back), failed or idle.
-func (l *Latch) Grant() bool { return l.settle(LatchGranted) }
+func (l *Latch) Grant() bool { return l.settle(LatchGranted, nil) }
 
-// Fail fails a pending l with err (not nil) and wakes its waiter; Wait then returns err. It
-// returns false, changing nothing, when l is not pending.
-func (l *Latch) Fail(err error) bool {
-	for {
-		s := l.state.Load()
-		if s != uint32(LatchPending) && s != parked {
-			return false
-		}
-		l.err.Store(&err)
-		if l.state.CompareAndSwap(s, uint32(LatchFailed)) {
-			if s == parked {
-				poke(l.wake)
-			}
-			return true
-		}
-	}
-}
-
-// settle moves a pending l to s and wakes its waiter.
-func (l *Latch) settle(s LatchState) bool {
+// settle moves a pending l to s, with err when not nil, and wakes its waiter.
+func (l *Latch) settle(s LatchState, err *error) bool {
 	for {
 		old := l.state.Load()
 		if old != uint32(LatchPending) && old != parked {
 			return false
+		}
+		if err != nil {
+			l.err.Store(err)
 		}
 		if l.state.CompareAndSwap(old, uint32(s)) {
 			if old == parked {
@@ -135,8 +74,7 @@ func (l *Latch) settle(s LatchState) bool {
 	}
 }
 
-// poke puts a token in a waiter's channel unless one is there already: a token only says
-// "look again", so one is as good as two.
+// poke puts a token in wake unless one is there: a token says "look again".
 func poke(wake chan struct{}) {
 	select {
 	case wake <- struct{}{}:
@@ -144,32 +82,11 @@ func poke(wake chan struct{}) {
 	}
 }
 
-// Cancel gives the request up: a pending l becomes cancelled (a later Grant returns false),
-// and a granted one too, in which case Cancel returns true and the caller must give the
-// grant back. A failed, cancelled or idle l is left as it is.
-func (l *Latch) Cancel() (held bool) {
-	for {
-		s := l.state.Load()
-		switch s {
-		case uint32(LatchPending), uint32(LatchGranted):
-			if l.state.CompareAndSwap(s, uint32(LatchCancelled)) {
-				return s == uint32(LatchGranted)
-			}
-		default: // never parked: Cancel and Wait are not called at the same time
-			return false
-		}
-	}
-}
-
-// Wait blocks until l is granted (nil), failed (its error) or ctx is done (ctx.Err(); the
-// latch is then left pending or granted, for the caller to Cancel). It returns ErrNotPending
-// for a latch that is idle or cancelled.
-//
-// wake is the waiter's channel, of capacity 1: the grant's token goes there. A waiter may use
-// one channel for all its latches, one wait at a time; a token left over from an earlier
-// wait only makes Wait look again. When ctxWakes is true, ctx's end puts a token in wake too
-// (Owner.Watch arranges it), and Wait blocks on wake alone; otherwise it also selects on
-// ctx.Done().
+// Wait blocks until l is granted (nil), failed (its error) or ctx is done (ctx.Err(); l is
+// left pending or granted, for the caller to Cancel); ErrNotPending for an idle or cancelled
+// l. wake, of capacity 1, is the waiter's channel, which may serve all its latches one wait
+// at a time: a token left over only makes Wait look again. With ctxWakes, ctx's end puts a
+// token in wake (Owner.Watch), and Wait blocks on wake alone.
 func (l *Latch) Wait(ctx context.Context, wake chan struct{}, ctxWakes bool) error {
 	for {
 		switch s := l.state.Load(); s {

@@ -10,7 +10,7 @@ import (
 
 // This file holds the errors of a handle, apart from handle.go, which only returns them:
 // the misuses it reports (ErrHeld...), the faults on guarded buffers it explains (misuse),
-// and the *Error type that names the handle.
+// the *Error type that names the handle, and how a handle makes its errors (fail).
 
 // Errors of handle misuse; every error returned by a Handle is its owner's error (an *Error
 // unless NewOwner was told otherwise) wrapping one of these, a Queue's error, or a context's
@@ -28,6 +28,9 @@ var (
 	// Section, or whoever recovers the fault (Owner.Misuse), reports.
 	ErrReadOnlyData = errors.New("write through a read handle's data")
 	ErrStaleData    = errors.New("use of data after its release or a Resize")
+	// ErrNotPending is returned by Latch.Wait on a latch that was never started or was
+	// cancelled.
+	ErrNotPending = errors.New("request is not pending")
 )
 
 // Error is a failed handle operation, unless the handle's owner makes its errors itself
@@ -88,4 +91,42 @@ func holding(hs []*Handle, p any) *Handle {
 		}
 	}
 	return nil
+}
+
+// String describes the handle as errors name it: `task 3's write handle on task 5 "bound"
+// (position 1)`.
+func (s Spec) String() string {
+	return fmt.Sprintf("task %d's %s handle on %s (position %d)", s.Task, s.Mode, s.Location, s.Pos)
+}
+
+// fail is h's error for a failed operation op: its owner's, or an *Error.
+func (h *Handle) fail(op string, err error) error {
+	if h.owner.newErr != nil {
+		return h.owner.newErr(op, h.spec, err)
+	}
+	return &Error{Op: op, Spec: h.spec, Err: err}
+}
+
+// misused returns the error of op ("request", "acquire" or "release"), which h's state does
+// not allow.
+func (h *Handle) misused(op string) error {
+	switch {
+	case h.closed:
+		return h.closedErr(op)
+	case op == "request":
+		return h.fail(op, ErrRequested)
+	case op == "acquire" && h.held != nil:
+		return h.fail(op, ErrHeld)
+	case op == "acquire":
+		return h.fail(op, ErrNotRequested)
+	}
+	return h.fail(op, ErrNotHeld)
+}
+
+// closedErr is the error of op on a closed h: why it was never usable, or ErrClosed.
+func (h *Handle) closedErr(op string) error {
+	if h.cause != nil {
+		return h.fail(op, h.cause)
+	}
+	return h.fail(op, ErrClosed)
 }

@@ -3,11 +3,13 @@ package handle
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // This file holds what the handles of one owner (a task) share, apart from handle.go so
 // that a grant's path reads alone: the Owner, the set of its handles in use and their end
-// (Close, CloseAll, Closed), and the events a traced owner's tickets are told (Event).
+// (Close, CloseAll, Closed, abandon), and the events a traced owner's tickets are told
+// (Event, trace).
 
 // Event is a step of the life of a handle's request, which the handles of a traced owner
 // tell its ticket (Ticket.Traced).
@@ -129,4 +131,22 @@ func (h *Handle) Close() error {
 	}
 	h.settle()
 	return err
+}
+
+// abandon cancels h's queued request after a failed wait and closes h.
+func (h *Handle) abandon(ctx context.Context, err error) error {
+	h.next.Cancel()
+	h.next, h.closed = nil, true
+	h.settle()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
+		err = fmt.Errorf("%w (%w)", err, cause)
+	}
+	return h.fail("acquire", err)
+}
+
+// trace tells t of step e of h's life, when h's owner is traced.
+func (h *Handle) trace(t Ticket, e Event) {
+	if h.traced {
+		t.Traced(h, e)
+	}
 }

@@ -92,9 +92,7 @@ func EndSection(hs []*Handle, err error, done bool, p any) (any, error) {
 func (h *Handle) abort(cause error) {
 	t := h.held
 	h.held, h.closed = nil, true
-	if h.traced {
-		t.Traced(h, Releasing)
-	}
+	h.trace(t, Releasing)
 	t.Fail(fmt.Errorf("%s: its write section failed: %w", h.spec, cause))
 	if h.next != nil {
 		h.next.Cancel()
