@@ -18,23 +18,7 @@ type localTicket struct {
 
 func (t *localTicket) Latch() *handle.Latch { return &t.latch }
 
-// Granted reports whether the FIFO granted t: the grants of one FIFO operation reach their
-// latches one by one after the location's lock, but the FIFO's state is decided under it.
-func (t *localTicket) Granted() bool {
-	if t.latch.Granted() {
-		return true
-	}
-	l := t.loc
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err == nil && t.req.State() == fifo.Granted
-}
 func (t *localTicket) Data() []byte { return t.loc.data }
-
-func (t *localTicket) Resize(n int) ([]byte, error) {
-	l := t.loc
-	return l.j.bufs.resize(&l.data, &l.stale, n), nil
-}
 
 // Release ends the access; a write makes a new version of the data.
 func (t *localTicket) Release() error {
@@ -43,12 +27,6 @@ func (t *localTicket) Release() error {
 		t.loc.j.bufs.freeStale(&t.loc.stale)
 	}
 	return t.loc.release(&t.req, write, -1, true)
-}
-
-// Cancel withdraws the ticket; a grant that had arrived goes back with the data unchanged.
-func (t *localTicket) Cancel() {
-	t.latch.Cancel()
-	t.loc.cancel(&t.req)
 }
 
 // granted wakes the waiter. A latch cancelled meanwhile refuses the grant; its canceller
@@ -76,22 +54,4 @@ func (l *location) Request(h *handle.Handle, reuse handle.Ticket) (handle.Ticket
 		return nil, err
 	}
 	return t, nil
-}
-
-// cancel withdraws r (fifo.FIFO.Cancel), on a task's goroutine: a grant it holds goes back
-// unchanged.
-func (l *location) cancel(r *fifo.Request) {
-	var buf [grantBuf]*fifo.Request
-	l.mu.Lock()
-	if l.err != nil {
-		l.mu.Unlock()
-		return
-	}
-	if l.j.bufs.checked && r.State() == fifo.Granted {
-		l.guardReads([]*fifo.Request{r}, -1)
-	}
-	granted := l.fifo.Cancel(r, buf[:0])
-	l.granting(granted)
-	l.mu.Unlock()
-	deliver(granted, true)
 }

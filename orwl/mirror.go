@@ -12,7 +12,8 @@ import (
 // This file holds the mirrors, this process's copies of the data of locations of other
 // processes (remoteQueue.mirror), apart from remote.go, which only reads and writes them:
 // where a grant's data lands (grantSink), when a mirror's buffer is given up and reused,
-// and its guard in a checked job.
+// and its guard in a checked job; and, at the owner, what it knows of each mirror
+// (location.mirrors) and where a write-back lands (writeBackSink).
 //
 // A mirror's buffer is given up, to the process's spares, when nothing reads it before the
 // data changes: once no grant of the queue is held, when the owner said that the data
@@ -107,8 +108,8 @@ func (r *requester) grantSink(from int, m grantMsg) ([]byte, error) {
 	if !m.data {
 		return nil, nil
 	}
-	t := r.ticket(m.ticket)
-	if t == nil || t.q.owner != from {
+	t := r.find(from, m.ticket)
+	if t == nil {
 		if r.j.failed.Load() {
 			return nil, nil
 		}
@@ -147,4 +148,31 @@ func (s *served) recyclable() bool {
 		}
 	})
 	return behind == fifo.Write && other
+}
+
+// setMirror records that rank's mirror of l holds version (0: nothing).
+func (l *location) setMirror(rank int, version uint64) {
+	l.sendMu.Lock()
+	l.mirrors[rank] = version
+	l.sendMu.Unlock()
+}
+
+// writeBackSink returns where the data of a write release goes: the location's data. Data
+// for a ticket that holds no write grant is refused, the peer is broken, unless the job has
+// failed (see requester.grantSink).
+func (o *owner) writeBackSink(from int, m releaseMsg) ([]byte, error) {
+	if !m.data {
+		return nil, nil
+	}
+	s := o.servedGrant(from, m.ticket)
+	if s == nil || s.req.Mode() != fifo.Write {
+		if o.j.failed.Load() {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("orwl: write-back for ticket %d, which holds no write grant", m.ticket)
+	}
+	if o.j.rec != nil {
+		s.transfer = o.j.rec.TaskTrack(s.loc.id.Task).BeginTransfer(trace.Loc(s.loc.id), trace.In, from, int64(m.size))
+	}
+	return o.j.bufs.resizeKeep(&s.loc.data, m.size, o.j.bufs.filled), nil
 }

@@ -6,38 +6,34 @@ import (
 	"github.com/orwl-go/orwl/transport"
 )
 
-// Reading a grant. A grant of a location of another process crosses seven files, 1,560
-// lines with the types (wc -l when this was written); read them in this order:
+// Reading a grant. A grant of a location of another process reads 1,191 lines (wc -l), in
+// this order:
 //
-//	node.go            95  this guide, and the node, which hands each message to its service
-//	handle/handle.go  287  what a handle asks of its queue (Queue, Ticket); Handle.Request,
-//	                       Acquire, Release
-//	handle/latch.go   216  the grant's latch: Acquire waits on it, a grant settles it
-//	remote.go         319  the requester: remoteQueue.Request sends the request, granted
-//	                       hands a grant to its latch, sendRelease gives it back
-//	protocol.go       198  the grant's three messages, and node.Handle, which dispatches them
-//	owner.go          198  the owner: place puts a request in the FIFO, served.granted sends
-//	                       a grant, released ends it
-//	location.go       247  the FIFO operations (enqueue, granting, release, deliver), and
-//	                       ticketBase, which every ticket embeds (Waiting)
+//	node.go              86  this guide, the lock order, the node
+//	handle/handle.go    189  Ticket, Queue; Handle.Request, Acquire, Release
+//	handle/latch.go     133  the latch: Acquire waits on it, a grant settles it
+//	remote.go           254  the requester: Request, sendRelease, granted
+//	protocol.go         185  the three messages, and node.Handle, which dispatches them
+//	owner.go            165  the owner: place, served.granted, released
+//	location.go         179  the FIFO operations (enqueue, release, deliver), ticketBase
 //
-// The steps: Handle.Request calls remoteQueue.Request, which sends a requestMsg; at the
-// owner, node.Handle calls owner.place, which enqueues it (location.enqueue); the FIFO
-// operation that grants it delivers the grant (deliver, served.granted), a grantMsg; at the
-// requester, requester.granted settles the ticket's latch (Latch.Grant), and Handle.Acquire,
-// which waits on it (ticketBase.Waiting, Latch.Wait), returns. Handle.Release calls
-// remoteTicket.Release, which sends a releaseMsg (requester.sendRelease); at the owner,
-// owner.released releases the request (location.release), and that FIFO operation grants
-// the next.
+// Handle.Request calls remoteQueue.Request, which sends a requestMsg; at the owner,
+// owner.place enqueues it, and the FIFO operation that grants it sends a grantMsg
+// (deliver, served.granted); requester.granted settles the ticket's latch, on which
+// Handle.Acquire waits (ticketBase.Waiting, Latch.Wait). Handle.Release sends a releaseMsg
+// (requester.sendRelease); owner.released releases the request (location.release), which
+// grants the next. A grant of a location of this process reads handle/handle.go,
+// handle/latch.go, local.go (57) and location.go.
 //
-// orwl/handle.go (92 lines) gives package handle's Handle the API's name: its methods only
-// forward. A grant of a location of this process reads handle/handle.go, handle/latch.go,
-// local.go (97) and location.go. Either makes one call each, which a grant does not need
-// followed, into the round of an iterative request (job.round, checkpoint.go), the deadlock
-// watch (detector.block and moved, deadlock.go), an armed checkpoint's snapshot
-// (location.granting, checkpoint_process.go), the buffers (buffers.go), the mirrors
-// (mirror.go: where a grant's data lands, when a mirror's buffer is given up), and, in a
-// traced job, the observer (observer.go).
+// Either makes one call each, which a grant does not need followed: the round of an
+// iterative request (job.round, checkpoint.go), the deadlock watch (detector.block and
+// moved, deadlock.go), what a FIFO operation that granted tells the other concerns
+// (location.granting, granting.go), where a message's data lands and the mirrors' buffers
+// (mirror.go), and, traced, the observer (Handle.trace: observer.go). What a grant never
+// runs is apart: a cancelled request (cancel.go), a failed grant (fail.go), what the
+// deadlock watch, the trace, Resize and Test need of a ticket (ticket.go; handle/resize.go,
+// handle/poll.go), a latch's other ends (handle/latch_end.go), a handle's misuses
+// (handle/misuse.go); orwl/handle.go gives the handle the API's name.
 
 // Lock order. The mutexes of the package, and the only ways they nest: a mutex on the left
 // of > may be held while one on its right is taken, never the other way round; every other
@@ -55,16 +51,11 @@ import (
 // queues, hugemem's registry of guarded buffers), which take none of these.
 
 // node is this process's end of the protocol (protocol.go) and the mesh's Handler. It hands
-// every message to one of three services, each with its own state:
-//
-//   - req (remote.go, mirror.go): this process's requests on the locations of other
-//     processes, their tickets, grants and mirrors;
-//   - own (owner.go): the requests of other processes on this process's locations;
-//   - wide (wide.go): what the processes do together: the init-phase mistakes exchanged at
-//     the schedule and a failure spread along the job's tree (tree.go), and rank 0's
-//     duties: the deadlock watch (deadlock_dist.go), the trace's parts and clock
-//     (trace.go), the checkpoints (checkpoint.go); the watch's reports and the trace's
-//     parts travel to rank 0 along the tree.
+// every message to one of three services, each with its own state: req (remote.go,
+// mirror.go), this process's requests on the locations of other processes; own (owner.go),
+// the requests of other processes on this process's locations; wide (wide.go), what the
+// processes do together (the schedule's mistakes, a failure spread along the job's tree,
+// and rank 0's deadlock watch, trace and checkpoints, whose reports travel along the tree).
 type node struct {
 	j    *job
 	mesh *transport.Mesh

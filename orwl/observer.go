@@ -48,3 +48,10 @@ func (o *observer) traced(h *handle.Handle, t ticket, e handle.Event) {
 		t.traceRelease(o.task.id, spec.Mode, o.tr.Release(loc, spec.Mode))
 	}
 }
+
+// endTransfer ends the span of a message's data arriving, if any (requester.grantSink,
+// owner.writeBackSink), once the message is handled.
+func endTransfer(s *trace.Span) {
+	s.End()
+	*s = trace.Span{}
+}

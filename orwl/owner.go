@@ -22,16 +22,15 @@ type served struct {
 	rnd       int    // see queued.round
 	loc       *location
 	active    bool        // requested and not yet released; the reader of from's connection only
-	recycle   bool        // the grant may say recycle (recyclable, mirror.go); set with the grant, under loc.mu
+	recycle   bool        // the grant may say recycle (mirror.go); set under loc.mu
 	delivered atomic.Bool // the grant was sent
 	transfer  trace.Span  // a write-back arriving
 }
 
 // owner is this process's side of the requests of other processes on its locations: it
 // receives their requests and releases and sends their grants (on the Owner connections).
-// It keeps them by requester rank and ticket id; a rank's table is used only by the reader
-// of that rank's connection, which delivers its requests and releases in order; entries
-// are reused with the ids.
+// served holds them by requester rank and ticket id, reused with the ids; a rank's table is
+// used only by the reader of that rank's connection, which delivers them in order.
 type owner struct {
 	j      *job
 	mesh   *transport.Mesh
@@ -43,11 +42,9 @@ type owner struct {
 // out again), so a larger one is a broken peer, not a big job.
 const maxTicketID = 1 << 24
 
-// granted sends the grant to the requester, with the data when its mirror does not hold
-// this version. The grant is queued on the connection under the location's sendMu, so that
-// the first grant of a version that a process receives is the one that carries it, and
-// written after sendMu is unlocked: a slow connection holds up no other grant of the
-// location.
+// granted sends the grant, with the data when the requester's mirror does not hold this
+// version. It is queued under the location's sendMu, so that the first grant of a version
+// that a process receives carries it, and written after (onTask: by this goroutine).
 func (s *served) granted(onTask, more bool) {
 	l := s.loc
 	l.fq.Grant(s.taskID, s.req.Mode())
@@ -63,23 +60,17 @@ func (s *served) granted(onTask, more bool) {
 	err := s.o.mesh.SendAhead(s.from, transport.Owner, m.header(), payload)
 	l.sendMu.Unlock()
 	if err == nil {
-		// on a task's goroutine, written at once (see location)
 		err = s.o.mesh.Flush(s.from, transport.Owner, onTask)
 	}
-	if err != nil && !errors.Is(err, transport.ErrPeerClosed) {
-		// A peer that closed its mesh cleanly has finished (every task of the job is done) or
-		// has failed and said so: nobody waits for this grant.
+	if err != nil && !errors.Is(err, transport.ErrPeerClosed) { // closed: nobody waits for it
 		s.o.j.fail(fmt.Errorf("orwl: sending the grant of %s to rank %d: %w", l.id, s.from, err))
 	}
 }
 
 // failed does nothing: the requester learns of the job's failure itself.
-func (s *served) failed(error) {}
-
-func (s *served) task() int { return s.taskID }
-
-func (s *served) round() int { return s.rnd }
-
+func (s *served) failed(error)                {}
+func (s *served) task() int                   { return s.taskID }
+func (s *served) round() int                  { return s.rnd }
 func (s *served) remote() (int, uint64, bool) { return s.from, s.id, true }
 
 // servedAt returns the entry of from's ticket id, making it on first use.
@@ -112,8 +103,8 @@ func (o *owner) servedGrant(from int, id uint64) *served {
 	return s
 }
 
-// place places request m of rank from, a remote handle's, in the FIFO of one of our
-// locations, or refuses it when the location does not exist here.
+// place places request m of rank from in the FIFO of one of our locations, or refuses it
+// when the location does not exist here.
 func (o *owner) place(from int, m requestMsg) error {
 	l, err := o.j.ownedByIndex(m.loc)
 	if err != nil {
@@ -135,9 +126,8 @@ func (o *owner) place(from int, m requestMsg) error {
 	return nil
 }
 
-// released ends a remote handle's access to one of our locations, after placing the
-// request of its next round that the release carries; a write's data is already in the
-// location's buffer.
+// released ends a remote handle's access, after placing the request of its next round that
+// the release carries; a write's data is in the location already (writeBackSink).
 func (o *owner) released(from int, m releaseMsg, payload []byte) error {
 	s := o.servedGrant(from, m.ticket)
 	if s == nil {
@@ -153,17 +143,14 @@ func (o *owner) released(from int, m releaseMsg, payload []byte) error {
 		}
 	}
 	s.active = false
-	s.transfer.End()
-	s.transfer = trace.Span{}
+	endTransfer(&s.transfer)
 	l := s.loc
 	if m.failed {
 		l.fail(fmt.Errorf("rank %d: %s", from, payload))
 		return nil
 	}
 	if m.dropped { // before the release grants anything
-		l.sendMu.Lock()
-		l.mirrors[from] = 0
-		l.sendMu.Unlock()
+		l.setMirror(from, 0)
 	}
 	if f := uint64(m.flow); l.lastFlow.Load() != f { // 0 when the job is not traced: no write
 		l.lastFlow.Store(f)
@@ -172,27 +159,7 @@ func (o *owner) released(from int, m releaseMsg, payload []byte) error {
 	mirror := -1
 	if m.data && s.req.Mode() == fifo.Write {
 		mirror = from
-		o.j.bufs.resizeKeep(&l.data, m.size, o.j.bufs.filled) // the payload is there; this sets the size, 0 included
+		o.j.bufs.resizeKeep(&l.data, m.size, o.j.bufs.filled) // sets the size, 0 included
 	}
 	return l.release(&s.req, mirror >= 0, mirror, false)
-}
-
-// writeBackSink returns where the data of a write release goes: the location's data. Data
-// for a ticket that holds no write grant is refused, the peer is broken, unless the job has
-// failed (see requester.grantSink).
-func (o *owner) writeBackSink(from int, m releaseMsg) ([]byte, error) {
-	if !m.data {
-		return nil, nil
-	}
-	s := o.servedGrant(from, m.ticket)
-	if s == nil || s.req.Mode() != fifo.Write {
-		if o.j.failed.Load() {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("orwl: write-back for ticket %d, which holds no write grant", m.ticket)
-	}
-	if o.j.rec != nil {
-		s.transfer = o.j.rec.TaskTrack(s.loc.id.Task).BeginTransfer(trace.Loc(s.loc.id), trace.In, from, int64(m.size))
-	}
-	return o.j.bufs.resizeKeep(&s.loc.data, m.size, o.j.bufs.filled), nil
 }

@@ -10,15 +10,11 @@ import (
 )
 
 // The ORWL protocol between the processes of a job: every message type and flag, the
-// grant's messages (request, grant, release), their direction, how each fills the
-// transport's neutral header (Type, Flags, Key, ID, Seq, Arg) and payload, and the dispatch
-// of what arrives (node.Sink, node.Handle) to the decoded message's receiver. The job-wide
-// messages are in protocol_wide.go, the checkpoint's in protocol_ckpt.go; nothing else in
-// the package builds or reads a header: no other function takes a *transport.Header.
-//
-// Requests, releases and write-back data travel on the requester's connection, in the
-// order the requester's tasks made them (rule 14); grants, with the location's data, on the
-// owner's, unmasked (see transport.Role).
+// grant's three messages and how each fills the transport's header and payload, and the
+// dispatch of what arrives (node.Sink, node.Handle). The job-wide messages are in
+// protocol_wide.go, the checkpoint's in protocol_ckpt.go; nothing else reads a header.
+// Requests and releases travel on the requester's connection, in the order its tasks made
+// them (rule 14); grants on the owner's (see transport.Role).
 const (
 	msgRequest    = transport.TypeUser + iota // requestMsg: requester to owner
 	msgGrant                                  // grantMsg: owner to requester
@@ -31,9 +27,7 @@ const (
 	msgCheckpoint                             // ckptMessage: a step of a checkpoint or a restart, a form for each (ckptPrepare...)
 )
 
-// Flags, by message. A bit means one thing per message type: flagRecycle, which only grants
-// carry, has the bit of flagFailed, and flagDropped, which only releases carry, the bit of
-// flagRefused.
+// Flags, by message: a bit means one thing per message type.
 const (
 	flagWrite    = 1 << iota // requestMsg: a write
 	flagInitial              // requestMsg: declared in the init phase, placed by the schedule
@@ -83,12 +77,10 @@ func decodeRequest(h *transport.Header) requestMsg {
 	return m
 }
 
-// grantMsg tells the requester that ticket is granted: with the data when its mirror does not
-// hold version yet (the payload), or that the owner refused the request (the payload says
-// why). The grants of one FIFO operation for one process are sent one after another, all but
-// the last with more set, and the requester delivers them together. The last may say
-// recycle: the data changes before the requester's next grant, so its mirror may be given up
-// (see mirror.go).
+// grantMsg tells the requester that ticket is granted, with the data (the payload) when its
+// mirror does not hold version, or that the owner refused it (the payload says why). The
+// grants of one FIFO operation for one process all but the last say more, and are delivered
+// together; the last may say recycle (mirror.go).
 type grantMsg struct {
 	loc     uint32
 	ticket  uint64
@@ -112,13 +104,10 @@ func decodeGrant(h *transport.Header) grantMsg {
 		recycle: h.Flags&flagRecycle != 0, size: int(h.Len)}
 }
 
-// releaseMsg ends the access of ticket; a writer's release carries the data it leaves, and
-// a failed access (a write section that failed) carries why, and hands nothing on. dropped
-// says that the requester's mirror holds nothing from now on: its next grant brings the data.
-// next, when not 0, is the ticket of the request of the handle's next round (rule 6), which
-// the message carries instead of a requestMsg of its own: the same location, mode, task
-// and position as ticket's, the round after its round; the owner places it first, then
-// releases.
+// releaseMsg ends the access of ticket: a write's carries the data (the payload), a failed
+// one's why, and hands nothing on; dropped: the requester's mirror holds nothing any more.
+// next, when not 0, is the ticket of the handle's request of its next round (rule 6), like
+// ticket's but a round later, which the owner places first.
 type releaseMsg struct {
 	loc     uint32
 	ticket  uint64
@@ -140,9 +129,8 @@ func decodeRelease(h *transport.Header) releaseMsg {
 		failed: h.Flags&flagFailed != 0, dropped: h.Flags&flagDropped != 0, size: int(h.Len)}
 }
 
-// Sink implements transport.Handler: a grant's data lands in the mirror (requester), a
-// write-back in the location (owner), a checkpoint piece from a partner in a buffer of the
-// checkpointer.
+// Sink implements transport.Handler: where a message's data lands (mirror.go), or a
+// checkpoint piece from a partner (a buffer of the checkpointer).
 func (n *node) Sink(from int, h *transport.Header) ([]byte, error) {
 	switch h.Type {
 	case msgGrant:
@@ -157,9 +145,8 @@ func (n *node) Sink(from int, h *transport.Header) ([]byte, error) {
 	return nil, nil
 }
 
-// Handle implements transport.Handler: it decodes the message and hands it to its receiver.
-// A request, a grant or a release counts for the deadlock watch as a move (detector.moved).
-// A malformed message fails the job, naming the sender.
+// Handle implements transport.Handler: it hands the decoded message to its service. A
+// grant's message counts as a move for the deadlock watch; a malformed one fails the job.
 func (n *node) Handle(from int, h *transport.Header, payload []byte) {
 	var err error
 	n.wide.counts.count(h.Type, false)

@@ -6,10 +6,9 @@ import (
 	"github.com/orwl-go/orwl/trace"
 )
 
-// This file holds what the deadlock watch, the trace and a failed write section need of a
+// This file holds what the deadlock watch, the trace, Resize and Handle.Test need of a
 // ticket, local or remote: the ticket interface and its methods for either kind. None of
-// them is on a grant's path: location.go holds what the two kinds share for a grant
-// (ticketBase), local.go and remote.go the rest of each.
+// them is on a grant's path (location.go has ticketBase, local.go and remote.go the rest).
 
 // ticket is a request of a handle of this process, on a location of this process
 // (localTicket) or of another (remoteTicket): what deadlock detection and tracing need of
@@ -26,16 +25,8 @@ type ticket interface {
 	// the release that caused it; traceRelease records the release and its flow.
 	traceGrant(task int, m fifo.Mode) trace.FlowID
 	traceRelease(task int, m fifo.Mode, flow trace.FlowID)
-	// failGrant fails the location of the granted ticket with err (see Task.failedGrants).
+	// failGrant fails the location of the granted ticket with err (fail.go).
 	failGrant(err error)
-}
-
-// Fail keeps the grant of a write section that failed until its task ends (runTask), so
-// that nothing is handed on and the location fails with the job's error when the task
-// fails, as it usually does.
-func (b *ticketBase) Fail(err error) {
-	t := b.j.task[b.spec.Task]
-	t.failedGrants = append(t.failedGrants, failedGrant{b.self, err})
 }
 
 // Traced implements handle.Ticket: the task's observer records the step.
@@ -43,11 +34,41 @@ func (b *ticketBase) Traced(h *handle.Handle, e handle.Event) {
 	b.j.task[b.spec.Task].obs.traced(h, b.self, e)
 }
 
+// Granted reports whether the FIFO granted t: the grants of one FIFO operation reach their
+// latches one by one after the location's lock, but the FIFO's state is decided under it.
+func (t *localTicket) Granted() bool {
+	if t.latch.Granted() {
+		return true
+	}
+	l := t.loc
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err == nil && t.req.State() == fifo.Granted
+}
+
+func (t *localTicket) Resize(n int) ([]byte, error) {
+	l := t.loc
+	return l.j.bufs.resize(&l.data, &l.stale, n), nil
+}
+
+// Granted reports whether t's grant arrived, waiting for a batch being delivered (granted).
+func (t *remoteTicket) Granted() bool {
+	if t.latch.Granted() {
+		return true
+	}
+	t.q.grantMu.Lock()
+	defer t.q.grantMu.Unlock()
+	return t.latch.Granted()
+}
+
+func (t *remoteTicket) Resize(n int) ([]byte, error) {
+	q := t.q
+	return q.r.j.bufs.resize(&q.mirror, &q.stale, n), nil
+}
+
 func (t *localTicket) where() uint32 { return t.loc.index }
 
 func (t *localTicket) describeWait(w *waitRecord) bool { return t.loc.describeWait(&t.req, w) }
-
-func (t *localTicket) failGrant(err error) { t.loc.fail(err) }
 
 func (t *localTicket) traceGrant(task int, m fifo.Mode) trace.FlowID {
 	t.loc.fq.Grant(task, m)
@@ -72,9 +93,3 @@ func (t *remoteTicket) describeWait(w *waitRecord) bool {
 func (t *remoteTicket) traceGrant(int, fifo.Mode) trace.FlowID { return t.grantFlow }
 
 func (t *remoteTicket) traceRelease(_ int, _ fifo.Mode, flow trace.FlowID) { t.releaseFlow = flow }
-
-// failGrant gives the grant back as failed: the owner fails the location with err. In a
-// failed job it sends nothing: the owner fails with the job.
-func (t *remoteTicket) failGrant(err error) {
-	t.q.r.sendRelease(t, releaseMsg{failed: true}, []byte(err.Error()), true)
-}
