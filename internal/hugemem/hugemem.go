@@ -21,7 +21,7 @@
 // allocates and frees; it must not touch the memory it hands out (a buffer's pages are
 // faulted in by its first user, inside whatever that user times), but when asked to: Move
 // copies a buffer's bytes into another by moving its pages there, where it can, so that
-// data written once need not be copied nor fault fresh pages in.
+// data lent to a buffer is neither copied nor faults fresh pages in.
 //
 // For checks of how a buffer is used, Pages maps a buffer of any size on pages of its own;
 // Protect makes a mapped buffer read-only or writable again, Retire makes it inaccessible for
@@ -203,30 +203,30 @@ func AllocFilled(n int) []byte {
 	return b
 }
 
-// Move copies src into dst, as copy does (the shorter length), and returns the number of
-// bytes copied; but where it can it moves src's memory instead of copying it: when src and
-// dst start on a page, lie in writable buffers that Alloc or Pages mapped and do not
-// overlap, the whole pages of src are moved into dst (Linux: mremap), so that nothing is
-// copied and dst takes no page fault; only a partial last page is copied. Those pages of
-// src then read zero (their memory is dst's), and a write to them faults in fresh pages.
-// It is for data written once into a buffer (a panel published for the last time) that
-// nothing reads at src afterwards. Another slice is copied, src unchanged.
-func Move(dst, src []byte) int {
-	n := min(len(dst), len(src))
+// Move copies src into dst, as copy does (the shorter length, n), but moves src's memory
+// instead where it can: when src and dst start on a page, lie in writable buffers that
+// Alloc or Pages mapped and do not overlap, the whole pages of src are moved into dst
+// (Linux: mremap), so that nothing is copied and dst takes no page fault; only a partial
+// last page is copied. moved reports that: the whole pages of src then read zero (their
+// memory is dst's, and a write to them faults in fresh pages). Otherwise src is copied and
+// unchanged. It is for data that its owner lends to a buffer (and may take back with
+// another Move) rather than copy.
+func Move(dst, src []byte) (n int, moved bool) {
+	n = min(len(dst), len(src))
 	if n == 0 {
-		return 0
+		return 0, false
 	}
 	d, s := unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(src))
-	moved := uintptr(0)
+	pages := uintptr(0)
 	mu.Lock()
 	if start, end := uintptr(d), uintptr(s); start+uintptr(n) <= end || end+uintptr(n) <= start {
 		if writable(d, n) && writable(s, n) {
-			moved = movePages(d, s, uintptr(n))
+			pages = movePages(d, s, uintptr(n))
 		}
 	}
 	mu.Unlock()
-	copy(dst[moved:n], src[moved:n])
-	return n
+	copy(dst[pages:n], src[pages:n])
+	return n, pages > 0
 }
 
 // writable reports whether the n bytes at p lie in one buffer that Alloc or Pages mapped
@@ -280,11 +280,11 @@ func Float64s(n int) []float64 {
 	return unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(Alloc(8*n)))), n)
 }
 
-// MoveFloat64s is Move for float64 values: it copies src into dst, moving whole pages
-// where it can, and returns the number of values copied.
-func MoveFloat64s(dst, src []float64) int {
-	return Move(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(dst))), 8*len(dst)),
-		unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(src))), 8*len(src))) / 8
+// MoveFloat64s is Move for float64 values: n counts values.
+func MoveFloat64s(dst, src []float64) (n int, moved bool) {
+	n, moved = Move(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(dst))), 8*len(dst)),
+		unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(src))), 8*len(src)))
+	return n / 8, moved
 }
 
 // FreeFloat64s frees f, as Free frees the bytes of a buffer Float64s returned.

@@ -7,8 +7,8 @@ import (
 
 // TestMove: Move hands the whole pages of a mapped source to a mapped destination without
 // copying them: the destination holds the source's bytes (a partial last page copied) and
-// reading it takes no page fault, the moved pages of the source read zero, and both
-// buffers are still there to write and free. Slices that are not on a page, or not
+// reading it takes no page fault, the moved pages of the source read zero, a Move back
+// restores the source, and both buffers are still there to write and free. Slices that are not on a page, or not
 // mapped, are copied and the source kept.
 func TestMove(t *testing.T) {
 	const size = 8 << 20
@@ -21,8 +21,8 @@ func TestMove(t *testing.T) {
 	}
 	want := bytes.Clone(src[:n])
 	before := faults(t)
-	if got := Move(dst, src[:n]); got != n {
-		t.Fatalf("Move returned %d, want %d", got, n)
+	if got, moved := Move(dst, src[:n]); got != n || !moved {
+		t.Fatalf("Move returned %d, %v; want %d, true", got, moved, n)
 	}
 	var sum int
 	for i := 0; i < n; i += 4096 {
@@ -39,6 +39,9 @@ func TestMove(t *testing.T) {
 	}
 	if src[n] != byte(n%251+1) {
 		t.Fatalf("the byte after the source changed: %d", src[n])
+	}
+	if _, moved := Move(src[:n], dst[:n]); !moved || !bytes.Equal(src[:n], want) || dst[0] != 0 {
+		t.Fatalf("moving the pages back: moved %v, source restored %v, first byte of the destination %d", moved, bytes.Equal(src[:n], want), dst[0])
 	}
 	src[0], dst[0] = 7, 8 // both still writable
 	if src[0] != 7 || dst[0] != 8 || sum == 0 {
@@ -59,11 +62,11 @@ func TestMove(t *testing.T) {
 			c.src[i] = byte(i%13 + 1)
 		}
 		want := bytes.Clone(c.src)
-		if got := Move(c.dst, c.src); got != len(want) || !bytes.Equal(c.dst, want) || !bytes.Equal(c.src, want) {
-			t.Fatalf("%s: Move returned %d; destination equal %v, source kept %v", c.name, got, bytes.Equal(c.dst, want), bytes.Equal(c.src, want))
+		if got, moved := Move(c.dst, c.src); got != len(want) || moved || !bytes.Equal(c.dst, want) || !bytes.Equal(c.src, want) {
+			t.Fatalf("%s: Move returned %d, %v; destination equal %v, source kept %v", c.name, got, moved, bytes.Equal(c.dst, want), bytes.Equal(c.src, want))
 		}
 	}
-	if got := Move(dst[:0], src); got != 0 {
-		t.Fatalf("Move into an empty slice returned %d", got)
+	if got, moved := Move(dst[:0], src); got != 0 || moved {
+		t.Fatalf("Move into an empty slice returned %d, %v", got, moved)
 	}
 }

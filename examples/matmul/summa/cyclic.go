@@ -22,8 +22,11 @@ import (
 type blockCyclic struct {
 	*worker
 	*schedulePlan
-	bPanels          [][]float64    // my part of B, by local block row
-	aW, bW           panelHandles   // my panel locations, written
+	bPanels [][]float64  // my part of B, by local block row
+	aW, bW  panelHandles // my panel locations, written
+	// aLent and bLent are, per panel location of mine, the panel whose pages it holds
+	// (see put), or nil.
+	aLent, bLent     [panelBuffers][]float64
 	aR               []panelHandles // A panels of my grid row, by grid column and buffer
 	bR               []panelHandles // B panels of my grid column, by grid row and buffer
 	remoteA, remoteB []bool         // the A (B) locations of grid column q (row p) are in another process
@@ -171,41 +174,54 @@ func (s *blockCyclic) columns(k int, _ *report) []int {
 	return globals(s.p.N, s.p.NB, qk, s.p.Grid.Q)
 }
 
-// publishPanels writes my pieces of the panels of step st, if I own any. In the last
-// multiplication a panel is published for the last time: put may then move it.
+// publishPanels writes my pieces of the panels of step st, if I own any.
 func (s *blockCyclic) publishPanels(ctx context.Context, st int) error {
 	step, g := s.steps[st], s.p.Grid
-	last := st >= len(s.steps)-len(s.steps)/s.p.Reps
 	if step.aCol == s.gq && g.Q > 1 {
 		panel := s.aPanels[step.k/g.Q]
-		// Freivalds' check reads my A panels at the end.
-		final := last && s.p.Verify&Freivalds == 0
-		if err := s.timedSection(ctx, s.aW[step.aBuf], func(b []byte) { s.put(b, panel, final) }); err != nil {
+		keep := s.p.Verify&Freivalds != 0 // Freivalds' check reads my A panels at the end
+		if err := s.timedSection(ctx, s.aW[step.aBuf], func(b []byte) { s.put(b, &s.aLent[step.aBuf], panel, keep) }); err != nil {
 			return err
 		}
 	}
 	if step.bRow == s.gp && g.P > 1 {
 		panel := s.bPanels[step.k/g.P]
-		if err := s.timedSection(ctx, s.bW[step.bBuf], func(b []byte) { s.put(b, panel, last) }); err != nil {
+		if err := s.timedSection(ctx, s.bW[step.bBuf], func(b []byte) { s.put(b, &s.bLent[step.bBuf], panel, false) }); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// put writes panel into b, the data of a panel location under my write grant. When
-// nothing reads panel afterwards (final), it moves the panel's pages into the location
-// (hugemem.Move) rather than copying them: no copy, and the location's pages are not
-// touched fresh, which in a job of one multiplication is most of what its panels cost;
-// panel then reads zero. A location that a kernel of this process has pinned keeps its
-// pages, which the device maps: it gets a copy.
-func (s *blockCyclic) put(b []byte, panel []float64, final bool) {
+// put writes panel into b, the data of one of my panel locations under my write grant,
+// which holds the pages of the panel *lent (nil: its own). It lends the location the
+// panel's pages (hugemem.Move) rather than copying them, once the location has given
+// back those of the panel it held: nothing is copied, and the location never touches
+// fresh pages, which would cost the first multiplication a page fault per 4 KiB. While
+// lent, a panel reads zero where it lives, where nothing reads it. It copies the panel
+// instead when something reads it there later (keep), and when a kernel of this process
+// has pinned the location, whose pages the device maps.
+func (s *blockCyclic) put(b []byte, lent *[]float64, panel []float64, keep bool) {
 	dst := orwl.Float64s(b)
-	if final && !s.pins.holds(dst) {
-		hugemem.MoveFloat64s(dst, panel)
+	if *lent != nil && len(panel) > 0 && &(*lent)[0] == &panel[0] {
+		return // the location holds this panel's pages: the data is there
+	}
+	pinned := s.pins.holds(dst)
+	if *lent != nil {
+		if pinned {
+			copy(*lent, dst)
+		} else {
+			hugemem.MoveFloat64s(*lent, dst)
+		}
+		*lent = nil
+	}
+	if keep || pinned {
+		copy(dst, panel)
 		return
 	}
-	copy(dst, panel)
+	if _, moved := hugemem.MoveFloat64s(dst, panel); moved {
+		*lent = panel
+	}
 }
 
 // timedSection is a write section whose acquire counts as waiting.

@@ -20,11 +20,11 @@
 // then adds its product C_loc += A_panel x B_panel with one kernel call. Panels move between
 // tasks only through these locations. (With a single grid column, Q = 1, an A panel's
 // only reader is its owner: it is then used in place, without a location or a copy; the
-// same holds for B with P = 1.) In the last multiplication an owner publishes each of its
-// panels for the last time: it moves the panel's pages into the location rather than
-// copying them (hugemem.Move), so that a job of one multiplication neither copies its
-// panels nor touches fresh memory for its own panel locations (A panels stay where they
-// are when Freivalds' check reads them at the end).
+// same holds for B with P = 1.) An owner publishes a panel by lending its pages to the
+// location rather than copying it (hugemem.Move; the location gives them back before the
+// next panel's): no panel is copied, and the panel locations never touch fresh memory,
+// which in the first multiplication would cost a page fault per 4 KiB (A panels are
+// copied when Freivalds' check reads them at the end).
 //
 // Every task owns panelBuffers (three) A-panel locations (a0, a1, a2) and as many B-panel
 // locations (b0, b1, b2). An owner cycles over the steps it owns through as few of them as
