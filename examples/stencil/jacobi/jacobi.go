@@ -301,8 +301,8 @@ const slots = 4
 // edge that faces it; both are nil on a side of the domain.
 type halo struct {
 	nb       [4]int                 // neighbour task per side, -1 at the domain's side
-	edge     [4][]int               // the cells published on each side
-	ghost    [4][]int               // the ghost cells filled from each side
+	edge     [4]strip               // the cells published on each side
+	ghost    [4]strip               // the ghost cells filled from each side
 	pub, get [4][slots]*orwl.Handle // by side and slot
 }
 
@@ -315,7 +315,7 @@ func newHalo(t *orwl.Task, p Params, b *block) *halo {
 	for _, d := range b.dirs() {
 		h.edge[d], h.ghost[d] = b.edge(d), b.ghosts(d)
 		for slot := range slots {
-			t.Scale(edgeName(d, slot), 8*len(h.edge[d]))
+			t.Scale(edgeName(d, slot), 8*h.edge[d].n)
 		}
 		if h.nb[d] = p.neighbour(t.ID(), d); h.nb[d] < 0 {
 			continue
@@ -331,9 +331,7 @@ func newHalo(t *orwl.Task, p Params, b *block) *halo {
 // publish copies the edges of u into the task's edge locations of slot.
 func (h *halo) publish(ctx context.Context, slot int, u []float64) error {
 	return sections(ctx, &h.pub, slot, func(d int, out []float64) error {
-		for i, j := range h.edge[d] {
-			out[i] = u[j]
-		}
+		h.edge[d].read(out, u)
 		return nil
 	})
 }
@@ -342,12 +340,10 @@ func (h *halo) publish(ctx context.Context, slot int, u []float64) error {
 // location as soon as it is copied.
 func (h *halo) fetch(ctx context.Context, slot int, u []float64) error {
 	return sections(ctx, &h.get, slot, func(d int, in []float64) error {
-		if len(in) != len(h.ghost[d]) {
+		if len(in) != h.ghost[d].n {
 			return errors.New("jacobi: a neighbour's edge has the wrong size")
 		}
-		for i, j := range h.ghost[d] {
-			u[j] = in[i]
-		}
+		h.ghost[d].write(u, in)
 		return nil
 	})
 }

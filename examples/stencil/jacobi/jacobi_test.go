@@ -115,8 +115,10 @@ func BenchmarkSweep(b *testing.B) {
 		p    Params
 	}{
 		{"line/1k", Params{Dim: 1, NX: 1000, NY: 1, PX: 1, PY: 1}},
+		{"line/10k", Params{Dim: 1, NX: 10000, NY: 1, PX: 1, PY: 1}},
 		{"line/1M", Params{Dim: 1, NX: 1 << 20, NY: 1, PX: 1, PY: 1}},
 		{"plane/32x32", Params{Dim: 2, NX: 32, NY: 32, PX: 1, PY: 1}},
+		{"plane/100x100", Params{Dim: 2, NX: 100, NY: 100, PX: 1, PY: 1}},
 		{"plane/1024x1024", Params{Dim: 2, NX: 1024, NY: 1024, PX: 1, PY: 1}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
