@@ -26,9 +26,9 @@
 // first-seconds and first-gflops the first one's; residual is the scaled residual
 // ‖A − L·Lᵀ‖/(‖A‖·N·ε), estimated with a random vector (tiled.Result.Residual), and
 // verified means it is below tiled.ResidualBound (30). -json prints one JSON object with
-// these keys and a few more (threads, checksum of L, compute and wait times) instead of
-// the summary and result lines. Flags that make no sense are reported in one line on
-// standard error with exit status 2; a failed run exits with status 1; a failed
+// these keys and a few more (threads, checksum of L, compute, wait and release times)
+// instead of the summary and result lines. Flags that make no sense are reported in one
+// line on standard error with exit status 2; a failed run exits with status 1; a failed
 // verification with status 3.
 //
 // -kernel takes a kernel name with the Cholesky operations (gonum, openblas, cublas), "cpu"
@@ -144,15 +144,16 @@ func compute(c *config, stdout, stderr io.Writer) int {
 	if res == nil {
 		return 0 // another process runs task 0 and reports
 	}
-	var comp, wait time.Duration
+	var comp, wait, release time.Duration
 	for _, s := range res.Tasks {
 		comp += s.Compute
 		wait += s.Wait
+		release += s.Release
 	}
 	per := float64(len(res.Tasks) * c.Reps)
 	if !c.JSON {
-		fmt.Fprintf(stdout, "summary: threads=%d/process; wall %.3fs (setup, %d factorisation(s), check); per factorisation and task: compute %.3fs, waiting %.3fs; checksum=%016x\n",
-			c.Threads, time.Since(t0).Seconds(), c.Reps, comp.Seconds()/per, wait.Seconds()/per, res.Checksum)
+		fmt.Fprintf(stdout, "summary: threads=%d/process; wall %.3fs (setup, %d factorisation(s), check); per factorisation and task: compute %.3fs, waiting %.3fs, releasing %.3fs; checksum=%016x\n",
+			c.Threads, time.Since(t0).Seconds(), c.Reps, comp.Seconds()/per, wait.Seconds()/per, release.Seconds()/per, res.Checksum)
 	}
 	var r cli.Result
 	r.Add("n", c.N)
@@ -169,6 +170,7 @@ func compute(c *config, stdout, stderr io.Writer) int {
 	r.Detail("checksum", fmt.Sprintf("%016x", res.Checksum))
 	r.Detail("compute-seconds", comp.Seconds()/per) // per factorisation and task
 	r.Detail("wait-seconds", wait.Seconds()/per)
+	r.Detail("release-seconds", release.Seconds()/per)
 	r.Verified(res.Verified)
 	return r.Report(stdout, stderr, "cholesky", c.JSON)
 }

@@ -100,6 +100,9 @@ type Params struct {
 type TaskStats struct {
 	Compute time.Duration // inside kernel calls
 	Wait    time.Duration // blocked acquiring tiles
+	// Release is the time spent releasing tiles: handing them on, which, for a tile that a
+	// task of another process reads next, copies it to that process.
+	Release time.Duration
 	Flops   float64
 }
 

@@ -353,3 +353,30 @@ func TestGenerateWritesWholeLocation(t *testing.T) {
 		}
 	}
 }
+
+// TestTaskStats: task 0 learns every task's measurements, and they add up: the flops of
+// all the operations of every factorisation, time computing, and time releasing tiles
+// (handing them on, the copies to other processes included) in every task, each of which
+// writes and releases tiles.
+func TestTaskStats(t *testing.T) {
+	const n, nb, reps = 40, 8, 2
+	g := grid.Grid{P: 1, Q: 2}
+	res := run(t, Params{N: n, NB: nb, Grid: g, Seed: 5, Reps: reps})
+	l := newLayout(n, nb, g)
+	var want, got float64
+	for _, o := range l.operations() {
+		want += reps * l.flops(o)
+	}
+	if len(res.Tasks) != g.Tasks() {
+		t.Fatalf("%d tasks' stats, want %d", len(res.Tasks), g.Tasks())
+	}
+	for k, s := range res.Tasks {
+		got += s.Flops
+		if s.Compute <= 0 || s.Release <= 0 || s.Wait < 0 {
+			t.Errorf("task %d: %+v", k, s)
+		}
+	}
+	if got != want {
+		t.Errorf("the tasks' flops add up to %g, want %g", got, want)
+	}
+}

@@ -16,6 +16,7 @@ import (
 const (
 	hCompute = iota // seconds
 	hWait
+	hRelease
 	hFlops
 	hChecksum // bits
 	hNormA2
@@ -77,7 +78,8 @@ func (w *worker) verify(ctx context.Context) (*Result, error) {
 	if err := w.outW.Section(ctx, func(b []byte) error {
 		out := orwl.Float64s(b)
 		clear(out)
-		out[hCompute], out[hWait], out[hFlops] = w.stats.Compute.Seconds(), w.stats.Wait.Seconds(), w.stats.Flops
+		out[hCompute], out[hWait], out[hRelease] = w.stats.Compute.Seconds(), w.stats.Wait.Seconds(), w.stats.Release.Seconds()
+		out[hFlops] = w.stats.Flops
 		out[hChecksum], out[hNormA2] = math.Float64frombits(sum.Sum64()), w.normA2
 		for r, d := range w.ends {
 			out[hLen+r] = d.Seconds()
@@ -148,6 +150,7 @@ func (w *worker) collect(ctx context.Context, x []float64) (*Result, error) {
 			res.Tasks = append(res.Tasks, TaskStats{
 				Compute: time.Duration(out[hCompute] * 1e9),
 				Wait:    time.Duration(out[hWait] * 1e9),
+				Release: time.Duration(out[hRelease] * 1e9),
 				Flops:   out[hFlops],
 			})
 			sums.Write(binary.LittleEndian.AppendUint64(nil, math.Float64bits(out[hChecksum])))

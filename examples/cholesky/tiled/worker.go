@@ -235,9 +235,12 @@ func (w *worker) execute(ctx context.Context, o *taskOp) error {
 	t1 := time.Now()
 	w.stats.Wait += t1.Sub(t0)
 	err := w.compute(o.op, orwl.Float64s(o.write.Map()), in)
-	w.stats.Compute += time.Since(t1)
+	t2 := time.Now()
+	w.stats.Compute += t2.Sub(t1)
 	w.stats.Flops += w.l.flops(o.op)
-	return errors.Join(err, o.write.Release(), releaseAll(o.reads))
+	err = errors.Join(err, o.write.Release(), releaseAll(o.reads))
+	w.stats.Release += time.Since(t2)
+	return err
 }
 
 // compute calls the kernel of o on the tile it writes, c, and those it reads, in.
