@@ -27,10 +27,11 @@
 //
 // The first multiplication is timed from the moment A and B exist in every task (the end
 // of the schedule; their generation is left out): the allocation of C and of the mirrors of
-// remote panels, and the page faults of touching C, the panel locations and the mirrors the
-// first time, count in it; the summary gives its page faults (ORWL_HUGEPAGES=on asks for
-// transparent huge pages for C, the panels and the mirrors: see package orwl). The best is
-// the fastest of the -reps multiplications (seconds, gflops). (-json prints one JSON object
+// remote panels, and the page faults of touching C and the mirrors the first time (the
+// panel locations borrow the pages of the panels they publish), count in it; the summary
+// gives its page faults (ORWL_HUGEPAGES=on asks for transparent huge pages for C, the
+// panels and the mirrors: see package orwl). The best is the fastest of the -reps
+// multiplications (seconds, gflops). (-json prints one JSON object
 // with the same keys, and the summary's figures, instead of the summary and result lines.)
 // Flags that make no sense are reported in one line on standard error with exit status 2;
 // a failed run exits with status 1; a failed verification with status 3.

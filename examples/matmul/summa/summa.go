@@ -347,7 +347,8 @@ func (w *worker) run(ctx context.Context) (*Result, error) {
 	}
 	// A and B exist in every task: the first multiplication is timed from here, with the
 	// allocation of C and the first touch of C, of the panel locations (sized above, not
-	// yet touched) and of the mirrors of remote panels (allocated at their first grant).
+	// yet touched; they borrow the pages of my panels, see put) and of the mirrors of
+	// remote panels (allocated at their first grant).
 	w.start, w.faults[0] = time.Now(), pageFaults()
 	if err := w.s.compute(ctx); err != nil {
 		return nil, err
