@@ -219,10 +219,8 @@ func Move(dst, src []byte) (n int, moved bool) {
 	d, s := unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(src))
 	pages := uintptr(0)
 	mu.Lock()
-	if start, end := uintptr(d), uintptr(s); start+uintptr(n) <= end || end+uintptr(n) <= start {
-		if writable(d, n) && writable(s, n) {
-			pages = movePages(d, s, uintptr(n))
-		}
+	if apart := uintptr(d)+uintptr(n) <= uintptr(s) || uintptr(s)+uintptr(n) <= uintptr(d); apart && writable(d, n) && writable(s, n) {
+		pages = movePages(d, s, uintptr(n))
 	}
 	mu.Unlock()
 	copy(dst[pages:n], src[pages:n])
