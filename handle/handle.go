@@ -21,37 +21,31 @@ import (
 type Ticket interface {
 	// Latch is the request's grant: Acquire waits on it.
 	Latch() *Latch
-	// Waiting is called on the waiter's goroutine when Acquire finds the latch pending,
-	// before it sleeps on it: the queue learns who waits (deadlock detection) and may fetch
-	// the grant itself. It returns once the latch is no longer pending, ctx is done, or it
-	// gives up.
+	// Waiting is called by Acquire, on the waiter's goroutine, before it sleeps on a pending
+	// latch: the queue learns who waits, and may fetch the grant itself until the latch is
+	// settled, ctx is done, or it gives up.
 	Waiting(ctx context.Context)
-	// Granted reports, without blocking for long, whether the queue has granted the request,
-	// even if the grant has not reached the latch yet: every grant decided before the
-	// caller's last synchronisation with the queue is reported (see Handle.Test).
+	// Granted reports whether the queue has granted the request, even if the grant has not
+	// reached the latch yet (see Handle.Test).
 	Granted() bool
 	// Release ends a granted access; the next entry of the FIFO is granted.
 	Release() error
-	// Fail ends a granted access that went wrong (a failed write section): nothing is handed
-	// on from it, and the location fails, at the latest when the handle's owner is done.
+	// Fail ends a granted access that went wrong: nothing is handed on, the location fails.
 	Fail(err error)
-	// Cancel withdraws the ticket: its latch is cancelled, and the grant goes back unchanged,
-	// now if it had arrived, as soon as it arrives otherwise.
+	// Cancel withdraws the ticket; its grant goes back unchanged, now or when it comes.
 	Cancel()
 	// Data is the location's data as the holder of the granted ticket sees it; never nil.
 	Data() []byte
 	// Resize changes the size of the data of a granted write ticket and returns the new data.
 	Resize(n int) ([]byte, error)
-	// Traced tells the ticket of a traced owner's handle h each step e of its life, in
-	// order, on h's goroutine, so that the runtime traces it.
+	// Traced tells the ticket of a traced owner's handle h each step e of its life.
 	Traced(h *Handle, e Event)
 }
 
 // Queue is the FIFO of one location as a handle sees it.
 type Queue interface {
-	// Request appends a request of h, in h's mode, and returns its ticket at once: the
-	// position is fixed when Request returns. reuse, when not nil, is a ticket of this queue
-	// that h no longer uses, which the queue may recycle.
+	// Request appends a request of h and returns its ticket at once, its position fixed.
+	// reuse, when not nil, is a ticket of this queue that h no longer uses, to recycle.
 	Request(h *Handle, reuse Ticket) (Ticket, error)
 }
 

@@ -99,18 +99,13 @@ func (l *Latch) Wait(ctx context.Context, wake chan struct{}, ctxWakes bool) err
 				return err
 			}
 			l.wake = wake
-			if l.state.CompareAndSwap(s, parked) {
-				return l.park(ctx, wake, ctxWakes)
+			if !l.state.CompareAndSwap(s, parked) {
+				continue
 			}
+		case parked: // woken by a token of an earlier wait: sleep again
 		default:
 			return ErrNotPending
 		}
-	}
-}
-
-// park blocks the parked waiter until l is granted or failed, or ctx is done.
-func (l *Latch) park(ctx context.Context, wake chan struct{}, ctxWakes bool) error {
-	for {
 		if ctxWakes {
 			<-wake
 		} else {
@@ -119,15 +114,8 @@ func (l *Latch) park(ctx context.Context, wake chan struct{}, ctxWakes bool) err
 			case <-ctx.Done():
 			}
 		}
-		switch l.state.Load() {
-		case uint32(LatchGranted):
-			return nil
-		case uint32(LatchFailed):
-			return l.Err()
-		}
 		if err := ctx.Err(); err != nil && l.state.CompareAndSwap(parked, uint32(LatchPending)) {
 			return err
 		}
-		// A token of an earlier wait, or granted or failed just now: look again.
 	}
 }
