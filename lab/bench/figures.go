@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -519,9 +520,11 @@ func num(v any) float64 {
 	return f
 }
 
-// nanos formats a duration in nanoseconds with a unit that suits it.
+// nanos formats a duration in nanoseconds with a unit that suits it, to four significant
+// digits.
 func nanos(ns float64) string {
-	return time.Duration(ns).Round(time.Duration(max(1, ns/100))).String()
+	unit := math.Pow(10, math.Floor(math.Log10(max(ns, 1)))-3) // four significant digits
+	return time.Duration(ns).Round(time.Duration(max(1, unit))).String()
 }
 
 // cpuModel returns the processor's name from /proc/cpuinfo, or the architecture.

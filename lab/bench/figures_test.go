@@ -40,3 +40,12 @@ func TestWhenMeasured(t *testing.T) {
 		t.Errorf("one section: %q", got)
 	}
 }
+
+// A duration keeps four significant digits, whatever its size.
+func TestNanos(t *testing.T) {
+	for ns, want := range map[float64]string{4560.2: "4.56µs", 728.4: "728ns", 1318500: "1.319ms", 12.3: "12ns", 0.4: "0s"} {
+		if got := nanos(ns); got != want {
+			t.Errorf("nanos(%v) = %s, want %s", ns, got, want)
+		}
+	}
+}
