@@ -24,8 +24,9 @@ import (
 //
 //   - orwl: one task per process, the processes started as one ORWL job on this machine;
 //   - mpi-tcp and mpi-shm: lab/bench/stencil/stencil.c, built with Open MPI's mpicc (-cflags),
-//     run with its mpirun over TCP (--mca btl tcp,self) and over shared memory (vader, or sm
-//     on Open MPI 5), one rank per task (skipped, saying why, without Open MPI).
+//     run with its mpirun over TCP (--mca btl tcp,self; -tcp=false leaves it out) and over
+//     shared memory (vader, or sm on Open MPI 5), one rank per task (skipped, saying why,
+//     without Open MPI).
 //
 // Layouts (-layouts): "line" is the 3-point stencil on a line cut in -procs blocks (one halo
 // value each way); "PXxPY" is the 5-point stencil on a plane cut over a PX × PY grid of
@@ -92,10 +93,11 @@ func benchStencil(fs *flag.FlagSet) func(rep *report) error {
 	cflags := fs.String("cflags", "-O2", "flags of mpicc for the C reference")
 	loops := fs.Bool("loops", true, "also time one task in one process, Go against C (the inner loop)")
 	withMPI := fs.Bool("mpi", true, "measure the C MPI reference when Open MPI's mpicc and mpirun are present")
+	withTCP := fs.Bool("tcp", true, "with -mpi, also run the C MPI reference over TCP in the halo rows (false: shared memory only)")
 	sharedList := fs.String("shared", "10000,100000", "comma-separated cells per task of the line rows that also run as two jobs at once (empty: none)")
 	overList := fs.String("oversubscribed", "10000", "comma-separated cells per task of line rows over twice as many processes as cores (empty: none)")
 	return func(rep *report) error {
-		s := stencilBench{rounds: *rounds, perRun: *perRun, cflags: *cflags, loops: *loops, withMPI: *withMPI}
+		s := stencilBench{rounds: *rounds, perRun: *perRun, cflags: *cflags, loops: *loops, withMPI: *withMPI, withTCP: *withTCP}
 		if err := s.validate(*sizeList, *layoutList, *sharedList, *overList, *procs); err != nil {
 			return err
 		}
@@ -113,6 +115,7 @@ type stencilBench struct {
 	cflags       string
 	loops        bool // also the loop rows
 	withMPI      bool
+	withTCP      bool // also MPI over TCP in the halo rows
 }
 
 // validate checks the flags that s holds and fills the rest of s from the lists of
@@ -161,7 +164,7 @@ func (s stencilBench) run(rep *report) error {
 	rep.line("%-5s %-6s %5s %10s %7s  %-56s  %s\n", "kind", "layout", "grid", "cells/task", "iters", "per iteration (best)", "ratios")
 	var rows []stencilRow
 	for _, j := range s.jobs() {
-		row, err := measureStencil(j.kind, j.p, s.rounds, s.perRun, mpi, bin)
+		row, err := measureStencil(j.kind, j.p, s.rounds, s.perRun, mpi, bin, s.withTCP)
 		if err != nil {
 			return err
 		}
@@ -254,8 +257,8 @@ func (l stencilLayout) sized(cells int, single bool) jacobi.Params {
 }
 
 // measureStencil runs the contenders of one row in interleaved rounds: orwl and MPI over
-// TCP and shared memory for a halo row, Go and C in one process for a loop row.
-func measureStencil(kind string, p jacobi.Params, rounds int, perRun time.Duration, mpi *openMPI, bin string) (stencilRow, error) {
+// shared memory and (with tcp) TCP for a halo row, Go and C in one process for a loop row.
+func measureStencil(kind string, p jacobi.Params, rounds int, perRun time.Duration, mpi *openMPI, bin string, tcp bool) (stencilRow, error) {
 	// About perRun per run: an iteration costs its cells, and a few microseconds for its
 	// messages (a run of a few thousand iterations would time the start of the polling more
 	// than its steady state).
@@ -269,7 +272,7 @@ func measureStencil(kind string, p jacobi.Params, rounds int, perRun time.Durati
 	if p.Dim == 2 {
 		row.Layout = "plane"
 	}
-	cs := stencilContenders(kind, p, mpi, bin)
+	cs := stencilContenders(kind, p, mpi, bin, tcp)
 	times, err := row.measure(cs, rounds, fmt.Sprintf("%016x", jacobi.Checksum(jacobi.Sequential(p))))
 	if err != nil {
 		return row, err
@@ -285,8 +288,9 @@ type stencilContender struct {
 }
 
 // stencilContenders returns the contenders of a row of kind that runs p, the first one
-// the row's reference (ORWL's or Go's); the MPI ones only with mpi (its program bin).
-func stencilContenders(kind string, p jacobi.Params, mpi *openMPI, bin string) []stencilContender {
+// the row's reference (ORWL's or Go's); the MPI ones only with mpi (its program bin), MPI
+// over TCP only with tcp.
+func stencilContenders(kind string, p jacobi.Params, mpi *openMPI, bin string, tcp bool) []stencilContender {
 	args := []string{strconv.Itoa(p.Dim), strconv.Itoa(p.NX), strconv.Itoa(p.NY), strconv.Itoa(p.PX), strconv.Itoa(p.PY), strconv.Itoa(p.Iters)}
 	mpiRun := func(btl string) func() (stencilRun, error) {
 		return func() (stencilRun, error) { return runMPIStencil(mpi, bin, btl, p.Tasks(), args) }
@@ -299,8 +303,11 @@ func stencilContenders(kind string, p jacobi.Params, mpi *openMPI, bin string) [
 	switch kind {
 	case "halo":
 		cs = append(cs, stencilContender{"orwl", orwlRun})
+		if mpi != nil && tcp {
+			cs = append(cs, stencilContender{"mpi-tcp", mpiRun("tcp")})
+		}
 		if mpi != nil {
-			cs = append(cs, stencilContender{"mpi-tcp", mpiRun("tcp")}, stencilContender{"mpi-shm", mpiRun(mpi.shm)})
+			cs = append(cs, stencilContender{"mpi-shm", mpiRun(mpi.shm)})
 		}
 	case "over":
 		cs = append(cs, stencilContender{"orwl", orwlRun})

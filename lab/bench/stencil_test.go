@@ -140,3 +140,30 @@ func TestTwoJobs(t *testing.T) {
 		t.Fatalf("a failed job: %v", err)
 	}
 }
+
+// TestStencilContendersTCP checks that -tcp=false leaves MPI over TCP out of the halo rows
+// only, and that without Open MPI a row has only its own contender.
+func TestStencilContendersTCP(t *testing.T) {
+	mpi := &openMPI{shm: "vader"}
+	p := jacobi.Params{Dim: 1, NX: 2000, NY: 1, PX: 2, PY: 1, Iters: 20}
+	for _, c := range []struct {
+		kind string
+		mpi  *openMPI
+		tcp  bool
+		want string
+	}{
+		{"halo", mpi, true, "orwl mpi-tcp mpi-shm"},
+		{"halo", mpi, false, "orwl mpi-shm"},
+		{"halo", nil, true, "orwl"},
+		{"over", mpi, true, "orwl mpi-shm"},
+		{"loop", mpi, false, "go c"},
+	} {
+		var names []string
+		for _, s := range stencilContenders(c.kind, p, c.mpi, "stencil", c.tcp) {
+			names = append(names, s.name)
+		}
+		if got := strings.Join(names, " "); got != c.want {
+			t.Errorf("%s row, tcp %v, Open MPI %v: contenders %q, want %q", c.kind, c.tcp, c.mpi != nil, got, c.want)
+		}
+	}
+}
