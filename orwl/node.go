@@ -6,10 +6,10 @@ import (
 	"github.com/orwl-go/orwl/transport"
 )
 
-// Reading a grant. A grant of a location of another process reads 1,173 lines (wc -l), in
+// Reading a grant. A grant of a location of another process reads 1,174 lines (wc -l), in
 // this order:
 //
-//	node.go              86  this guide, the lock order, the node
+//	node.go              87  this guide, the lock order, the node
 //	handle/handle.go    183  Ticket, Queue; Handle.Request, Acquire, Release
 //	handle/latch.go     121  the latch: Acquire waits on it, a grant settles it
 //	remote.go           254  the requester: Request, sendRelease, granted
@@ -28,12 +28,13 @@ import (
 // Either makes one call each, which a grant does not need followed: the round of an
 // iterative request (job.round, checkpoint.go), the deadlock watch (detector.block and
 // moved, deadlock.go), what a FIFO operation that granted tells the other concerns
-// (location.granting, granting.go), where a message's data lands and the mirrors' buffers
-// (mirror.go), and, traced, the observer (Handle.trace: observer.go). What a grant never
-// runs is apart: a cancelled request (cancel.go), a failed grant (fail.go), what the
-// deadlock watch, the trace, Resize and Test need of a ticket (ticket.go; handle/resize.go,
-// handle/poll.go), a latch's other ends (handle/latch_end.go), a handle's misuses
-// (handle/misuse.go); orwl/handle.go gives the handle the API's name.
+// (location.granting, granting.go), the buffers (buffers.go), where a message's data lands
+// and the mirrors' buffers (mirror.go), and, traced, the observer (Handle.trace,
+// observer.go). What a grant never runs is apart: a cancelled request (cancel.go), a failed
+// grant (fail.go), what the deadlock watch, the trace, Resize and Test need of a ticket
+// (ticket.go; handle/resize.go, handle/poll.go), a latch's other ends
+// (handle/latch_end.go), a handle's misuses (handle/misuse.go); orwl/handle.go gives the
+// handle the API's name.
 
 // Lock order. The mutexes of the package, and the only ways they nest: a mutex on the left
 // of > may be held while one on its right is taken, never the other way round; every other
