@@ -6,11 +6,11 @@ import (
 )
 
 // A ring carries one direction of a shared-memory connection (shm.go) as records: an 8-byte
-// header word, then the bytes of one write of at most shmChunk bytes, padded to whole cache
-// lines. The header is written last, so a reader that polls the word at its position sees
-// the record whole, and a small record (a grant, a release: up to 56 bytes) reaches the
-// reader in the one cache line the reader polls: one transfer between the two cores, where
-// a count of bytes kept apart from the data, or a record straddling two lines, takes two. The writer clears the word after its record before it
+// header word, then the bytes of one write of at most shmChunk bytes, padded to whole words.
+// The header is written last, so a reader that polls the word at its position sees the
+// record whole, and a small record (a grant, a release) reaches the reader in the cache
+// line the reader polls: one transfer between the two cores, where a count of bytes kept
+// apart from the data takes two. The writer clears the word after its record before it
 // writes the header, so the reader finds a zero there, not a header of the ring's previous
 // turn, until the next record. A record never wraps around the end of the ring: a writer
 // whose record does not fit before the end marks the rest of the ring as skipped and
@@ -55,7 +55,7 @@ const (
 // ring is one direction of a segment.
 type ring struct {
 	h    *ringHeader
-	data []byte // shmRing bytes, starting a cache line
+	data []byte // shmRing bytes, 8-byte aligned
 }
 
 // The segment: a token of tokenSize bytes (in a cache line of its own), then two rings.
@@ -73,14 +73,13 @@ func rings(seg []byte) (up, down ring) {
 	return at(64), at(64 + ringSpan)
 }
 
-// word returns the header word at position pos (a multiple of 64, a record's start) of r.
+// word returns the header word at position pos (a multiple of 8) of r.
 func (r ring) word(pos uint64) *atomic.Uint64 {
 	return (*atomic.Uint64)(unsafe.Pointer(&r.data[pos&(shmRing-1)]))
 }
 
-// span returns the ring bytes a record of n bytes takes: whole cache lines, so that every
-// record starts a line.
-func span(n uint64) uint64 { return (8 + n + 63) &^ 63 }
+// span returns the ring bytes a record of n bytes takes.
+func span(n uint64) uint64 { return 8 + (n+7)&^7 }
 
 // ringWriter is the writing end of a ring, used by one goroutine at a time.
 type ringWriter struct {

@@ -500,33 +500,3 @@ func TestRingWriterHasRoom(t *testing.T) {
 		t.Errorf("72 bytes free: hasRoom(72) = %v with the reader at %d, want true at 8", w.hasRoom(72), w.read)
 	}
 }
-
-// A record whose header word and bytes fit in one cache line reaches the reader in that
-// line alone: every record starts a cache line of its own (span), so a small message costs
-// its reader one line's transfer between the cores, not two; and the reader reads the
-// records back whole, in order, across the ring's end.
-func TestSmallRecordsTakeOneCacheLine(t *testing.T) {
-	seg, _ := testSegment(t)
-	up, _ := freshRings(seg)
-	w, r := ringWriter{ring: up, pos: shmRing - 4*64}, ringReader{ring: up}
-	r.h.read.Store(w.pos)
-	w.read = w.pos
-	for i, n := range []int{56, 1, 48, 8, 57, 56, 40, 24, 56} {
-		p := bytes.Repeat([]byte{byte(i + 1)}, n)
-		before := w.pos
-		if got := w.put(p); got != n {
-			t.Fatalf("record %d: put %d of %d bytes", i, got, n)
-		}
-		at := w.pos - span(uint64(n)) // the record's header word
-		if at%64 != 0 {
-			t.Errorf("record %d of %d bytes starts at %d, %d bytes into a cache line", i, n, at, at%64)
-		}
-		if n <= 56 && (at&(shmRing-1))/64 != (at&(shmRing-1)+8+uint64(n)-1)/64 {
-			t.Errorf("record %d of %d bytes at %d crosses a cache line", i, n, at)
-		}
-		got := make([]byte, n)
-		if k := r.take(got); k != n || !bytes.Equal(got, p) {
-			t.Fatalf("record %d (written from %d): read %d bytes %v, want %v", i, before, k, got[:k], p)
-		}
-	}
-}
