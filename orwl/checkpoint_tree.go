@@ -201,11 +201,3 @@ func checkSubtree(root, procs int, ranks []int) error {
 	}
 	return nil
 }
-
-// inSubtreeOf reports whether rank r is in root's subtree of the job's tree.
-func inSubtreeOf(r, root int) bool {
-	for r > root {
-		r = treeParent(r)
-	}
-	return r == root
-}

@@ -11,7 +11,8 @@ import (
 // start (rank r's parent is (r-1)/2, its children 2r+1 and 2r+2), so that they ride
 // connections that exist anyway, at a depth of log2(procs) hops and O(1) messages per
 // process: a failure (spreadFailure, wide.go), the deadlock watch's reports
-// (deadlock_dist.go) and the trace's parts (trace.go).
+// (deadlock_dist.go), the trace's parts (trace.go), and a checkpoint's exchanges and a
+// restart's inventories and plan (checkpoint_tree.go, restore.go).
 
 // treeParent returns rank r's parent in the job's tree, -1 for the root.
 func treeParent(r int) int {
@@ -69,6 +70,14 @@ func reach(procs, start int, lost func(rank int) bool, skip ...int) []int {
 	return out
 }
 
+// inSubtreeOf reports whether rank r is in root's subtree of the job's tree.
+func inSubtreeOf(r, root int) bool {
+	for r > root {
+		r = treeParent(r)
+	}
+	return r == root
+}
+
 // inSubtree checks that from is a child of this process in the tree and that the ranks of
 // the items of what it sent (rank(i) for each of them) are in its subtree.
 func (n *node) inSubtree(what string, from, items int, rank func(i int) int) error {
@@ -80,11 +89,8 @@ func (n *node) inSubtree(what string, from, items int, rank func(i int) int) err
 		if r < 0 || r >= n.j.procs {
 			return fmt.Errorf("%s name rank %d, and the job has ranks 0 to %d", what, r, n.j.procs-1)
 		}
-		for r > from {
-			r = treeParent(r)
-		}
-		if r != from {
-			return fmt.Errorf("%s name rank %d, which is not in the sender's subtree", what, rank(i))
+		if !inSubtreeOf(r, from) {
+			return fmt.Errorf("%s name rank %d, which is not in the sender's subtree", what, r)
 		}
 	}
 	return nil
