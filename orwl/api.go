@@ -3,6 +3,7 @@ package orwl
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"time"
@@ -16,7 +17,7 @@ import (
 // This file is the vocabulary a program uses besides the methods of Task, Handle and Group:
 // the configuration of a job and the function its tasks run, the access modes, the errors
 // to test for, and the views of mapped data. Types with behaviour of their own have their
-// own files (task.go, handle.go, group.go, location.go, job.go, launch.go, deadlock.go).
+// own files (task.go, handle.go, group.go, job.go, launch.go, deadlock.go).
 
 // Config describes a job.
 type Config struct {
@@ -137,6 +138,15 @@ func init() {
 	ErrRequested, ErrReadOnlyData, ErrStaleData = handle.ErrRequested, handle.ErrReadOnlyData, handle.ErrStaleData
 	ErrPeerLost = transport.ErrPeerLost
 }
+
+// Location names one location of the job: the location called Name of task Task.
+type Location struct {
+	Task int
+	Name string
+}
+
+// String names l as errors do: `task 3 "bound"`.
+func (l Location) String() string { return fmt.Sprintf("task %d %q", l.Task, l.Name) }
 
 // HandleError is a failed operation of a Handle: every error a Handle returns is one, and so
 // is the error of a task whose misuse of a handle's data its recovery found (see Checked

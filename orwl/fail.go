@@ -22,6 +22,12 @@ func (t *remoteTicket) failGrant(err error) {
 	t.q.r.sendRelease(t, releaseMsg{failed: true}, []byte(err.Error()), true)
 }
 
+// failed fails the waiting request with the job's failure (queued.failed).
+func (t *localTicket) failed(err error) { t.latch.Fail(err) }
+
+// failed does nothing: the requester learns of the job's failure itself.
+func (s *served) failed(error) {}
+
 // fail stops l for good: every request still waiting gets err, and nothing is granted any
 // more (a release does nothing), so no task ever sees data that a failed job left behind.
 func (l *location) fail(err error) {

@@ -32,7 +32,6 @@ func (t *localTicket) Release() error {
 // granted wakes the waiter. A latch cancelled meanwhile refuses the grant; its canceller
 // gives it back through location.cancel.
 func (t *localTicket) granted(bool, bool)          { t.latch.Grant() }
-func (t *localTicket) failed(err error)            { t.latch.Fail(err) }
 func (t *localTicket) task() int                   { return t.spec.Task }
 func (t *localTicket) round() int                  { return t.rnd }
 func (t *localTicket) remote() (int, uint64, bool) { return 0, 0, false }

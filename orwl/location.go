@@ -2,7 +2,6 @@ package orwl
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -10,15 +9,6 @@ import (
 	"github.com/orwl-go/orwl/handle"
 	"github.com/orwl-go/orwl/trace"
 )
-
-// Location names one location of the job: the location called Name of task Task.
-type Location struct {
-	Task int
-	Name string
-}
-
-// String names l as errors do: `task 3 "bound"`.
-func (l Location) String() string { return fmt.Sprintf("task %d %q", l.Task, l.Name) }
 
 // location is a location owned by this process: its FIFO and its data, the handle.Queue of
 // its local handles (local.go), where the owner places remote handles' requests (owner.go).

@@ -99,6 +99,12 @@ func (q *remoteQueue) guard(read bool) {
 	}
 }
 
+// sunkGrant is the ticket that grantSink found for the data of grant id.
+type sunkGrant struct {
+	id uint64
+	t  *remoteTicket
+}
+
 // grantSink returns where the data of a grant goes: the mirror of its ticket's location.
 // Data for a ticket that holds no grant to receive it is refused, the peer is broken, unless
 // the job has failed: the owner granted it before it heard of the failure, and refusing it

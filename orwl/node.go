@@ -69,14 +69,11 @@ type node struct {
 
 func newNode(j *job, log *slog.Logger) *node {
 	return &node{
-		j:   j,
-		log: log,
-		req: requester{j: j, tickets: []*remoteTicket{nil}, lost: make([]error, j.procs), sunk: make([]sunkGrant, j.procs)},
-		own: owner{j: j, log: log, served: make([][]*served, j.procs)},
-		wide: jobWide{problemsFrom: map[int]bool{}, problemsIn: make(chan struct{}, 2),
-			allProblems: make(chan []rankProblems, 1), failed: make(chan struct{}), traceParts: make([][]byte, j.procs),
-			partsFrom: map[int]bool{}, partsIn: make(chan struct{}, 2), lost: make([]bool, j.procs),
-			clock: make(chan int64, 1)},
+		j:    j,
+		log:  log,
+		req:  requester{j: j, tickets: []*remoteTicket{nil}, lost: make([]error, j.procs), sunk: make([]sunkGrant, j.procs)},
+		own:  owner{j: j, log: log, served: make([][]*served, j.procs)},
+		wide: newJobWide(j.procs),
 	}
 }
 

@@ -67,8 +67,6 @@ func (s *served) granted(onTask, more bool) {
 	}
 }
 
-// failed does nothing: the requester learns of the job's failure itself.
-func (s *served) failed(error)                {}
 func (s *served) task() int                   { return s.taskID }
 func (s *served) round() int                  { return s.rnd }
 func (s *served) remote() (int, uint64, bool) { return s.from, s.id, true }

@@ -1,7 +1,6 @@
 package orwl
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/orwl-go/orwl/fifo"
@@ -9,39 +8,28 @@ import (
 	"github.com/orwl-go/orwl/transport"
 )
 
-// The ORWL protocol between the processes of a job: every message type and flag, the
-// grant's three messages and how each fills the transport's header and payload, and the
-// dispatch of what arrives (node.Sink, node.Handle). The job-wide messages are in
-// protocol_wide.go, the checkpoint's in protocol_ckpt.go; nothing else reads a header.
-// Requests and releases travel on the requester's connection, in the order its tasks made
-// them (rule 14); grants on the owner's (see transport.Role).
+// The grant's part of the ORWL protocol: its three messages, how each fills the transport's
+// header and payload, and the dispatch of what arrives (node.Sink, node.Handle). The
+// job-wide messages are in protocol_wide.go, the checkpoint's in protocol_ckpt.go; nothing
+// else reads a header. Requests and releases travel on the requester's connection, in the
+// order its tasks made them (rule 14); grants on the owner's (see transport.Role).
 const (
-	msgRequest    = transport.TypeUser + iota // requestMsg: requester to owner
-	msgGrant                                  // grantMsg: owner to requester
-	msgRelease                                // releaseMsg: requester to owner
-	msgProblems                               // problemsMsg: init-phase mistakes along the job's tree, at the schedule
-	msgFail                                   // failMsg: the sender's job failed
-	msgStuck                                  // stuckMsg: deadlock detection's reports and probes, along the job's tree
-	msgTracePart                              // payload: the trace parts of the sender's subtree, to its parent at the end (trace.go)
-	msgClock                                  // clockMsg: a process to rank 0 and back, for the trace
-	msgCheckpoint                             // ckptMessage: a step of a checkpoint or a restart, a form for each (ckptPrepare...)
+	msgRequest = transport.TypeUser + iota // requestMsg: requester to owner
+	msgGrant                               // grantMsg: owner to requester
+	msgRelease                             // releaseMsg: requester to owner
 )
 
-// Flags, by message: a bit means one thing per message type.
+// The flags of the grant's messages: a bit means one thing per message type.
 const (
-	flagWrite    = 1 << iota // requestMsg: a write
-	flagInitial              // requestMsg: declared in the init phase, placed by the schedule
-	flagData                 // grantMsg, releaseMsg: the payload is the location's data
-	flagRefused              // grantMsg: the owner refused the request; the payload says why
-	flagFailed               // releaseMsg: the access failed; the payload says why
-	flagDeadlock             // failMsg: the failure is a deadlock
-	flagPeerLost             // failMsg: the failure is a lost process
-	flagMore                 // grantMsg: another grant of the same FIFO operation follows for this process
+	flagWrite   = 1 << iota // requestMsg: a write
+	flagInitial             // requestMsg: declared in the init phase, placed by the schedule
+	flagData                // grantMsg, releaseMsg: the payload is the location's data
+	flagRefused             // grantMsg: the owner refused the request; the payload says why
+	flagFailed              // releaseMsg: the access failed; the payload says why
+	flagMore                // grantMsg: another grant of the same FIFO operation follows for this process
 
-	flagRecycle   = flagFailed  // grantMsg: the requester's copy is not read again before the data changes
-	flagDropped   = flagRefused // releaseMsg: the requester's mirror holds nothing any more
-	flagYields    = flagWrite   // failMsg: the failure only says that a process closed its mesh or failed (job.fail)
-	flagEverybody = flagWrite   // problemsMsg: the whole job's mistakes, from the parent
+	flagRecycle = flagFailed  // grantMsg: the requester's copy is not read again before the data changes
+	flagDropped = flagRefused // releaseMsg: the requester's mirror holds nothing any more
 )
 
 // flags is f when set, else 0.
@@ -130,23 +118,20 @@ func decodeRelease(h *transport.Header) releaseMsg {
 }
 
 // Sink implements transport.Handler: where a message's data lands (mirror.go), or a
-// checkpoint piece from a partner (a buffer of the checkpointer).
+// checkpoint piece from a partner (sinkWide).
 func (n *node) Sink(from int, h *transport.Header) ([]byte, error) {
 	switch h.Type {
 	case msgGrant:
 		return n.req.grantSink(from, decodeGrant(h))
 	case msgRelease:
 		return n.own.writeBackSink(from, decodeRelease(h))
-	case msgCheckpoint:
-		if h.Flags == ckptPiece && n.j.ckpt != nil {
-			return n.j.ckpt.copyBuffer(h.Len), nil
-		}
 	}
-	return nil, nil
+	return n.sinkWide(h), nil
 }
 
-// Handle implements transport.Handler: it hands the decoded message to its service. A
-// grant's message counts as a move for the deadlock watch; a malformed one fails the job.
+// Handle implements transport.Handler: it hands the decoded message to its service (the
+// job-wide ones to handleWide). A grant's message counts as a move for the deadlock watch;
+// a malformed message fails the job.
 func (n *node) Handle(from int, h *transport.Header, payload []byte) {
 	var err error
 	n.wide.counts.count(h.Type, false)
@@ -160,24 +145,8 @@ func (n *node) Handle(from int, h *transport.Header, payload []byte) {
 	case msgRelease:
 		n.j.det.moved()
 		err = n.own.released(from, decodeRelease(h), payload)
-	case msgProblems:
-		err = n.problemsFrom(from, decodeProblems(h), payload)
-	case msgFail:
-		err = n.peerFailed(from, decodeFailure(h), payload)
-	case msgStuck:
-		err = n.stuck(from, decodeStuck(h), payload)
-	case msgClock:
-		n.clockMessage(from, decodeClock(h))
-	case msgCheckpoint:
-		if n.j.ckpt == nil {
-			err = errors.New("a checkpoint message, and this job takes none")
-		} else {
-			n.j.ckpt.handle(from, decodeCkpt(h), payload)
-		}
-	case msgTracePart:
-		err = n.tracePart(from, payload)
 	default:
-		err = fmt.Errorf("unknown message type %d", h.Type)
+		err = n.handleWide(from, h, payload)
 	}
 	if err != nil {
 		n.j.fail(fmt.Errorf("orwl: protocol error from rank %d: %w", from, err))

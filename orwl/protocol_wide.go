@@ -1,12 +1,68 @@
 package orwl
 
-import "github.com/orwl-go/orwl/transport"
+import (
+	"errors"
+	"fmt"
 
-// The job-wide part of the protocol (protocol.go has the grant's messages, the message
-// types, the flags and the dispatch): the messages that the processes send each other
-// along the job's tree (tree.go) rather than for one location, and sendWide, which sends
-// and counts them. With protocol.go and protocol_ckpt.go, the only code that builds or
-// reads a header.
+	"github.com/orwl-go/orwl/transport"
+)
+
+// The job-wide part of the protocol (protocol.go has the grant's messages and the
+// dispatch): the messages that the processes send each other along the job's tree
+// (tree.go) rather than for one location, their dispatch (handleWide, sinkWide), and
+// sendWide, which sends and counts them. With protocol.go and protocol_ckpt.go, the only
+// code that builds or reads a header.
+
+// The job-wide message types, after the grant's (protocol.go).
+const (
+	msgProblems   = msgRelease + 1 + iota // problemsMsg: init-phase mistakes along the job's tree, at the schedule
+	msgFail                               // failMsg: the sender's job failed
+	msgStuck                              // stuckMsg: deadlock detection's reports and probes, along the job's tree
+	msgTracePart                          // payload: the trace parts of the sender's subtree, to its parent at the end (trace.go)
+	msgClock                              // clockMsg: a process to rank 0 and back, for the trace
+	msgCheckpoint                         // ckptMessage: a step of a checkpoint or a restart, a form for each (ckptPrepare...)
+)
+
+// The flags of the job-wide messages: a bit means one thing per message type.
+const (
+	flagDeadlock  = 1 << iota // failMsg: the failure is a deadlock
+	flagPeerLost              // failMsg: the failure is a lost process
+	flagYields                // failMsg: the failure only says that a process closed its mesh or failed (job.fail)
+	flagEverybody = 1         // problemsMsg: the whole job's mistakes, from the parent
+)
+
+// handleWide hands a job-wide message to its service (node.Handle).
+func (n *node) handleWide(from int, h *transport.Header, payload []byte) error {
+	switch h.Type {
+	case msgProblems:
+		return n.problemsFrom(from, decodeProblems(h), payload)
+	case msgFail:
+		return n.peerFailed(from, decodeFailure(h), payload)
+	case msgStuck:
+		return n.stuck(from, decodeStuck(h), payload)
+	case msgClock:
+		n.clockMessage(from, decodeClock(h))
+		return nil
+	case msgCheckpoint:
+		if n.j.ckpt == nil {
+			return errors.New("a checkpoint message, and this job takes none")
+		}
+		n.j.ckpt.handle(from, decodeCkpt(h), payload)
+		return nil
+	case msgTracePart:
+		return n.tracePart(from, payload)
+	}
+	return fmt.Errorf("unknown message type %d", h.Type)
+}
+
+// sinkWide is where a job-wide message's data lands (node.Sink): a checkpoint piece from a
+// partner, in a buffer of the checkpointer; nil for the others.
+func (n *node) sinkWide(h *transport.Header) []byte {
+	if h.Type == msgCheckpoint && h.Flags == ckptPiece && n.j.ckpt != nil {
+		return n.j.ckpt.copyBuffer(h.Len)
+	}
+	return nil
+}
 
 // problemsMsg carries init-phase mistakes along the job's tree at the schedule
 // (node.exchangeProblems): those of the sender's subtree, to its parent, or, all, the whole

@@ -49,12 +49,6 @@ type requester struct {
 	sunk    []sunkGrant // by owner: the ticket grantSink found, for the Handle that follows
 }
 
-// sunkGrant is the ticket that grantSink found for the data of grant id.
-type sunkGrant struct {
-	id uint64
-	t  *remoteTicket
-}
-
 // remoteTicket is a request of this process on a remote location.
 type remoteTicket struct {
 	ticketBase

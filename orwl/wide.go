@@ -34,6 +34,14 @@ type jobWide struct {
 	counts       wideCounts          // the job-wide messages sent and received (not guarded)
 }
 
+// newJobWide returns the job-wide state of a process of a job of procs processes.
+func newJobWide(procs int) jobWide {
+	return jobWide{problemsFrom: map[int]bool{}, problemsIn: make(chan struct{}, 2),
+		allProblems: make(chan []rankProblems, 1), failed: make(chan struct{}), traceParts: make([][]byte, procs),
+		partsFrom: map[int]bool{}, partsIn: make(chan struct{}, 2), lost: make([]bool, procs),
+		clock: make(chan int64, 1)}
+}
+
 // exchangeProblems tells every process this one's init-phase mistakes and returns everybody's,
 // in rank order, along the job's tree: each process waits for its children's subtrees' and
 // sends its parent its own and theirs; rank 0, which then has everybody's, sends them down,
