@@ -102,11 +102,11 @@ func (j *job) servedRecords() []servedRecord {
 		l.mu.Lock()
 		holders := l.holders()
 		l.fifo.Each(func(r *fifo.Request) {
-			from, id, ok := r.Tag.(queued).remote()
+			s, ok := r.Tag.(*served)
 			if !ok || r.State() == fifo.Cancelled {
 				return
 			}
-			rec := servedRecord{From: from, Ticket: id, Granted: r.State() == fifo.Granted}
+			rec := servedRecord{From: s.from, Ticket: s.id, Granted: r.State() == fifo.Granted}
 			if !rec.Granted {
 				rec.Holders = holders
 			}

@@ -16,8 +16,6 @@ type localTicket struct {
 	loc *location
 }
 
-func (t *localTicket) Latch() *handle.Latch { return &t.latch }
-
 func (t *localTicket) Data() []byte { return t.loc.data }
 
 // Release ends the access; a write makes a new version of the data.
@@ -28,13 +26,6 @@ func (t *localTicket) Release() error {
 	}
 	return t.loc.release(&t.req, write, -1, true)
 }
-
-// granted wakes the waiter. A latch cancelled meanwhile refuses the grant; its canceller
-// gives it back through location.cancel.
-func (t *localTicket) granted(bool, bool)          { t.latch.Grant() }
-func (t *localTicket) task() int                   { return t.spec.Task }
-func (t *localTicket) round() int                  { return t.rnd }
-func (t *localTicket) remote() (int, uint64, bool) { return 0, 0, false }
 
 // Request implements handle.Queue. Before the schedule the request is only recorded; the
 // schedule places all of them in the global order.

@@ -42,47 +42,28 @@ type location struct {
 	lastFlow atomic.Uint64 // the trace flow of the last release, for the grant it causes
 }
 
-// queued is a request in a FIFO of this process, found through its fifo.Request's Tag: a
-// local ticket, or a request served for a handle of another process.
-type queued interface {
-	// granted delivers the grant, after the location's lock is released (onTask: on a task's
-	// goroutine); more: a grant of the same FIFO operation to the same process follows.
-	granted(onTask, more bool)
-	// failed delivers the job's failure to a request that is still waiting.
-	failed(err error)
-	// task is the task whose handle made the request.
-	task() int
-	// round is the round of an iterative handle's request (checkpoint.go), -1 for others.
-	round() int
-	// remote is the process and ticket of a request served for another process (ok false
-	// for a local ticket).
-	remote() (from int, ticket uint64, ok bool)
-}
-
 // grantBuf is how many grants one FIFO operation collects on the stack before it allocates.
 const grantBuf = 16
 
-// deliver hands every request of granted its grant. It computes more itself (moreFor):
-// passing the rest of granted to an interface method would move it to the heap.
+// deliver hands every request of granted its grant: a local ticket's latch (a latch
+// cancelled meanwhile refuses it; its canceller gives it back through location.cancel), or
+// a grant sent to another process, which says more when a request of the same process
+// follows in granted (see requester.granted).
 func deliver(granted []*fifo.Request, onTask bool) {
 	for i, r := range granted {
-		if t, ok := r.Tag.(*localTicket); ok { // the common case, called directly
-			t.granted(onTask, false)
-			continue
+		switch t := r.Tag.(type) {
+		case *localTicket:
+			t.latch.Grant()
+		case *served:
+			t.granted(onTask, moreFor(t.from, granted[i+1:]))
 		}
-		r.Tag.(queued).granted(onTask, moreFor(r, granted[i+1:]))
 	}
 }
 
-// moreFor reports whether r is a request of another process and a request of rest is of the
-// same process: their grants then go together (see requester.granted).
-func moreFor(r *fifo.Request, rest []*fifo.Request) bool {
-	from, _, ok := r.Tag.(queued).remote()
-	if !ok {
-		return false
-	}
-	for _, o := range rest {
-		if f, _, ok := o.Tag.(queued).remote(); ok && f == from {
+// moreFor reports whether a request of rest is served for process from.
+func moreFor(from int, rest []*fifo.Request) bool {
+	for _, r := range rest {
+		if s, ok := r.Tag.(*served); ok && s.from == from {
 			return true
 		}
 	}
@@ -149,6 +130,9 @@ type ticketBase struct {
 	self  ticket
 	j     *job
 }
+
+// Latch implements handle.Ticket.
+func (b *ticketBase) Latch() *handle.Latch { return &b.latch }
 
 // Waiting implements handle.Ticket: it tells the deadlock watch that the task waits
 // (detector.block), then, in a job of several processes, reads the messages of processes

@@ -149,7 +149,7 @@ func (s *served) recyclable() bool {
 	}
 	other := true
 	behind := s.req.Behind(func(r *fifo.Request) {
-		if from, _, ok := r.Tag.(queued).remote(); ok && from == s.from {
+		if o, ok := r.Tag.(*served); ok && o.from == s.from {
 			other = false
 		}
 	})

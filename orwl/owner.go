@@ -67,10 +67,6 @@ func (s *served) granted(onTask, more bool) {
 	}
 }
 
-func (s *served) task() int                   { return s.taskID }
-func (s *served) round() int                  { return s.rnd }
-func (s *served) remote() (int, uint64, bool) { return s.from, s.id, true }
-
 // servedAt returns the entry of from's ticket id, making it on first use.
 func (o *owner) servedAt(from int, id uint64) (*served, error) {
 	if id == 0 || id > maxTicketID {

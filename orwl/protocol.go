@@ -51,7 +51,7 @@ type requestMsg struct {
 	round   int  // an iterative handle's round (checkpoint.go), -1 for others
 }
 
-func (m *requestMsg) header() transport.Header {
+func (m requestMsg) header() transport.Header {
 	return transport.Header{Type: msgRequest, Key: m.loc, ID: m.ticket, Seq: uint64(m.round + 1), Arg: int64(m.pos)<<32 | int64(uint32(m.task)),
 		Flags: flags(m.mode == fifo.Write, flagWrite) | flags(m.initial, flagInitial)}
 }
@@ -81,7 +81,7 @@ type grantMsg struct {
 	size    int // the payload's length, when decoded (the transport sets it on sending)
 }
 
-func (m *grantMsg) header() transport.Header {
+func (m grantMsg) header() transport.Header {
 	return transport.Header{Type: msgGrant, Key: m.loc, ID: m.ticket, Seq: m.version, Arg: int64(m.flow),
 		Flags: flags(m.data, flagData) | flags(m.refused, flagRefused) | flags(m.more, flagMore) | flags(m.recycle, flagRecycle)}
 }
@@ -107,7 +107,7 @@ type releaseMsg struct {
 	size    int // the payload's length, when decoded (the transport sets it on sending)
 }
 
-func (m *releaseMsg) header() transport.Header {
+func (m releaseMsg) header() transport.Header {
 	return transport.Header{Type: msgRelease, Key: m.loc, ID: m.ticket, Seq: m.next, Arg: int64(m.flow),
 		Flags: flags(m.data, flagData) | flags(m.failed, flagFailed) | flags(m.dropped, flagDropped)}
 }

@@ -123,16 +123,14 @@ func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Tic
 	var err error
 	if p := q.next; p != nil { // queued: the next message on the connection takes it along
 		q.next = nil
-		m := p.request(false)
-		err = r.mesh.SendAhead(q.owner, transport.Requester, m.header(), nil)
+		err = r.mesh.SendAhead(q.owner, transport.Requester, p.request(false).header(), nil)
 	}
 	if err == nil && live && t.spec.Iterative { // made in Acquire, under the last round's grant
 		q.next = t
 		return t, nil
 	}
 	if err == nil {
-		m := t.request(!live)
-		err = r.mesh.Send(q.owner, transport.Requester, m.header(), nil)
+		err = r.mesh.Send(q.owner, transport.Requester, t.request(!live).header(), nil)
 	}
 	if err != nil {
 		r.mu.Lock()
@@ -147,8 +145,6 @@ func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Tic
 func (t *remoteTicket) request(initial bool) requestMsg {
 	return requestMsg{loc: t.q.loc, ticket: t.id, mode: t.spec.Mode, initial: initial, pos: t.spec.Pos, task: t.spec.Task, round: t.rnd}
 }
-
-func (t *remoteTicket) Latch() *handle.Latch { return &t.latch }
 
 func (t *remoteTicket) Data() []byte { return t.q.mirror }
 

@@ -7,8 +7,10 @@ import (
 )
 
 // This file holds what the deadlock watch, the trace, Resize and Handle.Test need of a
-// ticket, local or remote: the ticket interface and its methods for either kind. None of
-// them is on a grant's path (location.go has ticketBase, local.go and remote.go the rest).
+// ticket, local or remote: the ticket interface and its methods for either kind; and what
+// they, the checkpoints and a failure need of a request in a FIFO of this process (queued).
+// None of them is on a grant's path (location.go has ticketBase, local.go and remote.go
+// the rest).
 
 // ticket is a request of a handle of this process, on a location of this process
 // (localTicket) or of another (remoteTicket): what deadlock detection and tracing need of
@@ -28,6 +30,22 @@ type ticket interface {
 	// failGrant fails the location of the granted ticket with err (fail.go).
 	failGrant(err error)
 }
+
+// queued is a request in a FIFO of this process, found through its fifo.Request's Tag: a
+// local ticket, or a request served for a handle of another process (*served).
+type queued interface {
+	// failed delivers the job's failure to a request that is still waiting (fail.go).
+	failed(err error)
+	// task is the task whose handle made the request.
+	task() int
+	// round is the round of an iterative handle's request (checkpoint.go), -1 for others.
+	round() int
+}
+
+func (t *localTicket) task() int  { return t.spec.Task }
+func (t *localTicket) round() int { return t.rnd }
+func (s *served) task() int       { return s.taskID }
+func (s *served) round() int      { return s.rnd }
 
 // Traced implements handle.Ticket: the task's observer records the step.
 func (b *ticketBase) Traced(h *handle.Handle, e handle.Event) {
