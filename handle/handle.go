@@ -63,15 +63,6 @@ type Handle struct {
 	rounds int   // acquires so far: the round of the request an iterative handle has queued
 }
 
-// New returns a handle of spec on queue q, of owner o, that has not requested yet. With o
-// nil, the handle is its own owner, not traced.
-func New(q Queue, spec Spec, o *Owner) *Handle {
-	if o == nil {
-		o = NewOwner(false, nil)
-	}
-	return &Handle{spec: spec, queue: q, owner: o, traced: o.traced, slot: -1}
-}
-
 // Spec returns the description of h.
 func (h *Handle) Spec() Spec { return h.spec }
 
@@ -142,16 +133,6 @@ func (h *Handle) Acquire(ctx context.Context) error {
 		return err
 	}
 	return nil
-}
-
-// Map returns the location's data between Acquire and Release, nil otherwise; the data of
-// an empty location is an empty, non-nil slice. The slice of a read handle must not be
-// modified; no slice may be used after Release, nor, after Resize, one of before.
-func (h *Handle) Map() []byte {
-	if h.held == nil {
-		return nil
-	}
-	return h.held.Data()
 }
 
 // Release ends the access started by Acquire; the next entry of the FIFO is granted.

@@ -8,7 +8,7 @@ import (
 
 // This file holds what the handles of one owner (a task) share, apart from handle.go so
 // that a grant's path reads alone: the Owner, the set of its handles in use and their end
-// (Close, CloseAll, Closed, abandon), and the events a traced owner's tickets are told
+// (New, Close, CloseAll, Closed, abandon), and the events a traced owner's tickets are told
 // (Event, trace).
 
 // Event is a step of the life of a handle's request, which the handles of a traced owner
@@ -104,6 +104,15 @@ func (h *Handle) settle() {
 
 // Active reports whether h still holds or has queued a request.
 func (h *Handle) Active() bool { return h.held != nil || h.next != nil }
+
+// New returns a handle of spec on queue q, of owner o, that has not requested yet. With o
+// nil, the handle is its own owner, not traced.
+func New(q Queue, spec Spec, o *Owner) *Handle {
+	if o == nil {
+		o = NewOwner(false, nil)
+	}
+	return &Handle{spec: spec, queue: q, owner: o, traced: o.traced, slot: -1}
+}
 
 // Closed returns a handle of o (nil: an owner of its own) on which every operation fails with
 // err: the result of an insert that was invalid, so that its mistake is reported where the

@@ -8,9 +8,20 @@ import (
 	"github.com/orwl-go/orwl/fifo"
 )
 
-// This file holds sections: an acquire, a function on the data and a release in one call,
-// and what a section that fails or panics does to its grants. It is apart from handle.go
-// because a grant's path does not go through it: Section only calls Acquire and Release.
+// This file holds the data of a held handle (Map) and sections: an acquire, a function on
+// the data and a release in one call, and what a section that fails or panics does to its
+// grants. It is apart from handle.go because a grant's path does not go through it:
+// Section only calls Acquire and Release.
+
+// Map returns the location's data between Acquire and Release, nil otherwise; the data of
+// an empty location is an empty, non-nil slice. The slice of a read handle must not be
+// modified; no slice may be used after Release, nor, after Resize, one of before.
+func (h *Handle) Map() []byte {
+	if h.held == nil {
+		return nil
+	}
+	return h.held.Data()
+}
 
 // Section acquires h, calls fn with the mapped data, and releases h. It returns the first
 // error of the three steps. The data is fn's until it returns, and only the slice that the

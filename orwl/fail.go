@@ -1,10 +1,14 @@
 package orwl
 
-import "github.com/orwl-go/orwl/fifo"
+import (
+	"github.com/orwl-go/orwl/fifo"
+	"github.com/orwl-go/orwl/transport"
+)
 
 // This file holds a grant that fails: a write section that failed keeps its grant until its
 // task ends (ticketBase.Fail, Task.failedGrants), then fails the location (failGrant), in
-// this process (location.fail) or at its owner (a release that says failed).
+// this process (location.fail) or at its owner (a release that says failed); and a request
+// that an owner refuses (owner.refuse).
 
 // Fail keeps the grant of a write section that failed until its task ends (runTask), so
 // that nothing is handed on and the location fails with the job's error when the task
@@ -27,6 +31,13 @@ func (t *localTicket) failed(err error) { t.latch.Fail(err) }
 
 // failed does nothing: the requester learns of the job's failure itself.
 func (s *served) failed(error) {}
+
+// refuse answers request m of rank from, on a location that is not here (err says why),
+// with a refusal: the requester fails the request with err's text.
+func (o *owner) refuse(from int, m requestMsg, err error) {
+	o.log.Error("orwl: request refused", "rank", from, "err", err)
+	o.mesh.Send(from, transport.Owner, grantMsg{loc: m.loc, ticket: m.ticket, refused: true}.header(), []byte(err.Error()))
+}
 
 // fail stops l for good: every request still waiting gets err, and nothing is granted any
 // more (a release does nothing), so no task ever sees data that a failed job left behind.

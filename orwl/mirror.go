@@ -29,7 +29,7 @@ import (
 // needs a buffer. Only mapped buffers are kept (hugemem.Threshold): a smaller one is Go
 // memory, as cheap to allocate again.
 type spareMirrors struct {
-	mu    sync.Mutex // guards bufs (lock order: node.go)
+	mu    sync.Mutex // guards bufs (lock order: lockorder.go)
 	bufs  [][]byte
 	alloc buffers // the job's
 }

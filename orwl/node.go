@@ -36,21 +36,6 @@ import (
 // (handle/latch_end.go), a handle's misuses (handle/misuse.go); orwl/handle.go gives the
 // handle the API's name.
 
-// Lock order. The mutexes of the package, and the only ways they nest: a mutex on the left
-// of > may be held while one on its right is taken, never the other way round; every other
-// mutex is taken alone. Under any of them a message is only queued (transport.Mesh.Send,
-// SendAhead), never written (SendNow, Flush with now), and nothing waits.
-//
-//	remoteQueue.sendMu > requester.mu         a request or release and the ticket table
-//	remoteQueue.sendMu > remoteQueue.grantMu  a release counts the grant given back
-//	remoteQueue.sendMu > spareMirrors.mu      and gives its mirror's buffer up
-//	location.mu        > checkpointer.mu      a snapshot queues its piece for the writer
-//
-// Taken alone: location.sendMu, jobWide.mu, job.errMu, job.mu, restart.mu, coordInbox.mu,
-// writerProcs.
-// Inside any of them only other packages' locks are taken (the transport's connection
-// queues, hugemem's registry of guarded buffers), which take none of these.
-
 // node is this process's end of the protocol (protocol.go) and the mesh's Handler. It hands
 // every message to one of three services, each with its own state: req (remote.go,
 // mirror.go), this process's requests on the locations of other processes; own (owner.go),

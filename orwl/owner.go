@@ -102,9 +102,7 @@ func (o *owner) servedGrant(from int, id uint64) *served {
 func (o *owner) place(from int, m requestMsg) error {
 	l, err := o.j.ownedByIndex(m.loc)
 	if err != nil {
-		o.log.Error("orwl: request refused", "rank", from, "err", err)
-		g := grantMsg{loc: m.loc, ticket: m.ticket, refused: true}
-		o.mesh.Send(from, transport.Owner, g.header(), []byte(err.Error()))
+		o.refuse(from, m, err)
 		return nil
 	}
 	s, err := o.servedAt(from, m.ticket)

@@ -16,7 +16,7 @@ import (
 // or a lost process does to this process's requests on the locations of others.
 
 // jobWide is the state of what the processes do together; guarded by mu (lock order:
-// node.go).
+// lockorder.go).
 type jobWide struct {
 	mu           sync.Mutex
 	problems     []rankProblems      // init-phase mistakes of this process's subtree, at the schedule
