@@ -461,7 +461,11 @@ func (b *bootstrap) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	m := b.m
 	rw.Header().Set("Connection", "close") // an error answer ends its connection
 	if !m.track() {
-		rw.Header().Set(passedHeader, strconv.FormatUint(m.passed.Load(), 10)) // as its goodbye would
+		bye := m.byeHeader() // what its goodbye says
+		rw.Header().Set(passedHeader, strconv.FormatUint(bye.Seq, 10))
+		if bye.Flags&byeAgreed != 0 {
+			rw.Header().Set(agreedHeader, "true")
+		}
 		http.Error(rw, closingMesh, http.StatusGone)
 		return
 	}

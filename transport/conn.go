@@ -285,12 +285,13 @@ func (c *conn) gone() error {
 	return c.m.lostError(c.peer, ErrPeerClosed)
 }
 
-// goodbye queues TypeBye, with the number of barriers this process passed, and lets the
-// writer finish with a close frame.
+// goodbye queues TypeBye (byeHeader: the barriers this process passed, and whether it
+// agreed) and lets the writer finish with a close frame.
 func (c *conn) goodbye() {
+	bye := c.m.byeHeader()
 	c.mu.Lock()
 	if !c.closing {
-		c.q = append(c.q, outMsg{h: Header{Type: TypeBye, Seq: c.m.passed.Load()}})
+		c.q = append(c.q, outMsg{h: bye})
 		c.closing = true
 	}
 	c.mu.Unlock()
@@ -606,8 +607,7 @@ func (c *conn) meshMessage(h *Header) {
 		// The peer is gone once both its connections said goodbye: what it sent before (a
 		// barrier marker, say) is delivered by then. The barriers it passed are over.
 		c.bye.Store(true)
-		c.m.peers[c.peer].byeSeq.Store(h.Seq)
-		c.m.released(h.Seq)
+		c.m.farewell(c.peer, h.Seq, h.Flags&byeAgreed != 0)
 		if other := c.m.peers[c.peer].conns[1-c.role].Load(); other != nil && other.bye.Load() {
 			c.m.lose(c.peer, ErrPeerClosed)
 		}

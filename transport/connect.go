@@ -32,9 +32,13 @@ import (
 // keeps accepting the mesh's connections.
 const purposeHeader = "Orwl-Purpose"
 
-// passedHeader carries, in the answer of a process whose Close has begun, the number of
-// barriers it passed, as its goodbye does (TypeBye's Seq).
-const passedHeader = "Orwl-Passed"
+// passedHeader and agreedHeader carry, in the answer of a process whose Close has begun,
+// what its goodbye says: the number of barriers it passed (TypeBye's Seq) and, when its
+// FinalBarrier succeeded, "true" (byeAgreed).
+const (
+	passedHeader = "Orwl-Passed"
+	agreedHeader = "Orwl-Agreed"
+)
 
 // track counts a goroutine of the mesh that Close waits for, unless Close has begun.
 func (m *Mesh) track() bool {
@@ -227,8 +231,7 @@ func (m *Mesh) dial(ctx context.Context, addr string, serverRank int, purpose ui
 		if err != nil && ctx.Err() == nil {
 			if refusal := answered(resp); refusal == closingMesh {
 				if passed, err := strconv.ParseUint(resp.Header.Get(passedHeader), 10, 64); err == nil {
-					m.peers[serverRank].byeSeq.Store(passed) // as its goodbye would say
-					m.released(passed)
+					m.farewell(serverRank, passed, resp.Header.Get(agreedHeader) == "true")
 				}
 				return nil, fmt.Errorf("%w: rank %d at %s answers: %s", ErrPeerClosed, serverRank, addr, refusal)
 			} else if refusal != "" {

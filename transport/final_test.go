@@ -362,3 +362,60 @@ func TestCloseAfterFinalBarrierWithAQuietPeer(t *testing.T) {
 		closeAll(meshes)
 	}
 }
+
+// A process that closes after its FinalBarrier succeeded has finished, also for a peer
+// that has not agreed yet and never had its final marker: rank 2 agrees, then sends to
+// rank 3 (connections made after its final barrier), and closes while rank 3's release is
+// held up at rank 1, its parent in the tree. Rank 3's FinalBarrier succeeds, and no process
+// is told that rank 2 was lost.
+func TestCloseAfterAgreementBeforeAPeerAgreed(t *testing.T) {
+	meshes, recs := startMeshes(t, 4, nil) // the tree: 0 → 1, 2; 1 → 3
+	ctx := context.Background()
+	errs := make([]chan error, 4)
+	final := func(r int) {
+		errs[r] = make(chan error, 1)
+		go func() { errs[r] <- meshes[r].FinalBarrier(ctx, false) }()
+	}
+	for _, r := range []int{0, 1, 3} {
+		final(r)
+	}
+	held := meshes[1] // once it has passed its subtree's agreement up, the release stops there
+	for {
+		held.markMu.Lock()
+		if held.coll.finalUp {
+			break
+		}
+		held.markMu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	release := sync.OnceFunc(held.markMu.Unlock)
+	defer release()
+	final(2)
+	if err := <-errs[2]; err != nil {
+		t.Fatal(err)
+	}
+	if err := meshes[2].Send(3, Requester, Header{Type: TypeUser}, []byte("after the end")); err != nil {
+		t.Fatal(err)
+	}
+	<-recs[3].frames
+	if err := meshes[3].Connect(ctx, []int{2}); err != nil {
+		t.Fatal(err)
+	}
+	meshes[2].Close()
+	if !meshes[3].AwaitGone(2) {
+		t.Fatal("rank 2 closed its mesh, and rank 3 did not see it go")
+	}
+	release()
+	for _, r := range []int{0, 1, 3} {
+		if err := <-errs[r]; err != nil {
+			t.Fatalf("rank %d: FinalBarrier, rank 2 closed after its own succeeded: %v", r, err)
+		}
+	}
+	for rank, rec := range recs {
+		select {
+		case err := <-rec.lost:
+			t.Fatalf("rank %d: rank 2 reported lost after it agreed: %v", rank, err)
+		default:
+		}
+	}
+}

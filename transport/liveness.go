@@ -102,8 +102,34 @@ func (m *Mesh) goneQuiet(rank int) bool {
 	return true
 }
 
-// lose marks rank lost, closes its connections and reports it once; a peer whose final
-// marker arrived has finished, and its going is only logged.
+// byeAgreed is TypeBye's flag: the sender's FinalBarrier had succeeded (the job agreed).
+const byeAgreed = 1
+
+// byeHeader is this process's goodbye: the barriers it passed, and whether its
+// FinalBarrier succeeded.
+func (m *Mesh) byeHeader() Header {
+	h := Header{Type: TypeBye, Seq: m.passed.Load()}
+	m.markMu.Lock()
+	if m.coll.agreed {
+		h.Flags = byeAgreed
+	}
+	m.markMu.Unlock()
+	return h
+}
+
+// farewell records what rank said as it closed its mesh (its goodbye, or its answer to a
+// dial once its Close had begun): the barriers it passed, which are over, and whether its
+// FinalBarrier had succeeded, after which its going is harmless.
+func (m *Mesh) farewell(rank int, passed uint64, agreed bool) {
+	m.peers[rank].byeSeq.Store(passed)
+	m.markMu.Lock()
+	m.peers[rank].agreed = m.peers[rank].agreed || agreed
+	m.markMu.Unlock()
+	m.released(passed)
+}
+
+// lose marks rank lost, closes its connections and reports it once; a peer that has
+// finished (see below) goes without harm, and its going is only logged.
 func (m *Mesh) lose(rank int, cause error) {
 	p := &m.peers[rank]
 	e := m.lostError(rank, cause)
@@ -124,9 +150,10 @@ func (m *Mesh) lose(rank int, cause error) {
 	m.markMu.Lock()
 	// A peer that finished goes without harm when it failed (its marker or the tree said
 	// so), closed cleanly after its final marker (it had every marker: the job succeeded),
-	// or this process has agreed already. Otherwise it died or was cut off before it could
-	// know the outcome: it is lost.
-	finished := p.final && (p.failed || errors.Is(cause, ErrPeerClosed)) || m.coll.agreed
+	// said in its goodbye that the job agreed (a peer it sent no final marker to, which
+	// has not agreed yet, learns it so), or this process has agreed already. Otherwise it
+	// died or was cut off before it could know the outcome: it is lost.
+	finished := p.final && (p.failed || errors.Is(cause, ErrPeerClosed)) || p.agreed || m.coll.agreed
 	report := !m.closing.Load() && m.up.Load() && !finished
 	if report {
 		// Spread as the barriers learn it (see failedReport): the processes it is not

@@ -281,9 +281,9 @@ type peer struct {
 	err atomic.Pointer[PeerLostError]
 	// gone is closed when err is set.
 	gone chan struct{}
-	// final and failed: the peer's final marker arrived, or the tree said that it failed;
-	// markMu.
-	final, failed bool
+	// final, failed and agreed: the peer's final marker arrived, the tree said that it
+	// failed, or its goodbye that its FinalBarrier succeeded; markMu.
+	final, failed, agreed bool
 	// What the peer said in the barriers (barrier.go); markMu. byeSeq: the barriers it had
 	// passed when it said goodbye.
 	bar    peerBarrier
@@ -568,7 +568,7 @@ func (m *Mesh) attach(rank int, role Role, w *wire) bool {
 	if !ok {
 		if closing { // the peer may have attached its end: it gets this process's goodbye
 			w.nc.SetWriteDeadline(time.Now().Add(closeWait))
-			if w.writeMsg(Header{Type: TypeBye, Seq: m.passed.Load()}, nil) == nil {
+			if w.writeMsg(m.byeHeader(), nil) == nil {
 				w.writeClose(closeNormal)
 				w.flush()
 			}

@@ -92,8 +92,7 @@ func (m *Mesh) lostReport(from int, h *Header) {
 	cause := fmt.Errorf("rank %d found it lost%s", by, via)
 	if h.Flags&lostClosed != 0 {
 		cause = fmt.Errorf("%w (rank %d saw it%s)", ErrPeerClosed, by, via)
-		m.peers[rank].byeSeq.Store(h.Seq) // passed on with the loss
-		m.released(h.Seq)                 // the barriers it passed are over
+		m.farewell(rank, h.Seq, false) // passed on with the loss
 	}
 	m.lose(rank, cause)
 }
