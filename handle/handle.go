@@ -1,6 +1,7 @@
 package handle
 
 import (
+	"cmp"
 	"context"
 
 	"github.com/orwl-go/orwl/fifo"
@@ -8,27 +9,20 @@ import (
 
 // Ticket is one request of a handle in a Queue, from Request until released or cancelled.
 type Ticket interface {
-	// Latch is the request's grant: Acquire waits on it.
-	Latch() *Latch
+	Latch() *Latch // the request's grant: Acquire waits on it
 	// Waiting is called by Acquire, on the waiter's goroutine, before it sleeps on a pending
 	// latch: the queue learns who waits, and may fetch the grant itself until the latch is
 	// settled, ctx is done, or it gives up.
 	Waiting(ctx context.Context)
-	// Granted reports whether the queue has granted the request, even if the grant has not
-	// reached the latch yet (see Handle.Test).
-	Granted() bool
-	// Release ends a granted access; the next entry of the FIFO is granted.
-	Release() error
-	// Fail ends a granted access that went wrong: nothing is handed on, the location fails.
-	Fail(err error)
-	// Cancel withdraws the ticket; its grant goes back unchanged, now or when it comes.
-	Cancel()
-	// Data is the location's data as the holder of the granted ticket sees it; never nil.
-	Data() []byte
-	// Resize changes the size of the data of a granted write ticket and returns the new data.
-	Resize(n int) ([]byte, error)
-	// Traced tells the ticket of a traced owner's handle h each step e of its life.
-	Traced(h *Handle, e Event)
+	Release() error // ends a granted access; the next entry of the FIFO is granted
+	Data() []byte   // the location's data as the holder of the granted ticket sees it; never nil
+
+	// Not on a grant's path:
+	Granted() bool                // granted by the queue, even if the grant has not reached the latch (Handle.Test)
+	Fail(err error)               // ends a granted access that went wrong: nothing is handed on, the location fails
+	Cancel()                      // withdraws the ticket; its grant goes back unchanged, now or when it comes
+	Resize(n int) ([]byte, error) // resizes the data of a granted write ticket; returns the new data
+	Traced(h *Handle, e Event)    // tells the ticket of a traced owner's handle h each step e of its life
 }
 
 // Queue is the FIFO of one location as a handle sees it.
@@ -108,29 +102,23 @@ func (h *Handle) Acquire(ctx context.Context) error {
 		return h.misused("acquire")
 	}
 	t := h.next
+	var err error
 	if l := t.Latch(); !l.Granted() { // Wait looks at ctx before it parks
 		h.trace(t, WaitStart)
 		t.Waiting(ctx)
-		err := l.Wait(ctx, h.owner.wake, ctx == h.owner.ctx || ctx.Done() == h.owner.watched)
+		err = l.Wait(ctx, h.owner.wake, ctx == h.owner.ctx || ctx.Done() == h.owner.watched)
 		h.trace(t, WaitEnd)
-		if err != nil {
-			return h.abandon(ctx, err)
-		}
 	}
-	if err := ctx.Err(); err != nil { // the one decision between the grant and ctx
+	if err = cmp.Or(err, ctx.Err()); err != nil { // the one decision between the grant and ctx
 		return h.abandon(ctx, err)
 	}
 	h.next, h.held = nil, t
 	h.rounds++
 	h.trace(t, Acquired)
-	if !h.spec.Iterative {
-		return nil
-	}
-	if err := h.request(); err != nil {
-		h.held, h.closed = nil, true
-		t.Cancel() // nothing was written: the grant goes back unchanged
-		h.settle()
-		return err
+	if h.spec.Iterative {
+		if err := h.request(); err != nil {
+			return h.giveUp(err)
+		}
 	}
 	return nil
 }

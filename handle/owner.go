@@ -8,7 +8,7 @@ import (
 
 // This file holds what the handles of one owner (a task) share, apart from handle.go so
 // that a grant's path reads alone: the Owner, the set of its handles in use and their end
-// (New, Close, CloseAll, Closed, abandon), and the events a traced owner's tickets are told
+// (New, Close, CloseAll, Closed, abandon, giveUp), and the events a traced owner's tickets are told
 // (Event, trace).
 
 // Event is a step of the life of a handle's request, which the handles of a traced owner
@@ -151,6 +151,15 @@ func (h *Handle) abandon(ctx context.Context, err error) error {
 		err = fmt.Errorf("%w (%w)", err, cause)
 	}
 	return h.fail("acquire", err)
+}
+
+// giveUp gives the grant h holds back and closes h, after its next round's request failed
+// with err: nothing was written, so the grant goes back unchanged.
+func (h *Handle) giveUp(err error) error {
+	h.held.Cancel()
+	h.held, h.closed = nil, true
+	h.settle()
+	return err
 }
 
 // trace tells t of step e of h's life, when h's owner is traced.

@@ -31,6 +31,14 @@ func (l *location) cancel(r *fifo.Request) {
 	deliver(granted, true)
 }
 
+// giveBack gives back the grants of a batch (requester.granted) whose tickets were
+// cancelled before they arrived: the cancellation wins.
+func (r *requester) giveBack(cancelled []*remoteTicket) {
+	for _, t := range cancelled {
+		r.sendRelease(t, releaseMsg{}, nil, false)
+	}
+}
+
 // Cancel gives a grant that had arrived back now, unchanged, and one that has not as soon
 // as it arrives (requester.granted); a failed ticket only ends.
 func (t *remoteTicket) Cancel() {

@@ -20,7 +20,7 @@ func (t *localTicket) Data() []byte { return t.loc.data }
 
 // Release ends the access; a write makes a new version of the data.
 func (t *localTicket) Release() error {
-	write := t.h.Mode() == fifo.Write
+	write := t.spec.Mode == fifo.Write
 	if write {
 		t.loc.j.bufs.freeStale(&t.loc.stale)
 	}

@@ -95,9 +95,9 @@ func (l *location) enqueue(r *fifo.Request, mode fifo.Mode, initial bool, pos, t
 	return err
 }
 
-// release ends the granted access of r; a write makes a new version of the data, which the
-// mirror of process mirror (>= 0: a remote writer sent it back) holds already. In a failed
-// job it does nothing: the data a failed job leaves is never handed on.
+// release ends the granted access of r; a write (newVersion) makes a new version of the
+// data, which the mirror of process mirror (>= 0: a remote writer sent it back) holds
+// already. In a failed job it does nothing: the data a failed job leaves is never handed on.
 func (l *location) release(r *fifo.Request, newVersion bool, mirror int, onTask bool) error {
 	var buf [grantBuf]*fifo.Request
 	l.mu.Lock()
@@ -113,7 +113,7 @@ func (l *location) release(r *fifo.Request, newVersion bool, mirror int, onTask 
 	granted, err := l.fifo.Release(r, buf[:0])
 	l.granting(granted)
 	l.mu.Unlock()
-	if mirror >= 0 && err == nil {
+	if newVersion && mirror >= 0 && err == nil {
 		l.setMirror(mirror, version)
 	}
 	deliver(granted, onTask)

@@ -66,18 +66,56 @@ func (s *spareMirrors) free() {
 	s.bufs = nil
 }
 
-// givenBack counts a grant of q given back, q.sendMu held, and reports whether the mirror
-// is given up with it: when no grant of q is held any more, the mirror is mapped, the
-// release does not carry it back (mayDrop), and the last batch said recycle or no request
-// of q is left (see above). The mirror then holds nothing, before the release that
-// says so is sent: the next grant's data finds it empty.
-func (q *remoteQueue) givenBack(mayDrop bool) bool {
+// mirrorState is a remote queue's mirror: the data, its version, and what it counts of the
+// queue's grants (guarded by remoteQueue.grantMu).
+type mirrorState struct {
+	mirror  []byte   // 8-byte aligned, never nil; written by a grant's data or under a write grant
+	version uint64   // the version the mirror holds (0: none)
+	stale   [][]byte // mirrors that Resize replaced, freed at the write grant's release
+	held    int      // grants delivered and not given back (grantMu)
+	recycle bool     // the last batch said recycle (grantMu)
+	guarded bool     // the mirror is read-only: read grants hold it, in a checked job (grantMu)
+}
+
+// landed takes the version that grant m brings: its data, if any, is in the mirror already
+// (grantSink); a grant without data must find the mirror holding its version.
+func (q *remoteQueue) landed(m grantMsg) error {
+	if m.data {
+		q.r.j.bufs.resizeKeep(&q.mirror, m.size, q.r.spare.take) // sets the size, 0 included
+		q.version = m.version
+	} else if q.version != m.version {
+		return fmt.Errorf("grant of %s without data: this process's copy holds version %d, not %d", q.r.j.locationAt(m.loc), q.version, m.version)
+	}
+	return nil
+}
+
+// hold counts n grants of a batch delivered, the last of which said recycle; read: they
+// are reads, which make the mirror read-only in a checked job. q.grantMu held.
+func (q *remoteQueue) hold(n int, recycle, read bool) {
+	q.held += n
+	q.recycle = recycle
+	if read {
+		q.guard(true)
+	}
+}
+
+// givenBack counts a grant of version given back, q.sendMu held, and reports whether the
+// mirror is given up with it. A write's release carries the mirror back (written): it is
+// the owner's next version, and the buffers Resize replaced are freed. Otherwise the
+// mirror is given up when no grant of q is held any more, the mirror is mapped, and the
+// last batch said recycle or no request of q is left (see above). The mirror then holds
+// nothing, before the release that says so is sent: the next grant's data finds it empty.
+func (q *remoteQueue) givenBack(version uint64, written bool) bool {
+	if written {
+		q.version = version + 1 // what the owner's data becomes
+		q.r.j.bufs.freeStale(&q.stale)
+	}
 	q.grantMu.Lock()
 	q.held--
 	var spare []byte
 	if q.held == 0 {
 		q.guard(false)
-		if mayDrop && (q.recycle || q.active == 0) && hugemem.Mapped(q.mirror) {
+		if !written && (q.recycle || q.active == 0) && hugemem.Mapped(q.mirror) {
 			spare, q.mirror, q.version = q.mirror, alignedBytes(0), 0
 		}
 		q.recycle = false

@@ -47,10 +47,9 @@ const maxTicketID = 1 << 24
 // that a process receives carries it, and written after (onTask: by this goroutine).
 func (s *served) granted(onTask, more bool) {
 	l := s.loc
-	l.fq.Grant(s.taskID, s.req.Mode())
+	flow := l.traceGrant(s.taskID, s.req.Mode())
 	l.sendMu.Lock()
-	m := grantMsg{loc: l.index, ticket: s.id, version: l.version, flow: trace.FlowID(l.lastFlow.Load()), more: more,
-		recycle: s.recycle && !more}
+	m := grantMsg{loc: l.index, ticket: s.id, version: l.version, flow: flow, more: more, recycle: s.recycle && !more}
 	var payload []byte
 	if l.mirrors[s.from] != l.version {
 		m.data, payload = true, l.data
@@ -144,14 +143,10 @@ func (o *owner) released(from int, m releaseMsg, payload []byte) error {
 	if m.dropped { // before the release grants anything
 		l.setMirror(from, 0)
 	}
-	if f := uint64(m.flow); l.lastFlow.Load() != f { // 0 when the job is not traced: no write
-		l.lastFlow.Store(f)
-	}
-	l.fq.Release(s.taskID, s.req.Mode())
-	mirror := -1
-	if m.data && s.req.Mode() == fifo.Write {
-		mirror = from
+	l.traceRelease(s.taskID, s.req.Mode(), m.flow)
+	write := m.data && s.req.Mode() == fifo.Write
+	if write {
 		o.j.bufs.resizeKeep(&l.data, m.size, o.j.bufs.filled) // sets the size, 0 included
 	}
-	return l.release(&s.req, mirror >= 0, mirror, false)
+	return l.release(&s.req, write, from, false)
 }

@@ -11,22 +11,18 @@ import (
 )
 
 // remoteQueue is the proxy of a location owned by another process. Its mirror holds the
-// data the last grant brought; a grant brings data only when the mirror's version is older.
+// data the last grant brought (mirror.go); a grant brings data only when the mirror's
+// version is older.
 type remoteQueue struct {
-	r       *requester
-	owner   int
-	loc     uint32
-	mirror  []byte          // 8-byte aligned, never nil; written by a grant's data or under a write grant
-	version uint64          // the version the mirror holds (0: none)
-	stale   [][]byte        // mirrors that Resize replaced, freed at the write grant's release
-	batch   []*remoteTicket // grants received with more set (the owner's connection's reader only)
+	r     *requester
+	owner int
+	loc   uint32
+	batch []*remoteTicket // grants received with more set (the owner's connection's reader only)
 
-	// grantMu is held while a batch's latches are granted, so that Granted sees all or none;
-	// it guards held, recycle and guarded.
+	// grantMu is held while a batch's latches are granted, so that Granted sees all or none,
+	// and guards what the mirror counts of its grants.
 	grantMu sync.Mutex
-	held    int  // grants delivered and not given back
-	recycle bool // the last batch said recycle (mirror.go)
-	guarded bool // the mirror is read-only: read grants hold it, in a checked job
+	mirrorState
 
 	// sendMu orders the requests and releases, which are queued under it and written after
 	// (a request after a release that gave the mirror up finds the owner knowing it).
@@ -66,8 +62,7 @@ func (r *requester) newTicket(q *remoteQueue, h *handle.Handle) *remoteTicket {
 	t := &remoteTicket{q: q, ticketBase: ticketBase{h: h, spec: h.Spec(), j: r.j}}
 	t.self = t
 	if k := len(r.freeIDs); k > 0 {
-		t.id = r.freeIDs[k-1]
-		r.freeIDs = r.freeIDs[:k-1]
+		t.id, r.freeIDs = r.freeIDs[k-1], r.freeIDs[:k-1]
 		r.tickets[t.id] = t
 	} else {
 		t.id = uint64(len(r.tickets))
@@ -150,7 +145,7 @@ func (t *remoteTicket) Data() []byte { return t.q.mirror }
 
 // Release gives the grant back to the owner, with the data when it was a write.
 func (t *remoteTicket) Release() error {
-	return t.q.r.sendRelease(t, releaseMsg{data: t.h.Mode() == fifo.Write}, nil, true)
+	return t.q.r.sendRelease(t, releaseMsg{data: t.spec.Mode == fifo.Write}, nil, true)
 }
 
 // sendRelease ends t's access at the owner with m (data: the mirror is the new data;
@@ -177,10 +172,8 @@ func (r *requester) sendRelease(t *remoteTicket, m releaseMsg, payload []byte, o
 	}
 	if m.data {
 		payload = q.mirror
-		q.version = t.version + 1 // what the owner's data becomes
-		r.j.bufs.freeStale(&q.stale)
 	}
-	m.dropped = q.givenBack(!m.data)
+	m.dropped = q.givenBack(t.version, m.data)
 	// Queued under sendMu, before any later request of q, and written after.
 	err := r.mesh.SendAhead(q.owner, transport.Requester, m.header(), payload)
 	q.sendMu.Unlock()
@@ -210,11 +203,8 @@ func (r *requester) granted(from int, m grantMsg, payload []byte) error {
 		return nil
 	}
 	q := t.q
-	if m.data {
-		r.j.bufs.resizeKeep(&q.mirror, m.size, r.spare.take) // sets the size, 0 included
-		q.version = m.version
-	} else if q.version != m.version {
-		return fmt.Errorf("grant of %s without data: this process's copy holds version %d, not %d", r.j.locationAt(m.loc), q.version, m.version)
+	if err := q.landed(m); err != nil {
+		return err
 	}
 	endTransfer(&t.transfer)
 	t.version, t.grantFlow = m.version, m.flow
@@ -224,11 +214,7 @@ func (r *requester) granted(from int, m grantMsg, payload []byte) error {
 	}
 	var cancelled []*remoteTicket
 	q.grantMu.Lock()
-	q.held += len(q.batch)
-	q.recycle = m.recycle
-	if q.batch[0].spec.Mode == fifo.Read { // a read group, or a write alone
-		q.guard(true)
-	}
+	q.hold(len(q.batch), m.recycle, q.batch[0].spec.Mode == fifo.Read) // a read group, or a write alone
 	for _, b := range q.batch {
 		if !b.latch.Grant() {
 			cancelled = append(cancelled, b)
@@ -237,8 +223,6 @@ func (r *requester) granted(from int, m grantMsg, payload []byte) error {
 	q.grantMu.Unlock()
 	clear(q.batch)
 	q.batch = q.batch[:0]
-	for _, b := range cancelled { // cancelled meanwhile: the cancellation wins, give it back
-		r.sendRelease(b, releaseMsg{}, nil, false)
-	}
+	r.giveBack(cancelled)
 	return nil
 }

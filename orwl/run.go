@@ -343,7 +343,7 @@ func (j *job) makeLocations() {
 	for idx := range n {
 		id := j.locationAt(uint32(idx))
 		if j.owner[id.Task] != j.rank {
-			j.queues[idx] = &remoteQueue{r: &j.node.req, owner: j.owner[id.Task], loc: uint32(idx), mirror: alignedBytes(0)}
+			j.queues[idx] = &remoteQueue{r: &j.node.req, owner: j.owner[id.Task], loc: uint32(idx), mirrorState: mirrorState{mirror: alignedBytes(0)}}
 			continue
 		}
 		l := &location{id: id, index: uint32(idx), j: j, data: alignedBytes(0), version: 1}

@@ -89,13 +89,27 @@ func (t *localTicket) where() uint32 { return t.loc.index }
 func (t *localTicket) describeWait(w *waitRecord) bool { return t.loc.describeWait(&t.req, w) }
 
 func (t *localTicket) traceGrant(task int, m fifo.Mode) trace.FlowID {
-	t.loc.fq.Grant(task, m)
-	return trace.FlowID(t.loc.lastFlow.Load())
+	return t.loc.traceGrant(task, m)
 }
 
 func (t *localTicket) traceRelease(task int, m fifo.Mode, flow trace.FlowID) {
-	t.loc.lastFlow.Store(uint64(flow))
-	t.loc.fq.Release(task, m)
+	t.loc.traceRelease(task, m, flow)
+}
+
+// traceGrant records a grant of l in its trace, if any, and returns the flow of the release
+// that caused it, for a local ticket and a grant sent to another process alike.
+func (l *location) traceGrant(task int, m fifo.Mode) trace.FlowID {
+	l.fq.Grant(task, m)
+	return trace.FlowID(l.lastFlow.Load())
+}
+
+// traceRelease records a release of l and its flow, for the grant it causes. The flow is 0
+// when the job is not traced: nothing is written then.
+func (l *location) traceRelease(task int, m fifo.Mode, flow trace.FlowID) {
+	if l.lastFlow.Load() != uint64(flow) {
+		l.lastFlow.Store(uint64(flow))
+	}
+	l.fq.Release(task, m)
 }
 
 func (t *remoteTicket) where() uint32 { return t.q.loc }
