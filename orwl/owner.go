@@ -38,10 +38,6 @@ type owner struct {
 	served [][]*served
 }
 
-// maxTicketID bounds the ticket ids a peer may use: ids are dense (retired ids are handed
-// out again), so a larger one is a broken peer, not a big job.
-const maxTicketID = 1 << 24
-
 // granted sends the grant, with the data when the requester's mirror does not hold this
 // version. It is queued under the location's sendMu, so that the first grant of a version
 // that a process receives carries it, and written after (onTask: by this goroutine).
@@ -64,36 +60,6 @@ func (s *served) granted(onTask, more bool) {
 	if err != nil && !errors.Is(err, transport.ErrPeerClosed) { // closed: nobody waits for it
 		s.o.j.fail(fmt.Errorf("orwl: sending the grant of %s to rank %d: %w", l.id, s.from, err))
 	}
-}
-
-// servedAt returns the entry of from's ticket id, making it on first use.
-func (o *owner) servedAt(from int, id uint64) (*served, error) {
-	if id == 0 || id > maxTicketID {
-		return nil, fmt.Errorf("orwl: rank %d sent ticket id %d, outside 1..%d", from, id, maxTicketID)
-	}
-	table := o.served[from]
-	for uint64(len(table)) <= id {
-		table = append(table, nil)
-	}
-	o.served[from] = table
-	if table[id] == nil {
-		s := &served{o: o, from: from, id: id}
-		s.req.Tag = s
-		table[id] = s
-	}
-	return table[id], nil
-}
-
-// servedGrant returns from's entry for ticket id when it holds a grant, else nil.
-func (o *owner) servedGrant(from int, id uint64) *served {
-	if id >= uint64(len(o.served[from])) {
-		return nil
-	}
-	s := o.served[from][id]
-	if s == nil || !s.active || !s.delivered.Load() {
-		return nil
-	}
-	return s
 }
 
 // place places request m of rank from in the FIFO of one of our locations, or refuses it

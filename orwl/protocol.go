@@ -74,11 +74,9 @@ type grantMsg struct {
 	ticket  uint64
 	version uint64       // the data's version
 	flow    trace.FlowID // the trace flow of the release that caused the grant
-	data    bool
-	refused bool
-	more    bool
-	recycle bool
-	size    int // the payload's length, when decoded (the transport sets it on sending)
+	size    int          // the payload's length, when decoded (the transport sets it on sending)
+
+	data, refused, more, recycle bool // the flags
 }
 
 func (m grantMsg) header() transport.Header {
@@ -97,14 +95,13 @@ func decodeGrant(h *transport.Header) grantMsg {
 // next, when not 0, is the ticket of the handle's request of its next round (rule 6), like
 // ticket's but a round later, which the owner places first.
 type releaseMsg struct {
-	loc     uint32
-	ticket  uint64
-	next    uint64
-	flow    trace.FlowID // the trace flow of the release, for the grant it causes
-	data    bool
-	failed  bool
-	dropped bool
-	size    int // the payload's length, when decoded (the transport sets it on sending)
+	loc    uint32
+	ticket uint64
+	next   uint64
+	flow   trace.FlowID // the trace flow of the release, for the grant it causes
+	size   int          // the payload's length, when decoded (the transport sets it on sending)
+
+	data, failed, dropped bool // the flags
 }
 
 func (m releaseMsg) header() transport.Header {

@@ -57,32 +57,6 @@ type remoteTicket struct {
 	transfer               trace.Span   // the grant's data arriving
 }
 
-// newTicket registers a new ticket of h on q under a free id; r.mu held.
-func (r *requester) newTicket(q *remoteQueue, h *handle.Handle) *remoteTicket {
-	t := &remoteTicket{q: q, ticketBase: ticketBase{h: h, spec: h.Spec(), j: r.j}}
-	t.self = t
-	if k := len(r.freeIDs); k > 0 {
-		t.id, r.freeIDs = r.freeIDs[k-1], r.freeIDs[:k-1]
-		r.tickets[t.id] = t
-	} else {
-		t.id = uint64(len(r.tickets))
-		r.tickets = append(r.tickets, t)
-	}
-	return t
-}
-
-// find returns the active ticket numbered id on a location of rank from, or nil.
-func (r *requester) find(from int, id uint64) *remoteTicket {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if id < uint64(len(r.tickets)) {
-		if t := r.tickets[id]; t != nil && t.active && t.q.owner == from {
-			return t
-		}
-	}
-	return nil
-}
-
 // end makes t inactive and reports whether it was active; q.sendMu and r.mu held.
 func (t *remoteTicket) end() bool {
 	if !t.active {
@@ -181,11 +155,7 @@ func (r *requester) sendRelease(t *remoteTicket, m releaseMsg, payload []byte, o
 		err = r.mesh.Flush(q.owner, transport.Requester, onTask)
 	}
 	if retire {
-		r.mu.Lock()
-		r.tickets[t.id] = nil
-		r.freeIDs = append(r.freeIDs, t.id)
-		t.id = 0
-		r.mu.Unlock()
+		r.retire(t)
 	}
 	return err
 }
