@@ -89,14 +89,12 @@ func (h *Handle) request() error {
 	return nil
 }
 
-// Acquire blocks until h's request is granted, then holds the grant until Release. An
-// iterative handle requests its next iteration before Acquire returns.
-//
-// When ctx is done, Acquire fails even if the grant is there (as in
-// golang.org/x/sync/semaphore): it returns an error wrapping ctx.Err() (and its cause), the
-// request is cancelled (a grant that arrived goes back unchanged), and h is closed. A
-// context found done after the wait wins, so a cancellation that happens before the grant
-// always wins. Whenever Acquire fails, h holds nothing and is closed.
+// Acquire blocks until h's request is granted, then holds the grant until Release; an
+// iterative handle requests its next iteration before Acquire returns. When ctx is done,
+// Acquire fails even if the grant is there (as in golang.org/x/sync/semaphore), with an
+// error wrapping ctx.Err() and its cause: ctx is looked at after the wait, so a
+// cancellation before the grant always wins. A failed Acquire cancels the request (a grant
+// that arrived goes back unchanged) and closes h, which then holds nothing.
 func (h *Handle) Acquire(ctx context.Context) error {
 	if h.closed || h.held != nil || h.next == nil {
 		return h.misused("acquire")

@@ -1,7 +1,6 @@
 package orwl
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 
@@ -12,9 +11,9 @@ import (
 
 // location is a location owned by this process: its FIFO and its data, the handle.Queue of
 // its local handles (local.go), where the owner places remote handles' requests (owner.go).
-// Every FIFO operation runs under mu and returns the requests it granted, which the same
-// goroutine delivers after unlocking; onTask says whether it is a task's, which may write a
-// grant to the network itself, or a connection's reader, which must not.
+// A FIFO operation runs under mu; the same goroutine delivers its grants after unlocking,
+// onTask saying whether it is a task's, which may write a grant to the network itself, or a
+// connection's reader, which must not.
 type location struct {
 	id    Location
 	index uint32 // its number in the job, as it travels on the wire
@@ -45,10 +44,9 @@ type location struct {
 // grantBuf is how many grants one FIFO operation collects on the stack before it allocates.
 const grantBuf = 16
 
-// deliver hands every request of granted its grant: a local ticket's latch (a latch
-// cancelled meanwhile refuses it; its canceller gives it back through location.cancel), or
-// a grant sent to another process, which says more when a request of the same process
-// follows in granted (see requester.granted).
+// deliver hands every request of granted its grant: a local ticket's latch (cancelled
+// meanwhile, it refuses the grant, which its canceller gives back), or a grant sent to
+// another process, which says more when another of the same process follows.
 func deliver(granted []*fifo.Request, onTask bool) {
 	for i, r := range granted {
 		switch t := r.Tag.(type) {
@@ -80,9 +78,7 @@ func (l *location) enqueue(r *fifo.Request, mode fifo.Mode, initial bool, pos, t
 		l.mu.Unlock()
 		return l.err
 	}
-	if !l.ckpt.rounds && r.Tag.(queued).round() >= 0 {
-		l.ckpt.rounds = true
-	}
+	l.ckpt.rounds = l.ckpt.rounds || r.Tag.(queued).round() >= 0 // looked at until one came
 	if !l.scheduled {
 		l.pending = append(l.pending, pendingRequest{initial, pos, task, r, mode})
 		l.mu.Unlock()
@@ -133,21 +129,3 @@ type ticketBase struct {
 
 // Latch implements handle.Ticket.
 func (b *ticketBase) Latch() *handle.Latch { return &b.latch }
-
-// Waiting implements handle.Ticket: it tells the deadlock watch that the task waits
-// (detector.block), then, in a job of several processes, reads the messages of processes
-// of this host on the task's goroutine while they come quickly (transport.Mesh.Poll), so
-// that a grant that comes in one needs no wake-up; meanwhile the task counts as polling.
-func (b *ticketBase) Waiting(ctx context.Context) {
-	polling := b.j.det.block(b.spec.Task, b)
-	n := b.j.node
-	if n == nil {
-		return
-	}
-	polling.Store(true)
-	n.mesh.Poll(b.settled, ctx.Done())
-	polling.Store(false)
-}
-
-// settled reports whether the latch is no longer pending.
-func (b *ticketBase) settled() bool { return b.latch.State() != handle.LatchPending }

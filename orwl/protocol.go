@@ -9,10 +9,10 @@ import (
 )
 
 // The grant's part of the ORWL protocol: its three messages, how each fills the transport's
-// header and payload, and the dispatch of what arrives (node.Sink, node.Handle). The
-// job-wide messages are in protocol_wide.go, the checkpoint's in protocol_ckpt.go; nothing
-// else reads a header. Requests and releases travel on the requester's connection, in the
-// order its tasks made them (rule 14); grants on the owner's (see transport.Role).
+// header and payload, and the dispatch of what arrives (node.Sink, node.Handle); with
+// protocol_wide.go and protocol_ckpt.go, the only code that reads a header. Requests and
+// releases travel on the requester's connection in the order its tasks made them (rule 14),
+// grants on the owner's (transport.Role).
 const (
 	msgRequest = transport.TypeUser + iota // requestMsg: requester to owner
 	msgGrant                               // grantMsg: owner to requester
@@ -131,7 +131,6 @@ func (n *node) Sink(from int, h *transport.Header) ([]byte, error) {
 // a malformed message fails the job.
 func (n *node) Handle(from int, h *transport.Header, payload []byte) {
 	var err error
-	n.wide.counts.count(h.Type, false)
 	switch h.Type {
 	case msgRequest:
 		n.j.det.moved()

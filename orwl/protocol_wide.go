@@ -33,6 +33,7 @@ const (
 
 // handleWide hands a job-wide message to its service (node.Handle).
 func (n *node) handleWide(from int, h *transport.Header, payload []byte) error {
+	n.wide.counts.count(h.Type, false)
 	switch h.Type {
 	case msgProblems:
 		return n.problemsFrom(from, decodeProblems(h), payload)

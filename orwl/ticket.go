@@ -1,15 +1,18 @@
 package orwl
 
 import (
+	"context"
+
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
 	"github.com/orwl-go/orwl/trace"
 )
 
 // This file holds what the deadlock watch, the trace, Resize and Handle.Test need of a
-// ticket, local or remote: the ticket interface and its methods for either kind; and what
+// ticket, local or remote: the ticket interface and its methods for either kind, with
+// Waiting, which tells the deadlock watch of a wait and polls the mesh meanwhile; and what
 // they, the checkpoints and a failure need of a request in a FIFO of this process (queued).
-// None of them is on a grant's path (location.go has ticketBase, local.go and remote.go
+// A grant makes one call here, Waiting (location.go has ticketBase, local.go and remote.go
 // the rest).
 
 // ticket is a request of a handle of this process, on a location of this process
@@ -46,6 +49,24 @@ func (t *localTicket) task() int  { return t.spec.Task }
 func (t *localTicket) round() int { return t.rnd }
 func (s *served) task() int       { return s.taskID }
 func (s *served) round() int      { return s.rnd }
+
+// Waiting implements handle.Ticket: it tells the deadlock watch that the task waits
+// (detector.block), then, in a job of several processes, reads the messages of processes
+// of this host on the task's goroutine while they come quickly (transport.Mesh.Poll), so
+// that a grant that comes in one needs no wake-up; meanwhile the task counts as polling.
+func (b *ticketBase) Waiting(ctx context.Context) {
+	polling := b.j.det.block(b.spec.Task, b)
+	n := b.j.node
+	if n == nil {
+		return
+	}
+	polling.Store(true)
+	n.mesh.Poll(b.settled, ctx.Done())
+	polling.Store(false)
+}
+
+// settled reports whether the latch is no longer pending.
+func (b *ticketBase) settled() bool { return b.latch.State() != handle.LatchPending }
 
 // Traced implements handle.Ticket: the task's observer records the step.
 func (b *ticketBase) Traced(h *handle.Handle, e handle.Event) {
