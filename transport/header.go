@@ -102,11 +102,20 @@ func appendHeader(b []byte, h *Header) []byte {
 // field as long as the value fits the field's type; anything else, including
 // a short buffer, yields an error wrapping ErrBadHeader. It never allocates
 // on success and never reads past b.
-func decodeHeader(b []byte) (Header, int, error) {
-	if h, ok := decodeFixedHeader(b); ok {
-		return h, headerSize, nil
+func decodeHeader(b []byte) (h Header, n int, err error) {
+	n, err = h.decode(b)
+	return h, n, err
+}
+
+// decode is decodeHeader into h, in place: a message's header is decoded with no copy.
+func (h *Header) decode(b []byte) (int, error) {
+	if h.decodeFixed(b) {
+		return headerSize, nil
 	}
-	return decodeAnyHeader(b)
+	var n int
+	var err error
+	*h, n, err = decodeAnyHeader(b)
+	return n, err
 }
 
 // decodeAnyHeader is decodeHeader for any integer forms.
@@ -165,22 +174,21 @@ func decodeAnyHeader(b []byte) (Header, int, error) {
 	return h, p, nil
 }
 
-// decodeFixedHeader decodes a header in the form appendHeader writes, which every field's
-// value fits; ok is false for any other form.
-func decodeFixedHeader(b []byte) (h Header, ok bool) {
+// decodeFixed decodes into h a header in the form appendHeader writes, which every field's
+// value fits, and reports whether b starts with one; h is unchanged when not.
+func (h *Header) decodeFixed(b []byte) bool {
 	if len(b) < headerSize || b[0] != mpFixArray7 || b[1] != mpUint8 || b[3] != mpUint8 || b[5] != mpUint32 ||
 		b[10] != mpUint64 || b[19] != mpUint64 || b[28] != mpInt64 || b[37] != mpUint64 {
-		return h, false
+		return false
 	}
-	return Header{
-		Type:  b[2],
-		Flags: b[4],
-		Key:   binary.BigEndian.Uint32(b[6:]),
-		ID:    binary.BigEndian.Uint64(b[11:]),
-		Seq:   binary.BigEndian.Uint64(b[20:]),
-		Arg:   int64(binary.BigEndian.Uint64(b[29:])),
-		Len:   binary.BigEndian.Uint64(b[38:]),
-	}, true
+	h.Type = b[2]
+	h.Flags = b[4]
+	h.Key = binary.BigEndian.Uint32(b[6:])
+	h.ID = binary.BigEndian.Uint64(b[11:])
+	h.Seq = binary.BigEndian.Uint64(b[20:])
+	h.Arg = int64(binary.BigEndian.Uint64(b[29:]))
+	h.Len = binary.BigEndian.Uint64(b[38:])
+	return true
 }
 
 var fieldNames = [7]string{"Type", "Flags", "Key", "ID", "Seq", "Arg", "Len"}

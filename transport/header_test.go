@@ -120,7 +120,7 @@ func FuzzDecodeHeader(f *testing.F) {
 		if n < 8 || n > len(b) || n > maxHeaderSize {
 			t.Fatalf("used %d bytes of %d", n, len(b))
 		}
-		if fixed, ok := decodeFixedHeader(b); ok {
+		if fixed := (Header{}); fixed.decodeFixed(b) {
 			if any, n, err := decodeAnyHeader(b); err != nil || any != fixed || n != headerSize {
 				t.Fatalf("fixed form %x: %+v; any form: %+v %d %v", b, fixed, any, n, err)
 			}

@@ -472,20 +472,27 @@ func (m *Mesh) sendUser(to int, role Role, h Header, payload []byte, mode sendMo
 		return fmt.Errorf("transport: Send: message type %d is reserved for the mesh", h.Type)
 	}
 	h.Len = uint64(len(payload))
-	return m.send(to, role, outMsg{h: h, p: payload}, mode)
+	o := outMsg{h: h, p: payload}
+	return m.sendMsg(to, role, &o, mode)
 }
 
 func (m *Mesh) send(to int, role Role, o outMsg, mode sendMode) error {
+	return m.sendMsg(to, role, &o, mode)
+}
+
+// sendMsg is send, with the message passed by reference: it is copied once, into the
+// connection's queue.
+func (m *Mesh) sendMsg(to int, role Role, o *outMsg, mode sendMode) error {
 	c, err := m.conn(to, role)
 	if err != nil {
 		return err
 	}
 	if c == nil {
-		if c = m.pend(to, role, o); c == nil {
+		if c = m.pend(to, role, *o); c == nil {
 			return nil
 		}
 	}
-	return c.enqueue(o, mode)
+	return c.enqueueMsg(o, mode)
 }
 
 // pendingMsg is a message sent before its connection came.

@@ -105,27 +105,51 @@ func (w *ringWriter) hasRoom(n uint64) bool {
 // 0 when the ring has no room for them yet. After it, the writer must look whether the
 // reader sleeps (ringHeader.sleeping): the header's store is a full barrier.
 func (w *ringWriter) put(p []byte) int {
-	n := uint64(min(len(p), shmChunk))
-	need := span(n)
-	skip := uint64(0)
-	if off := w.pos & (shmRing - 1); off+need > shmRing {
-		skip = shmRing - off
-	}
-	// Room for the skipped rest, the record, and the next record's header word, cleared:
-	// less than 2*need+8 bytes.
-	if !w.hasRoom(skip + need + 8) {
+	n := min(len(p), shmChunk)
+	rec := w.reserve(n)
+	if rec == nil {
 		return 0
 	}
-	at := w.pos + skip
+	copy(rec, p[:n])
+	w.commit(n)
+	return n
+}
+
+// reserve returns the ring bytes of a record of n bytes (at most shmChunk) at the writer's
+// position, for the writer to fill and then commit, or nil when the ring has no room for it
+// yet.
+func (w *ringWriter) reserve(n int) []byte {
+	need := span(uint64(n))
+	at := w.place(need)
+	// Room for the skipped rest, the record, and the next record's header word, cleared:
+	// less than 2*need+8 bytes.
+	if !w.hasRoom(at - w.pos + need + 8) {
+		return nil
+	}
 	off := at & (shmRing - 1)
-	copy(w.data[off+8:], p[:n])
+	return w.data[off+8 : off+8+uint64(n) : off+8+uint64(n)]
+}
+
+// commit publishes the record of n bytes that reserve returned, once filled. After it, the
+// writer must look whether the reader sleeps, as after put.
+func (w *ringWriter) commit(n int) {
+	need := span(uint64(n))
+	at := w.place(need)
 	*(*uint64)(unsafe.Pointer(&w.data[(at+need)&(shmRing-1)])) = 0 // the reader looks at it next, after the header below
-	w.word(at).Store(recordData | n)
-	if skip > 0 {
+	w.word(at).Store(recordData | uint64(n))
+	if at != w.pos {
 		w.word(w.pos).Store(recordSkip) // after the record: the reader goes to it from here
 	}
 	w.pos = at + need
-	return int(n)
+}
+
+// place returns where a record that takes need ring bytes goes: at the writer's position,
+// or at the ring's start when it does not fit before the end.
+func (w *ringWriter) place(need uint64) uint64 {
+	if off := w.pos & (shmRing - 1); off+need > shmRing {
+		return w.pos + shmRing - off
+	}
+	return w.pos
 }
 
 // ringReader is the reading end of a ring, used by one goroutine at a time; its position is

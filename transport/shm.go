@@ -431,13 +431,21 @@ func (c *shmConn) Write(p []byte) (int, error) {
 		}
 		waited, lastRead = 0, c.out.read
 		done += n
-		if s := &c.out.h.sleeping; s.Load() == asleep && c.out.h.polling.Load() == 0 && s.CompareAndSwap(asleep, woken) {
-			if _, err := c.sock.Write(c.wakeUp[:]); err != nil {
-				return done, err
-			}
+		if err := c.wakePeer(); err != nil {
+			return done, err
 		}
 	}
 	return done, nil
+}
+
+// wakePeer wakes the peer's reader after a record was written into the out ring, when the
+// reader sleeps and no task of the peer polls the ring (see Write).
+func (c *shmConn) wakePeer() error {
+	if s := &c.out.h.sleeping; s.Load() == asleep && c.out.h.polling.Load() == 0 && s.CompareAndSwap(asleep, woken) {
+		_, err := c.sock.Write(c.wakeUp[:])
+		return err
+	}
+	return nil
 }
 
 // waitRoom waits a little for the peer to read, and returns how long the writer has waited

@@ -500,3 +500,49 @@ func TestRingWriterHasRoom(t *testing.T) {
 		t.Errorf("72 bytes free: hasRoom(72) = %v with the reader at %d, want true at 8", w.hasRoom(72), w.read)
 	}
 }
+
+// A batch of small messages through shared memory goes into the ring as one record, written
+// in place (conn.writeRecord): the reader finds the frames of all of them in that record, in
+// order, and reads each in place; the sent count counts them all before the record shows.
+func TestSmallBatchIsOneRingRecord(t *testing.T) {
+	seg, _ := testSegment(t)
+	up, down := freshRings(seg)
+	writer := newShmConn(&doorbell{}, seg, up, down, &readerGroup{})
+	reader := &conn{m: &Mesh{peers: make([]peer, 2)}, peer: 0, w: newWire(nil, false),
+		shm: newShmConn(&doorbell{end: make(chan struct{})}, seg, down, up, &readerGroup{})}
+	c := &conn{m: &Mesh{peers: make([]peer, 2)}, peer: 1, w: newWire(writer, false), shm: writer}
+	c.w.useShm(writer)
+	batch := []outMsg{
+		{h: Header{Type: TypeUser, Seq: 1}, p: []byte("release")},
+		{h: Header{Type: TypeUser + 1, Seq: 2}, p: bytes.Repeat([]byte{7}, 200)}, // a 2-byte length
+		{h: Header{Type: TypeUser, Seq: 3}},
+	}
+	for i := range batch {
+		batch[i].h.Len = uint64(len(batch[i].p))
+	}
+	if err := c.writeBatch(batch); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.m.peers[1].sent.Load(); n != 3 {
+		t.Errorf("sent counts %d messages, want 3", n)
+	}
+	rec, ok := reader.shm.in.next()
+	if !ok || len(rec) != ringFrames(batch) {
+		t.Fatalf("the ring holds a record of %d bytes (%v), want one of the batch's %d", len(rec), ok, ringFrames(batch))
+	}
+	for i, want := range batch {
+		frame, size, inRing := reader.ringFrame()
+		if !inRing {
+			t.Fatalf("message %d: not read in place", i)
+		}
+		var h Header
+		p, _, err := openMessage(&h, frame, opBinary, true, int64(len(frame)), func(h *Header) ([]byte, error) { return make([]byte, h.Len), nil })
+		if err != nil || h != want.h || !bytes.Equal(p, want.p) {
+			t.Fatalf("message %d: %+v %q %v, want %+v %q", i, h, p, err, want.h, want.p)
+		}
+		reader.shm.in.consume(size)
+	}
+	if reader.shm.in.arrived() || down.h.read.Load() != writer.out.pos {
+		t.Errorf("the reader is at %d after the record, the writer at %d", down.h.read.Load(), writer.out.pos)
+	}
+}

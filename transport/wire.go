@@ -90,6 +90,18 @@ func (w *wire) buffered() int {
 	return n
 }
 
+// wsHeaderSize returns the size of the header of an unmasked websocket frame of n payload
+// bytes, as appendWSHeader writes it.
+func wsHeaderSize(n int) int {
+	switch {
+	case n < 126:
+		return 2
+	case n < 1<<16:
+		return 4
+	}
+	return 10
+}
+
 // appendWSHeader appends a websocket frame header for a frame of n payload bytes and
 // returns it with the mask key (zero when not masking).
 func (w *wire) appendWSHeader(b []byte, op byte, fin bool, n int) ([]byte, uint32) {
@@ -407,9 +419,8 @@ func (w *wire) readMessage(h *Header, dest func(*Header) ([]byte, error)) ([]byt
 // buffer from dest with the payload bytes that head holds after the header copied in, and
 // the header's size.
 func openMessage(h *Header, head []byte, op byte, fin bool, n int64, dest func(*Header) ([]byte, error)) ([]byte, int, error) {
-	var hn int
-	var err error
-	if *h, hn, err = decodeHeader(head); err != nil {
+	hn, err := h.decode(head)
+	if err != nil {
 		return nil, 0, &ruleError{err: err}
 	}
 	if err := checkFirst(op, fin, n, h, hn); err != nil {
