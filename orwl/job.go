@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"os"
 	"runtime"
 	"strconv"
@@ -160,4 +161,22 @@ func duration(d time.Duration, name string) (time.Duration, error) {
 		return 0, fmt.Errorf("orwl: %s=%q: want a positive duration such as 10s", name, s)
 	}
 	return v, nil
+}
+
+// newNode returns the node of a job of several processes (newJob); the job gives it the
+// mesh before the mesh starts (setMesh).
+func newNode(j *job, log *slog.Logger) *node {
+	return &node{
+		j:    j,
+		log:  log,
+		req:  requester{j: j, tickets: []*remoteTicket{nil}, lost: make([]error, j.procs), sunk: make([]sunkGrant, j.procs)},
+		own:  owner{j: j, log: log, served: make([][]*served, j.procs)},
+		wide: newJobWide(j.procs),
+	}
+}
+
+// setMesh gives the node and its services the mesh, before it starts: messages may arrive
+// while it does.
+func (n *node) setMesh(m *transport.Mesh) {
+	n.mesh, n.req.mesh, n.own.mesh = m, m, m
 }

@@ -6,10 +6,10 @@ import (
 	"github.com/orwl-go/orwl/transport"
 )
 
-// Reading a grant. A grant of a location of another process reads 929 lines (wc -l), in
+// Reading a grant. A grant of a location of another process reads 907 lines (wc -l), in
 // this order:
 //
-//	node.go            72  this guide, the node
+//	node.go            50  this guide, the node
 //	handle/handle.go  139  Ticket, Queue; Handle.Request, Acquire, Release
 //	handle/latch.go   121  the latch: Acquire waits on it, a grant settles it
 //	remote.go         198  the requester: Request, sendRelease, granted
@@ -25,19 +25,13 @@ import (
 // grants the next. A grant of a location of this process reads handle/handle.go,
 // handle/latch.go, local.go (47) and location.go.
 //
-// Either makes one call each, which a grant does not need followed: the ticket ids
-// (newTicket, find, servedAt..., ids.go), the wait's report to the deadlock watch and its
-// polling of the mesh (ticketBase.Waiting, ticket.go), the round of an iterative request
-// (job.round, checkpoint.go), the deadlock watch's moves (detector.moved, deadlock.go), what
-// a FIFO operation that granted tells the other concerns (location.granting, granting.go),
-// the buffers (buffers.go), the mirror's data and version (grantSink, landed, givenBack,
-// mirror.go), and, traced, the observer and the FIFO's trace (Handle.trace, observer.go;
-// location.traceGrant, ticket.go). What a grant never runs is apart: a cancelled request
-// (cancel.go), a failed or refused one (fail.go), what the deadlock watch, the trace, Resize
-// and Test need of a ticket (ticket.go; handle/resize.go, handle/poll.go), a latch's other
-// ends (handle/latch_end.go), a handle's data, misuses and end (handle/section.go,
-// misuse.go, owner.go); orwl/handle.go gives the handle the API's name, and lockorder.go
-// says how the package's mutexes nest.
+// Either makes one call each, which a grant does not need followed, into: the ticket ids
+// (ids.go), the deadlock watch (ticketBase.Waiting, which also polls the mesh while a task
+// waits, ticket.go; detector.moved), an iterative request's round (job.round), what a FIFO
+// operation that granted tells the other concerns (granting.go), the buffers (buffers.go),
+// the mirror's data (mirror.go) and, traced, the observer and the trace (observer.go,
+// ticket.go). What a grant never runs is apart: cancel.go, fail.go (a failed or refused
+// request), ticket.go, the rest of package handle; lockorder.go says how the mutexes nest.
 
 // node is this process's end of the protocol (protocol.go) and the mesh's Handler. It hands
 // every message to one of three services, each with its own state: req (remote.go,
@@ -53,20 +47,4 @@ type node struct {
 	req  requester
 	own  owner
 	wide jobWide
-}
-
-func newNode(j *job, log *slog.Logger) *node {
-	return &node{
-		j:    j,
-		log:  log,
-		req:  requester{j: j, tickets: []*remoteTicket{nil}, lost: make([]error, j.procs), sunk: make([]sunkGrant, j.procs)},
-		own:  owner{j: j, log: log, served: make([][]*served, j.procs)},
-		wide: newJobWide(j.procs),
-	}
-}
-
-// setMesh gives the node and its services the mesh, before it starts: messages may arrive
-// while it does.
-func (n *node) setMesh(m *transport.Mesh) {
-	n.mesh, n.req.mesh, n.own.mesh = m, m, m
 }
