@@ -126,17 +126,26 @@ const (
 )
 
 // enqueue queues o and sends the queue as mode says (see push).
-func (c *conn) enqueue(o outMsg, mode sendMode) error { return c.enqueueMsg(&o, mode) }
+func (c *conn) enqueue(o outMsg, mode sendMode) error { return c.enqueueMsg(&o.h, o.p, mode) }
 
-// enqueueMsg is enqueue, with the message passed by reference.
-func (c *conn) enqueueMsg(o *outMsg, mode sendMode) error {
+// enqueueMsg queues the message of header h and payload p, setting h's Len to len(p), and
+// sends the queue as mode says (see push). The header is copied once, into the queue; a
+// small message sent directly on an idle connection through shared memory is not queued at
+// all, but written from h into its ring record (writeOne).
+func (c *conn) enqueueMsg(h *Header, p []byte, mode sendMode) error {
+	h.Len = uint64(len(p))
 	c.mu.Lock()
 	if c.closing || c.stopped.Load() {
 		c.mu.Unlock()
 		return c.gone()
 	}
-	c.q = append(c.q, *o)
-	c.qBytes += len(o.p)
+	if mode == direct && len(c.q) == 0 && !c.writing && len(p) <= lockedMax && c.inPlace() {
+		if rec := c.shm.out.reserve(frameSize(len(p))); rec != nil {
+			return c.wroteLocked(c.commitRecord(rec, appendFrame(rec[:0], h, p), 1))
+		}
+	}
+	c.q = append(c.q, outMsg{h: *h, p: p})
+	c.qBytes += len(p)
 	return c.push(mode)
 }
 
@@ -208,6 +217,12 @@ func (c *conn) writeLocked() error {
 	err := c.writeBatch(c.q)
 	giveBack(c.q)
 	c.q, c.qBytes = c.q[:0], 0
+	return c.wroteLocked(err)
+}
+
+// wroteLocked ends a write under c.mu: it releases c.mu, and shuts the connection down when
+// the write failed.
+func (c *conn) wroteLocked(err error) error {
 	c.mu.Unlock()
 	if err != nil {
 		c.fail("writing to", err)
@@ -227,14 +242,18 @@ func giveBack(batch []outMsg) {
 
 // writeBatch writes batch out and flushes, publishing every message it has read (see Send).
 func (c *conn) writeBatch(batch []outMsg) error {
-	sent := &c.m.peers[c.peer].sent
-	if c.shm != nil && !c.w.masks && len(c.w.wbuf) == 0 {
+	if c.inPlace() {
 		if n := ringFrames(batch); n <= shmChunk {
 			if rec := c.shm.out.reserve(n); rec != nil {
-				return c.writeRecord(rec, batch)
+				b := rec[:0]
+				for i := range batch {
+					b = appendFrame(b, &batch[i].h, batch[i].p)
+				}
+				return c.commitRecord(rec, b, len(batch))
 			}
 		}
 	}
+	sent := &c.m.peers[c.peer].sent
 	for i := range batch {
 		if err := c.w.writeMessage(&batch[i].h, batch[i].p); err != nil {
 			return err
@@ -247,36 +266,47 @@ func (c *conn) writeBatch(batch []outMsg) error {
 	return c.w.flush()
 }
 
+// inPlace reports whether messages may be written straight into the connection's ring
+// records (writeBatch, enqueueMsg): it goes through shared memory, unmasked, and nothing
+// waits in the wire's buffer. The writer alone may call it.
+func (c *conn) inPlace() bool { return c.shm != nil && !c.w.masks && len(c.w.wbuf) == 0 }
+
+// frameSize returns the bytes of the frame of a message of n payload bytes, in one frame.
+func frameSize(n int) int { return wsHeaderSize(headerSize+n) + headerSize + n }
+
 // ringFrames returns the bytes of the frames of batch, each message in one frame, or more
 // than shmChunk when they do not fit in one ring record.
 func ringFrames(batch []outMsg) int {
 	n := 0
 	for i := range batch {
-		k := headerSize + len(batch[i].p)
-		if k > shmChunk {
+		if len(batch[i].p) > shmChunk {
 			return shmChunk + 1
 		}
-		n += wsHeaderSize(k) + k
+		n += frameSize(len(batch[i].p))
 	}
 	return n
 }
 
-// writeRecord writes batch as one ring record, rec, which the out ring reserved for its
-// frames (ringFrames): straight into shared memory, with no copy through the wire's buffer
-// and as one write, which the peer reads whole. Every message is published before the
-// record is (see writeBatch).
-func (c *conn) writeRecord(rec []byte, batch []outMsg) error {
+// appendFrame appends the frame of a message, header h then payload p, unmasked, as
+// shared memory carries it.
+func appendFrame(b []byte, h *Header, p []byte) []byte {
+	b = appendWSHeader(b, opBinary, true, headerSize+len(p), false)
+	b = appendHeader(b, h)
+	return append(b, p...)
+}
+
+// commitRecord publishes rec, a ring record that the out ring reserved and that frames,
+// msgs messages, filled: straight into shared memory, with no copy through the wire's
+// buffer, and as one write, which the peer reads whole. Every message is published before
+// the record is (see writeBatch).
+func (c *conn) commitRecord(rec, frames []byte, msgs int) error {
 	if c.shm.closed.Load() {
 		return net.ErrClosed
 	}
-	sent := &c.m.peers[c.peer].sent
-	b := rec[:0]
-	for i := range batch {
-		b, _ = c.w.appendWSHeader(b, opBinary, true, headerSize+len(batch[i].p))
-		b = appendHeader(b, &batch[i].h)
-		b = append(b, batch[i].p...)
-		sent.Add(1)
+	if len(frames) != len(rec) {
+		return fmt.Errorf("transport: %d bytes of frames for a ring record of %d", len(frames), len(rec))
 	}
+	c.m.peers[c.peer].sent.Add(uint64(msgs))
 	c.shm.out.commit(len(rec))
 	return c.shm.wakePeer()
 }

@@ -471,28 +471,28 @@ func (m *Mesh) sendUser(to int, role Role, h Header, payload []byte, mode sendMo
 	if h.Type < TypeUser {
 		return fmt.Errorf("transport: Send: message type %d is reserved for the mesh", h.Type)
 	}
-	h.Len = uint64(len(payload))
-	o := outMsg{h: h, p: payload}
-	return m.sendMsg(to, role, &o, mode)
+	return m.sendMsg(to, role, &h, payload, mode)
 }
 
 func (m *Mesh) send(to int, role Role, o outMsg, mode sendMode) error {
-	return m.sendMsg(to, role, &o, mode)
+	return m.sendMsg(to, role, &o.h, o.p, mode)
 }
 
-// sendMsg is send, with the message passed by reference: it is copied once, into the
-// connection's queue.
-func (m *Mesh) sendMsg(to int, role Role, o *outMsg, mode sendMode) error {
+// sendMsg is send, with the header passed by reference: it is copied once, into the
+// connection's queue, with its Len set to the payload's.
+func (m *Mesh) sendMsg(to int, role Role, h *Header, p []byte, mode sendMode) error {
 	c, err := m.conn(to, role)
 	if err != nil {
 		return err
 	}
 	if c == nil {
-		if c = m.pend(to, role, *o); c == nil {
+		o := outMsg{h: *h, p: p}
+		o.h.Len = uint64(len(p))
+		if c = m.pend(to, role, o); c == nil {
 			return nil
 		}
 	}
-	return c.enqueueMsg(o, mode)
+	return c.enqueueMsg(h, p, mode)
 }
 
 // pendingMsg is a message sent before its connection came.

@@ -505,13 +505,7 @@ func TestRingWriterHasRoom(t *testing.T) {
 // in place (conn.writeRecord): the reader finds the frames of all of them in that record, in
 // order, and reads each in place; the sent count counts them all before the record shows.
 func TestSmallBatchIsOneRingRecord(t *testing.T) {
-	seg, _ := testSegment(t)
-	up, down := freshRings(seg)
-	writer := newShmConn(&doorbell{}, seg, up, down, &readerGroup{})
-	reader := &conn{m: &Mesh{peers: make([]peer, 2)}, peer: 0, w: newWire(nil, false),
-		shm: newShmConn(&doorbell{end: make(chan struct{})}, seg, down, up, &readerGroup{})}
-	c := &conn{m: &Mesh{peers: make([]peer, 2)}, peer: 1, w: newWire(writer, false), shm: writer}
-	c.w.useShm(writer)
+	c, reader := ringConns(t)
 	batch := []outMsg{
 		{h: Header{Type: TypeUser, Seq: 1}, p: []byte("release")},
 		{h: Header{Type: TypeUser + 1, Seq: 2}, p: bytes.Repeat([]byte{7}, 200)}, // a 2-byte length
@@ -530,19 +524,63 @@ func TestSmallBatchIsOneRingRecord(t *testing.T) {
 	if !ok || len(rec) != ringFrames(batch) {
 		t.Fatalf("the ring holds a record of %d bytes (%v), want one of the batch's %d", len(rec), ok, ringFrames(batch))
 	}
-	for i, want := range batch {
-		frame, size, inRing := reader.ringFrame()
-		if !inRing {
-			t.Fatalf("message %d: not read in place", i)
-		}
-		var h Header
-		p, _, err := openMessage(&h, frame, opBinary, true, int64(len(frame)), func(h *Header) ([]byte, error) { return make([]byte, h.Len), nil })
-		if err != nil || h != want.h || !bytes.Equal(p, want.p) {
-			t.Fatalf("message %d: %+v %q %v, want %+v %q", i, h, p, err, want.h, want.p)
-		}
-		reader.shm.in.consume(size)
+	for _, want := range batch {
+		readInPlace(t, reader, want)
 	}
-	if reader.shm.in.arrived() || down.h.read.Load() != writer.out.pos {
-		t.Errorf("the reader is at %d after the record, the writer at %d", down.h.read.Load(), writer.out.pos)
+	if reader.shm.in.arrived() || reader.shm.in.h.read.Load() != c.shm.out.pos {
+		t.Errorf("the reader is at %d after the record, the writer at %d", reader.shm.in.h.read.Load(), c.shm.out.pos)
 	}
+}
+
+// A small message sent directly (SendNow) on an idle connection through shared memory is
+// written from its header into a ring record of its own, never queued; one queued (Send)
+// waits in the queue for the writer.
+func TestSendNowWritesInPlace(t *testing.T) {
+	c, reader := ringConns(t)
+	h := Header{Type: TypeUser, Key: 3, Seq: 9, Len: 77} // Len is the payload's
+	if err := c.enqueueMsg(&h, []byte("grant"), direct); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.q) != 0 || c.m.peers[1].sent.Load() != 1 {
+		t.Fatalf("after SendNow: %d queued, %d sent, want 0 and 1", len(c.q), c.m.peers[1].sent.Load())
+	}
+	if rec, _ := reader.shm.in.next(); len(rec) != frameSize(5) {
+		t.Fatalf("the ring holds a record of %d bytes, want the message's frame of %d", len(rec), frameSize(5))
+	}
+	readInPlace(t, reader, outMsg{h: Header{Type: TypeUser, Key: 3, Seq: 9, Len: 5}, p: []byte("grant")})
+	h = Header{Type: TypeUser, Seq: 10}
+	if err := c.enqueueMsg(&h, []byte("later"), queued); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.q) != 1 || reader.shm.in.arrived() {
+		t.Errorf("after Send: %d queued, in the ring: %v; want 1 and false", len(c.q), reader.shm.in.arrived())
+	}
+}
+
+// ringConns returns the two ends of a connection through shared memory: c writes (as rank
+// 0's end to rank 1), reader reads what c writes (rank 1's end).
+func ringConns(t *testing.T) (c, reader *conn) {
+	seg, _ := testSegment(t)
+	up, down := freshRings(seg)
+	writer := newShmConn(&doorbell{}, seg, up, down, &readerGroup{})
+	reader = &conn{m: &Mesh{peers: make([]peer, 2)}, peer: 0, w: newWire(nil, false),
+		shm: newShmConn(&doorbell{end: make(chan struct{})}, seg, down, up, &readerGroup{})}
+	c = &conn{m: &Mesh{peers: make([]peer, 2)}, peer: 1, w: newWire(writer, false), shm: writer}
+	c.w.useShm(writer)
+	return c, reader
+}
+
+// readInPlace reads the next message in reader's ring, in place, and checks it is want.
+func readInPlace(t *testing.T, reader *conn, want outMsg) {
+	t.Helper()
+	frame, size, inRing := reader.ringFrame()
+	if !inRing {
+		t.Fatalf("message %+v: not read in place", want.h)
+	}
+	var h Header
+	p, _, err := openMessage(&h, frame, opBinary, true, int64(len(frame)), func(h *Header) ([]byte, error) { return make([]byte, h.Len), nil })
+	if err != nil || h != want.h || !bytes.Equal(p, want.p) {
+		t.Fatalf("read %+v %q %v, want %+v %q", h, p, err, want.h, want.p)
+	}
+	reader.shm.in.consume(size)
 }

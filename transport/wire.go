@@ -105,23 +105,7 @@ func wsHeaderSize(n int) int {
 // appendWSHeader appends a websocket frame header for a frame of n payload bytes and
 // returns it with the mask key (zero when not masking).
 func (w *wire) appendWSHeader(b []byte, op byte, fin bool, n int) ([]byte, uint32) {
-	if fin {
-		op |= finBit
-	}
-	b = append(b, op)
-	var m byte
-	if w.masks {
-		m = maskBit
-	}
-	switch {
-	case n < 126:
-		b = append(b, m|byte(n))
-	case n < 1<<16:
-		b = append(b, m|126, byte(n>>8), byte(n))
-	default:
-		b = append(b, m|127)
-		b = binary.BigEndian.AppendUint64(b, uint64(n))
-	}
+	b = appendWSHeader(b, op, fin, n, w.masks)
 	if !w.masks {
 		return b, 0
 	}
@@ -130,6 +114,27 @@ func (w *wire) appendWSHeader(b []byte, op byte, fin bool, n int) ([]byte, uint3
 		key = 1
 	}
 	return binary.LittleEndian.AppendUint32(b, key), key
+}
+
+// appendWSHeader appends the header of a websocket frame of n payload bytes, but for the
+// mask key that follows it when masked.
+func appendWSHeader(b []byte, op byte, fin bool, n int, masked bool) []byte {
+	if fin {
+		op |= finBit
+	}
+	b = append(b, op)
+	var m byte
+	if masked {
+		m = maskBit
+	}
+	switch {
+	case n < 126:
+		return append(b, m|byte(n))
+	case n < 1<<16:
+		return append(b, m|126, byte(n>>8), byte(n))
+	}
+	b = append(b, m|127)
+	return binary.BigEndian.AppendUint64(b, uint64(n))
 }
 
 // writeMessage queues one message (header h, then p) into the output buffer, as frames of at
