@@ -207,9 +207,23 @@ func BenchmarkReadSmallMessage(b *testing.B) {
 
 // BenchmarkShmRoundTrip8B: what the layering costs a round trip of 8-byte messages through
 // shared memory, with no core between the two ends: one goroutine sends a request from rank
-// 0 (SendNow), reads it in rank 1 (Poll), answers it with a grant and reads the answer in
-// rank 0, as two tasks that wait in Poll would on a host their processes oversubscribe.
+// 0, reads it in rank 1 (Poll), answers it with a grant and reads the answer in rank 0, as
+// two tasks that wait in Poll would on a host their processes oversubscribe. Each message
+// goes as package orwl sends its grants and releases (SendAhead, then Flush on the task), or
+// with SendNow.
 func BenchmarkShmRoundTrip8B(b *testing.B) {
+	b.Run("ahead-flush", func(b *testing.B) {
+		shmRoundTrip(b, func(m *Mesh, to int, role Role, h Header, p []byte) error {
+			if err := m.SendAhead(to, role, h, p); err != nil {
+				return err
+			}
+			return m.Flush(to, role, true)
+		})
+	})
+	b.Run("now", func(b *testing.B) { shmRoundTrip(b, (*Mesh).SendNow) })
+}
+
+func shmRoundTrip(b *testing.B, send func(m *Mesh, to int, role Role, h Header, p []byte) error) {
 	var got [2]int
 	hs := [2]*sinkHandler{}
 	for r := range hs {
@@ -232,11 +246,11 @@ func BenchmarkShmRoundTrip8B(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		if err := meshes[0].SendNow(1, Requester, Header{Type: TypeUser, Seq: uint64(i)}, msg); err != nil {
+		if err := send(meshes[0], 1, Requester, Header{Type: TypeUser, Seq: uint64(i)}, msg); err != nil {
 			b.Fatal(err)
 		}
 		meshes[1].Poll(func() bool { return got[1] > i }, nil)
-		if err := meshes[1].SendNow(0, Owner, Header{Type: TypeUser, Seq: uint64(i)}, msg); err != nil {
+		if err := send(meshes[1], 0, Owner, Header{Type: TypeUser, Seq: uint64(i)}, msg); err != nil {
 			b.Fatal(err)
 		}
 		meshes[0].Poll(func() bool { return got[0] > i }, nil)
