@@ -7,9 +7,9 @@ import (
 )
 
 // This file holds what the handles of one owner (a task) share, apart from handle.go so
-// that a grant's path reads alone: the Owner, the set of its handles in use and their end
-// (New, Close, CloseAll, Closed, abandon, giveUp), and the events a traced owner's tickets are told
-// (Event, trace).
+// that a grant's path reads alone: the Owner, the set of its handles in use, their making
+// and their end (New, Close, CloseAll, Closed, abandon, giveUp), and the events a traced
+// owner's tickets are told (Event, trace).
 
 // Event is a step of the life of a handle's request, which the handles of a traced owner
 // tell its ticket (Ticket.Traced).

@@ -10,10 +10,12 @@ import (
 )
 
 // This file holds the mirrors, this process's copies of the data of locations of other
-// processes (remoteQueue.mirror), apart from remote.go, which only reads and writes them:
-// where a grant's data lands (grantSink), when a mirror's buffer is given up and reused,
-// and its guard in a checked job; and, at the owner, what it knows of each mirror
-// (location.mirrors) and where a write-back lands (writeBackSink).
+// processes (mirrorState, in each remoteQueue), apart from remote.go, which makes one call
+// here at each step: where a grant's data lands (grantSink), the version it brings
+// (landed), what a batch of grants and each release do to the mirror (hold, givenBack),
+// when a mirror's buffer is given up and reused, and its guard in a checked job; and, at
+// the owner, what it knows of each mirror (location.mirrors) and where a write-back lands
+// (writeBackSink).
 //
 // A mirror's buffer is given up, to the process's spares, when nothing reads it before the
 // data changes: once no grant of the queue is held, when the owner said that the data
