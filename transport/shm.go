@@ -110,8 +110,8 @@ func (w *wire) useShm(c *shmConn) {
 // it keeps waiting, readers with nothing to read and the heartbeat, wait a few microseconds
 // at most. While a task polls on a crowded host, where the readers sleep at once, the
 // peers' writers do not wake them (a socket write, and a thread woken, per message; see
-// shmConn.Write): the task reads what comes, and wakes a reader for what it leaves
-// (leaveRings) as it returns. It returns at once when the readers do not poll or no
+// shmConn.Write), from its first look that finds nothing: the task reads what comes, and
+// wakes a reader for what it leaves (leaveRings) as it returns. It returns at once when the readers do not poll or no
 // connection goes through shared memory. It must not be called from Handler methods, nor
 // with a lock that a Handler method may take.
 func (m *Mesh) Poll(done func() bool, stop <-chan struct{}) {
@@ -126,12 +126,16 @@ func (m *Mesh) Poll(done func() bool, stop <-chan struct{}) {
 	}
 	conns := *onRings // a connection that comes later wakes its reader as before
 	every := m.readers.looksPerYield()
-	if m.readers.crowd.crowded.Load() { // the readers sleep at once (pollOn)
-		defer leaveRings(conns)
-		for _, c := range conns {
-			c.shm.in.h.polling.Add(1)
+	// On a crowded host the readers sleep at once (pollOn): the task tells the writers it
+	// polls (ringHeader.polling) once a look found nothing, so that a wait whose messages
+	// have come already writes nothing into the rings' headers, which the peers' writers
+	// read.
+	crowded, polling := m.readers.crowd.crowded.Load(), false
+	defer func() {
+		if polling {
+			leaveRings(conns)
 		}
-	}
+	}()
 	poll := poller{task: true}
 	for looks := 1; !done() && !m.closing.Load(); looks++ {
 		read, left := false, false
@@ -147,6 +151,11 @@ func (m *Mesh) Poll(done func() bool, stop <-chan struct{}) {
 		switch {
 		case read:
 			poll, looks = poller{task: true}, 0
+		case crowded && !polling:
+			polling = true
+			for _, c := range conns {
+				c.shm.in.h.polling.Add(1)
+			}
 		case !left && looks%every != 0:
 		case isClosed(stop) || !poll.next(&m.readers): // yields
 			return

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -583,4 +584,38 @@ func readInPlace(t *testing.T, reader *conn, want outMsg) {
 		t.Fatalf("read %+v %q %v, want %+v %q", h, p, err, want.h, want.p)
 	}
 	reader.shm.in.consume(size)
+}
+
+// On a crowded host, a task whose message has come by the time it polls reads it without
+// telling the writers it polls (ringHeader.polling, which each write of the peer reads);
+// a task that finds nothing tells them from its first look on.
+func TestPollTellsTheWritersOnlyToWait(t *testing.T) {
+	var got atomic.Int32
+	h := &sinkHandler{recorder: *newRecorder(), mirror: make([]byte, 8)}
+	h.onRecv = func(int, *Header, []byte) { got.Add(1) }
+	meshes, _ := startMeshes(t, 2, func(rank int, c *Config) {
+		c.Spin, c.Oversubscribed = time.Hour, true
+		if rank == 1 {
+			c.Handler = h
+		}
+	})
+	in := meshes[1].peers[0].conns[Owner].Load().shm.in.h // rank 0's Requester messages
+	for in.sleeping.Load() != asleep {                    // the reader sleeps at once: crowded
+		time.Sleep(100 * time.Microsecond)
+	}
+	in.polling.Add(1) // no wake-up for the reader: the message waits for the task
+	if err := meshes[0].SendNow(1, Requester, Header{Type: TypeUser}, []byte("grant")); err != nil {
+		t.Fatal(err)
+	}
+	in.polling.Add(-1)
+	var seen []int32 // polling, as the task's looks leave it
+	meshes[1].Poll(func() bool { seen = append(seen, in.polling.Load()); return got.Load() == 1 }, nil)
+	if got.Load() != 1 || !slices.Equal(seen, []int32{0, 0}) {
+		t.Errorf("a message that had come: %d read, polling %v as the task looked, want 1 read and [0 0]", got.Load(), seen)
+	}
+	seen = nil
+	meshes[1].Poll(func() bool { seen = append(seen, in.polling.Load()); return len(seen) == 3 }, nil)
+	if !slices.Equal(seen, []int32{0, 1, 1}) || in.polling.Load() != 0 {
+		t.Errorf("nothing to read: polling %v as the task looked, %d after, want [0 1 1] and 0", seen, in.polling.Load())
+	}
 }
