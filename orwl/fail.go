@@ -35,7 +35,7 @@ func (s *served) failed(error) {}
 // refuse answers request m of rank from, on a location that is not here (err says why),
 // with a refusal: the requester fails the request with err's text.
 func (o *owner) refuse(from int, m requestMsg, err error) {
-	o.log.Error("orwl: request refused", "rank", from, "err", err)
+	o.j.log.Error("orwl: request refused", "rank", from, "err", err)
 	o.mesh.Send(from, transport.Owner, grantMsg{loc: m.loc, ticket: m.ticket, refused: true}.header(), []byte(err.Error()))
 }
 

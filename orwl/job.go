@@ -170,7 +170,7 @@ func newNode(j *job, log *slog.Logger) *node {
 		j:    j,
 		log:  log,
 		req:  requester{j: j, tickets: []*remoteTicket{nil}, lost: make([]error, j.procs), sunk: make([]sunkGrant, j.procs)},
-		own:  owner{j: j, log: log, served: make([][]*served, j.procs)},
+		own:  owner{j: j, served: make([][]*served, j.procs)},
 		wide: newJobWide(j.procs),
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"github.com/orwl-go/orwl/transport"
 )
 
-// Reading a grant. A grant of a location of another process reads 907 lines (wc -l), in
+// Reading a grant. A grant of a location of another process reads 905 lines (wc -l), in
 // this order:
 //
 //	node.go            50  this guide, the node
@@ -14,7 +14,7 @@ import (
 //	handle/latch.go   121  the latch: Acquire waits on it, a grant settles it
 //	remote.go         198  the requester: Request, sendRelease, granted
 //	protocol.go       150  the three messages; node.Sink and node.Handle dispatch them
-//	owner.go          118  the owner: place, served.granted, released
+//	owner.go          116  the owner: place, served.granted, released
 //	location.go       131  the FIFO operations (enqueue, release, deliver), ticketBase
 //
 // Handle.Request calls remoteQueue.Request, which sends a requestMsg; at the owner,
@@ -25,11 +25,11 @@ import (
 // grants the next. A grant of a location of this process reads handle/handle.go,
 // handle/latch.go, local.go (47) and location.go.
 //
-// Either makes one call each, which a grant does not need followed, into: the ticket ids
-// (ids.go), the deadlock watch (ticketBase.Waiting, which also polls the mesh while a task
-// waits, ticket.go; detector.moved), an iterative request's round (job.round), what a FIFO
-// operation that granted tells the other concerns (granting.go), the buffers (buffers.go),
-// the mirror's data (mirror.go) and, traced, the observer and the trace (observer.go,
+// Each makes single calls, which a grant does not need followed, into: the ticket ids
+// (ids.go), the deadlock watch (ticketBase.Waiting, ticket.go, which also polls the mesh
+// while a task waits; detector.moved), an iterative request's round (job.round), what a
+// FIFO operation that granted tells the other concerns (granting.go), the buffers
+// (buffers.go), the mirror (mirror.go) and, traced, the observer and the trace (observer.go,
 // ticket.go). What a grant never runs is apart: cancel.go, fail.go (a failed or refused
 // request), ticket.go, the rest of package handle; lockorder.go says how the mutexes nest.
 

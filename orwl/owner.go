@@ -3,7 +3,6 @@ package orwl
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync/atomic"
 
 	"github.com/orwl-go/orwl/fifo"
@@ -34,7 +33,6 @@ type served struct {
 type owner struct {
 	j      *job
 	mesh   *transport.Mesh
-	log    *slog.Logger
 	served [][]*served
 }
 
