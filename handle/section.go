@@ -39,16 +39,19 @@ func (h *Handle) Section(ctx context.Context, fn func(data []byte) error) (err e
 	}
 	done := false
 	defer func() {
-		var p any
 		if !done {
-			p = recover()
-		}
-		if p, err = EndSection([]*Handle{h}, err, done, p); p != nil {
-			panic(p) // on top of fn's frames, still on the stack
+			var p any
+			if p, err = EndSection([]*Handle{h}, err, false, recover()); p != nil {
+				panic(p) // on top of fn's frames, still on the stack
+			}
 		}
 	}()
 	err = fn(h.Map())
 	done = true
+	if err == nil { // what EndSection does then
+		return h.Release()
+	}
+	_, err = EndSection([]*Handle{h}, err, true, nil)
 	return err
 }
 
