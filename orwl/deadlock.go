@@ -174,13 +174,12 @@ func nextRound(g, r *fifo.Request) bool {
 // (handle.Latch.Parked). The job's watch goroutine looks every watchPeriod (see look
 // and deadlock_dist.go).
 type detector struct {
-	slots []slot        // by task id
-	moves atomic.Uint64 // protocol events that may unblock somebody (remote grants, releases, requests)
+	slots []slot      // by task id
+	moves atomic.Bool // a protocol event that may unblock somebody came since the last look (remote grants, releases, requests)
 
 	// The previous look; watch goroutine only.
 	last      []waitKey
 	lastStuck bool
-	lastMoves uint64
 	epoch     uint64 // how many looks found something moved
 }
 
@@ -220,9 +219,14 @@ func (d *detector) block(task int, t *ticketBase) (polling *atomic.Bool) {
 	return &s.polling
 }
 
-// moved counts a message that may unblock somebody (a request, a grant or a release
-// received): a process that receives one is not stuck.
-func (d *detector) moved() { d.moves.Add(1) }
+// moved records a message that may unblock somebody (a request, a grant or a release
+// received): a process that receives one is not stuck. It writes the flag only when the
+// watch has cleared it, so that a stream of messages reads a cache line that stays shared.
+func (d *detector) moved() {
+	if !d.moves.Load() {
+		d.moves.Store(true)
+	}
+}
 
 func (d *detector) finished(task int) { d.slots[task].done.Store(true) }
 
@@ -264,7 +268,7 @@ func (d *detector) idle(tasks []*Task) bool {
 // Two looks in a row that find every task stuck and nothing moved mean that nobody can
 // release anything here: grants come only from releases.
 func (d *detector) look(tasks []*Task) (waits []waitRecord, stuck, moved bool) {
-	moves := d.moves.Load()
+	moves := d.moves.Swap(false)
 	var cur []waitKey
 	stuck = true
 	for _, t := range tasks {
@@ -288,11 +292,11 @@ func (d *detector) look(tasks []*Task) (waits []waitRecord, stuck, moved bool) {
 	if !stuck {
 		waits, cur = nil, nil
 	}
-	moved = stuck != d.lastStuck || !slices.Equal(cur, d.last) || moves != d.lastMoves
+	moved = stuck != d.lastStuck || !slices.Equal(cur, d.last) || moves
 	if moved {
 		d.epoch++
 	}
-	d.last, d.lastStuck, d.lastMoves = cur, stuck, moves
+	d.last, d.lastStuck = cur, stuck
 	return waits, stuck, moved
 }
 

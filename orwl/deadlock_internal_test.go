@@ -96,3 +96,26 @@ func TestSlotFillsACacheLine(t *testing.T) {
 		t.Fatalf("a slot takes %d bytes, want 64", size)
 	}
 }
+
+// A look reports moved when a protocol message came since the previous look, once for any
+// number of them, and not again until another comes.
+func TestDetectorMoves(t *testing.T) {
+	tasks := []*Task{{id: 0}, {id: 1}}
+	d := &detector{slots: make([]slot, 2)}
+	d.finished(0)
+	d.finished(1)
+	if _, stuck, moved := d.look(tasks); !stuck || !moved {
+		t.Fatalf("first look: stuck %v, moved %v; want both (it was not stuck before)", stuck, moved)
+	}
+	for i, c := range []struct {
+		messages int
+		want     bool
+	}{{0, false}, {1, true}, {0, false}, {3, true}, {0, false}} {
+		for range c.messages {
+			d.moved()
+		}
+		if _, _, moved := d.look(tasks); moved != c.want {
+			t.Errorf("look %d, after %d messages: moved %v, want %v", i+2, c.messages, moved, c.want)
+		}
+	}
+}
