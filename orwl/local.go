@@ -24,7 +24,7 @@ func (t *localTicket) Release() error {
 	if write {
 		t.loc.j.bufs.freeStale(&t.loc.stale)
 	}
-	return t.loc.release(&t.req, write, -1, true)
+	return t.loc.release(&t.req, write, -1, true, nil)
 }
 
 // Request implements handle.Queue. Before the schedule the request is only recorded; the

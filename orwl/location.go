@@ -91,22 +91,28 @@ func (l *location) enqueue(r *fifo.Request, mode fifo.Mode, initial bool, pos, t
 	return err
 }
 
-// release ends the granted access of r; a write (newVersion) makes a new version of the
-// data, which the mirror of process mirror (>= 0: a remote writer sent it back) holds
-// already. In a failed job it does nothing: the data a failed job leaves is never handed on.
-func (l *location) release(r *fifo.Request, newVersion bool, mirror int, onTask bool) error {
+// release ends the granted access of r, in one FIFO operation with the placing of next,
+// when not nil: the request of r's next round that a remote release carries (its trace
+// event recorded already). A write (newVersion) makes a new version of the data, which the
+// mirror of process mirror (>= 0: a remote writer sent it back) holds already. In a failed
+// job it does nothing: the data a failed job leaves is never handed on.
+func (l *location) release(r *fifo.Request, newVersion bool, mirror int, onTask bool, next *served) error {
 	var buf [grantBuf]*fifo.Request
+	granted := buf[:0]
 	l.mu.Lock()
 	if l.err != nil {
 		l.mu.Unlock()
 		return nil
+	}
+	if next != nil { // after a granted round: scheduled, and l.ckpt.rounds set
+		granted, _ = l.fifo.Enqueue(&next.req, r.Mode(), granted) // next is idle
 	}
 	if newVersion && r.State() == fifo.Granted {
 		l.version++
 	}
 	version := l.version
 	l.ungranting(r)
-	granted, err := l.fifo.Release(r, buf[:0])
+	granted, err := l.fifo.Release(r, granted)
 	l.granting(granted)
 	l.mu.Unlock()
 	if newVersion && mirror >= 0 && err == nil {

@@ -63,54 +63,71 @@ func (s *served) granted(onTask, more bool) {
 // place places request m of rank from in the FIFO of one of our locations, or refuses it
 // when the location does not exist here.
 func (o *owner) place(from int, m requestMsg) error {
+	l, s, err := o.entry(from, m)
+	if s != nil {
+		l.enqueue(&s.req, m.mode, m.initial, m.pos, m.task, false) // fails only in a failed job, which the requester learns
+	}
+	return err
+}
+
+// entry returns the location of request m of rank from and its entry, ready to be placed;
+// a nil entry when m is refused (the location does not exist here) or wrong (the error).
+func (o *owner) entry(from int, m requestMsg) (*location, *served, error) {
 	l, err := o.j.ownedByIndex(m.loc)
 	if err != nil {
 		o.refuse(from, m, err)
-		return nil
+		return nil, nil, nil
 	}
 	s, err := o.servedAt(from, m.ticket)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if s.active {
-		return fmt.Errorf("ticket %d requested again before its release", m.ticket)
+		return nil, nil, fmt.Errorf("ticket %d requested again before its release", m.ticket)
 	}
 	s.active, s.taskID, s.pos, s.rnd, s.loc = true, m.task, m.pos, m.round, l
 	s.delivered.Store(false)
-	l.enqueue(&s.req, m.mode, m.initial, m.pos, m.task, false) // fails only in a failed job, which the requester learns
-	return nil
+	return l, s, nil
 }
 
 // released ends a remote handle's access, after placing the request of its next round that
-// the release carries; a write's data is in the location already (writeBackSink).
+// the release carries, in the same FIFO operation; a write's data is in the location
+// already (writeBackSink).
 func (o *owner) released(from int, m releaseMsg, payload []byte) error {
 	s := o.servedGrant(from, m.ticket)
 	if s == nil {
 		return fmt.Errorf("release of ticket %d, which holds no grant", m.ticket)
 	}
+	l, mode := s.loc, s.req.Mode()
+	var next *served
 	if m.next != 0 {
 		if s.rnd < 0 {
 			return fmt.Errorf("release of ticket %d with the request of a next round, and it has no rounds", m.ticket)
 		}
-		next := requestMsg{loc: m.loc, ticket: m.next, mode: s.req.Mode(), pos: s.pos, task: s.taskID, round: s.rnd + 1}
-		if err := o.place(from, next); err != nil {
+		var err error
+		if _, next, err = o.entry(from, requestMsg{loc: l.index, ticket: m.next, pos: s.pos, task: s.taskID, round: s.rnd + 1}); err != nil {
 			return err
 		}
 	}
 	s.active = false
 	endTransfer(&s.transfer)
-	l := s.loc
 	if m.failed {
+		if next != nil {
+			l.enqueue(&next.req, mode, false, next.pos, next.taskID, false)
+		}
 		l.fail(fmt.Errorf("rank %d: %s", from, payload))
 		return nil
 	}
 	if m.dropped { // before the release grants anything
 		l.setMirror(from, 0)
 	}
-	l.traceRelease(s.taskID, s.req.Mode(), m.flow)
-	write := m.data && s.req.Mode() == fifo.Write
+	if next != nil {
+		l.fq.Request(next.taskID, mode, next.pos)
+	}
+	l.traceRelease(s.taskID, mode, m.flow)
+	write := m.data && mode == fifo.Write
 	if write {
 		o.j.bufs.resizeKeep(&l.data, m.size, o.j.bufs.filled) // sets the size, 0 included
 	}
-	return l.release(&s.req, write, from, false)
+	return l.release(&s.req, write, from, false, next)
 }
