@@ -103,8 +103,9 @@ func (h *Handle) Acquire(ctx context.Context) error {
 	var err error
 	if l := t.Latch(); !l.Granted() { // Wait looks at ctx before it parks
 		h.trace(t, WaitStart)
-		t.Waiting(ctx)
-		err = l.Wait(ctx, h.owner.wake, ctx == h.owner.ctx || ctx.Done() == h.owner.watched)
+		if t.Waiting(ctx); !l.Granted() { // not fetched meanwhile
+			err = l.Wait(ctx, h.owner.wake, ctx == h.owner.ctx || ctx.Done() == h.owner.watched)
+		}
 		h.trace(t, WaitEnd)
 	}
 	if err = cmp.Or(err, ctx.Err()); err != nil { // the one decision between the grant and ctx

@@ -30,15 +30,15 @@ func (r *requester) newTicket(q *remoteQueue, h *handle.Handle) *remoteTicket {
 }
 
 // find returns the active ticket numbered id on a location of rank from, or nil.
-func (r *requester) find(from int, id uint64) *remoteTicket {
+func (r *requester) find(from int, id uint64) (t *remoteTicket) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if id < uint64(len(r.tickets)) {
-		if t := r.tickets[id]; t != nil && t.active && t.q.owner == from {
-			return t
+		if t = r.tickets[id]; t != nil && (!t.active || t.q.owner != from) {
+			t = nil
 		}
 	}
-	return nil
+	r.mu.Unlock()
+	return t
 }
 
 // retire frees t's id, once its last message is on its way: a request that reuses the id

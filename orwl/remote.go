@@ -74,10 +74,10 @@ func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Tic
 	r := q.r
 	t, _ := reuse.(*remoteTicket)
 	q.sendMu.Lock()
-	defer q.sendMu.Unlock()
 	r.mu.Lock()
 	if err := r.lost[q.owner]; err != nil {
 		r.mu.Unlock()
+		q.sendMu.Unlock()
 		return nil, err
 	}
 	if t == nil || t.id == 0 || t.active {
@@ -96,17 +96,17 @@ func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Tic
 	}
 	if err == nil && live && t.spec.Iterative { // made in Acquire, under the last round's grant
 		q.next = t
-		return t, nil
-	}
-	if err == nil {
+	} else if err == nil {
 		err = r.mesh.Send(q.owner, transport.Requester, t.request(!live).header(), nil)
 	}
 	if err != nil {
 		r.mu.Lock()
 		t.end()
 		r.mu.Unlock()
+		q.sendMu.Unlock()
 		return nil, err
 	}
+	q.sendMu.Unlock()
 	return t, nil
 }
 
