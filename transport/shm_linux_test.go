@@ -595,6 +595,7 @@ func TestPollTellsTheWritersOnlyToWait(t *testing.T) {
 	h.onRecv = func(int, *Header, []byte) { got.Add(1) }
 	meshes, _ := startMeshes(t, 2, func(rank int, c *Config) {
 		c.Spin, c.Oversubscribed = time.Hour, true
+		c.Heartbeat, c.PeerTimeout = time.Hour, 2*time.Hour // no write but the test's wakes the reader
 		if rank == 1 {
 			c.Handler = h
 		}
