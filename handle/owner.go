@@ -63,12 +63,16 @@ func (o *Owner) Watch(ctx context.Context) (stop func() bool) {
 	return context.AfterFunc(ctx, func() { poke(o.wake) })
 }
 
-func (o *Owner) add(h *Handle) {
-	h.slot = len(o.active)
-	o.active = append(o.active, h)
-}
-
-func (o *Owner) remove(h *Handle) {
+// flip adds h to o's set, or removes it when it is there. Not inlined, so that settle, which
+// calls it when h's activity changed, is inlined into the calls of every request and release.
+//
+//go:noinline
+func (o *Owner) flip(h *Handle) {
+	if h.slot < 0 {
+		h.slot = len(o.active)
+		o.active = append(o.active, h)
+		return
+	}
 	last := len(o.active) - 1
 	m := o.active[last]
 	o.active[h.slot], m.slot = m, h.slot
@@ -94,11 +98,8 @@ func (o *Owner) CloseAll() error {
 
 // settle keeps h in its owner's set exactly while it holds or has queued a request.
 func (h *Handle) settle() {
-	switch active := h.Active(); {
-	case active && h.slot < 0:
-		h.owner.add(h)
-	case !active && h.slot >= 0:
-		h.owner.remove(h)
+	if h.Active() != (h.slot >= 0) {
+		h.owner.flip(h)
 	}
 }
 
