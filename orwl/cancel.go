@@ -49,9 +49,7 @@ func (t *remoteTicket) Cancel() {
 	}
 	if t.latch.State() == handle.LatchFailed {
 		t.q.sendMu.Lock()
-		r.mu.Lock()
 		t.end()
-		r.mu.Unlock()
 		t.q.sendMu.Unlock()
 	}
 }

@@ -33,7 +33,7 @@ func (r *requester) newTicket(q *remoteQueue, h *handle.Handle) *remoteTicket {
 func (r *requester) find(from int, id uint64) (t *remoteTicket) {
 	r.mu.Lock()
 	if id < uint64(len(r.tickets)) {
-		if t = r.tickets[id]; t != nil && (!t.active || t.q.owner != from) {
+		if t = r.tickets[id]; t != nil && (!t.active.Load() || t.q.owner != from) {
 			t = nil
 		}
 	}

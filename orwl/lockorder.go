@@ -5,7 +5,7 @@ package orwl
 // mutex is taken alone. Under any of them a message is only queued (transport.Mesh.Send,
 // SendAhead), never written (SendNow, Flush with now), and nothing waits.
 //
-//	remoteQueue.sendMu > requester.mu         a request or release and the ticket table
+//	remoteQueue.sendMu > requester.mu         a request that registers a new ticket
 //	remoteQueue.sendMu > remoteQueue.grantMu  a release counts the grant given back
 //	remoteQueue.sendMu > spareMirrors.mu      and gives its mirror's buffer up
 //	location.mu        > checkpointer.mu      a snapshot queues its piece for the writer

@@ -3,6 +3,7 @@ package orwl
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
@@ -25,7 +26,8 @@ type remoteQueue struct {
 	mirrorState
 
 	// sendMu orders the requests and releases, which are queued under it and written after
-	// (a request after a release that gave the mirror up finds the owner knowing it).
+	// (a request after a release that gave the mirror up finds the owner knowing it), and
+	// guards what a request and a release change of the queue and its tickets.
 	sendMu sync.Mutex
 	active int           // tickets requested and not given back
 	next   *remoteTicket // the next round's request (rule 6), which its handle's release carries
@@ -37,10 +39,10 @@ type requester struct {
 	j    *job
 	mesh *transport.Mesh
 
-	mu      sync.Mutex      // guards tickets, freeIDs, lost and the tickets' id and active
-	tickets []*remoteTicket // by id (0 unused)
-	freeIDs []uint64        // ids of retired tickets, handed out again
-	lost    []error         // by rank, once lost
+	mu      sync.Mutex              // guards tickets, freeIDs and the tickets' ids
+	tickets []*remoteTicket         // by id (0 unused)
+	freeIDs []uint64                // ids of retired tickets, handed out again
+	lost    []atomic.Pointer[error] // by rank, once lost
 	spare   spareMirrors
 	sunk    []sunkGrant // by owner: the ticket grantSink found, for the Handle that follows
 }
@@ -49,20 +51,20 @@ type requester struct {
 type remoteTicket struct {
 	ticketBase
 	q       *remoteQueue
-	id      uint64 // its number in requester.tickets and at the owner; 0 once retired
-	active  bool   // requested and not yet released
-	version uint64 // the version the grant carried
+	id      uint64      // its number in requester.tickets and at the owner; 0 once retired
+	active  atomic.Bool // requested and not yet released; changed under q.sendMu
+	version uint64      // the version the grant carried
 
 	grantFlow, releaseFlow trace.FlowID // trace arrows carried by the grant and the release
 	transfer               trace.Span   // the grant's data arriving
 }
 
-// end makes t inactive and reports whether it was active; q.sendMu and r.mu held.
+// end makes t inactive and reports whether it was active; q.sendMu held.
 func (t *remoteTicket) end() bool {
-	if !t.active {
+	if !t.active.Load() {
 		return false
 	}
-	t.active = false
+	t.active.Store(false)
 	t.q.active--
 	return true
 }
@@ -74,19 +76,18 @@ func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Tic
 	r := q.r
 	t, _ := reuse.(*remoteTicket)
 	q.sendMu.Lock()
-	r.mu.Lock()
-	if err := r.lost[q.owner]; err != nil {
-		r.mu.Unlock()
+	if err := r.lost[q.owner].Load(); err != nil {
 		q.sendMu.Unlock()
-		return nil, err
+		return nil, *err
 	}
-	if t == nil || t.id == 0 || t.active {
+	if t == nil || t.id == 0 || t.active.Load() { // h's released ticket was retired on h's goroutine
+		r.mu.Lock()
 		t = r.newTicket(q, h)
+		r.mu.Unlock()
 	}
-	t.active = true
+	t.active.Store(true)
 	q.active++
 	t.latch.Start()
-	r.mu.Unlock()
 	live := r.j.requestsLive.Load()
 	t.rnd = r.j.round(t.spec.Iterative, h.Acquires())
 	var err error
@@ -100,9 +101,7 @@ func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Tic
 		err = r.mesh.Send(q.owner, transport.Requester, t.request(!live).header(), nil)
 	}
 	if err != nil {
-		r.mu.Lock()
 		t.end()
-		r.mu.Unlock()
 		q.sendMu.Unlock()
 		return nil, err
 	}
@@ -129,9 +128,7 @@ func (t *remoteTicket) Release() error {
 func (r *requester) sendRelease(t *remoteTicket, m releaseMsg, payload []byte, onTask bool) error {
 	q := t.q
 	q.sendMu.Lock()
-	r.mu.Lock()
 	if ended := t.end(); !ended || r.j.failed.Load() {
-		r.mu.Unlock()
 		q.sendMu.Unlock()
 		if !ended {
 			return fifo.ErrNotGranted
@@ -139,7 +136,6 @@ func (r *requester) sendRelease(t *remoteTicket, m releaseMsg, payload []byte, o
 		return nil
 	}
 	retire := !t.spec.Iterative || m.failed || t.latch.State() == handle.LatchCancelled
-	r.mu.Unlock()
 	m.loc, m.ticket, m.flow = q.loc, t.id, t.releaseFlow
 	if next := q.next; next != nil && next.h == t.h {
 		m.next, q.next = next.id, nil // the owner places it first (rule 6)

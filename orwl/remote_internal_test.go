@@ -198,7 +198,7 @@ func TestNextRoundOfATicketWithoutRounds(t *testing.T) {
 	var id uint64 // the ticket of h: the one active ticket of rank 1
 	jobs[1].node.req.mu.Lock()
 	for _, tk := range jobs[1].node.req.tickets {
-		if tk != nil && tk.active {
+		if tk != nil && tk.active.Load() {
 			id = tk.id
 		}
 	}
@@ -293,5 +293,17 @@ func TestTwoIterativeReadersOfOneLocation(t *testing.T) {
 	wg.Wait()
 	if werr != nil {
 		t.Fatalf("writer: %v", werr)
+	}
+}
+
+// Once a rank is lost, a request on one of its locations fails with the loss
+// (requester.lose, remoteQueue.Request).
+func TestRequestOnALostRankFails(t *testing.T) {
+	jobs := connectedPair(t)
+	lost := errors.New("rank 0 lost for the test")
+	jobs[1].node.req.lose(0, lost)
+	h := handle.New(queueOfX(t, jobs[1]), handle.Spec{Task: 1, Location: `task 0 "x"`, Mode: fifo.Read}, nil)
+	if err := h.Request(); !errors.Is(err, lost) {
+		t.Fatalf("request on a location of the lost rank: %v; want it to wrap %v", err, lost)
 	}
 }

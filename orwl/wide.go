@@ -253,7 +253,5 @@ func (r *requester) failTickets(err error) {
 
 // lose fails every later request on the locations of rank, which is lost with err.
 func (r *requester) lose(rank int, err error) {
-	r.mu.Lock()
-	r.lost[rank] = err
-	r.mu.Unlock()
+	r.lost[rank].Store(&err)
 }
