@@ -2,6 +2,7 @@ package orwl
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/orwl-go/orwl/handle"
 )
@@ -15,37 +16,56 @@ import (
 // out again), so a larger one is a broken peer, not a big job.
 const maxTicketID = 1 << 24
 
+// ticketTable holds the requester's tickets by id (0 unused). It changes under
+// requester.mu and is read without a lock (find): it grows into a copy twice as long.
+type ticketTable []atomic.Pointer[remoteTicket]
+
 // newTicket registers a new ticket of h on q under a free id; r.mu held.
 func (r *requester) newTicket(q *remoteQueue, h *handle.Handle) *remoteTicket {
 	t := &remoteTicket{q: q, ticketBase: ticketBase{h: h, spec: h.Spec(), j: r.j}}
 	t.self = t
 	if k := len(r.freeIDs); k > 0 {
 		t.id, r.freeIDs = r.freeIDs[k-1], r.freeIDs[:k-1]
-		r.tickets[t.id] = t
 	} else {
-		t.id = uint64(len(r.tickets))
-		r.tickets = append(r.tickets, t)
+		r.lastID++
+		t.id = r.lastID
 	}
+	tab := r.table()
+	if t.id >= uint64(len(tab)) {
+		grown := make(ticketTable, max(16, 2*t.id))
+		for i := range tab {
+			grown[i].Store(tab[i].Load())
+		}
+		r.tickets.Store(&grown)
+		tab = grown
+	}
+	tab[t.id].Store(t)
 	return t
 }
 
+// table returns the ticket table, empty before the first ticket.
+func (r *requester) table() ticketTable {
+	if tab := r.tickets.Load(); tab != nil {
+		return *tab
+	}
+	return nil
+}
+
 // find returns the active ticket numbered id on a location of rank from, or nil.
-func (r *requester) find(from int, id uint64) (t *remoteTicket) {
-	r.mu.Lock()
-	if id < uint64(len(r.tickets)) {
-		if t = r.tickets[id]; t != nil && (!t.active.Load() || t.q.owner != from) {
-			t = nil
+func (r *requester) find(from int, id uint64) *remoteTicket {
+	if tab := r.table(); id < uint64(len(tab)) {
+		if t := tab[id].Load(); t != nil && t.active.Load() && t.q.owner == from {
+			return t
 		}
 	}
-	r.mu.Unlock()
-	return t
+	return nil
 }
 
 // retire frees t's id, once its last message is on its way: a request that reuses the id
 // follows it.
 func (r *requester) retire(t *remoteTicket) {
 	r.mu.Lock()
-	r.tickets[t.id] = nil
+	r.table()[t.id].Store(nil)
 	r.freeIDs = append(r.freeIDs, t.id)
 	t.id = 0
 	r.mu.Unlock()

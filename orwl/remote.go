@@ -39,10 +39,11 @@ type requester struct {
 	j    *job
 	mesh *transport.Mesh
 
-	mu      sync.Mutex              // guards tickets, freeIDs and the tickets' ids
-	tickets []*remoteTicket         // by id (0 unused)
-	freeIDs []uint64                // ids of retired tickets, handed out again
-	lost    []atomic.Pointer[error] // by rank, once lost
+	mu      sync.Mutex                  // guards the changes of tickets, freeIDs, lastID and the tickets' ids
+	tickets atomic.Pointer[ticketTable] // by id (ids.go)
+	freeIDs []uint64                    // ids of retired tickets, handed out again
+	lastID  uint64                      // the highest id handed out
+	lost    []atomic.Pointer[error]     // by rank, once lost
 	spare   spareMirrors
 	sunk    []sunkGrant // by owner: the ticket grantSink found, for the Handle that follows
 }
@@ -51,7 +52,7 @@ type requester struct {
 type remoteTicket struct {
 	ticketBase
 	q       *remoteQueue
-	id      uint64      // its number in requester.tickets and at the owner; 0 once retired
+	id      uint64      // its number in the requester's tickets and at the owner; 0 once retired
 	active  atomic.Bool // requested and not yet released; changed under q.sendMu
 	version uint64      // the version the grant carried
 

@@ -197,8 +197,9 @@ func TestNextRoundOfATicketWithoutRounds(t *testing.T) {
 	}
 	var id uint64 // the ticket of h: the one active ticket of rank 1
 	jobs[1].node.req.mu.Lock()
-	for _, tk := range jobs[1].node.req.tickets {
-		if tk != nil && tk.active.Load() {
+	tab := jobs[1].node.req.table()
+	for i := range tab {
+		if tk := tab[i].Load(); tk != nil && tk.active.Load() {
 			id = tk.id
 		}
 	}
@@ -305,5 +306,51 @@ func TestRequestOnALostRankFails(t *testing.T) {
 	h := handle.New(queueOfX(t, jobs[1]), handle.Spec{Task: 1, Location: `task 0 "x"`, Mode: fifo.Read}, nil)
 	if err := h.Request(); !errors.Is(err, lost) {
 		t.Fatalf("request on a location of the lost rank: %v; want it to wrap %v", err, lost)
+	}
+}
+
+// The requester's ticket table grows as tickets are registered, and find, which takes no
+// lock, returns every active ticket, for its owner's rank only; a retired ticket's id is
+// handed out again.
+func TestTicketTable(t *testing.T) {
+	r := &requester{j: &job{}}
+	q := &remoteQueue{r: r, owner: 1}
+	h := handle.New(q, handle.Spec{Task: 0, Location: `task 1 "x"`, Mode: fifo.Read}, nil)
+	register := func() *remoteTicket {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		tk := r.newTicket(q, h)
+		tk.active.Store(true)
+		return tk
+	}
+	var tickets []*remoteTicket
+	for range 40 { // the table grows twice
+		tickets = append(tickets, register())
+	}
+	for i, tk := range tickets {
+		if tk.id != uint64(i+1) {
+			t.Fatalf("ticket %d has id %d, want %d", i, tk.id, i+1)
+		}
+		if got := r.find(1, tk.id); got != tk {
+			t.Fatalf("find(1, %d) = %p, want %p", tk.id, got, tk)
+		}
+		if got := r.find(0, tk.id); got != nil {
+			t.Fatalf("find(0, %d), on the wrong rank, = %p, want nil", tk.id, got)
+		}
+	}
+	tickets[3].active.Store(false)
+	if got := r.find(1, tickets[3].id); got != nil {
+		t.Fatalf("find of an inactive ticket = %p, want nil", got)
+	}
+	id := tickets[5].id
+	r.retire(tickets[5])
+	if got := r.find(1, id); got != nil {
+		t.Fatalf("find of a retired id = %p, want nil", got)
+	}
+	if again := register(); again.id != id || r.find(1, id) != again {
+		t.Fatalf("the next ticket has id %d, want the retired %d, found again", again.id, id)
+	}
+	if got := r.find(1, 1000); got != nil {
+		t.Fatalf("find of an id never handed out = %p, want nil", got)
 	}
 }

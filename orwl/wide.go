@@ -241,11 +241,9 @@ func (w *jobWide) isLost(rank int) bool { return w.lost[rank] }
 
 // failTickets fails every ticket of this process that still waits for its grant.
 func (r *requester) failTickets(err error) {
-	r.mu.Lock()
-	tickets := append([]*remoteTicket(nil), r.tickets...)
-	r.mu.Unlock()
-	for _, t := range tickets {
-		if t != nil {
+	tab := r.table()
+	for i := range tab {
+		if t := tab[i].Load(); t != nil {
 			t.latch.Fail(err)
 		}
 	}
