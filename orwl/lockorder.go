@@ -6,8 +6,7 @@ package orwl
 // SendAhead), never written (SendNow, Flush with now), and nothing waits.
 //
 //	remoteQueue.sendMu > requester.mu         a request that registers a new ticket
-//	remoteQueue.sendMu > remoteQueue.grantMu  a release counts the grant given back
-//	remoteQueue.sendMu > spareMirrors.mu      and gives its mirror's buffer up
+//	remoteQueue.sendMu > spareMirrors.mu      a release gives its mirror's buffer up
 //	location.mu        > checkpointer.mu      a snapshot queues its piece for the writer
 //
 // Taken alone: location.sendMu, jobWide.mu, job.errMu, job.mu, restart.mu, coordInbox.mu,

@@ -69,14 +69,14 @@ func (s *spareMirrors) free() {
 }
 
 // mirrorState is a remote queue's mirror: the data, its version, and what it counts of the
-// queue's grants (guarded by remoteQueue.grantMu).
+// queue's grants (guarded by remoteQueue.sendMu).
 type mirrorState struct {
 	mirror  []byte   // 8-byte aligned, never nil; written by a grant's data or under a write grant
 	version uint64   // the version the mirror holds (0: none)
 	stale   [][]byte // mirrors that Resize replaced, freed at the write grant's release
-	held    int      // grants delivered and not given back (grantMu)
-	recycle bool     // the last batch said recycle (grantMu)
-	guarded bool     // the mirror is read-only: read grants hold it, in a checked job (grantMu)
+	held    int      // grants delivered and not given back (sendMu)
+	recycle bool     // the last batch said recycle (sendMu)
+	guarded bool     // the mirror is read-only: read grants hold it, in a checked job (sendMu)
 }
 
 // landed takes the version that grant m brings: its data, if any, is in the mirror already
@@ -92,7 +92,7 @@ func (q *remoteQueue) landed(m grantMsg) error {
 }
 
 // hold counts n grants of a batch delivered, the last of which said recycle; read: they
-// are reads, which make the mirror read-only in a checked job. q.grantMu held.
+// are reads, which make the mirror read-only in a checked job. q.sendMu held.
 func (q *remoteQueue) hold(n int, recycle, read bool) {
 	q.held += n
 	q.recycle = recycle
@@ -112,7 +112,6 @@ func (q *remoteQueue) givenBack(version uint64, written bool) bool {
 		q.version = version + 1 // what the owner's data becomes
 		q.r.j.bufs.freeStale(&q.stale)
 	}
-	q.grantMu.Lock()
 	q.held--
 	var spare []byte
 	if q.held == 0 {
@@ -122,7 +121,6 @@ func (q *remoteQueue) givenBack(version uint64, written bool) bool {
 		}
 		q.recycle = false
 	}
-	q.grantMu.Unlock()
 	if spare == nil {
 		return false
 	}
@@ -131,7 +129,7 @@ func (q *remoteQueue) givenBack(version uint64, written bool) bool {
 }
 
 // guard makes the mirror read-only (read) or writable again, in a checked job (see
-// buffers); q.grantMu held.
+// buffers); q.sendMu held.
 func (q *remoteQueue) guard(read bool) {
 	if q.guarded != read && q.r.j.bufs.checked {
 		q.r.j.bufs.guard(q.mirror, read)
@@ -169,9 +167,9 @@ func (r *requester) grantSink(from int, m grantMsg) ([]byte, error) {
 	// grant is the exception that must not fault.
 	q := t.q
 	if r.j.bufs.checked {
-		q.grantMu.Lock()
+		q.sendMu.Lock()
 		q.guard(false)
-		q.grantMu.Unlock()
+		q.sendMu.Unlock()
 	}
 	r.sunk[from] = sunkGrant{m.ticket, t}
 	return r.j.bufs.resizeKeep(&q.mirror, m.size, r.spare.take), nil

@@ -6,13 +6,13 @@ import (
 	"github.com/orwl-go/orwl/transport"
 )
 
-// Reading a grant. A grant of a location of another process reads 926 lines (wc -l), in
+// Reading a grant. A grant of a location of another process reads 924 lines (wc -l), in
 // this order:
 //
 //	node.go            50  this guide, the node
 //	handle/handle.go  140  Ticket, Queue; Handle.Request, Acquire, Release
 //	handle/latch.go   121  the latch: Acquire waits on it, a grant settles it
-//	remote.go         195  the requester: Request, sendRelease, granted
+//	remote.go         193  the requester: Request, sendRelease, granted
 //	protocol.go       150  the three messages; node.Sink and node.Handle dispatch them
 //	owner.go          133  the owner: place, served.granted, released
 //	location.go       137  the FIFO operations (enqueue, release, deliver), ticketBase

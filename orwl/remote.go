@@ -20,15 +20,13 @@ type remoteQueue struct {
 	loc   uint32
 	batch []*remoteTicket // grants received with more set (the owner's connection's reader only)
 
-	// grantMu is held while a batch's latches are granted, so that Granted sees all or none,
-	// and guards what the mirror counts of its grants.
-	grantMu sync.Mutex
-	mirrorState
-
 	// sendMu orders the requests and releases, which are queued under it and written after
-	// (a request after a release that gave the mirror up finds the owner knowing it), and
-	// guards what a request and a release change of the queue and its tickets.
+	// (a request after a release that gave the mirror up finds the owner knowing it); it
+	// guards what a request and a release change of the queue and its tickets, and what the
+	// mirror counts of its grants; a batch's latches are granted under it, so that Granted
+	// sees all or none.
 	sendMu sync.Mutex
+	mirrorState
 	active int           // tickets requested and not given back
 	next   *remoteTicket // the next round's request (rule 6), which its handle's release carries
 }
@@ -180,14 +178,14 @@ func (r *requester) granted(from int, m grantMsg, payload []byte) error {
 		return nil
 	}
 	var cancelled []*remoteTicket
-	q.grantMu.Lock()
+	q.sendMu.Lock()
 	q.hold(len(q.batch), m.recycle, q.batch[0].spec.Mode == fifo.Read) // a read group, or a write alone
 	for _, b := range q.batch {
 		if !b.latch.Grant() {
 			cancelled = append(cancelled, b)
 		}
 	}
-	q.grantMu.Unlock()
+	q.sendMu.Unlock()
 	clear(q.batch)
 	q.batch = q.batch[:0]
 	r.giveBack(cancelled)

@@ -95,8 +95,8 @@ func (t *remoteTicket) Granted() bool {
 	if t.latch.Granted() {
 		return true
 	}
-	t.q.grantMu.Lock()
-	defer t.q.grantMu.Unlock()
+	t.q.sendMu.Lock()
+	defer t.q.sendMu.Unlock()
 	return t.latch.Granted()
 }
 
