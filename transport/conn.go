@@ -50,6 +50,7 @@ type conn struct {
 	shm     *shmConn
 	reading atomic.Bool
 	pending atomic.Bool // the read buffers held bytes when the last read ended
+	wakeDue atomic.Bool // a message written ahead into the ring (enqueueMsg) waits for the peer's reader to be woken
 
 	rh      Header // reader's current header
 	scratch []byte // reader's payload buffer when Sink gives none
@@ -129,9 +130,12 @@ const (
 func (c *conn) enqueue(o outMsg, mode sendMode) error { return c.enqueueMsg(&o.h, o.p, mode) }
 
 // enqueueMsg queues the message of header h and payload p, setting h's Len to len(p), and
-// sends the queue as mode says (see push). The header is copied once, into the queue; a
-// small message sent directly on an idle connection through shared memory is not queued at
-// all, but written from h into its ring record (writeOne).
+// sends the queue as mode says (see push). The header is copied once, into the queue. A
+// small message sent directly or ahead on an idle connection through shared memory is not
+// queued at all, but written from h into a ring record of its own, which never waits for
+// the peer: sent directly, the peer's reader is woken at once when it sleeps; ahead, by the
+// connection's next write or flush, which the caller promises (see SendAhead), so that
+// nothing but memory is written under the caller's locks.
 func (c *conn) enqueueMsg(h *Header, p []byte, mode sendMode) error {
 	h.Len = uint64(len(p))
 	c.mu.Lock()
@@ -139,9 +143,21 @@ func (c *conn) enqueueMsg(h *Header, p []byte, mode sendMode) error {
 		c.mu.Unlock()
 		return c.gone()
 	}
-	if mode == direct && len(c.q) == 0 && !c.writing && len(p) <= lockedMax && c.inPlace() {
+	if mode != queued && len(c.q) == 0 && !c.writing && len(p) <= lockedMax && c.inPlace() {
 		if rec := c.shm.out.reserve(frameSize(len(p))); rec != nil {
-			return c.wroteLocked(c.commitRecord(rec, appendFrame(rec[:0], h, p), 1))
+			err := c.commitRecord(rec, appendFrame(rec[:0], h, p), 1)
+			switch {
+			case err != nil && mode == ahead: // closed under way: its end is reported elsewhere, not under the caller's locks
+				c.mu.Unlock()
+				return c.gone()
+			case err != nil:
+			case mode == direct:
+				c.wakeDue.Store(false) // the wake-up below is theirs too
+				err = c.shm.wakePeer()
+			default:
+				c.wakeDue.Store(true)
+			}
+			return c.wroteLocked(err)
 		}
 	}
 	c.q = append(c.q, outMsg{h: *h, p: p})
@@ -158,9 +174,23 @@ func (c *conn) flush(mode sendMode) error {
 	}
 	if len(c.q) == 0 {
 		c.mu.Unlock()
+		if c.wakeDue.Swap(false) {
+			return c.wakeAhead()
+		}
 		return nil
 	}
 	return c.push(mode)
+}
+
+// wakeAhead wakes the peer's reader for the messages written ahead into the ring, when it
+// sleeps (see enqueueMsg).
+func (c *conn) wakeAhead() error {
+	if err := c.shm.wakePeer(); err != nil {
+		c.fail("writing to", err)
+		c.shutdown()
+		return c.gone()
+	}
+	return nil
 }
 
 // push sends the queue; c.mu held, and released. With direct, when nobody is writing and the
@@ -249,7 +279,11 @@ func (c *conn) writeBatch(batch []outMsg) error {
 				for i := range batch {
 					b = appendFrame(b, &batch[i].h, batch[i].p)
 				}
-				return c.commitRecord(rec, b, len(batch))
+				if err := c.commitRecord(rec, b, len(batch)); err != nil {
+					return err
+				}
+				c.wakeDue.Store(false) // the wake-up below is theirs too
+				return c.shm.wakePeer()
 			}
 		}
 	}
@@ -298,7 +332,8 @@ func appendFrame(b []byte, h *Header, p []byte) []byte {
 // commitRecord publishes rec, a ring record that the out ring reserved and that frames,
 // msgs messages, filled: straight into shared memory, with no copy through the wire's
 // buffer, and as one write, which the peer reads whole. Every message is published before
-// the record is (see writeBatch).
+// the record is (see writeBatch). The caller then wakes the peer's reader when it sleeps
+// (shmConn.wakePeer).
 func (c *conn) commitRecord(rec, frames []byte, msgs int) error {
 	if c.shm.closed.Load() {
 		return net.ErrClosed
@@ -308,7 +343,7 @@ func (c *conn) commitRecord(rec, frames []byte, msgs int) error {
 	}
 	c.m.peers[c.peer].sent.Add(uint64(msgs))
 	c.shm.out.commit(len(rec))
-	return c.shm.wakePeer()
+	return nil
 }
 
 // writeNow writes batch on the caller's goroutine, which holds the wire.

@@ -448,6 +448,9 @@ func (m *Mesh) SendNow(to int, role Role, h Header, payload []byte) error {
 // SendNow): it is queued without waking the connection's writer goroutine, and leaves with
 // that next message, in order, or with any message sent on the connection before it. It
 // spares a goroutine wake-up when a request and the release that follows it go out together.
+// On an idle connection through shared memory, a small message is written into the ring at
+// once instead, which never waits (the caller may hold its locks): the peer may read it
+// then, and its reader, when it sleeps, is woken by that next message, or by Flush.
 func (m *Mesh) SendAhead(to int, role Role, h Header, payload []byte) error {
 	return m.sendUser(to, role, h, payload, ahead)
 }

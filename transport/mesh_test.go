@@ -556,12 +556,37 @@ func TestReceivingWhilePayloadArrives(t *testing.T) {
 }
 
 // TestSendAheadLeavesWithTheNextMessage: a message sent ahead waits in its connection's queue,
-// without waking the writer, until the caller's next message on the connection, and the two
-// arrive in order.
+// without waking the writer, until the caller's next message on the connection, or, through
+// shared memory, is in the ring already (TestSendAheadWritesInPlaceAndFlushWakes), and the
+// two arrive in order.
 func TestSendAheadLeavesWithTheNextMessage(t *testing.T) {
-	meshes, recs := startMeshes(t, 2, func(_ int, c *Config) { c.Heartbeat, c.PeerTimeout = time.Hour, 2*time.Hour })
+	for _, shm := range []bool{false, true} {
+		t.Run(map[bool]string{false: "socket", true: "shared memory"}[shm], func(t *testing.T) { sendAheadThenNext(t, shm) })
+	}
+}
+
+func sendAheadThenNext(t *testing.T, shm bool) {
+	meshes, recs := startMeshes(t, 2, func(_ int, c *Config) {
+		c.Heartbeat, c.PeerTimeout, c.NoSharedMemory = time.Hour, 2*time.Hour, !shm
+	})
 	c := meshes[0].peers[1].conns[Requester].Load()
+	if (c.shm != nil) != shm {
+		t.Fatalf("through shared memory: %v, want %v", c.shm != nil, shm)
+	}
+	want := 1 // queued
+	if shm {
+		want = 0 // in the ring
+	}
 	for round := range 3 {
+		for { // the writer goroutine is done with the last round's (an idle connection)
+			c.mu.Lock()
+			idle := !c.writing
+			c.mu.Unlock()
+			if idle {
+				break
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
 		first := Header{Type: TypeUser, Arg: int64(2 * round)}
 		if err := meshes[0].SendAhead(1, Requester, first, []byte("ahead")); err != nil {
 			t.Fatal(err)
@@ -569,8 +594,8 @@ func TestSendAheadLeavesWithTheNextMessage(t *testing.T) {
 		c.mu.Lock()
 		queued, woken := len(c.q), len(c.wake)
 		c.mu.Unlock()
-		if queued != 1 || woken != 0 {
-			t.Fatalf("round %d: after SendAhead, %d messages queued and %d wake-ups pending, want 1 and 0", round, queued, woken)
+		if queued != want || woken != 0 {
+			t.Fatalf("round %d: after SendAhead, %d messages queued and %d wake-ups pending, want %d and 0", round, queued, woken, want)
 		}
 		send := meshes[0].SendNow
 		if round == 1 {

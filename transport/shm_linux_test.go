@@ -558,6 +558,30 @@ func TestSendNowWritesInPlace(t *testing.T) {
 	}
 }
 
+// A small message sent ahead (SendAhead) on an idle connection through shared memory is
+// written into the ring at once, but wakes the peer's sleeping reader only with the flush
+// that the caller promised: nothing but memory is written under the caller's locks.
+func TestSendAheadWritesInPlaceAndFlushWakes(t *testing.T) {
+	c, reader := ringConns(t)
+	wakes := &countingSocket{}
+	c.shm.sock = wakes
+	reader.shm.in.h.sleeping.Store(asleep) // the peer's reader sleeps
+	h := Header{Type: TypeUser, Seq: 4}
+	if err := c.enqueueMsg(&h, []byte("release"), ahead); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.q) != 0 || !reader.shm.in.arrived() || wakes.writes.Load() != 0 {
+		t.Fatalf("after SendAhead: %d queued, in the ring: %v, %d wake-ups; want 0, true, 0", len(c.q), reader.shm.in.arrived(), wakes.writes.Load())
+	}
+	if err := c.flush(direct); err != nil {
+		t.Fatal(err)
+	}
+	if n := wakes.writes.Load(); n != 1 {
+		t.Errorf("after Flush: %d wake-ups, want 1", n)
+	}
+	readInPlace(t, reader, outMsg{h: Header{Type: TypeUser, Seq: 4, Len: 7}, p: []byte("release")})
+}
+
 // ringConns returns the two ends of a connection through shared memory: c writes (as rank
 // 0's end to rank 1), reader reads what c writes (rank 1's end).
 func ringConns(t *testing.T) (c, reader *conn) {
