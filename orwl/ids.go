@@ -95,7 +95,7 @@ func (o *owner) servedGrant(from int, id uint64) *served {
 		return nil
 	}
 	s := o.served[from][id]
-	if s == nil || !s.active || !s.delivered.Load() {
+	if s == nil || !s.active || s.delivered.Load() != s.placed {
 		return nil
 	}
 	return s

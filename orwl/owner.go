@@ -20,10 +20,11 @@ type served struct {
 	pos       int    // its FIFO position
 	rnd       int    // see queued.round
 	loc       *location
-	active    bool        // requested and not yet released; the reader of from's connection only
-	recycle   bool        // the grant may say recycle (mirror.go); set under loc.mu
-	delivered atomic.Bool // the grant was sent
-	transfer  trace.Span  // a write-back arriving
+	active    bool          // requested and not yet released; the reader of from's connection only
+	recycle   bool          // the grant may say recycle (mirror.go); set under loc.mu
+	placed    uint32        // how many times it was placed; the reader of from's connection only
+	delivered atomic.Uint32 // how many of its grants were sent: the last placement's, when placed
+	transfer  trace.Span    // a write-back arriving
 }
 
 // owner is this process's side of the requests of other processes on its locations: it
@@ -49,7 +50,7 @@ func (s *served) granted(onTask, more bool) {
 		m.data, payload = true, l.data
 		l.mirrors[s.from] = l.version
 	}
-	s.delivered.Store(true)
+	s.delivered.Add(1)
 	err := s.o.mesh.SendAhead(s.from, transport.Owner, m.header(), payload)
 	l.sendMu.Unlock()
 	if err == nil {
@@ -86,7 +87,7 @@ func (o *owner) entry(from int, m requestMsg) (*location, *served, error) {
 		return nil, nil, fmt.Errorf("ticket %d requested again before its release", m.ticket)
 	}
 	s.active, s.taskID, s.pos, s.rnd, s.loc = true, m.task, m.pos, m.round, l
-	s.delivered.Store(false)
+	s.placed++
 	return l, s, nil
 }
 
