@@ -39,7 +39,7 @@ type owner struct {
 
 // granted sends the grant, with the data when the requester's mirror does not hold this
 // version. It is queued under the location's sendMu, so that the first grant of a version
-// that a process receives carries it, and written after (onTask: by this goroutine).
+// that a process receives carries it, and flushed after (onTask: by this goroutine).
 func (s *served) granted(onTask, more bool) {
 	l := s.loc
 	flow := l.traceGrant(s.taskID, s.req.Mode())

@@ -20,7 +20,7 @@ type remoteQueue struct {
 	loc   uint32
 	batch []*remoteTicket // grants received with more set (the owner's connection's reader only)
 
-	// sendMu orders the requests and releases, which are queued under it and written after
+	// sendMu orders the requests and releases, queued under it (SendAhead) and flushed after
 	// (a request after a release that gave the mirror up finds the owner knowing it); it
 	// guards what a request and a release change of the queue and its tickets, and what the
 	// mirror counts of its grants; a batch's latches are granted under it, so that Granted
@@ -143,7 +143,7 @@ func (r *requester) sendRelease(t *remoteTicket, m releaseMsg, payload []byte, o
 		payload = q.mirror
 	}
 	m.dropped = q.givenBack(t.version, m.data)
-	// Queued under sendMu, before any later request of q, and written after.
+	// Queued under sendMu, before any later request of q, and flushed after.
 	err := r.mesh.SendAhead(q.owner, transport.Requester, m.header(), payload)
 	q.sendMu.Unlock()
 	if err == nil {
