@@ -126,7 +126,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	c.Job.Flags(fs, cli.Layout{Tasks: runtime.NumCPU(), TasksDoc: "one per core", MaxTasks: summa.MaxTasks, Spread: true, Grid: true})
 	c.Matrix.Flags(fs, cli.MatrixLayout{
 		N: 6144, GonumN: 1536, NDoc: "matrix size N",
-		NBDoc:     "block size NB (default: 1024 when every task keeps two blocks along the grid's longer side, else 512, less when the grid would leave a task without a block)",
+		NBDoc:     "block size NB (default: 512, less when the grid would leave a task without a block)",
 		GridDoc:   "the most square grid of -tasks",
 		KernelDoc: "cpu, auto, gonum, openblas, cublas, or a mix such as cublas:1,openblas",
 		Reps:      3,

@@ -3,21 +3,12 @@ package summa
 import "github.com/orwl-go/orwl/examples/grid"
 
 // DefaultNB is the block size a multiplication of N x N matrices over grid g uses unless
-// told otherwise: 1024 where every task holds at least two such blocks along the longer
-// side of the grid, else 512, but no larger than a task's share of N along that side, so
-// that every task has a block. Both are large enough for a CPU kernel to run near its peak
-// on each block and small enough that a task computes on one panel while the next travels
-// (bench sweep: 512 within 3% of the best block size, grid and tasks per process at N =
-// 1024 to 8192 on 2 cores). 1024 makes a step one kernel call where 512 takes two:
-// OpenBLAS's one-thread dgemm on a task's 2048 x 4096 block of C ran 0.5-2% faster in calls
-// of k = 1024 than of 512, and 2 processes took 1.3% less CPU time per multiplication at
-// N=4096 (1.1% at 6144) and 1.263 s against 1.303 s at best at 4096 (bench matmul, 7 runs
-// each, on the shared 2-core VM). The first multiplication's mirrors are twice as large; its
-// CPU time stayed within 0.6% (4096: +0.4%, 6144: -0.6%).
+// told otherwise: 512, large enough for a CPU kernel to run near its peak on each block and
+// small enough that a task computes on one panel while the next travels (bench sweep: within
+// 3% of the best block size, grid and tasks per process at N = 1024 to 8192 on 2 cores), but
+// no larger than a task's share of N along the longer side of the grid, so that every task
+// has a block.
 func DefaultNB(n int, g grid.Grid) int {
-	if n/max(g.P, g.Q) >= 2048 {
-		return 1024
-	}
 	return max(1, min(512, n/max(g.P, g.Q)))
 }
 

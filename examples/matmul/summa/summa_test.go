@@ -95,17 +95,15 @@ func TestScheduleReusesBuffersLate(t *testing.T) {
 	}
 }
 
-// TestDefaultNB: 1024 while every task keeps two such blocks along the grid's longer side,
-// else 512 while it keeps one, then a task's share of N, never 0.
+// TestDefaultNB: 512 while every task keeps a block along the grid's longer side, then a
+// task's share of N, never 0.
 func TestDefaultNB(t *testing.T) {
 	for _, c := range []struct {
 		n    int
 		g    grid.Grid
 		want int
 	}{
-		{8192, grid.Grid{P: 2, Q: 1}, 1024}, {6144, grid.Grid{P: 3, Q: 1}, 1024}, {4096, grid.Grid{P: 2, Q: 1}, 1024},
-		{4096, grid.Grid{P: 1, Q: 1}, 1024}, {4095, grid.Grid{P: 2, Q: 1}, 512}, {4096, grid.Grid{P: 3, Q: 1}, 512},
-		{2048, grid.Grid{P: 2, Q: 2}, 512}, {1024, grid.Grid{P: 2, Q: 1}, 512},
+		{8192, grid.Grid{P: 2, Q: 1}, 512}, {4096, grid.Grid{P: 2, Q: 1}, 512}, {1024, grid.Grid{P: 2, Q: 1}, 512},
 		{1024, grid.Grid{P: 4, Q: 4}, 256}, {1000, grid.Grid{P: 3, Q: 1}, 333}, {100, grid.Grid{P: 2, Q: 2}, 50}, {3, grid.Grid{P: 8, Q: 2}, 1},
 	} {
 		if got := DefaultNB(c.n, c.g); got != c.want {
