@@ -93,7 +93,7 @@ var writerProcs struct {
 // none was, and sets it back when the last one is done (unless it was changed meanwhile). A
 // write, an fsync or a rename blocks in the kernel holding its processor until the Go
 // runtime's monitor takes it back, 20 µs to 20 ms later; with one processor per process
-// (shareCores, orwlrun), the tasks of the process, and their neighbours elsewhere, would wait
+// (placeOnCores, orwlrun), the tasks of the process, and their neighbours elsewhere, would wait
 // that long, about 50 ms per checkpoint of a 2-process stencil that writes 8 MiB per process.
 func writerWorking(on bool) {
 	writerProcs.Lock()
@@ -179,7 +179,7 @@ var chunkHook func(p pieceJob, chunk []byte) error
 
 // writeFile writes p durably into this process's directory (checkpoint.Store.WritePiece), in
 // large sequential writes of at most writeChunk bytes, letting the tasks run between them:
-// with one processor per process (shareCores), a write of the whole piece, and its
+// with one processor per process (placeOnCores), a write of the whole piece, and its
 // checksum, would hold the task of this process, and its neighbours, up for milliseconds.
 func (c *checkpointer) writeFile(p pieceJob) (checkpoint.PieceInfo, error) {
 	w, err := c.store.NewPiece(p.k, p.key)

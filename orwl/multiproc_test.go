@@ -34,6 +34,7 @@ var scenarios = map[string]func() int{
 	"deadlock": deadlockScenario,
 	"sigkill":  sigkillScenario,
 	"problems": problemsScenario,
+	"cores":    coresScenario,
 }
 
 func runScenario(name string) int {

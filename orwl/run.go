@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -43,7 +42,7 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 	j.cancel = cancel
 	sigterm := j.stopOnSIGTERM()
 	defer sigterm.end(nil)
-	shareCores(j.info.LocalSize)
+	placeOnCores(j.rank, j.info.LocalSize, j.procs, j.log)
 	if j.procs > 1 {
 		if err := j.connect(jobCtx); err != nil {
 			return sigterm.end(err)
@@ -187,18 +186,6 @@ func (j *job) freeBuffers() {
 // maxLocations bounds the locations of a job (tasks times their locations): a larger job
 // is a mistake that would exhaust memory before it starts.
 const maxLocations = 1 << 24
-
-// shareCores gives this process its share of the host's cores when local processes of the
-// job run on it, unless GOMAXPROCS says otherwise: processes that each take every core
-// oversubscribe the machine, and a hand-off between them then costs far more (idle Go
-// schedulers spin for the cores the others need). orwlrun does the same through the
-// environment.
-func shareCores(local int) {
-	if _, set := os.LookupEnv("GOMAXPROCS"); set || local <= 1 {
-		return
-	}
-	runtime.GOMAXPROCS(max(1, runtime.NumCPU()/local))
-}
 
 // job is this process's view of the whole job.
 type job struct {

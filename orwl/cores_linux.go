@@ -1,0 +1,53 @@
+package orwl
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// bindToCore binds every thread of this process to the (rank mod n)-th of the n cores it
+// may run on, when local processes outnumber them, and returns that core (-1: not bound).
+// The runtime's later threads inherit the binding from the thread that makes them.
+func bindToCore(rank, local int) (int, error) {
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+		return -1, fmt.Errorf("the cores this process may run on: %w", err)
+	}
+	n := allowed.Count()
+	if local <= n {
+		return -1, nil
+	}
+	cpu := nthCPU(&allowed, rank%n)
+	var one unix.CPUSet
+	one.Set(cpu)
+	tids, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return -1, fmt.Errorf("the threads of this process: %w", err)
+	}
+	for _, t := range tids {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.SchedSetaffinity(tid, &one); err != nil && !errors.Is(err, unix.ESRCH) { // ESRCH: the thread ended
+			return -1, fmt.Errorf("binding thread %d to core %d: %w", tid, cpu, err)
+		}
+	}
+	return cpu, nil
+}
+
+// nthCPU returns the k-th core (from 0) of set, which holds more than k.
+func nthCPU(set *unix.CPUSet, k int) int {
+	for cpu := 0; ; cpu++ {
+		if set.IsSet(cpu) {
+			if k == 0 {
+				return cpu
+			}
+			k--
+		}
+	}
+}
