@@ -32,9 +32,9 @@ const (
 // Owner is what the handles of one owner share (a task: one goroutine uses them, one at a
 // time): whether their tickets are told of their life (Ticket.Traced), the set of those
 // that hold or have queued a request, so that they can all be ended at once when the owner
-// is done (CloseAll), and the channel its waits are woken on. A handle joins its owner's set when it requests and
-// leaves it when it holds and queues nothing, so the set stays as small as what is in use
-// however many handles the owner makes.
+// is done (CloseAll), and the channel its waits are woken on. A handle joins its owner's
+// set when it requests and leaves it when it holds and queues nothing, so the set stays as
+// small as what is in use however many handles the owner makes.
 type Owner struct {
 	traced  bool
 	newErr  func(op string, s Spec, err error) error // makes its handles' errors; nil: *Error

@@ -21,9 +21,9 @@ import (
 // touched at the schedule (checkpointer.allocate); a writer goroutine writes each piece
 // into this process's directory (fsync'd) and sends it to a partner process, which keeps a
 // copy in its own (package checkpoint does the storage); a piece of at most
-// checkpoint.InlineMax bytes (a halo) goes into the manifests of both instead. The writers start once every task has copied its kept states, and work with a
-// processor of their own (checkpointer.write), so that the tasks wait for nothing but
-// their copies.
+// checkpoint.InlineMax bytes (a halo) goes into the manifests of both instead. The writers
+// start once every task has copied its kept states, and work with a processor of their own
+// (checkpointer.write), so that the tasks wait for nothing but their copies.
 //
 // Rank 0 starts a checkpoint every Checkpoint.Every, in three short exchanges, so that no
 // round k is granted anywhere before every location is armed for it:

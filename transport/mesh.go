@@ -201,12 +201,13 @@ const (
 //
 // Concurrency: Send may be called from any number of goroutines at once, including from
 // Handler methods; it never blocks on the network (messages are queued, without limit, to
-// the connection's single writer goroutine, or to the peer until its connection comes, so the upper layer's protocol must bound what
-// it has in flight). Barrier and FinalBarrier may be called by one goroutine at a time
-// (concurrent calls are serialised) and not from Handler methods. Close may be called from
-// any goroutine except Handler methods, more than once; after it returns no Handler method
-// runs any more. Handler methods of one connection run one at a time on its reader
-// goroutine; those of different connections run concurrently.
+// the connection's single writer goroutine, or to the peer until its connection comes, so
+// the upper layer's protocol must bound what it has in flight). Barrier and FinalBarrier
+// may be called by one goroutine at a time (concurrent calls are serialised) and not from
+// Handler methods. Close may be called from any goroutine except Handler methods, more than
+// once; after it returns no Handler method runs any more. Handler methods of one connection
+// run one at a time on its reader goroutine; those of different connections run
+// concurrently.
 //
 // Ordering: messages sent to one peer with one Role arrive in the order Send was called
 // (one connection, FIFO); messages sent with different roles are not ordered with respect

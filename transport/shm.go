@@ -111,9 +111,9 @@ func (w *wire) useShm(c *shmConn) {
 // at most. While a task polls on a crowded host, where the readers sleep at once, the
 // peers' writers do not wake them (a socket write, and a thread woken, per message; see
 // shmConn.Write), from its first look that finds nothing: the task reads what comes, and
-// wakes a reader for what it leaves (leaveRings) as it returns. It returns at once when the readers do not poll or no
-// connection goes through shared memory. It must not be called from Handler methods, nor
-// with a lock that a Handler method may take.
+// wakes a reader for what it leaves (leaveRings) as it returns. It returns at once when the
+// readers do not poll or no connection goes through shared memory. It must not be called
+// from Handler methods, nor with a lock that a Handler method may take.
 func (m *Mesh) Poll(done func() bool, stop <-chan struct{}) {
 	onRings := m.onRings.Load()
 	if m.readers.spin == 0 || onRings == nil {
