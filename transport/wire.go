@@ -91,15 +91,10 @@ func (w *wire) buffered() int {
 }
 
 // wsHeaderSize returns the size of the header of an unmasked websocket frame of n payload
-// bytes, as appendWSHeader writes it.
+// bytes: what appendWSHeader writes.
 func wsHeaderSize(n int) int {
-	switch {
-	case n < 126:
-		return 2
-	case n < 1<<16:
-		return 4
-	}
-	return 10
+	var b [10]byte
+	return len(appendWSHeader(b[:0], 0, true, n, false))
 }
 
 // appendWSHeader appends a websocket frame header for a frame of n payload bytes and
