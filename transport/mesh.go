@@ -588,7 +588,7 @@ func (m *Mesh) attach(rank int, role Role, w *wire) bool {
 		return false
 	}
 	if c.shm == nil {
-		m.readers.onSocket.Add(1) // for good: its reader always waits on the socket
+		m.readers.sockets.Add(1) // for good: its reader always waits on the socket
 	}
 	go c.readLoop()
 	go c.writeLoop()

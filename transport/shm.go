@@ -199,21 +199,21 @@ const idleBusyLooks = 256
 // looksPerYield is how many times Poll looks between two yields: one on a crowded host (as
 // last sampled), where a look over every connection is already long beside the wait for
 // the host's other threads; idleBusyLooks in an idle process whose connections all go
-// through shared memory (idleOnRings); busyLooks otherwise.
+// through shared memory, asleep or not (Poll reads their rings itself); busyLooks otherwise.
 func (g *readerGroup) looksPerYield() int {
 	switch {
 	case g.crowd.crowded.Load():
 		return 1
-	case g.idleOnRings():
+	case g.idle != nil && g.sockets.Load() == 0 && g.idle():
 		return idleBusyLooks
 	}
 	return busyLooks
 }
 
 // idleOnRings reports whether the process is idle (Config.Idle) and no connection of the
-// mesh waits on its socket: nothing that polling would delay.
+// mesh waits on its socket: nothing that a reader's polling would delay.
 func (g *readerGroup) idleOnRings() bool {
-	return g.idle != nil && g.onSocket.Load() == 0 && g.idle()
+	return g.idle != nil && g.sockets.Load()+g.asleep.Load() == 0 && g.idle()
 }
 
 // isClosed reports whether ch is closed; a nil ch never is.
@@ -227,15 +227,16 @@ func isClosed(ch <-chan struct{}) bool {
 }
 
 // readerGroup is what the readers of one mesh's shared-memory connections share: how long
-// they poll before they sleep, and the count of connections whose reader waits on its
+// they poll before they sleep, and the counts of connections whose reader waits on its
 // socket. Readers poll past spin only while nobody waits on a socket: a reader that yields
 // to poll keeps the process's run queue busy, and Go then looks at sockets only every 10ms
 // or so (its system monitor), so every reader must poll, or none.
 type readerGroup struct {
-	spin     time.Duration
-	idle     func() bool  // Config.Idle
-	onSocket atomic.Int32 // connections that do not use shared memory, and readers asleep
-	crowd    crowdProbe   // whether the host's cores are oversubscribed (see pollOn)
+	spin    time.Duration
+	idle    func() bool  // Config.Idle
+	sockets atomic.Int32 // connections that do not use shared memory: their readers wait on their sockets
+	asleep  atomic.Int32 // shared-memory readers asleep on their sockets
+	crowd   crowdProbe   // whether the host's cores are oversubscribed (see pollOn)
 }
 
 // maxIdleSpin bounds how long a reader polls in an idle process (Config.Idle).
@@ -351,9 +352,9 @@ func (c *shmConn) sleep() error {
 		h.sleeping.Store(awake)
 		return nil
 	}
-	c.readers.onSocket.Add(1)
+	c.readers.asleep.Add(1)
 	_, err := c.sock.Read(c.wakeBuf[:])
-	c.readers.onSocket.Add(-1)
+	c.readers.asleep.Add(-1)
 	h.sleeping.Store(awake)
 	if errors.Is(err, os.ErrDeadlineExceeded) { // woken here
 		c.sock.SetReadDeadline(time.Time{})

@@ -126,7 +126,7 @@ func TestIdleReaderPollsOn(t *testing.T) {
 			}
 			got <- string(b[:n])
 		}()
-		for deadline := time.Now().Add(10 * time.Second); g.onSocket.Load() == 0; { // until the reader sleeps
+		for deadline := time.Now().Add(10 * time.Second); g.asleep.Load() == 0; { // until the reader sleeps
 			if time.Now().After(deadline) {
 				t.Fatalf("idle %v: the reader still polls after 10s", idle)
 			}
@@ -188,7 +188,7 @@ func TestSharedMemoryReaderDrainsItsRingAtTheEnd(t *testing.T) {
 			}
 			got <- string(all)
 		}()
-		for deadline := time.Now().Add(10 * time.Second); g.onSocket.Load() == 0; { // until the reader sleeps
+		for deadline := time.Now().Add(10 * time.Second); g.asleep.Load() == 0; { // until the reader sleeps
 			if time.Now().After(deadline) {
 				t.Fatal("the reader does not sleep on its socket")
 			}
@@ -274,12 +274,12 @@ func TestReaderStaysAwakeWhileATaskReads(t *testing.T) {
 		for !reader.in.ready() { // the task reads what came
 		}
 		reader.in.take(buf)
-		if g.onSocket.Load() != 0 {
+		if g.asleep.Load() != 0 {
 			t.Fatal("the reader fell asleep while a task read its messages")
 		}
 	}
 	// Asleep now, it is woken once by the first of three writes.
-	for g.onSocket.Load() == 0 {
+	for g.asleep.Load() == 0 {
 		time.Sleep(100 * time.Microsecond)
 	}
 	for range 3 {
@@ -325,7 +325,7 @@ func TestSleepingReaderMissesNoRecord(t *testing.T) {
 				return
 			}
 			if i%20 == 0 { // a record for a reader that read everything and fell asleep
-				for down.h.read.Load() != writer.out.pos || g.onSocket.Load() == 0 {
+				for down.h.read.Load() != writer.out.pos || g.asleep.Load() == 0 {
 					runtime.Gosched()
 				}
 			}
@@ -441,7 +441,7 @@ func TestPollingTaskSparesTheWakeUps(t *testing.T) {
 	down.h.polling.Add(1) // a task polls the reader's ring
 	woke := make(chan error, 1)
 	go func() { woke <- reader.await(nil) }()
-	for g.onSocket.Load() == 0 { // asleep
+	for g.asleep.Load() == 0 { // asleep
 		time.Sleep(100 * time.Microsecond)
 	}
 	for range 3 {
@@ -475,7 +475,7 @@ func TestPollingTaskSparesTheWakeUps(t *testing.T) {
 	}
 	// Nobody polls now: the writer wakes the next sleep itself.
 	go func() { woke <- reader.sleep() }()
-	for g.onSocket.Load() == 0 {
+	for g.asleep.Load() == 0 {
 		time.Sleep(100 * time.Microsecond)
 	}
 	writer.Write([]byte("late"))

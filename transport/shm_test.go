@@ -15,25 +15,27 @@ func TestReaderGroupPollOn(t *testing.T) {
 	busy := func() bool { return false }
 	spin := 50 * time.Microsecond
 	for _, c := range []struct {
-		name     string
-		spin     time.Duration
-		idle     func() bool
-		onSocket int32
-		polled   time.Duration
-		want     pollMode
+		name            string
+		spin            time.Duration
+		idle            func() bool
+		sockets, asleep int32
+		polled          time.Duration
+		want            pollMode
 	}{
-		{"within spin", spin, busy, 0, spin - 1, pollYield},
-		{"within spin, a connection on its socket", spin, busy, 1, 0, pollYield},
-		{"past spin, busy", spin, busy, 0, spin, pollStop},
-		{"past spin, no Idle", spin, nil, 0, spin, pollStop},
-		{"past spin, idle", spin, idle, 0, spin, pollYield},
-		{"past spin, idle, a connection on its socket", spin, idle, 1, spin, pollStop},
-		{"past the idle bound", spin, idle, 0, maxIdleSpin, pollStop},
-		{"no polling", 0, idle, 0, 0, pollStop},
+		{"within spin", spin, busy, 0, 0, spin - 1, pollYield},
+		{"within spin, a connection on its socket", spin, busy, 1, 0, 0, pollYield},
+		{"past spin, busy", spin, busy, 0, 0, spin, pollStop},
+		{"past spin, no Idle", spin, nil, 0, 0, spin, pollStop},
+		{"past spin, idle", spin, idle, 0, 0, spin, pollYield},
+		{"past spin, idle, a connection on its socket", spin, idle, 1, 0, spin, pollStop},
+		{"past spin, idle, a reader asleep", spin, idle, 0, 1, spin, pollStop},
+		{"past the idle bound", spin, idle, 0, 0, maxIdleSpin, pollStop},
+		{"no polling", 0, idle, 0, 0, 0, pollStop},
 	} {
 		g := readerGroup{spin: c.spin, idle: c.idle}
 		g.crowd.runnable = quietHost
-		g.onSocket.Store(c.onSocket)
+		g.sockets.Store(c.sockets)
+		g.asleep.Store(c.asleep)
 		for _, task := range []bool{false, true} {
 			if got := g.pollOn(c.polled, time.Now(), task); got != c.want {
 				t.Errorf("%s (task %v): pollOn(%v) = %v, want %v", c.name, task, c.polled, got, c.want)
@@ -129,28 +131,31 @@ func pollingGroup(spin time.Duration) *readerGroup {
 	return g
 }
 
-// A task polls many looks between two yields only in an idle process, none of whose
-// connections waits on its socket, on a host that is neither crowded nor oversubscribed;
-// on a crowded or oversubscribed one, it yields after every look.
+// A task polls many looks between two yields only in an idle process, all of whose
+// connections go through shared memory (their readers may sleep: the task reads their
+// rings), on a host that is neither crowded nor oversubscribed; on a crowded or
+// oversubscribed one, it yields after every look.
 func TestReaderGroupLooksPerYield(t *testing.T) {
 	idle := func() bool { return true }
 	busy := func() bool { return false }
 	for _, c := range []struct {
 		name                    string
 		idle                    func() bool
-		onSocket                int32
+		sockets, asleep         int32
 		crowded, oversubscribed bool
 		want                    int
 	}{
-		{"idle", idle, 0, false, false, idleBusyLooks},
-		{"busy", busy, 0, false, false, busyLooks},
-		{"no Idle", nil, 0, false, false, busyLooks},
-		{"a connection on its socket", idle, 1, false, false, busyLooks},
-		{"crowded", idle, 0, true, false, 1},
-		{"oversubscribed", idle, 0, false, true, 1},
+		{"idle", idle, 0, 0, false, false, idleBusyLooks},
+		{"busy", busy, 0, 0, false, false, busyLooks},
+		{"no Idle", nil, 0, 0, false, false, busyLooks},
+		{"a connection on its socket", idle, 1, 0, false, false, busyLooks},
+		{"a ring's reader asleep", idle, 0, 1, false, false, idleBusyLooks},
+		{"crowded", idle, 0, 0, true, false, 1},
+		{"oversubscribed", idle, 0, 0, false, true, 1},
 	} {
 		g := readerGroup{spin: time.Millisecond, idle: c.idle}
-		g.onSocket.Store(c.onSocket)
+		g.sockets.Store(c.sockets)
+		g.asleep.Store(c.asleep)
 		g.crowd.crowded.Store(c.crowded)
 		if c.oversubscribed {
 			g.crowd.pin()
