@@ -3,7 +3,6 @@ package transport
 import (
 	"encoding/hex"
 	"os"
-	"runtime"
 	"strconv"
 	"syscall"
 
@@ -73,14 +72,13 @@ func unmap(seg []byte) {
 	}
 }
 
-// yieldThread lets the other goroutines of this process run, then the other threads of
-// the host: what a task that polls a crowded host does between two looks.
+// yieldCore lets the other threads of the host run first: what a task that polls a crowded
+// host does between two looks, after it let the other goroutines of its process run.
 //
 // The system call is raw: the runtime does not count the thread as in a system call, since
 // on a crowded host the kernel may well run other threads for longer than the runtime waits
 // before it hands a thread's processor to another thread (starting one when none is idle):
 // with a plain call, a job of N processes had about 2N threads in each.
-func yieldThread() {
-	runtime.Gosched()
+func yieldCore() {
 	syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
 }

@@ -165,3 +165,26 @@ func TestReaderGroupLooksPerYield(t *testing.T) {
 		}
 	}
 }
+
+// A waiting task yields its processor to the process's other goroutines between two looks
+// only where the process has one processor: with more, the yield would wake an idle
+// processor's thread at every look. A reader always yields: its messages ready goroutines.
+func TestPollerYieldsItsProcessorOnlyWhenAlone(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	g := readerGroup{spin: time.Second}
+	g.crowd.runnable = quietHost
+	for _, c := range []struct {
+		procs int
+		task  bool
+		want  bool
+	}{{1, true, true}, {2, true, false}, {1, false, true}, {2, false, true}} {
+		runtime.GOMAXPROCS(c.procs)
+		p := poller{task: c.task}
+		if !p.next(&g) {
+			t.Fatalf("GOMAXPROCS %d, task %v: stopped polling within its spin", c.procs, c.task)
+		}
+		if p.yields != c.want {
+			t.Errorf("GOMAXPROCS %d, task %v: yields %v, want %v", c.procs, c.task, p.yields, c.want)
+		}
+	}
+}
