@@ -15,7 +15,11 @@ import (
 // turn, until the next record. A record never wraps around the end of the ring: a writer
 // whose record does not fit before the end marks the rest of the ring as skipped and
 // writes the record at the ring's start. The reader publishes its position after each
-// record (ringHeader.read), which tells the writer how much room it has.
+// record (ringHeader.read), which tells the writer how much room it has. A writer past the
+// ring's first rewindAfter bytes also goes back to the start, the same way, when the ring is
+// empty: records then keep cycling through the ring's first pages instead of walking all of
+// it, so that a long job neither faults in nor keeps resident (nor in its caches) more of the
+// ring than its traffic between two reads needs.
 
 // shmRing is the size of each ring, a power of two.
 const shmRing = 4 << 20
@@ -23,6 +27,15 @@ const shmRing = 4 << 20
 // shmChunk is the most one record holds: the writer and the reader copy the records of a
 // large write at the same time, and neither waits long for the other's progress.
 const shmChunk = 256 << 10
+
+// rewindAfter is how far into the ring a writer goes before it looks whether the reader has
+// read everything, to write its next record at the ring's start; it looks again after each
+// rewindEvery bytes of records while the reader lags. Each look loads the reader's position,
+// whose cache line stays with the reader otherwise.
+const (
+	rewindAfter = 64 << 10
+	rewindEvery = 1 << 10
+)
 
 // The header word of a record.
 const (
@@ -86,9 +99,12 @@ type ringWriter struct {
 	ring
 	pos uint64 // where the next record goes
 	// read is the reader's position as the writer last loaded it, at most the current one:
-	// the writer loads it again only when it leaves too little room, so that the cache
-	// line the reader stores it in stays with the reader.
+	// the writer loads it again only when it leaves too little room, or to look whether the
+	// ring is empty (rewinds), so that the cache line the reader stores it in stays with the
+	// reader.
 	read uint64
+	look uint64 // the writer looks whether the ring is empty from this position on
+	at   uint64 // where the record that reserve returned goes
 }
 
 // hasRoom reports whether the ring has n bytes free at the writer's position now, loading
@@ -126,6 +142,7 @@ func (w *ringWriter) reserve(n int) []byte {
 	if !w.hasRoom(at - w.pos + need + 8) {
 		return nil
 	}
+	w.at = at
 	off := at & (shmRing - 1)
 	return w.data[off+8 : off+8+uint64(n) : off+8+uint64(n)]
 }
@@ -134,7 +151,7 @@ func (w *ringWriter) reserve(n int) []byte {
 // writer must look whether the reader sleeps, as after put.
 func (w *ringWriter) commit(n int) {
 	need := span(uint64(n))
-	at := w.place(need)
+	at := w.at
 	*(*uint64)(unsafe.Pointer(&w.data[(at+need)&(shmRing-1)])) = 0 // the reader looks at it next, after the header below
 	w.word(at).Store(recordData | uint64(n))
 	if at != w.pos {
@@ -144,12 +161,33 @@ func (w *ringWriter) commit(n int) {
 }
 
 // place returns where a record that takes need ring bytes goes: at the writer's position,
-// or at the ring's start when it does not fit before the end.
+// or at the ring's start when it does not fit before the end, or when the ring is empty past
+// its first rewindAfter bytes (rewinds).
 func (w *ringWriter) place(need uint64) uint64 {
-	if off := w.pos & (shmRing - 1); off+need > shmRing {
+	if off := w.pos & (shmRing - 1); off+need > shmRing || w.rewinds(off, need) {
 		return w.pos + shmRing - off
 	}
 	return w.pos
+}
+
+// rewinds reports whether a record that takes need ring bytes goes to the ring's start,
+// with the writer at offset off of the ring: once past rewindAfter, when the reader has read
+// everything and the record, with the word cleared after it, ends before the reader's
+// position in the ring (so there is room for it). It loads the reader's position once per
+// rewindEvery bytes of records at most.
+func (w *ringWriter) rewinds(off, need uint64) bool {
+	if off < max(rewindAfter, need+8) || int64(w.pos-w.look) < 0 { // positions wrap at 2^64
+
+		return false
+	}
+	if w.read != w.pos {
+		w.read = w.h.read.Load()
+	}
+	if w.read != w.pos {
+		w.look = w.pos + rewindEvery
+		return false
+	}
+	return true
 }
 
 // ringReader is the reading end of a ring, used by one goroutine at a time; its position is
