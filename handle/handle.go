@@ -1,7 +1,6 @@
 package handle
 
 import (
-	"cmp"
 	"context"
 
 	"github.com/orwl-go/orwl/fifo"
@@ -108,7 +107,10 @@ func (h *Handle) Acquire(ctx context.Context) error {
 		}
 		h.trace(t, WaitEnd)
 	}
-	if err = cmp.Or(err, ctx.Err()); err != nil { // the one decision between the grant and ctx
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil { // the one decision between the grant and ctx
 		return h.abandon(ctx, err)
 	}
 	h.next, h.held = nil, t

@@ -250,9 +250,13 @@ func (d *detector) blockedOn(task int) (t *ticketBase, done bool) {
 func (d *detector) idle(tasks []*Task) bool {
 	blocked := false
 	for _, t := range tasks {
+		if d.slots[t.id].polling.Load() { // the quick look first: the asking task polls
+			blocked = true
+			continue
+		}
 		switch w, done := d.blockedOn(t.id); {
 		case done:
-		case w != nil || d.slots[t.id].polling.Load():
+		case w != nil:
 			blocked = true
 		default:
 			return false

@@ -77,10 +77,12 @@ func (o *owner) servedAt(from int, id uint64) (*served, error) {
 		return nil, fmt.Errorf("orwl: rank %d sent ticket id %d, outside 1..%d", from, id, maxTicketID)
 	}
 	table := o.served[from]
-	for uint64(len(table)) <= id {
-		table = append(table, nil)
+	if uint64(len(table)) <= id {
+		for uint64(len(table)) <= id {
+			table = append(table, nil)
+		}
+		o.served[from] = table
 	}
-	o.served[from] = table
 	if table[id] == nil {
 		s := &served{o: o, from: from, id: id}
 		s.req.Tag = s

@@ -79,16 +79,23 @@ func (o *owner) entry(from int, m requestMsg) (*location, *served, error) {
 		o.refuse(from, m, err)
 		return nil, nil, nil
 	}
+	s, err := o.serve(from, l, m)
+	return l, s, err
+}
+
+// serve returns the entry of request m of rank from on l, ready to be placed, or why m is
+// wrong.
+func (o *owner) serve(from int, l *location, m requestMsg) (*served, error) {
 	s, err := o.servedAt(from, m.ticket)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if s.active {
-		return nil, nil, fmt.Errorf("ticket %d requested again before its release", m.ticket)
+		return nil, fmt.Errorf("ticket %d requested again before its release", m.ticket)
 	}
 	s.active, s.taskID, s.pos, s.rnd, s.loc = true, m.task, m.pos, m.round, l
 	s.placed++
-	return l, s, nil
+	return s, nil
 }
 
 // released ends a remote handle's access, after placing the request of its next round that
@@ -106,7 +113,7 @@ func (o *owner) released(from int, m releaseMsg, payload []byte) error {
 			return fmt.Errorf("release of ticket %d with the request of a next round, and it has no rounds", m.ticket)
 		}
 		var err error
-		if _, next, err = o.entry(from, requestMsg{loc: l.index, ticket: m.next, pos: s.pos, task: s.taskID, round: s.rnd + 1}); err != nil {
+		if next, err = o.serve(from, l, requestMsg{loc: l.index, ticket: m.next, pos: s.pos, task: s.taskID, round: s.rnd + 1}); err != nil {
 			return err
 		}
 	}

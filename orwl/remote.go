@@ -180,14 +180,16 @@ func (r *requester) granted(from int, m grantMsg, payload []byte) error {
 	var cancelled []*remoteTicket
 	q.sendMu.Lock()
 	q.hold(len(q.batch), m.recycle, q.batch[0].spec.Mode == fifo.Read) // a read group, or a write alone
-	for _, b := range q.batch {
+	for i, b := range q.batch {
 		if !b.latch.Grant() {
 			cancelled = append(cancelled, b)
 		}
+		q.batch[i] = nil
 	}
 	q.sendMu.Unlock()
-	clear(q.batch)
 	q.batch = q.batch[:0]
-	r.giveBack(cancelled)
+	if cancelled != nil {
+		r.giveBack(cancelled)
+	}
 	return nil
 }

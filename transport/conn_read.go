@@ -46,7 +46,6 @@ func (c *conn) readFailed(err error) {
 // any more (receiving, sinking), and its read moves the ring's position (received), so it
 // costs no atomic write of the connection's.
 func (c *conn) readMessage(frame []byte, size int, inRing bool) error {
-	c.rh = Header{}
 	var p []byte
 	var err error
 	if inRing {

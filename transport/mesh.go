@@ -428,7 +428,7 @@ func (m *Mesh) Size() int { return m.size }
 // closing its mesh (its connection was closed or broken by its side), and with ErrClosed
 // only after this process's own Close.
 func (m *Mesh) Send(to int, role Role, h Header, payload []byte) error {
-	return m.sendUser(to, role, h, payload, queued)
+	return m.sendUser(to, role, &h, payload, queued)
 }
 
 // SendNow is Send, except that when the connection is idle (nothing queued, nothing being
@@ -441,7 +441,7 @@ func (m *Mesh) Send(to int, role Role, h Header, payload []byte) error {
 // when each process has one processor. It must not be called from Handler methods: a reader
 // blocked on a write could keep the peer's reader blocked in turn.
 func (m *Mesh) SendNow(to int, role Role, h Header, payload []byte) error {
-	return m.sendUser(to, role, h, payload, direct)
+	return m.sendUser(to, role, &h, payload, direct)
 }
 
 // SendAhead is Send for a message that need not leave before the caller's next message to
@@ -453,7 +453,7 @@ func (m *Mesh) SendNow(to int, role Role, h Header, payload []byte) error {
 // once instead, which never waits (the caller may hold its locks): the peer may read it
 // then, and its reader, when it sleeps, is woken by that next message, or by Flush.
 func (m *Mesh) SendAhead(to int, role Role, h Header, payload []byte) error {
-	return m.sendUser(to, role, h, payload, ahead)
+	return m.sendUser(to, role, &h, payload, ahead)
 }
 
 // Flush sends what SendAhead left queued on the connection to rank to of the given role: on
@@ -471,11 +471,17 @@ func (m *Mesh) Flush(to int, role Role, now bool) error {
 	return c.flush(queued)
 }
 
-func (m *Mesh) sendUser(to int, role Role, h Header, payload []byte, mode sendMode) error {
+// sendUser sends a message of the upper layer, whose type must not be one of the mesh's.
+func (m *Mesh) sendUser(to int, role Role, h *Header, payload []byte, mode sendMode) error {
 	if h.Type < TypeUser {
-		return fmt.Errorf("transport: Send: message type %d is reserved for the mesh", h.Type)
+		return errReserved(h.Type)
 	}
-	return m.sendMsg(to, role, &h, payload, mode)
+	return m.sendMsg(to, role, h, payload, mode)
+}
+
+// errReserved is the error of a Send of a message of type t, which the mesh reserves.
+func errReserved(t uint8) error {
+	return fmt.Errorf("transport: Send: message type %d is reserved for the mesh", t)
 }
 
 func (m *Mesh) send(to int, role Role, o outMsg, mode sendMode) error {
@@ -521,13 +527,10 @@ func (m *Mesh) pend(to int, role Role, o outMsg) *conn {
 }
 
 // conn returns the connection to rank to of the given role, nil when it is not up yet, or
-// why a message cannot be sent to to.
+// why a message cannot be sent to to (small enough to be inlined: badPeer makes the error).
 func (m *Mesh) conn(to int, role Role) (*conn, error) {
-	if to < 0 || to >= m.size || to == m.rank {
-		return nil, fmt.Errorf("transport: Send: rank %d is not a peer of rank %d (size %d)", to, m.rank, m.size)
-	}
-	if role > Owner {
-		return nil, fmt.Errorf("transport: Send: invalid role %d", role)
+	if uint(to) >= uint(len(m.peers)) || to == m.rank || role > Owner {
+		return nil, m.badPeer(to, role)
 	}
 	p := &m.peers[to]
 	if e := p.err.Load(); e != nil {
@@ -537,6 +540,14 @@ func (m *Mesh) conn(to int, role Role) (*conn, error) {
 		return nil, ErrClosed
 	}
 	return p.conns[role].Load(), nil
+}
+
+// badPeer is conn's error for a rank that is not a peer, or an invalid role.
+func (m *Mesh) badPeer(to int, role Role) error {
+	if to < 0 || to >= m.size || to == m.rank {
+		return fmt.Errorf("transport: Send: rank %d is not a peer of rank %d (size %d)", to, m.rank, m.size)
+	}
+	return fmt.Errorf("transport: Send: invalid role %d", role)
 }
 
 // attach starts the reader and writer of an authenticated connection, the messages sent

@@ -426,11 +426,12 @@ func openMessage(h *Header, head []byte, op byte, fin bool, n int64, dest func(*
 	if err := checkFirst(op, fin, n, h, hn); err != nil {
 		return nil, 0, &ruleError{err: err, hasHeader: true}
 	}
-	var buf []byte
-	if h.Len > 0 {
-		if buf, err = dest(h); err != nil {
-			return nil, 0, &ruleError{err: err, hasHeader: true}
-		}
+	if h.Len == 0 {
+		return nil, hn, nil
+	}
+	buf, err := dest(h)
+	if err != nil {
+		return nil, 0, &ruleError{err: err, hasHeader: true}
 	}
 	copy(buf, head[hn:])
 	return buf, hn, nil
