@@ -31,9 +31,11 @@ const shmChunk = 256 << 10
 // rewindAfter is how far into the ring a writer goes before it looks whether the reader has
 // read everything, to write its next record at the ring's start; it looks again after each
 // rewindEvery bytes of records while the reader lags. Each look loads the reader's position,
-// whose cache line stays with the reader otherwise.
+// whose cache line stays with the reader otherwise: a ring whose reader keeps up costs one
+// look per rewindAfter bytes of records, and keeps about one page of memory (a mesh has
+// four rings for each pair of processes of a host, each carrying heartbeats at least).
 const (
-	rewindAfter = 64 << 10
+	rewindAfter = 4 << 10
 	rewindEvery = 1 << 10
 )
 

@@ -29,7 +29,7 @@ func TestRingStaysSmallWhileTheReaderKeepsUp(t *testing.T) {
 		bound uint64 // the most ring bytes the writer may touch
 	}{
 		{"one by one", 400, 1, rewindAfter + 2<<10},
-		{"in bursts of 7", 400, 7, 2 * rewindAfter},
+		{"in bursts of 7", 400, 7, 8 * rewindAfter},
 		{"large, one by one", shmChunk, 1, 3 * shmChunk},
 	} {
 		w, r := testRing()
