@@ -173,23 +173,18 @@ func (c *conn) flush(mode sendMode) error {
 	}
 	if len(c.q) == 0 {
 		c.mu.Unlock()
+		// The messages written ahead into the ring (see enqueueMsg) wake the peer's reader
+		// when it sleeps.
 		if c.wakeDue.Swap(false) {
-			return c.wakeAhead()
+			if err := c.shm.wakePeer(); err != nil {
+				c.fail("writing to", err)
+				c.shutdown()
+				return c.gone()
+			}
 		}
 		return nil
 	}
 	return c.push(mode)
-}
-
-// wakeAhead wakes the peer's reader for the messages written ahead into the ring, when it
-// sleeps (see enqueueMsg).
-func (c *conn) wakeAhead() error {
-	if err := c.shm.wakePeer(); err != nil {
-		c.fail("writing to", err)
-		c.shutdown()
-		return c.gone()
-	}
-	return nil
 }
 
 // push sends the queue; c.mu held, and released. With direct, when nobody is writing and the

@@ -49,7 +49,7 @@ func (c *conn) readMessage(frame []byte, size int, inRing bool) error {
 	var p []byte
 	var err error
 	if inRing {
-		p, _, err = openMessage(&c.rh, frame, opBinary, true, int64(len(frame)), c.sinkWhole)
+		p, _, err = openMessage(&c.rh, frame, opBinary, true, int64(len(frame)), c.sink)
 		c.shm.in.consume(size)
 	} else {
 		p, err = c.w.readMessage(&c.rh, c.sinkArriving)
@@ -191,27 +191,21 @@ func (c *conn) frameError(err error) error {
 	return fe
 }
 
-// sinkWhole returns the buffer the payload of h lands in, for a message that has come whole.
-// Everything this process wrote to the peer before the peer sent the message happens before
-// its delivery (see Send).
-func (c *conn) sinkWhole(h *Header) ([]byte, error) {
-	c.m.peers[c.peer].sent.Load()
-	return c.sink(h)
-}
-
-// sinkArriving is sinkWhole for a message whose payload is still arriving: meanwhile the
-// mesh is receiving, and the peer counts as heard while Sink makes room for it (see heard).
+// sinkArriving is sink for a message whose payload is still arriving: meanwhile the mesh is
+// receiving, and the peer counts as heard while Sink makes room for it (see heard).
 func (c *conn) sinkArriving(h *Header) ([]byte, error) {
 	c.receiving.Store(h.Type >= TypeUser)
 	c.sinking.Store(true)
-	buf, err := c.sinkWhole(h)
+	buf, err := c.sink(h)
 	c.sinking.Store(false)
 	return buf, err
 }
 
 // sink returns the buffer the payload of h lands in: the Handler's, or the connection's own
-// scratch buffer (when the payload is at most maxScratch bytes).
+// scratch buffer (when the payload is at most maxScratch bytes). Everything this process
+// wrote to the peer before the peer sent the message happens before Sink (see Send).
 func (c *conn) sink(h *Header) ([]byte, error) {
+	c.m.peers[c.peer].sent.Load()
 	buf, err := c.m.h.Sink(c.peer, h)
 	switch {
 	case err != nil:

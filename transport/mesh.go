@@ -428,7 +428,7 @@ func (m *Mesh) Size() int { return m.size }
 // closing its mesh (its connection was closed or broken by its side), and with ErrClosed
 // only after this process's own Close.
 func (m *Mesh) Send(to int, role Role, h Header, payload []byte) error {
-	return m.sendUser(to, role, &h, payload, queued)
+	return m.sendMsg(to, role, &h, payload, queued, true)
 }
 
 // SendNow is Send, except that when the connection is idle (nothing queued, nothing being
@@ -441,7 +441,7 @@ func (m *Mesh) Send(to int, role Role, h Header, payload []byte) error {
 // when each process has one processor. It must not be called from Handler methods: a reader
 // blocked on a write could keep the peer's reader blocked in turn.
 func (m *Mesh) SendNow(to int, role Role, h Header, payload []byte) error {
-	return m.sendUser(to, role, &h, payload, direct)
+	return m.sendMsg(to, role, &h, payload, direct, true)
 }
 
 // SendAhead is Send for a message that need not leave before the caller's next message to
@@ -453,7 +453,7 @@ func (m *Mesh) SendNow(to int, role Role, h Header, payload []byte) error {
 // once instead, which never waits (the caller may hold its locks): the peer may read it
 // then, and its reader, when it sleeps, is woken by that next message, or by Flush.
 func (m *Mesh) SendAhead(to int, role Role, h Header, payload []byte) error {
-	return m.sendUser(to, role, &h, payload, ahead)
+	return m.sendMsg(to, role, &h, payload, ahead, true)
 }
 
 // Flush sends what SendAhead left queued on the connection to rank to of the given role: on
@@ -465,18 +465,11 @@ func (m *Mesh) Flush(to int, role Role, now bool) error {
 	if err != nil || c == nil { // what waits for the connection leaves when it comes
 		return err
 	}
+	mode := queued
 	if now {
-		return c.flush(direct)
+		mode = direct
 	}
-	return c.flush(queued)
-}
-
-// sendUser sends a message of the upper layer, whose type must not be one of the mesh's.
-func (m *Mesh) sendUser(to int, role Role, h *Header, payload []byte, mode sendMode) error {
-	if h.Type < TypeUser {
-		return errReserved(h.Type)
-	}
-	return m.sendMsg(to, role, h, payload, mode)
+	return c.flush(mode)
 }
 
 // errReserved is the error of a Send of a message of type t, which the mesh reserves.
@@ -484,13 +477,18 @@ func errReserved(t uint8) error {
 	return fmt.Errorf("transport: Send: message type %d is reserved for the mesh", t)
 }
 
+// send sends a message of the mesh itself.
 func (m *Mesh) send(to int, role Role, o outMsg, mode sendMode) error {
-	return m.sendMsg(to, role, &o.h, o.p, mode)
+	return m.sendMsg(to, role, &o.h, o.p, mode, false)
 }
 
-// sendMsg is send, with the header passed by reference: it is copied once, into the
+// sendMsg sends a message of the upper layer (user), whose type must not be one of the
+// mesh's, or of the mesh. The header is passed by reference: it is copied once, into the
 // connection's queue, with its Len set to the payload's.
-func (m *Mesh) sendMsg(to int, role Role, h *Header, p []byte, mode sendMode) error {
+func (m *Mesh) sendMsg(to int, role Role, h *Header, p []byte, mode sendMode, user bool) error {
+	if user && h.Type < TypeUser {
+		return errReserved(h.Type)
+	}
 	c, err := m.conn(to, role)
 	if err != nil {
 		return err
