@@ -170,7 +170,7 @@ func newNode(j *job, log *slog.Logger) *node {
 	return &node{
 		j:    j,
 		log:  log,
-		req:  requester{j: j, lost: make([]atomic.Pointer[error], j.procs), sunk: make([]sunkGrant, j.procs)},
+		req:  requester{j: j, lost: make([]atomic.Pointer[error], j.procs)},
 		own:  owner{j: j, served: make([][]*served, j.procs)},
 		wide: newJobWide(j.procs),
 	}

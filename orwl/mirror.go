@@ -137,12 +137,6 @@ func (q *remoteQueue) guard(read bool) {
 	}
 }
 
-// sunkGrant is the ticket that grantSink found for the data of grant id.
-type sunkGrant struct {
-	id uint64
-	t  *remoteTicket
-}
-
 // grantSink returns where the data of a grant goes: the mirror of its ticket's location.
 // Data for a ticket that holds no grant to receive it is refused, the peer is broken, unless
 // the job has failed: the owner granted it before it heard of the failure, and refusing it
@@ -171,7 +165,6 @@ func (r *requester) grantSink(from int, m grantMsg) ([]byte, error) {
 		q.guard(false)
 		q.sendMu.Unlock()
 	}
-	r.sunk[from] = sunkGrant{m.ticket, t}
 	return r.j.bufs.resizeKeep(&q.mirror, m.size, r.spare.take), nil
 }
 

@@ -43,7 +43,6 @@ type requester struct {
 	lastID  uint64                      // the highest id handed out
 	lost    []atomic.Pointer[error]     // by rank, once lost
 	spare   spareMirrors
-	sunk    []sunkGrant // by owner: the ticket grantSink found, for the Handle that follows
 }
 
 // remoteTicket is a request of this process on a remote location.
@@ -157,10 +156,8 @@ func (r *requester) sendRelease(t *remoteTicket, m releaseMsg, payload []byte, o
 
 // granted delivers a grant: its data, if any, is in the mirror already (grantSink).
 func (r *requester) granted(from int, m grantMsg, payload []byte) error {
-	var t *remoteTicket
-	if s := &r.sunk[from]; m.data && s.id == m.ticket && s.t != nil {
-		t, *s = s.t, sunkGrant{}
-	} else if t = r.find(from, m.ticket); t == nil {
+	t := r.find(from, m.ticket)
+	if t == nil {
 		return fmt.Errorf("grant of unknown ticket %d", m.ticket)
 	}
 	if m.refused {
