@@ -177,9 +177,7 @@ func (c *conn) flush(mode sendMode) error {
 		// when it sleeps.
 		if c.wakeDue.Swap(false) {
 			if err := c.shm.wakePeer(); err != nil {
-				c.fail("writing to", err)
-				c.shutdown()
-				return c.gone()
+				return c.writeFailed(err)
 			}
 		}
 		return nil
@@ -249,11 +247,17 @@ func (c *conn) writeLocked() error {
 func (c *conn) wroteLocked(err error) error {
 	c.mu.Unlock()
 	if err != nil {
-		c.fail("writing to", err)
-		c.shutdown()
-		return c.gone()
+		return c.writeFailed(err)
 	}
 	return nil
+}
+
+// writeFailed ends the connection whose write failed with err, and returns the error of the
+// write's Send.
+func (c *conn) writeFailed(err error) error {
+	c.fail("writing to", err)
+	c.shutdown()
+	return c.gone()
 }
 
 // giveBack drops the payloads of written messages, which are their callers' again; a header
@@ -344,9 +348,7 @@ func (c *conn) commitRecord(rec, frames []byte, msgs int) error {
 func (c *conn) writeNow(batch []outMsg) error {
 	more, closing, err := c.write(batch)
 	if err != nil {
-		c.fail("writing to", err)
-		c.shutdown()
-		return c.gone()
+		return c.writeFailed(err)
 	}
 	if more || closing {
 		c.notify() // what came while the wire was held
