@@ -99,17 +99,21 @@ func (c *conn) next() error {
 	}
 }
 
-// readDone ends a read of a message through shared memory (c.reading held): it notes
-// whether the read buffers still hold bytes, lets the next reader in, and reports whether
-// bytes wait to be read.
+// readDone is readEnd that also reports whether bytes wait to be read.
 func (c *conn) readDone() bool {
+	waiting := c.w.buffered() > 0 || !c.shm.drained()
+	c.readEnd()
+	return waiting
+}
+
+// readEnd ends a read of a message through shared memory (c.reading held): it notes
+// whether the read buffers still hold bytes, and lets the next reader in.
+func (c *conn) readEnd() {
 	more := c.w.buffered() > 0
-	waiting := more || !c.shm.drained()
 	if c.pending.Load() != more { // mostly unchanged: no write to publish
 		c.pending.Store(more)
 	}
 	c.reading.Store(false)
-	return waiting
 }
 
 // waiting is what readWaiting found.
@@ -139,7 +143,7 @@ func (c *conn) readWaiting() waiting {
 		return leftToReader
 	}
 	err := c.readMessage(frame, size, inRing)
-	c.readDone()
+	c.readEnd()
 	if err != nil {
 		c.readFailed(err)
 		c.shutdown()
