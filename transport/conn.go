@@ -49,7 +49,9 @@ type conn struct {
 	shm     *shmConn
 	reading atomic.Bool
 	pending atomic.Bool // the read buffers held bytes when the last read ended
-	wakeDue atomic.Bool // a message written ahead into the ring (enqueueMsg) waits for the peer's reader to be woken
+	// flushDue says that SendAhead left work for Flush: messages queued, or a record written
+	// into the ring while the peer's reader slept (enqueueMsg), which must be woken.
+	flushDue atomic.Bool
 
 	rh      Header // reader's current header
 	scratch []byte // reader's payload buffer when Sink gives none
@@ -132,9 +134,10 @@ func (c *conn) enqueue(o outMsg, mode sendMode) error { return c.enqueueMsg(&o.h
 // sends the queue as mode says (see push). The header is copied once, into the queue. A
 // small message sent directly or ahead on an idle connection through shared memory is not
 // queued at all, but written from h into a ring record of its own, which never waits for
-// the peer: sent directly, the peer's reader is woken at once when it sleeps; ahead, by the
-// connection's next write or flush, which the caller promises (see SendAhead), so that
-// nothing but memory is written under the caller's locks.
+// the peer: sent directly, the peer's reader is woken at once when it sleeps; ahead, when it
+// sleeps, by the connection's next write or flush, which the caller promises (see
+// SendAhead), so that nothing but memory is written under the caller's locks. A message
+// queued ahead leaves with that next write or flush too (flushDue).
 func (c *conn) enqueueMsg(h *Header, p []byte, mode sendMode) error {
 	h.Len = uint64(len(p))
 	c.mu.Lock()
@@ -151,21 +154,32 @@ func (c *conn) enqueueMsg(h *Header, p []byte, mode sendMode) error {
 				return c.gone()
 			case err != nil:
 			case mode == direct:
-				c.wakeDue.Store(false) // the wake-up below is theirs too
+				if c.flushDue.Load() { // nothing queued: the wake-up below is theirs too
+					c.flushDue.Store(false)
+				}
 				err = c.shm.wakePeer()
-			default:
-				c.wakeDue.Store(true)
+			case c.shm.readerSleeps():
+				c.flushDue.Store(true)
 			}
 			return c.wroteLocked(err)
 		}
 	}
 	c.q = append(c.q, outMsg{h: *h, p: p})
 	c.qBytes += len(p)
+	if mode == ahead && !c.flushDue.Load() {
+		c.flushDue.Store(true)
+	}
 	return c.push(mode)
 }
 
-// flush sends what is queued as mode says (see push).
+// flush sends what SendAhead left (flushDue) as mode says (see push): the queue, or else
+// the wake-up of the peer's reader. With nothing left, it returns at once, nil unless the
+// connection stopped.
 func (c *conn) flush(mode sendMode) error {
+	if !c.flushDue.Load() && !c.stopped.Load() {
+		return nil
+	}
+	c.flushDue.Store(false) // before the look at the queue: what is queued later sets it again
 	c.mu.Lock()
 	if c.closing || c.stopped.Load() {
 		c.mu.Unlock()
@@ -173,9 +187,7 @@ func (c *conn) flush(mode sendMode) error {
 	}
 	if len(c.q) == 0 {
 		c.mu.Unlock()
-		// The messages written ahead into the ring (see enqueueMsg) wake the peer's reader
-		// when it sleeps.
-		if c.wakeDue.Swap(false) {
+		if c.shm != nil {
 			if err := c.shm.wakePeer(); err != nil {
 				return c.writeFailed(err)
 			}
@@ -280,7 +292,6 @@ func (c *conn) writeBatch(batch []outMsg) error {
 				if err := c.commitRecord(rec, b, len(batch)); err != nil {
 					return err
 				}
-				c.wakeDue.Store(false) // the wake-up below is theirs too
 				return c.shm.wakePeer()
 			}
 		}

@@ -464,11 +464,19 @@ func (c *shmConn) Write(p []byte) (int, error) {
 // wakePeer wakes the peer's reader after a record was written into the out ring, when the
 // reader sleeps and no task of the peer polls the ring (see Write).
 func (c *shmConn) wakePeer() error {
-	if s := &c.out.h.sleeping; s.Load() == asleep && c.out.h.polling.Load() == 0 && s.CompareAndSwap(asleep, woken) {
+	if c.readerSleeps() && c.out.h.sleeping.CompareAndSwap(asleep, woken) {
 		_, err := c.sock.Write(c.wakeUp[:])
 		return err
 	}
 	return nil
+}
+
+// readerSleeps reports whether the peer's reader sleeps and no task of the peer polls the
+// out ring: the records written so far, looked at after their header's store (a full
+// barrier), must then wake it (wakePeer); otherwise the reader or the task reads them
+// before it sleeps or stops polling.
+func (c *shmConn) readerSleeps() bool {
+	return c.out.h.sleeping.Load() == asleep && c.out.h.polling.Load() == 0
 }
 
 // waitRoom waits a little for the peer to read, and returns how long the writer has waited

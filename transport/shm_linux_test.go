@@ -560,8 +560,29 @@ func TestSendNowWritesInPlace(t *testing.T) {
 
 // A small message sent ahead (SendAhead) on an idle connection through shared memory is
 // written into the ring at once, but wakes the peer's sleeping reader only with the flush
-// that the caller promised: nothing but memory is written under the caller's locks.
+// that the caller promised: nothing but memory is written under the caller's locks. A
+// reader that is awake reads it without a wake-up: nothing is left for the flush.
 func TestSendAheadWritesInPlaceAndFlushWakes(t *testing.T) {
+	c, reader := ringConns(t)
+	wakes := &countingSocket{}
+	c.shm.sock = wakes
+	h := Header{Type: TypeUser, Seq: 3}
+	if err := c.enqueueMsg(&h, []byte("grant"), ahead); err != nil {
+		t.Fatal(err)
+	}
+	if c.flushDue.Load() {
+		t.Error("after SendAhead to an awake reader: a flush is due, want none")
+	}
+	if err := c.flush(direct); err != nil || wakes.writes.Load() != 0 {
+		t.Errorf("Flush with nothing due: %v and %d wake-ups, want nil and 0", err, wakes.writes.Load())
+	}
+	readInPlace(t, reader, outMsg{h: Header{Type: TypeUser, Seq: 3, Len: 5}, p: []byte("grant")})
+	sendAheadToSleeper(t)
+}
+
+// sendAheadToSleeper is TestSendAheadWritesInPlaceAndFlushWakes with the peer's reader
+// asleep.
+func sendAheadToSleeper(t *testing.T) {
 	c, reader := ringConns(t)
 	wakes := &countingSocket{}
 	c.shm.sock = wakes
