@@ -135,14 +135,20 @@ func (b buffers) freeStale(stale *[][]byte) {
 
 // resizeKeep sets *b to n bytes, reallocating with alloc (freeing the old buffer) only when
 // it must grow; its callers fill it with a payload at once, so alloc gives a buffer whose
-// pages are faulted in (filled, or a spare mirror).
+// pages are faulted in (filled, or a spare mirror). It is small enough to be inlined: a
+// payload's buffer mostly keeps its size.
 func (bs buffers) resizeKeep(b *[]byte, n int, alloc func(int) []byte) []byte {
 	if n > cap(*b) {
-		bs.free(*b)
-		*b = alloc(n)
+		bs.regrow(b, n, alloc)
 	}
 	*b = (*b)[:n]
 	return *b
+}
+
+// regrow frees *b and sets it to a buffer of n bytes from alloc.
+func (bs buffers) regrow(b *[]byte, n int, alloc func(int) []byte) {
+	bs.free(*b)
+	*b = alloc(n)
 }
 
 // alignedBytes returns n zeroed bytes whose first byte is 8-byte aligned; never nil. Large
