@@ -50,8 +50,12 @@ func (o *observer) traced(h *handle.Handle, t ticket, e handle.Event) {
 }
 
 // endTransfer ends the span of a message's data arriving, if any (requester.grantSink,
-// owner.writeBackSink), once the message is handled.
-func endTransfer(s *trace.Span) {
+// owner.writeBackSink), once the message is handled; a job that records no trace begins
+// none.
+func (j *job) endTransfer(s *trace.Span) {
+	if j.rec == nil {
+		return
+	}
 	s.End()
 	*s = trace.Span{}
 }

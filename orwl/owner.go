@@ -118,7 +118,7 @@ func (o *owner) released(from int, m releaseMsg, payload []byte) error {
 		}
 	}
 	s.active = false
-	endTransfer(&s.transfer)
+	o.j.endTransfer(&s.transfer)
 	if m.failed {
 		if next != nil {
 			l.enqueue(&next.req, mode, false, next.pos, next.taskID, false)

@@ -168,7 +168,7 @@ func (r *requester) granted(from int, m grantMsg, payload []byte) error {
 	if err := q.landed(m); err != nil {
 		return err
 	}
-	endTransfer(&t.transfer)
+	r.j.endTransfer(&t.transfer)
 	t.version, t.grantFlow = m.version, m.flow
 	q.batch = append(q.batch, t)
 	if m.more {
