@@ -525,7 +525,7 @@ func (m *Mesh) pend(to int, role Role, o outMsg) *conn {
 }
 
 // conn returns the connection to rank to of the given role, nil when it is not up yet, or
-// why a message cannot be sent to to (small enough to be inlined: badPeer makes the error).
+// why a message cannot be sent to to (badPeer says which).
 func (m *Mesh) conn(to int, role Role) (*conn, error) {
 	if uint(to) >= uint(len(m.peers)) || to == m.rank || role > Owner {
 		return nil, m.badPeer(to, role)

@@ -179,7 +179,6 @@ func (w *ringWriter) place(need uint64) uint64 {
 // rewindEvery bytes of records at most.
 func (w *ringWriter) rewinds(off, need uint64) bool {
 	if off < max(rewindAfter, need+8) || int64(w.pos-w.look) < 0 { // positions wrap at 2^64
-
 		return false
 	}
 	if w.read != w.pos {
