@@ -65,6 +65,7 @@ func (j *job) connect(ctx context.Context) error {
 		Secret: j.info.Secret, Handler: j.node, Logger: j.log, Listener: ln, JobSpec: j.spec(),
 		PeerTimeout: j.peerTimeout, StartTimeout: j.startTimeout, Spin: j.spin(),
 		Oversubscribed: j.oversubscribed(),
+		ManySchedulers: j.manySchedulers(),
 		Idle:           func() bool { return j.det.idle(j.local) },
 		NoSharedMemory: os.Getenv(envShm) == "off",
 	})
@@ -136,13 +137,21 @@ func (j *job) spin() time.Duration {
 	return defaultSpin
 }
 
-// oversubscribed is transport.Config.Oversubscribed: the schedulers of this process and of
-// the job's other processes on this host (as many as this one's, GOMAXPROCS) outnumber its
-// cores, or the launcher did not say how many processes share the host, so that a polling
-// reader may take a core another process needs unless it gives it away at every look.
+// oversubscribed is transport.Config.Oversubscribed: the job's processes on this host
+// outnumber its cores, or the launcher did not say how many share the host, so that a
+// polling reader may take a core another process needs unless it gives it away at every
+// look.
 func (j *job) oversubscribed() bool {
 	local := j.info.LocalSize
-	return local == 0 || local*runtime.GOMAXPROCS(0) > runtime.NumCPU()
+	return local == 0 || local > runtime.NumCPU()
+}
+
+// manySchedulers is transport.Config.ManySchedulers: the job's processes on this host do
+// not outnumber its cores, but their schedulers (as many as this one's, GOMAXPROCS) do, as
+// when the user sets GOMAXPROCS.
+func (j *job) manySchedulers() bool {
+	local := j.info.LocalSize
+	return !j.oversubscribed() && local*runtime.GOMAXPROCS(0) > runtime.NumCPU()
 }
 
 // duration returns d, or else the duration in the environment variable name, or 0.

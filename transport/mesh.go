@@ -158,9 +158,17 @@ type Config struct {
 	// task that waits for a message polls (Mesh.Poll), for Spin at most, giving its core to
 	// the other threads at every look, and readers sleep at once. Default 0: no polling.
 	Spin time.Duration
-	// Oversubscribed says that the processes of the job on this host have more schedulers
-	// than the host has cores: it polls as on a crowded host, whatever its load.
+	// Oversubscribed says that the processes of the job on this host outnumber its cores:
+	// it polls as on a crowded host, whatever its load.
 	Oversubscribed bool
+	// ManySchedulers says that the processes of the job on this host have more schedulers
+	// in all (GOMAXPROCS each) than the host has cores, though not more processes: readers
+	// sleep at once, as on a crowded host, since a reader polling on a spare processor
+	// takes a core from another process's task; a task that waits polls for Spin at most,
+	// giving its core away at every look unless it is the only task of its process that
+	// polls, in a process that is idle (Idle): then the job's polling tasks are at most its
+	// processes, no more than the cores. Oversubscribed overrides it.
+	ManySchedulers bool
 	// Idle, when not nil, reports that the process has nothing to compute until a message
 	// comes (every task waits for one, in Poll or asleep). While it does, and every
 	// connection of the mesh goes through shared memory with its reader polling, the readers
@@ -231,7 +239,6 @@ type Mesh struct {
 	lifeMu     sync.Mutex         // orders Close with the goroutines and connections that start late
 	ctx        context.Context    // cancelled when Close begins: dials, handshakes
 	cancel     context.CancelFunc //
-	pollers    atomic.Int32       // goroutines in Poll
 	up         atomic.Bool        // Start has succeeded: losses are reported to the Handler
 	done       chan struct{}      // closed when Close begins
 	wg         sync.WaitGroup
@@ -348,7 +355,7 @@ func New(cfg Config) (*Mesh, error) {
 		peers:   peers,
 		done:    make(chan struct{}),
 		started: time.Now(),
-		readers: readerGroup{spin: cfg.Spin, idle: cfg.Idle},
+		readers: readerGroup{spin: cfg.Spin, idle: cfg.Idle, manySchedulers: cfg.ManySchedulers && !cfg.Oversubscribed},
 		coll:    newCollective(),
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
@@ -652,7 +659,7 @@ func (m *Mesh) Close() error {
 		t := time.AfterFunc(closeWait, func() { m.eachConn((*conn).shutdown) })
 		m.wg.Wait()
 		t.Stop()
-		for m.pollers.Load() > 0 { // a task's Poll is done with the segments, and none starts
+		for m.readers.pollers.Load() > 0 { // a task's Poll is done with the segments, and none starts
 			runtime.Gosched()
 		}
 		m.eachConn(func(c *conn) {

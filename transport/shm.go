@@ -119,8 +119,8 @@ func (m *Mesh) Poll(done func() bool, stop <-chan struct{}) {
 	if m.readers.spin == 0 || onRings == nil {
 		return
 	}
-	m.pollers.Add(1) // Close unmaps the segments once none polls, and none starts after
-	defer m.pollers.Add(-1)
+	m.readers.pollers.Add(1) // Close unmaps the segments once none polls, and none starts after
+	defer m.readers.pollers.Add(-1)
 	if m.closing.Load() {
 		return
 	}
@@ -130,7 +130,7 @@ func (m *Mesh) Poll(done func() bool, stop <-chan struct{}) {
 	// polls (ringHeader.polling) once a look found nothing, so that a wait whose messages
 	// have come already writes nothing into the rings' headers, which the peers' writers
 	// read.
-	crowded, polling := m.readers.crowd.crowded.Load(), false
+	crowded, polling := m.readers.sleepAtOnce(), false
 	defer func() {
 		if polling {
 			leaveRings(conns)
@@ -206,7 +206,7 @@ const idleBusyLooks = 256
 // through shared memory, asleep or not (Poll reads their rings itself); busyLooks otherwise.
 func (g *readerGroup) looksPerYield() int {
 	switch {
-	case g.crowd.crowded.Load():
+	case g.sleepAtOnce():
 		return 1
 	case g.idle != nil && g.sockets.Load() == 0 && g.idle():
 		return idleBusyLooks
@@ -236,11 +236,19 @@ func isClosed(ch <-chan struct{}) bool {
 // to poll keeps the process's run queue busy, and Go then looks at sockets only every 10ms
 // or so (its system monitor), so every reader must poll, or none.
 type readerGroup struct {
-	spin    time.Duration
-	idle    func() bool  // Config.Idle
-	sockets atomic.Int32 // connections that do not use shared memory: their readers wait on their sockets
-	asleep  atomic.Int32 // shared-memory readers asleep on their sockets
-	crowd   crowdProbe   // whether the host's cores are oversubscribed (see pollOn)
+	spin           time.Duration
+	idle           func() bool  // Config.Idle
+	manySchedulers bool         // Config.ManySchedulers
+	sockets        atomic.Int32 // connections that do not use shared memory: their readers wait on their sockets
+	asleep         atomic.Int32 // shared-memory readers asleep on their sockets
+	pollers        atomic.Int32 // tasks in Mesh.Poll
+	crowd          crowdProbe   // whether the host's cores are oversubscribed (see pollOn)
+}
+
+// sleepAtOnce reports whether the readers sleep at once, leaving the polling to the
+// tasks that wait (Mesh.Poll): on a crowded host, or with Config.ManySchedulers.
+func (g *readerGroup) sleepAtOnce() bool {
+	return g.manySchedulers || g.crowd.crowded.Load()
 }
 
 // maxIdleSpin bounds how long a reader polls in an idle process (Config.Idle).
@@ -264,7 +272,9 @@ const (
 // whether it is a task waiting in Poll rather than a connection's reader. It polls for spin;
 // past spin, only while the process is idle, no connection of the mesh waits on its socket
 // and the host is not crowded, up to maxIdleSpin. On a crowded host (or one that the job
-// oversubscribes) only a task polls, for spin, giving its core away at every look: a task
+// oversubscribes) only a task polls, for spin, giving its core away at every look, and with
+// many schedulers (Config.ManySchedulers) too, unless it is the only task of an idle process
+// that polls (the host's load then counts the runtime's own spinning threads): a task
 // reads the messages it waits for itself, and a process whose readers poll too has as
 // many threads wanting a core as it has processors, each of whose looks then waits for a
 // turn of every other: with its readers polling too, a stencil of 4 to 32 processes on 2
@@ -273,6 +283,14 @@ func (g *readerGroup) pollOn(polled time.Duration, now time.Time, task bool) pol
 	switch {
 	case g.spin == 0:
 		return pollStop
+	case g.manySchedulers:
+		switch {
+		case !task || polled >= g.spin:
+			return pollStop
+		case g.pollers.Load() > 1 || g.idle == nil || !g.idle():
+			return pollYieldThread
+		}
+		return pollYield
 	case g.crowd.Crowded(now):
 		if task && polled < g.spin {
 			return pollYieldThread

@@ -110,6 +110,51 @@ func TestReaderGroupOversubscribed(t *testing.T) {
 	}
 }
 
+// A job whose processes have more schedulers than the host has cores, though not more
+// processes (a user's GOMAXPROCS), leaves the polling to its tasks: a reader sleeps at once,
+// and a task polls within spin, giving its core away at every look unless it is the only
+// task of an idle process that polls: the job's polling tasks then number at most its
+// processes, no more than the cores, whatever the host's load says (which counts the
+// runtime's own spinning threads).
+func TestReaderGroupManySchedulers(t *testing.T) {
+	spin := 50 * time.Microsecond
+	idle := true
+	m, err := New(Config{Rank: 0, Size: 1, Spin: spin, Idle: func() bool { return idle }, ManySchedulers: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &m.readers
+	g.crowd.runnable = func() int { return crowdThreshold() + 1 }
+	for _, c := range []struct {
+		name    string
+		idle    bool
+		pollers int32
+		polled  time.Duration
+		task    bool
+		want    pollMode
+	}{
+		{"the only task polling", true, 1, 0, true, pollYield},
+		{"the only task polling, near spin", true, 1, spin - 1, true, pollYield},
+		{"the only task polling, past spin", true, 1, spin, true, pollStop},
+		{"two tasks polling", true, 2, 0, true, pollYieldThread},
+		{"a task computing", false, 1, 0, true, pollYieldThread},
+		{"a reader", true, 0, 0, false, pollStop},
+	} {
+		idle = c.idle
+		g.pollers.Store(c.pollers)
+		for range 3 { // samples, which say crowded
+			g.crowd.next.Store(0)
+			g.pollOn(c.polled, time.Now(), c.task)
+		}
+		if got := g.pollOn(c.polled, time.Now(), c.task); got != c.want {
+			t.Errorf("%s: pollOn(%v) = %v, want %v", c.name, c.polled, got, c.want)
+		}
+	}
+	if !g.sleepAtOnce() {
+		t.Error("with many schedulers, the readers do not sleep at once")
+	}
+}
+
 // hostRunnable reads the kernel's count of runnable threads, this one at least.
 func TestHostRunnable(t *testing.T) {
 	if _, err := os.Stat("/proc/loadavg"); err != nil {
