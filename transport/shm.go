@@ -126,11 +126,10 @@ func (m *Mesh) Poll(done func() bool, stop <-chan struct{}) {
 	}
 	conns := *onRings // a connection that comes later wakes its reader as before
 	every := m.readers.looksPerYield()
-	// On a crowded host the readers sleep at once (pollOn): the task tells the writers it
-	// polls (ringHeader.polling) once a look found nothing, so that a wait whose messages
-	// have come already writes nothing into the rings' headers, which the peers' writers
-	// read.
-	crowded, polling := m.readers.sleepAtOnce(), false
+	// Where the readers sleep at once (sleepAtOnce), the task tells the writers it polls
+	// (ringHeader.polling) once a look found nothing, so that a wait whose messages have
+	// come already writes nothing into the rings' headers, which the peers' writers read.
+	readersSleep, polling := m.readers.sleepAtOnce(), false
 	defer func() {
 		if polling {
 			leaveRings(conns)
@@ -155,7 +154,7 @@ func (m *Mesh) Poll(done func() bool, stop <-chan struct{}) {
 		switch {
 		case read:
 			poll, looks = poller{task: true}, 0
-		case crowded && !polling:
+		case readersSleep && !polling:
 			polling = true
 			for _, c := range conns {
 				c.shm.in.h.polling.Add(1)
@@ -200,24 +199,32 @@ const busyLooks = 16
 // goroutine switch at all.
 const idleBusyLooks = 256
 
-// looksPerYield is how many times Poll looks between two yields: one on a crowded host (as
-// last sampled), where a look over every connection is already long beside the wait for
-// the host's other threads; idleBusyLooks in an idle process whose connections all go
-// through shared memory, asleep or not (Poll reads their rings itself); busyLooks otherwise.
+// looksPerYield is how many times Poll looks between two yields: one where the readers
+// sleep at once (a crowded host, as last sampled, or many schedulers), where a look over
+// every connection is already long beside the wait for the host's other threads, and
+// pollOn's answer may change with the process's other tasks; idleBusyLooks in an idle
+// process whose connections all go through shared memory, asleep or not (Poll reads their
+// rings itself); busyLooks otherwise.
 func (g *readerGroup) looksPerYield() int {
 	switch {
 	case g.sleepAtOnce():
 		return 1
-	case g.idle != nil && g.sockets.Load() == 0 && g.idle():
+	case g.sockets.Load() == 0 && g.idleProcess():
 		return idleBusyLooks
 	}
 	return busyLooks
 }
 
-// idleOnRings reports whether the process is idle (Config.Idle) and no connection of the
-// mesh waits on its socket: nothing that a reader's polling would delay.
+// idleOnRings reports whether the process is idle and no connection of the mesh waits on
+// its socket: nothing that a reader's polling would delay.
 func (g *readerGroup) idleOnRings() bool {
-	return g.idle != nil && g.sockets.Load()+g.asleep.Load() == 0 && g.idle()
+	return g.sockets.Load()+g.asleep.Load() == 0 && g.idleProcess()
+}
+
+// idleProcess reports whether every task of the process waits for a message (Config.Idle);
+// false without Idle.
+func (g *readerGroup) idleProcess() bool {
+	return g.idle != nil && g.idle()
 }
 
 // isClosed reports whether ch is closed; a nil ch never is.
@@ -287,7 +294,7 @@ func (g *readerGroup) pollOn(polled time.Duration, now time.Time, task bool) pol
 		switch {
 		case !task || polled >= g.spin:
 			return pollStop
-		case g.pollers.Load() > 1 || g.idle == nil || !g.idle():
+		case g.pollers.Load() > 1 || !g.idleProcess():
 			return pollYieldThread
 		}
 		return pollYield
