@@ -6,15 +6,15 @@ import (
 	"github.com/orwl-go/orwl/transport"
 )
 
-// Reading a grant. A grant of a location of another process reads 925 lines (wc -l), in
+// Reading a grant. A grant of a location of another process reads 933 lines (wc -l), in
 // this order:
 //
 //	node.go            50  this guide, the node
-//	handle/handle.go  140  Ticket, Queue; Handle.Request, Acquire, Release
+//	handle/handle.go  142  Ticket, Queue; Handle.Request, Acquire, Release
 //	handle/latch.go   121  the latch: Acquire waits on it, a grant settles it
-//	remote.go         193  the requester: Request, sendRelease, granted
+//	remote.go         192  the requester: Request, sendRelease, granted
 //	protocol.go       150  the three messages; node.Sink and node.Handle dispatch them
-//	owner.go          134  the owner: place, served.granted, released
+//	owner.go          141  the owner: place, served.granted, released
 //	location.go       137  the FIFO operations (enqueue, release, deliver), ticketBase
 //
 // Handle.Request calls remoteQueue.Request, which sends a requestMsg; at the owner,
