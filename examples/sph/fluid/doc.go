@@ -47,6 +47,13 @@
 // (position, velocity, ρ, P/ρ²). Both phases select the kernel's pieces and the
 // viscosity with masks, not with branches that a neighbour takes at random.
 //
+// On amd64 with AVX2 the three loops over a particle's candidates and neighbours (the
+// distance filter, the density sum with F(r), the force sum) run in assembly
+// (kernel_amd64.s), four at a time: the same IEEE operations in the same order, with no
+// fused multiply-add, and every sum added lane after lane in index order, so the bits are
+// those of the scalar Go loops (kernel.go). Those do the rest of every list (fewer than
+// four), and everything on other architectures or with the purego build tag.
+//
 // # A step, and its locations
 //
 // A task's state between two steps lives in its location parts: its particles (ids,

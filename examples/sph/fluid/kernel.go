@@ -280,9 +280,19 @@ func (w *window) density() int64 {
 
 // filter writes to dst the indexes j0+j of the points (xs[j], ys[j], zs[j]) closer to (xi,
 // yi, zi) than the support (r² < H2), in order, and their r² to r2 at the same places; it
-// returns how many. It writes every candidate and advances only past the neighbours,
-// without a branch: dst and r2 must have room for all of xs.
+// returns how many. dst and r2 must have room for all of xs: past the neighbours they
+// receive scratch values. The vector kernel (filterVec) does a prefix where it exists,
+// filterScalar the rest; both give the same bits.
 func filter(dst []int32, r2 []float64, xs, ys, zs []float64, j0 int32, xi, yi, zi, H2 float64) int {
+	ys, zs = ys[:len(xs)], zs[:len(xs)]
+	dst, r2 = dst[:len(xs)], r2[:len(xs)]
+	n, done := filterVec(dst, r2, xs, ys, zs, j0, xi, yi, zi, H2)
+	return n + filterScalar(dst[n:], r2[n:], xs[done:], ys[done:], zs[done:], j0+int32(done), xi, yi, zi, H2)
+}
+
+// filterScalar is filter one candidate at a time. It writes every candidate and advances
+// only past the neighbours, without a branch.
+func filterScalar(dst []int32, r2 []float64, xs, ys, zs []float64, j0 int32, xi, yi, zi, H2 float64) int {
 	ys, zs = ys[:len(xs)], zs[:len(xs)]
 	dst, r2 = dst[:len(xs)], r2[:len(xs)]
 	n := 0
@@ -296,10 +306,18 @@ func filter(dst []int32, r2 []float64, xs, ys, zs []float64, j0 int32, xi, yi, z
 }
 
 // kernelSum returns W(0) + Σ W(r) over the squared distances r2, in order, and writes
-// F(r) = W'(r)/r of each to f, for the force phase. It computes both pieces of W and F
-// and keeps those of q < 1 or of q >= 1 with a mask: the branch would be taken at random.
+// F(r) = W'(r)/r of each to f, for the force phase: the vector kernel (kernelSumVec) does
+// a prefix where it exists, kernelSumScalar the rest, with the same bits.
 func kernelSum(r2, f []float64, k *consts) float64 {
-	acc := k.sigma
+	f = f[:len(r2)]
+	acc, done := kernelSumVec(k.sigma, r2, f, k)
+	return kernelSumScalar(acc, r2[done:], f[done:], k)
+}
+
+// kernelSumScalar returns acc + Σ W(r) over r2, in order, one at a time, and writes F(r) of
+// each to f. It computes both pieces of W and F and keeps those of q < 1 or of q >= 1
+// with a mask: the branch would be taken at random.
+func kernelSumScalar(acc float64, r2, f []float64, k *consts) float64 {
 	f = f[:len(r2)]
 	for i, d := range r2 {
 		r := math.Sqrt(d)
@@ -327,37 +345,49 @@ func kernelSum(r2, f []float64, k *consts) float64 {
 // new positions and velocities, walls applied, at their indexes in canonical order.
 func (w *window) forces(out *particles, a, b int) {
 	k := w.k
-	bodies := w.b
 	for i := int(w.start[a-w.w0]); i < int(w.start[b-w.w0]); i++ {
-		bi := bodies[i]
-		var sx, sy, sz float64
+		bi := &w.b[i]
 		nb := w.nb[w.nbFirst[i-w.o0]:w.nbFirst[i-w.o0+1]]
 		fs := w.nbF[w.nbFirst[i-w.o0]:][:len(nb)]
-		for n, j := range nb {
-			bj := &bodies[j]
-			dx, dy, dz := bi.x-bj.x, bi.y-bj.y, bi.z-bj.z
-			vdotr := float64(float64((bi.vx-bj.vx)*dx)+float64((bi.vy-bj.vy)*dy)) + float64((bi.vz-bj.vz)*dz)
-			// The viscosity, computed always and kept when vdotr < 0 with a mask (+0
-			// otherwise, as 0.0), rather than a branch taken at random.
-			r2 := float64(float64(dx*dx)+float64(dy*dy)) + float64(dz*dz)
-			mu := (k.h * vdotr) / (r2 + k.epsh2)
-			visc := (float64((2.0*mu)*mu) - mu) / (0.5 * (bi.rho + bj.rho))
-			var keep uint64
-			if vdotr < 0.0 {
-				keep = ^uint64(0)
-			}
-			visc = math.Float64frombits(math.Float64bits(visc) & keep)
-			g := (k.m * ((bi.pt + bj.pt) + visc)) * fs[n]
-			sx += float64(g * dx)
-			sy += float64(g * dy)
-			sz += float64(g * dz)
-		}
+		var s [3]float64
+		done := forceSumVec(&s, bi, w.b, nb, fs, k)
+		forceSumScalar(&s, *bi, w.b, nb[done:], fs[done:], k)
 		o := i - w.o0
 		out.id[o] = w.id[o]
-		out.x[o], out.vx[o] = integrate(bi.x, bi.vx, -sx, k.dt)
-		out.y[o], out.vy[o] = integrate(bi.y, bi.vy, -sy, k.dt)
-		out.z[o], out.vz[o] = integrate(bi.z, bi.vz, -sz, k.dt)
+		out.x[o], out.vx[o] = integrate(bi.x, bi.vx, -s[0], k.dt)
+		out.y[o], out.vy[o] = integrate(bi.y, bi.vy, -s[1], k.dt)
+		out.z[o], out.vz[o] = integrate(bi.z, bi.vz, -s[2], k.dt)
 	}
+}
+
+// forceSumScalar adds to s, one neighbour at a time in order, the terms
+// m (pt_i + pt_j + Π_ij) F(r_ij) (x_i − x_j) of body bi's neighbours nb (indexes in
+// bodies), whose F(r) are fs: each component of s is a sum in neighbour order. The
+// vector kernel (forceSumVec) does a prefix of the neighbours where it exists, with the
+// same bits.
+func forceSumScalar(s *[3]float64, bi body, bodies []body, nb []int32, fs []float64, k *consts) {
+	sx, sy, sz := s[0], s[1], s[2]
+	fs = fs[:len(nb)]
+	for n, j := range nb {
+		bj := &bodies[j]
+		dx, dy, dz := bi.x-bj.x, bi.y-bj.y, bi.z-bj.z
+		vdotr := float64(float64((bi.vx-bj.vx)*dx)+float64((bi.vy-bj.vy)*dy)) + float64((bi.vz-bj.vz)*dz)
+		// The viscosity, computed always and kept when vdotr < 0 with a mask (+0
+		// otherwise, as 0.0), rather than a branch taken at random.
+		r2 := float64(float64(dx*dx)+float64(dy*dy)) + float64(dz*dz)
+		mu := (k.h * vdotr) / (r2 + k.epsh2)
+		visc := (float64((2.0*mu)*mu) - mu) / (0.5 * (bi.rho + bj.rho))
+		var keep uint64
+		if vdotr < 0.0 {
+			keep = ^uint64(0)
+		}
+		visc = math.Float64frombits(math.Float64bits(visc) & keep)
+		g := (k.m * ((bi.pt + bj.pt) + visc)) * fs[n]
+		sx += float64(g * dx)
+		sy += float64(g * dy)
+		sz += float64(g * dz)
+	}
+	s[0], s[1], s[2] = sx, sy, sz
 }
 
 // integrate is one component of the symplectic Euler step and the walls' reflection.
