@@ -46,7 +46,11 @@ func (c Checking) resolve() (bool, error) {
 // (hugemem.Retire), never used again: a write through a read handle's data, and a use of a
 // slice of before Resize or after Run, fault at every size, and the task's Section (or its
 // recovery, callTask) reports the misuse (handle.ErrReadOnlyData, handle.ErrStaleData).
-type buffers struct{ checked bool }
+//
+// In a job of several processes (share), the data of a location of hugemem.Threshold bytes
+// or more is a shared buffer (hugemem.AllocShared), which the processes of this host read
+// in place, through a view, instead of receiving a copy (mirror.go).
+type buffers struct{ checked, share bool }
 
 // alloc returns n zeroed bytes, 8-byte aligned; never nil.
 func (b buffers) alloc(n int) []byte {
@@ -64,7 +68,25 @@ func (b buffers) filled(n int) []byte {
 	return filledBytes(n)
 }
 
-// free frees buf, a buffer of alloc or filled, which must not be used afterwards (in a
+// data is alloc for the data of a location: shared where the job shares (see buffers).
+func (b buffers) data(n int) []byte {
+	if b.share && n >= hugemem.Threshold {
+		return hugemem.AllocShared(n)
+	}
+	return b.alloc(n)
+}
+
+// filledData is data for a buffer that the caller fills at once (see filledBytes).
+func (b buffers) filledData(n int) []byte {
+	if b.share && n >= hugemem.Threshold {
+		d := hugemem.AllocShared(n)
+		hugemem.Populate(d)
+		return d
+	}
+	return b.filled(n)
+}
+
+// free frees buf, a buffer of alloc, filled, data or filledData, or a view (mirror.go), which must not be used afterwards (in a
 // checked job every use faults).
 func (b buffers) free(buf []byte) {
 	if b.checked {
@@ -100,12 +122,12 @@ func (l *location) guardReads(rs []*fifo.Request, by int) {
 }
 
 // resize sets *data, under a write grant, to n bytes, keeping the common prefix and
-// zero-filling the rest, and returns it. A checked job always moves the data to a new
+// zero-filling the rest, and returns it; a new buffer comes from alloc. A checked job always moves the data to a new
 // buffer and retires the old one, so that the slice of before faults at every size.
 // Otherwise the buffer is kept when its capacity allows it, and one that is replaced waits
 // in *stale until the grant's release (freeStale), so that a write through the slice of
 // before is lost at every size, rather than faulting on a mapped buffer only.
-func (b buffers) resize(data *[]byte, stale *[][]byte, n int) []byte {
+func (b buffers) resize(data *[]byte, stale *[][]byte, n int, alloc func(int) []byte) []byte {
 	old := *data
 	if !b.checked && n <= cap(old) {
 		*data = old[:n]
@@ -114,7 +136,7 @@ func (b buffers) resize(data *[]byte, stale *[][]byte, n int) []byte {
 		}
 		return *data
 	}
-	*data = b.alloc(n)
+	*data = alloc(n)
 	copy(*data, old)
 	if b.checked {
 		b.free(old)

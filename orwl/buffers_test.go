@@ -244,7 +244,8 @@ func recycledMirrors(ctx context.Context, remote bool) error {
 
 // TestMirrorsRecycled: a mirror whose data changes before its process reads it again gives
 // its buffer to the next mirror that needs one; every read sees its data, in one process
-// and in two.
+// and in two. The two copy what they read (ORWL_SHM=off), as processes of two hosts do:
+// on one host they read in place (TestReadInPlaceOnOneHost).
 func TestMirrorsRecycled(t *testing.T) {
 	t.Run("1 process", func(t *testing.T) {
 		if err := recycledMirrors(context.Background(), false); err != nil {
@@ -255,7 +256,7 @@ func TestMirrorsRecycled(t *testing.T) {
 		if runtime.GOOS != "linux" {
 			t.Skip("mirrors are mapped on Linux only")
 		}
-		p := startScenario(t, "recycle", 2, nil, func(int) []string { return nil })
+		p := startScenario(t, "recycle", 2, nil, func(int) []string { return []string{"ORWL_SHM=off"} })
 		outs, codes := p.wait()
 		expectExitZero(t, outs, codes)
 	})

@@ -137,7 +137,11 @@
 // of a write whose Resize replaced them, so a slice from Map must not outlive its section
 // (see Checked jobs); a mirror that its
 // process will not read before the data changes, or that no request of its process needs
-// any more, gives its buffer to the next mirror that needs one. The environment
+// any more, gives its buffer to the next mirror that needs one. A process of the same host
+// (whose messages go through shared memory) reads data of 2 MiB or more in place instead:
+// the owner's buffer is shared memory, which the reader maps read-only, so nothing is
+// copied and a write through a read's data faults in every job (ORWL_SHM=off turns this
+// off, and the rings with it). The environment
 // variable ORWL_HUGEPAGES=on asks for transparent huge pages for them (512 times fewer page
 // faults when they are first touched; faster where the system has the memory at hand, but
 // slower on a virtual machine whose host lends memory lazily), off refuses them; unset, the

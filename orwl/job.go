@@ -67,7 +67,7 @@ func (j *job) connect(ctx context.Context) error {
 		Oversubscribed: j.oversubscribed(),
 		ManySchedulers: j.manySchedulers(),
 		Idle:           func() bool { return j.det.idle(j.local) },
-		NoSharedMemory: os.Getenv(envShm) == "off",
+		NoSharedMemory: noSharedMemory(),
 	})
 	if err != nil {
 		return fmt.Errorf("orwl: rank %d of %d: %w", j.rank, j.procs, err)
@@ -118,7 +118,7 @@ const (
 	envPeerTimeout  = "ORWL_PEER_TIMEOUT"
 	envStartTimeout = "ORWL_START_TIMEOUT"
 	envSpin         = "ORWL_SPIN"
-	envShm          = "ORWL_SHM" // "off": processes of one host talk over their sockets
+	envShm          = "ORWL_SHM" // "off": processes of one host talk over their sockets, and copy data
 )
 
 // defaultSpin is how long a connection through shared memory polls for the next message
@@ -190,3 +190,7 @@ func newNode(j *job, log *slog.Logger) *node {
 func (n *node) setMesh(m *transport.Mesh) {
 	n.mesh, n.req.mesh, n.own.mesh = m, m, m
 }
+
+// noSharedMemory reports whether ORWL_SHM is "off": the processes of a host then share no
+// memory, neither for their messages nor for the data of locations (buffers.share).
+func noSharedMemory() bool { return os.Getenv(envShm) == "off" }

@@ -26,6 +26,14 @@ import (
 // (spareMirrors): a job that reads many locations of other processes once each, a tiled
 // factorisation, pays the page faults of a fresh buffer only for the mirrors it reads at
 // the same time.
+//
+// A process of the same host reads shared data in place (buffers.share): the owner names
+// it in a read's grant (served.granted: a view), and the mirror is then a read-only view of
+// the owner's buffer (hugemem.View), mapped at the first such grant and again when the
+// owner's buffer changes; nothing is copied, the view takes no fresh memory, and a write
+// through a read's data faults there whatever the job (ErrReadOnlyData). The owner counts
+// the requester as holding no copy, so that a write grant brings data, which replaces the
+// view by a buffer of the requester's own.
 
 // spareMirrors are the buffers of mirrors given up (see above), for the next mirror that
 // needs a buffer. Only mapped buffers are kept (hugemem.Threshold): a smaller one is Go
@@ -77,18 +85,57 @@ type mirrorState struct {
 	held    int      // grants delivered and not given back (sendMu)
 	recycle bool     // the last batch said recycle (sendMu)
 	guarded bool     // the mirror is read-only: read grants hold it, in a checked job (sendMu)
+	viewing bool     // the mirror is a view of the owner's data, viewed
+	viewed  hugemem.Share
 }
 
 // landed takes the version that grant m brings: its data, if any, is in the mirror already
-// (grantSink); a grant without data must find the mirror holding its version.
-func (q *remoteQueue) landed(m grantMsg) error {
-	if m.data {
+// (grantSink); a view's payload names the data (landView); a grant without either must
+// find the mirror holding its version.
+func (q *remoteQueue) landed(m grantMsg, payload []byte) error {
+	switch {
+	case m.data:
 		q.r.j.bufs.resizeKeep(&q.mirror, m.size, q.r.spare.take) // sets the size, 0 included
-		q.version = m.version
-	} else if q.version != m.version {
+	case m.view:
+		if err := q.landView(payload); err != nil {
+			return fmt.Errorf("grant of %s: reading it in rank %d's memory (ORWL_SHM=off copies it instead): %w", q.r.j.locationAt(m.loc), q.owner, err)
+		}
+	case q.version != m.version:
 		return fmt.Errorf("grant of %s without data: this process's copy holds version %d, not %d", q.r.j.locationAt(m.loc), q.version, m.version)
 	}
+	q.version = m.version
 	return nil
+}
+
+// landView makes the mirror a view of the owner's data that payload names, mapped unless
+// it is already. As data does, a new view comes only when no grant of q is held (the
+// owner's buffer changes under a write grant, a switch from a copy needs a new version),
+// so the mirror's buffer may go (dropMirror).
+func (q *remoteQueue) landView(payload []byte) error {
+	s, err := hugemem.ParseShare(payload)
+	if err != nil || q.viewing && q.viewed == s {
+		return err
+	}
+	v, err := hugemem.View(s)
+	if err != nil {
+		return err
+	}
+	q.dropMirror()
+	q.mirror, q.viewing, q.viewed = v, true, s
+	return nil
+}
+
+// dropMirror lets the mirror's buffer go, which no grant holds: a view is unmapped, a mapped
+// buffer goes to the spares, and the mirror holds nothing.
+func (q *remoteQueue) dropMirror() {
+	switch {
+	case q.viewing:
+		q.r.j.bufs.free(q.mirror)
+		q.viewing = false
+	case hugemem.Mapped(q.mirror):
+		q.r.spare.keep(q.mirror)
+	}
+	q.mirror = alignedBytes(0)
 }
 
 // hold counts n grants of a batch delivered, the last of which said recycle; read: they
@@ -116,7 +163,7 @@ func (q *remoteQueue) givenBack(version uint64, written bool) bool {
 	var spare []byte
 	if q.held == 0 {
 		q.guard(false)
-		if !written && (q.recycle || q.active == 0) && hugemem.Mapped(q.mirror) {
+		if !written && (q.recycle || q.active == 0) && !q.viewing && hugemem.Mapped(q.mirror) {
 			spare, q.mirror, q.version = q.mirror, alignedBytes(0), 0
 		}
 		q.recycle = false
@@ -165,6 +212,9 @@ func (r *requester) grantSink(from int, m grantMsg) ([]byte, error) {
 		q.guard(false)
 		q.sendMu.Unlock()
 	}
+	if q.viewing { // the owner's buffer, read-only: the data needs a buffer of this process's
+		q.dropMirror()
+	}
 	return r.j.bufs.resizeKeep(&q.mirror, m.size, r.spare.take), nil
 }
 
@@ -211,5 +261,5 @@ func (o *owner) writeBackSink(from int, m releaseMsg) ([]byte, error) {
 	if o.j.rec != nil {
 		s.transfer = o.j.rec.TaskTrack(s.loc.id.Task).BeginTransfer(trace.Loc(s.loc.id), trace.In, from, int64(m.size))
 	}
-	return o.j.bufs.resizeKeep(&s.loc.data, m.size, o.j.bufs.filled), nil
+	return o.j.bufs.resizeKeep(&s.loc.data, m.size, o.j.bufs.filledData), nil
 }

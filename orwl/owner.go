@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/orwl-go/orwl/fifo"
+	"github.com/orwl-go/orwl/internal/hugemem"
 	"github.com/orwl-go/orwl/trace"
 	"github.com/orwl-go/orwl/transport"
 )
@@ -38,17 +39,25 @@ type owner struct {
 }
 
 // granted sends the grant, with the data when the requester's mirror does not hold this
-// version. It is queued under the location's sendMu, so that the first grant of a version
-// that a process receives carries it, and flushed after (onTask: by this goroutine).
+// version, or, for a read by a process of this host, the name of the data, which it reads
+// in place (mirror.go). It is queued under the location's sendMu, so that the first grant
+// of a version that a process receives carries it, and flushed after (onTask: by this
+// goroutine).
 func (s *served) granted(onTask, more bool) {
 	l := s.loc
-	flow := l.traceGrant(s.taskID, s.req.Mode())
+	mode := s.req.Mode()
+	flow := l.traceGrant(s.taskID, mode)
 	l.sendMu.Lock()
 	m := grantMsg{loc: l.index, ticket: s.id, version: l.version, flow: flow, more: more, recycle: s.recycle && !more}
 	var payload []byte
 	if l.mirrors[s.from] != l.version {
-		m.data, payload = true, l.data
-		l.mirrors[s.from] = l.version
+		if share, ok := s.o.viewable(s.from, l, mode); ok {
+			m.view, payload = true, share.Append(nil)
+			l.mirrors[s.from] = 0 // the requester keeps no copy
+		} else {
+			m.data, payload = true, l.data
+			l.mirrors[s.from] = l.version
+		}
 	}
 	s.delivered.Add(1)
 	err := s.o.mesh.SendAhead(s.from, transport.Owner, m.header(), payload)
@@ -59,6 +68,16 @@ func (s *served) granted(onTask, more bool) {
 	if err != nil && !errors.Is(err, transport.ErrPeerClosed) { // closed: nobody waits for it
 		s.o.j.fail(fmt.Errorf("orwl: sending the grant of %s to rank %d: %w", l.id, s.from, err))
 	}
+}
+
+// viewable returns the name of l's data when rank from, which is granted it in mode, reads
+// it in place: a read, of data in a shared buffer (buffers.share), by a process of this
+// host. l.sendMu held.
+func (o *owner) viewable(from int, l *location, mode fifo.Mode) (hugemem.Share, bool) {
+	if mode != fifo.Read || len(l.data) < hugemem.Threshold || !o.mesh.SharedMemory(from, transport.Owner) {
+		return hugemem.Share{}, false
+	}
+	return hugemem.SharedAt(l.data)
 }
 
 // place places request m of rank from in the FIFO of one of our locations, or refuses it
@@ -135,7 +154,7 @@ func (o *owner) released(from int, m releaseMsg, payload []byte) error {
 	l.traceRelease(s.taskID, mode, m.flow)
 	write := m.data && mode == fifo.Write
 	if write {
-		o.j.bufs.resizeKeep(&l.data, m.size, o.j.bufs.filled) // sets the size, 0 included
+		o.j.bufs.resizeKeep(&l.data, m.size, o.j.bufs.filledData) // sets the size, 0 included
 	}
 	return l.release(&s.req, write, from, false, next)
 }

@@ -27,6 +27,7 @@ const (
 	flagRefused             // grantMsg: the owner refused the request; the payload says why
 	flagFailed              // releaseMsg: the access failed; the payload says why
 	flagMore                // grantMsg: another grant of the same FIFO operation follows for this process
+	flagView                // grantMsg: the payload names the data, to read in place (hugemem.Share)
 
 	flagRecycle = flagFailed  // grantMsg: the requester's copy is not read again before the data changes
 	flagDropped = flagRefused // releaseMsg: the requester's mirror holds nothing any more
@@ -66,7 +67,8 @@ func decodeRequest(h *transport.Header) requestMsg {
 }
 
 // grantMsg tells the requester that ticket is granted, with the data (the payload) when its
-// mirror does not hold version, or that the owner refused it (the payload says why). The
+// mirror does not hold version, or the name of the data to read in place (view: a read of
+// a process of the same host, mirror.go), or that the owner refused it (the payload says why). The
 // grants of one FIFO operation for one process all but the last say more, and are delivered
 // together; the last may say recycle (mirror.go).
 type grantMsg struct {
@@ -76,18 +78,18 @@ type grantMsg struct {
 	flow    trace.FlowID // the trace flow of the release that caused the grant
 	size    int          // the payload's length, when decoded (the transport sets it on sending)
 
-	data, refused, more, recycle bool // the flags
+	data, refused, more, recycle, view bool // the flags
 }
 
 func (m grantMsg) header() transport.Header {
 	return transport.Header{Type: msgGrant, Key: m.loc, ID: m.ticket, Seq: m.version, Arg: int64(m.flow),
-		Flags: flags(m.data, flagData) | flags(m.refused, flagRefused) | flags(m.more, flagMore) | flags(m.recycle, flagRecycle)}
+		Flags: flags(m.data, flagData) | flags(m.refused, flagRefused) | flags(m.more, flagMore) | flags(m.recycle, flagRecycle) | flags(m.view, flagView)}
 }
 
 func decodeGrant(h *transport.Header) grantMsg {
 	return grantMsg{loc: h.Key, ticket: h.ID, version: h.Seq, flow: trace.FlowID(h.Arg),
 		data: h.Flags&flagData != 0, refused: h.Flags&flagRefused != 0, more: h.Flags&flagMore != 0,
-		recycle: h.Flags&flagRecycle != 0, size: int(h.Len)}
+		recycle: h.Flags&flagRecycle != 0, view: h.Flags&flagView != 0, size: int(h.Len)}
 }
 
 // releaseMsg ends the access of ticket: a write's carries the data (the payload), a failed

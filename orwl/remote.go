@@ -165,7 +165,7 @@ func (r *requester) granted(from int, m grantMsg, payload []byte) error {
 		return nil
 	}
 	q := t.q
-	if err := q.landed(m); err != nil {
+	if err := q.landed(m, payload); err != nil {
 		return err
 	}
 	r.j.endTransfer(&t.transfer)

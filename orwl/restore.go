@@ -401,7 +401,7 @@ func (c *checkpointer) restore() error {
 			if a := r.incoming[i]; a != nil {
 				l.data, a.buf = a.buf, nil // the buffer it arrived in
 			} else {
-				l.data = alignedBytes(int(p.Size))
+				l.data = c.j.bufs.data(int(p.Size))
 				err = r.load(i, l.data)
 			}
 		}

@@ -259,6 +259,7 @@ func newJob(cfg Config) (*job, error) {
 	if j.bufs.checked, err = cfg.Checked.resolve(); err != nil {
 		return nil, err
 	}
+	j.bufs.share = j.procs > 1 && !noSharedMemory()
 	if j.traceFile = cfg.Trace; j.traceFile == "" {
 		j.traceFile = os.Getenv("ORWL_TRACE")
 	}

@@ -71,7 +71,7 @@ func (t *Task) Scale(name string, bytes int) {
 		return
 	}
 	freeBytes(l.data)
-	l.data = alignedBytes(bytes)
+	l.data = t.job.bufs.data(bytes)
 }
 
 // complain records a mistake: before the schedule Schedule reports it to every task, after it

@@ -87,7 +87,7 @@ func (t *localTicket) Granted() bool {
 
 func (t *localTicket) Resize(n int) ([]byte, error) {
 	l := t.loc
-	return l.j.bufs.resize(&l.data, &l.stale, n), nil
+	return l.j.bufs.resize(&l.data, &l.stale, n, l.j.bufs.data), nil
 }
 
 // Granted reports whether t's grant arrived, waiting for a batch being delivered (granted).
@@ -102,7 +102,7 @@ func (t *remoteTicket) Granted() bool {
 
 func (t *remoteTicket) Resize(n int) ([]byte, error) {
 	q := t.q
-	return q.r.j.bufs.resize(&q.mirror, &q.stale, n), nil
+	return q.r.j.bufs.resize(&q.mirror, &q.stale, n, q.r.j.bufs.alloc), nil
 }
 
 func (t *localTicket) where() uint32 { return t.loc.index }

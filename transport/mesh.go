@@ -417,6 +417,15 @@ func (m *Mesh) Rank() int { return m.rank }
 // Size returns the number of processes in the job.
 func (m *Mesh) Size() int { return m.size }
 
+// SharedMemory reports whether the connection of the given role to rank to is up and
+// carries its messages through shared memory (shm.go): the peer runs on this host, as this
+// user, in this network namespace, so it may also map this process's shared buffers
+// (hugemem.View).
+func (m *Mesh) SharedMemory(to int, role Role) bool {
+	c, err := m.conn(to, role)
+	return err == nil && c != nil && c.shm != nil
+}
+
 // Send queues the message (h, payload) to rank to on the connection of the given role and
 // returns without waiting for the network. h.Len is set to len(payload); h.Type must be >=
 // TypeUser. A payload of any size is streamed in fragments of bounded size, without being

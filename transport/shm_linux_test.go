@@ -19,7 +19,7 @@ import (
 )
 
 // Processes of one host (here: meshes of one process) talk through shared memory, both
-// ways, on both connections of every pair.
+// ways, on both connections of every pair, and SharedMemory says so.
 func TestSameHostUsesSharedMemory(t *testing.T) {
 	meshes, _ := startMeshes(t, 3, nil)
 	for _, m := range meshes {
@@ -27,7 +27,13 @@ func TestSameHostUsesSharedMemory(t *testing.T) {
 			if _, ok := c.w.nc.(*shmConn); !ok {
 				t.Errorf("rank %d's %s connection to rank %d is a %T, not shared memory", m.rank, c.role, c.peer, c.w.nc)
 			}
+			if !m.SharedMemory(c.peer, c.role) {
+				t.Errorf("rank %d: SharedMemory(%d, %s) is false", m.rank, c.peer, c.role)
+			}
 		})
+		if m.SharedMemory(m.rank, Owner) || m.SharedMemory(-1, Owner) {
+			t.Errorf("rank %d: SharedMemory is true of itself or of rank -1", m.rank)
+		}
 	}
 }
 
@@ -82,7 +88,7 @@ func TestNoSharedMemory(t *testing.T) {
 	for _, side := range []int{0, 1} {
 		meshes, recs := startMeshes(t, 2, func(rank int, c *Config) { c.NoSharedMemory = rank == side })
 		meshes[0].eachConn(func(c *conn) {
-			if _, ok := c.w.nc.(*shmConn); ok {
+			if _, ok := c.w.nc.(*shmConn); ok || meshes[0].SharedMemory(c.peer, c.role) {
 				t.Errorf("NoSharedMemory on rank %d: the %s connection is shared memory", side, c.role)
 			}
 		})

@@ -23,6 +23,9 @@
 // copies a buffer's bytes into another by moving its pages there, where it can, so that
 // data lent to a buffer is neither copied nor faults fresh pages in.
 //
+// AllocShared maps a buffer that other processes of the host may read in place (View):
+// shared.go.
+//
 // For checks of how a buffer is used, Pages maps a buffer of any size on pages of its own;
 // Protect makes a mapped buffer read-only or writable again, Retire makes it inaccessible for
 // good, and Find tells what a faulting address belongs to, so that a fault can be explained.
@@ -36,22 +39,36 @@ import (
 
 // Threshold is the size from which Alloc maps a buffer instead of taking it from the Go
 // heap: one huge page.
-const Threshold = 2 << 20
+const Threshold = hugePage
 
-// mapped records the regions Alloc and Pages mapped, by the address of their first byte,
-// so that Free knows what to unmap, and ignores what it did not map; retired records the
-// regions Retire made inaccessible, which nothing maps again.
+// hugePage is the size of a transparent huge page on the architectures Go supports.
+const hugePage = 2 << 20
+
+// mapped records the regions Alloc, AllocShared, Pages and View mapped, by the address of
+// their first byte, so that Free knows what to unmap, and ignores what it did not map;
+// retired records the regions Retire made inaccessible, which nothing maps again.
 var (
 	mu      sync.Mutex
 	mapped  = map[unsafe.Pointer]region{}
 	retired = map[unsafe.Pointer]region{}
 )
 
-// region is a mapping: its length, the size of the buffer it holds, and what it allows.
+// region is a mapping: its length, the size of the buffer it holds, what it allows, and
+// whether it is a shared buffer or another process's (shared.go).
 type region struct {
 	length uintptr
 	size   int
 	access Access
+	share  int64 // 1 + the buffer's offset in this process's file of shared memory; 0: not shared
+	view   bool  // a view of another process's shared buffer (View)
+}
+
+// release frees the memory of r, whose addresses are unmapped or reserved: a shared
+// buffer's range of the file.
+func (r region) release() {
+	if r.share != 0 {
+		punch(r.share-1, r.length)
+	}
 }
 
 // Access is what the pages of a mapped buffer allow.
@@ -126,8 +143,9 @@ func Pages(n int) []byte {
 
 // Protect sets what the pages of b allow, when b starts a buffer that Alloc or Pages mapped
 // (its length does not matter): ReadOnly makes every write to it fault, ReadWrite undoes
-// that. It does nothing for any other slice. It fails only when the system refuses (too
-// many mappings), leaving the access unchanged.
+// that. It does nothing for any other slice, nor for a view (View), which stays
+// read-only. It fails only when the system refuses (too many mappings), leaving the access
+// unchanged.
 func Protect(b []byte, a Access) error {
 	p := unsafe.Pointer(unsafe.SliceData(b))
 	if p == nil || a == NoAccess {
@@ -136,7 +154,7 @@ func Protect(b []byte, a Access) error {
 	mu.Lock()
 	defer mu.Unlock()
 	r, ok := mapped[p]
-	if !ok || r.access == a {
+	if !ok || r.access == a || r.view {
 		return nil
 	}
 	if err := protect(p, r.length, a); err != nil {
@@ -166,9 +184,10 @@ func Retire(b []byte) {
 	r.access = NoAccess
 	if reserve(p, r.length) != nil {
 		unmap(p, r.length) // the system refuses to keep the addresses: free them at least
-		return
+	} else {
+		retired[p] = r
 	}
-	retired[p] = r
+	r.release()
 }
 
 // Find reports which buffer that Alloc or Pages mapped, retired or not, holds the address
@@ -197,10 +216,16 @@ func Find(addr uintptr) (a Access, offset, size int, ok bool) {
 // the caller's.
 func AllocFilled(n int) []byte {
 	b := Alloc(n)
-	if Mapped(b) {
-		fill(unsafe.Pointer(unsafe.SliceData(b)), uintptr(n))
-	}
+	Populate(b)
 	return b
+}
+
+// Populate faults in the pages of b, a buffer that Alloc or AllocShared mapped, as
+// AllocFilled does; it does nothing for any other slice.
+func Populate(b []byte) {
+	if Mapped(b) {
+		fill(unsafe.Pointer(unsafe.SliceData(b)), uintptr(len(b)))
+	}
 }
 
 // Move copies src into dst, as copy does (the shorter length, n), but moves src's memory
@@ -209,8 +234,9 @@ func AllocFilled(n int) []byte {
 // (Linux: mremap), so that nothing is copied and dst takes no page fault; only a partial
 // last page is copied. moved reports that: the whole pages of src then read zero (their
 // memory is dst's, and a write to them faults in fresh pages). Otherwise src is copied and
-// unchanged. It is for data that its owner lends to a buffer (and may take back with
-// another Move) rather than copy.
+// unchanged. Two shared buffers of one size (AllocShared), dst and src whole, swap their
+// memory instead: src then holds what dst held, and both stay shared. It is for data that
+// its owner lends to a buffer (and may take back with another Move) rather than copy.
 func Move(dst, src []byte) (n int, moved bool) {
 	n = min(len(dst), len(src))
 	if n == 0 {
@@ -219,6 +245,10 @@ func Move(dst, src []byte) (n int, moved bool) {
 	d, s := unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(src))
 	pages := uintptr(0)
 	mu.Lock()
+	if swapShared(d, s, len(dst), len(src)) {
+		mu.Unlock()
+		return n, true
+	}
 	if apart := uintptr(d)+uintptr(n) <= uintptr(s) || uintptr(s)+uintptr(n) <= uintptr(d); apart && writable(d, n) && writable(s, n) {
 		pages = movePages(d, s, uintptr(n))
 	}
@@ -232,16 +262,17 @@ func Move(dst, src []byte) (n int, moved bool) {
 func writable(p unsafe.Pointer, n int) bool {
 	for start, r := range mapped {
 		if a, s := uintptr(p), uintptr(start); a >= s && a+uintptr(n) <= s+r.length {
-			return r.access == ReadWrite
+			return r.access == ReadWrite && r.share == 0 && !r.view // moved pages would not be shared
 		}
 	}
 	return false
 }
 
-// Free unmaps b when Alloc mapped it: b must then be the slice Alloc returned, or a slice
-// of it that starts at the same byte (its length and capacity do not matter). It does
-// nothing for any other slice, nor for one already freed. b and every slice of the buffer
-// must not be used after Free.
+// Free unmaps b when Alloc, AllocShared, Pages or View mapped it (a shared buffer's memory
+// is freed, whoever views it; a view's is its owner's): b must then be the slice returned,
+// or a slice of it that starts at the same byte (its length and capacity do not matter).
+// It does nothing for any other slice, nor for one already freed. b and every slice of
+// the buffer must not be used after Free.
 func Free(b []byte) {
 	p := unsafe.Pointer(unsafe.SliceData(b))
 	if p == nil {
@@ -253,6 +284,7 @@ func Free(b []byte) {
 	mu.Unlock()
 	if ok {
 		unmap(p, r.length)
+		r.release()
 	}
 }
 

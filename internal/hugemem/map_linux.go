@@ -6,9 +6,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// hugePage is the size of a transparent huge page on the architectures Go supports.
-const hugePage = 2 << 20
-
 // fillStep is the most that fill faults in with one system call (see fill).
 const fillStep = 64 << 20
 
@@ -18,10 +15,21 @@ const fillStep = 64 << 20
 // returns the address and the mapped length, or nil when the system refuses the mapping.
 func mapHuge(n uintptr, advice string) (unsafe.Pointer, uintptr) {
 	length := (n + hugePage - 1) &^ (hugePage - 1)
+	aligned := reserveAligned(length)
+	if aligned == nil {
+		return nil, 0
+	}
+	adviseHuge(aligned, length, advice)
+	return aligned, length
+}
+
+// reserveAligned maps length bytes of private memory, a multiple of the huge page, at an
+// address aligned to a huge page; nil when the system refuses.
+func reserveAligned(length uintptr) unsafe.Pointer {
 	// Map one huge page more, then cut the unaligned head and the tail off.
 	p, err := unix.MmapPtr(-1, 0, nil, length+hugePage, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
-		return nil, 0
+		return nil
 	}
 	head := (hugePage - uintptr(p)%hugePage) % hugePage
 	if head > 0 {
@@ -31,15 +39,18 @@ func mapHuge(n uintptr, advice string) (unsafe.Pointer, uintptr) {
 	if tail := hugePage - head; tail > 0 {
 		unix.MunmapPtr(unsafe.Add(aligned, length), tail)
 	}
-	// A kernel without transparent huge pages refuses the advice: the buffer then simply
-	// has small pages.
+	return aligned
+}
+
+// adviseHuge gives the kernel the advice for the length bytes at p. A kernel without
+// transparent huge pages refuses it: the buffer then simply has small pages.
+func adviseHuge(p unsafe.Pointer, length uintptr, advice string) {
 	switch advice {
 	case "on":
-		unix.Madvise(unsafe.Slice((*byte)(aligned), length), unix.MADV_HUGEPAGE)
+		unix.Madvise(unsafe.Slice((*byte)(p), length), unix.MADV_HUGEPAGE)
 	case "off":
-		unix.Madvise(unsafe.Slice((*byte)(aligned), length), unix.MADV_NOHUGEPAGE)
+		unix.Madvise(unsafe.Slice((*byte)(p), length), unix.MADV_NOHUGEPAGE)
 	}
-	return aligned, length
 }
 
 // unmap gives a region mapHuge mapped back to the system.

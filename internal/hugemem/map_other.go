@@ -2,7 +2,10 @@
 
 package hugemem
 
-import "unsafe"
+import (
+	"os"
+	"unsafe"
+)
 
 // mapHuge maps nothing here: transparent huge pages are Linux's, so every buffer comes
 // from the Go heap.
@@ -25,3 +28,18 @@ func reserve(unsafe.Pointer, uintptr) error { return nil }
 
 // movePages moves nothing where nothing is mapped.
 func movePages(unsafe.Pointer, unsafe.Pointer, uintptr) uintptr { return 0 }
+
+// selfPID is this process's id.
+var selfPID = os.Getpid()
+
+// mapShared maps nothing here: AllocShared's buffers are Alloc's.
+func mapShared(uintptr, string) (unsafe.Pointer, uintptr, int64) { return nil, 0, 0 }
+
+// punch is never called where nothing is shared.
+func punch(int64, uintptr) {}
+
+// mapView maps nothing here.
+func mapView(Share) (unsafe.Pointer, uintptr, error) { return nil, 0, ErrNoView }
+
+// remapShared is never called where nothing is shared.
+func remapShared(unsafe.Pointer, uintptr, int64) bool { return false }

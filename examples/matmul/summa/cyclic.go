@@ -49,13 +49,16 @@ func newSchedulePlan(g grid.Grid, nk, reps int) *schedulePlan {
 }
 
 // generate builds my blocks of A and B, in memory from alloc. Every panel of B starts on
-// a page (pagePanel), so that put can move its pages.
+// a page (pagePanel), so that put can move its pages; where another process reads them,
+// each is a shared buffer of its own (allocShared), which put's Move swaps with the
+// location's, so that a reader of this host reads it in place.
 func (s *blockCyclic) generate() error {
 	p, g := s.p, s.p.Grid
 	mloc, nloc := len(s.rows), len(s.cols)
 	kA := len(s.cols) // my A has nloc columns
+	shared := s.remoteReaders()
 	bSize := 0
-	for I := s.gp; I*p.NB < p.N; I += g.P {
+	for I := s.gp; I*p.NB < p.N && !shared; I += g.P {
 		bSize += pagePanel(blockWidth(p.N, p.NB, I) * nloc)
 	}
 	mem, err := s.alloc(pagePanel(mloc*kA) + bSize)
@@ -66,8 +69,13 @@ func (s *blockCyclic) generate() error {
 	mem = mem[len(mem)-bSize:]
 	for I := s.gp; I*p.NB < p.N; I += g.P {
 		wd := blockWidth(p.N, p.NB, I)
-		panel := mem[: wd*nloc : wd*nloc]
-		mem = mem[pagePanel(wd*nloc):]
+		var panel []float64
+		if shared {
+			panel = s.allocShared(wd * nloc)
+		} else {
+			panel = mem[: wd*nloc : wd*nloc]
+			mem = mem[pagePanel(wd*nloc):]
+		}
 		parallel.Rows(wd, genRows(nloc), func(r0, r1 int) {
 			for r := r0; r < r1; r++ {
 				for j, gj := range s.cols {
@@ -78,6 +86,20 @@ func (s *blockCyclic) generate() error {
 		s.bPanels = append(s.bPanels, panel)
 	}
 	return nil
+}
+
+// remoteReaders reports whether tasks of another process read my B panels (my grid
+// column), which my kernel keeps in host memory.
+func (s *blockCyclic) remoteReaders() bool {
+	if _, device := s.gemm.(kernels.Allocator); device || s.p.Grid.P == 1 {
+		return false
+	}
+	for pr := range s.p.Grid.P {
+		if s.t.ProcOf(s.p.Grid.ID(pr, s.gq)) != s.t.ProcOf(s.me) {
+			return true
+		}
+	}
+	return false
 }
 
 // pagePanel returns n float64s rounded up to whole pages (4 KiB): the room of a panel of n

@@ -24,7 +24,9 @@
 // location rather than copying it (hugemem.Move; the location gives them back before the
 // next panel's): no panel is copied, and the panel locations never touch fresh memory,
 // which in the first multiplication would cost a page fault per 4 KiB (A panels are
-// copied when Freivalds' check reads them at the end).
+// copied when Freivalds' check reads them at the end). A B panel that another process
+// reads is a shared buffer of its own, whose memory Move swaps with the location's: a
+// process of the same host reads it in place, so it is not copied there either.
 //
 // Every task owns panelBuffers (three) A-panel locations (a0, a1, a2) and as many B-panel
 // locations (b0, b1, b2). An owner cycles over the steps it owns through as few of them as
@@ -386,6 +388,14 @@ func (w *worker) alloc(n int) ([]float64, error) {
 	f := hugemem.Float64s(n)
 	w.frees = append(w.frees, func() { hugemem.FreeFloat64s(f) })
 	return f, nil
+}
+
+// allocShared is alloc for a panel that other processes read: a shared buffer
+// (hugemem.AllocShared), which a process of this host reads in place.
+func (w *worker) allocShared(n int) []float64 {
+	b := hugemem.AllocShared(8 * n)
+	w.frees = append(w.frees, func() { hugemem.Free(b) })
+	return orwl.Float64s(b)
 }
 
 // free frees what alloc allocated.
