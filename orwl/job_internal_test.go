@@ -1,6 +1,8 @@
 package orwl
 
 import (
+	"context"
+	"fmt"
 	"runtime"
 	"testing"
 
@@ -25,5 +27,31 @@ func TestJobOversubscribed(t *testing.T) {
 		if over, many := j.oversubscribed(), j.manySchedulers(); over != c.over || many != c.many {
 			t.Errorf("%d local processes of %d schedulers on %d cores: oversubscribed %v, many schedulers %v, want %v and %v", c.local, procs, cores, over, many, c.over, c.many)
 		}
+	}
+}
+
+// TestFailureReasonNotACancelledTask: a job that heard first only that another process
+// failed (a reason that yields) cancels its tasks; a task that then returns its context's
+// error gives no better reason, and the report of why, when it comes, replaces the first.
+// (Before, the task's "context canceled" replaced it and spread to the other processes.)
+func TestFailureReasonNotACancelledTask(t *testing.T) {
+	j, err := newJob(Config{Tasks: 1, Locations: []string{"x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	j.cancel = cancel
+	news := &peerFailure{rank: 3, msg: "closed its mesh", yields: true}
+	j.fail(news)
+	<-ctx.Done()
+	j.fail(fmt.Errorf("task 0: %w", ctx.Err()))
+	if j.err != news {
+		t.Fatalf("after the task's context error the job's error is %v, want %v", j.err, news)
+	}
+	why := &peerFailure{rank: 5, msg: "boom"}
+	j.fail(why)
+	if j.err != why {
+		t.Fatalf("after the report of why the job's error is %v, want %v", j.err, why)
 	}
 }

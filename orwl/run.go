@@ -415,11 +415,12 @@ func (j *job) ownedByIndex(idx uint32) (*location, error) {
 //
 // A first failure that only says that a peer closed its mesh or failed (a process that
 // left, or said at the end that it failed, before its report of why arrived here: yields)
-// gives way to the first that says why, which goes on along the job's tree.
+// gives way to the first that says why, which goes on along the job's tree; a task's
+// context error does not say why (the job's failure cancelled it).
 func (j *job) fail(err error) {
 	j.errMu.Lock()
 	first := j.err == nil
-	better := !first && yields(j.err) && !yields(err)
+	better := !first && yields(j.err) && !yields(err) && !errors.Is(err, context.Canceled)
 	if better {
 		j.err = err // a better reason for the same failure; everything else is done already
 	}
