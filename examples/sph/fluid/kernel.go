@@ -195,10 +195,13 @@ func (w *window) complete() error {
 	return nil
 }
 
-// ranges returns the particle ranges of the neighbour cells of cell c in the canonical
+// span is a run of a window's particles, the indexes [lo, hi).
+type span struct{ lo, hi int32 }
+
+// ranges returns the particle spans of the neighbour cells of cell c in the canonical
 // visiting order: for each (dz, dy), the run of up to three cells along x, contiguous in
-// cell order, so one range each.
-func (w *window) ranges(c int, lo, hi *[9]int32) int {
+// cell order, so one span each.
+func (w *window) ranges(c int, sp *[9]span) []span {
 	nc := w.k.nc
 	cx, cy, cz := c%nc, c/nc%nc, c/(nc*nc)
 	nr := 0
@@ -218,11 +221,27 @@ func (w *window) ranges(c int, lo, hi *[9]int32) int {
 			if cx < nc-1 {
 				b++
 			}
-			lo[nr], hi[nr] = w.start[a], w.start[b]
+			sp[nr] = span{w.start[a], w.start[b]}
 			nr++
 		}
 	}
-	return nr
+	return sp[:nr]
+}
+
+// around returns the spans of particle i's candidates: the spans rs of its cell's
+// neighbourhood, the one that holds i cut in two around it.
+func around(dst *[10]span, rs []span, i int32) []span {
+	n := 0
+	for _, s := range rs {
+		if s.lo <= i && i < s.hi {
+			dst[n], dst[n+1] = span{s.lo, i}, span{i + 1, s.hi}
+			n += 2
+		} else {
+			dst[n] = s
+			n++
+		}
+	}
+	return dst[:n]
 }
 
 // density computes rho and pt of the own particles, their neighbour lists and the work
@@ -235,33 +254,25 @@ func (w *window) density() int64 {
 	nb := w.nb[:cap(w.nb)]
 	used := 0
 	var total int64
-	var lo, hi [9]int32
+	var near [9]span
+	var cand [10]span
 	for c := w.c0; c < w.c1; c++ {
-		nr := w.ranges(c, &lo, &hi)
+		rs := w.ranges(c, &near)
+		room := filterSlack // filter's room for the candidates of a particle of c
+		for _, s := range rs {
+			room += int(s.hi - s.lo)
+		}
+		if len(w.r2) < room {
+			w.r2 = grow(w.r2, room)
+		}
 		first := used
 		for i := w.start[c-w.w0]; i < w.start[c-w.w0+1]; i++ {
 			w.nbFirst[int(i)-w.o0] = used
-			xi, yi, zi := w.x[i], w.y[i], w.z[i]
-			cand := 0
-			for r := range nr {
-				cand += int(hi[r] - lo[r])
-			}
-			if len(nb)-used < cand { // doubled: the lists of a step grow from nothing once
-				nb = grow(nb[:used], max(used+cand, 2*len(nb)))
+			if len(nb)-used < room { // doubled: the lists of a step grow from nothing once
+				nb = grow(nb[:used], max(used+room, 2*len(nb)))
 				nb = nb[:cap(nb)]
 			}
-			if len(w.r2) < cand {
-				w.r2 = grow(w.r2, cand)
-			}
-			found := 0
-			for r := range nr {
-				a, b := lo[r], hi[r]
-				if a <= i && i < b { // the particle's own cell: leave it out
-					found += filter(nb[used+found:], w.r2[found:], w.x[a:i], w.y[a:i], w.z[a:i], a, xi, yi, zi, k.H2)
-					a = i + 1
-				}
-				found += filter(nb[used+found:], w.r2[found:], w.x[a:b], w.y[a:b], w.z[a:b], a, xi, yi, zi, k.H2)
-			}
+			found := filter(nb[used:], w.r2, around(&cand, rs, i), w.x, w.y, w.z, w.x[i], w.y[i], w.z[i], k.H2)
 			if len(w.nbF) < used+found {
 				w.nbF = grow(w.nbF, max(used+found, 2*len(w.nbF)))
 				w.nbF = w.nbF[:cap(w.nbF)]
@@ -278,29 +289,37 @@ func (w *window) density() int64 {
 	return total
 }
 
-// filter writes to dst the indexes j0+j of the points (xs[j], ys[j], zs[j]) closer to (xi,
-// yi, zi) than the support (r² < H2), in order, and their r² to r2 at the same places; it
-// returns how many. dst and r2 must have room for all of xs: past the neighbours they
-// receive scratch values. The vector kernel (filterVec) does a prefix where it exists,
-// filterScalar the rest; both give the same bits.
-func filter(dst []int32, r2 []float64, xs, ys, zs []float64, j0 int32, xi, yi, zi, H2 float64) int {
-	ys, zs = ys[:len(xs)], zs[:len(xs)]
-	dst, r2 = dst[:len(xs)], r2[:len(xs)]
-	n, done := filterVec(dst, r2, xs, ys, zs, j0, xi, yi, zi, H2)
-	return n + filterScalar(dst[n:], r2[n:], xs[done:], ys[done:], zs[done:], j0+int32(done), xi, yi, zi, H2)
+// filterSlack is the room that filter needs past the candidates: the vector kernel
+// stores four at a time.
+const filterSlack = 3
+
+// filter writes to dst the indexes j of the particles (x[j], y[j], z[j]) of the spans
+// closer to (xi, yi, zi) than the support (r² < H2), in order, and their r² to r2 at the
+// same places; it returns how many. dst and r2 must have room for all the candidates and
+// filterSlack more: past the neighbours they receive scratch values. The vector kernel
+// (filterVec) does it where it exists, filterScalar elsewhere, with the same result.
+func filter(dst []int32, r2 []float64, spans []span, x, y, z []float64, xi, yi, zi, H2 float64) int {
+	if n, ok := filterVec(dst, r2, spans, x, y, z, xi, yi, zi, H2); ok {
+		return n
+	}
+	return filterScalar(dst, r2, spans, x, y, z, xi, yi, zi, H2)
 }
 
 // filterScalar is filter one candidate at a time. It writes every candidate and advances
 // only past the neighbours, without a branch.
-func filterScalar(dst []int32, r2 []float64, xs, ys, zs []float64, j0 int32, xi, yi, zi, H2 float64) int {
-	ys, zs = ys[:len(xs)], zs[:len(xs)]
-	dst, r2 = dst[:len(xs)], r2[:len(xs)]
+func filterScalar(dst []int32, r2 []float64, spans []span, x, y, z []float64, xi, yi, zi, H2 float64) int {
 	n := 0
-	for j, xj := range xs {
-		dx, dy, dz := xj-xi, ys[j]-yi, zs[j]-zi // the squares of -(xi-xj), ...: the same
-		d := float64(float64(dx*dx)+float64(dy*dy)) + float64(dz*dz)
-		dst[n], r2[n] = j0+int32(j), d
-		n += int(math.Float64bits(d-H2) >> 63) // the sign of d-H2: 1 when d < H2 (d == H2 gives +0)
+	for _, s := range spans {
+		xs, ys, zs := x[s.lo:s.hi], y[s.lo:s.hi], z[s.lo:s.hi]
+		js, ds := dst[n:][:len(xs)], r2[n:][:len(xs)]
+		m := 0
+		for j, xj := range xs {
+			dx, dy, dz := xj-xi, ys[j]-yi, zs[j]-zi // the squares of -(xi-xj), ...: the same
+			d := float64(float64(dx*dx)+float64(dy*dy)) + float64(dz*dz)
+			js[m], ds[m] = s.lo+int32(j), d
+			m += int(math.Float64bits(d-H2) >> 63) // the sign of d-H2: 1 when d < H2 (d == H2 gives +0)
+		}
+		n += m
 	}
 	return n
 }

@@ -10,14 +10,21 @@ import "golang.org/x/sys/cpu"
 // lanes of a sum one after another in index order, so the bits are the same.
 var avx2 = cpu.X86.HasAVX2 && cpu.X86.HasPOPCNT
 
-// filterVec does filter's candidates in groups of four: done of them, of which n are
-// neighbours. dst, r2, ys and zs are as long as xs.
-func filterVec(dst []int32, r2 []float64, xs, ys, zs []float64, j0 int32, xi, yi, zi, H2 float64) (n, done int) {
-	done = len(xs) &^ 3
-	if !avx2 || done == 0 {
-		return 0, 0
+// filterVec does filter with filterAVX2, and says so, where the machine can.
+func filterVec(dst []int32, r2 []float64, spans []span, x, y, z []float64, xi, yi, zi, H2 float64) (int, bool) {
+	if !avx2 {
+		return 0, false
 	}
-	return filterAVX2(&dst[0], &r2[0], &xs[0], &ys[0], &zs[0], done, j0, xi, yi, zi, H2), done
+	room := filterSlack
+	for _, s := range spans { // the kernel reads the spans unchecked
+		_, _, _ = x[s.lo:s.hi], y[s.lo:s.hi], z[s.lo:s.hi]
+		room += int(s.hi - s.lo)
+	}
+	if room == filterSlack {
+		return 0, true
+	}
+	_, _ = dst[room-1], r2[room-1]
+	return filterAVX2(&dst[0], &r2[0], &spans[0], len(spans), &x[0], &y[0], &z[0], xi, yi, zi, H2), true
 }
 
 // kernelSumVec does kernelSumScalar(acc, r2, f, k) for a prefix of r2 in groups of four:
@@ -41,11 +48,12 @@ func forceSumVec(s *[3]float64, bi *body, bodies []body, nb []int32, fs []float6
 	return done
 }
 
-// filterAVX2 is filterScalar over the first n (a multiple of 4) candidates. It writes four
-// indexes and four r² at a time, those of the neighbours first: dst and r2 must have room for n.
+// filterAVX2 is filterScalar over the ns spans at spans, four candidates at a time (the
+// last ones of a span masked): it stores four indexes and four r² each time, those of the
+// neighbours first, so dst and r2 need filterSlack more room than the candidates.
 //
 //go:noescape
-func filterAVX2(dst *int32, r2 *float64, xs, ys, zs *float64, n int, j0 int32, xi, yi, zi, H2 float64) int
+func filterAVX2(dst *int32, r2 *float64, spans *span, ns int, x, y, z *float64, xi, yi, zi, H2 float64) int
 
 // kernelSumAVX2 is kernelSumScalar over the first n (a multiple of 4) squared distances.
 //

@@ -2,63 +2,96 @@
 
 #include "textflag.h"
 
+// DIST and KEEP are filterScalar's work for four candidates, their indexes in X4 and their
+// x, y and z in Y6, Y7 and Y8, with xi, yi, zi and H2 in Y0 to Y3. DIST leaves their r² in
+// Y6 and r² - H2, whose sign bits are the neighbours, in Y7. KEEP stores the indexes and the
+// r² of the neighbours to dst and r2 at DX (four of each, the neighbours first), advances DX
+// past them, and the indexes in X4 by four (X5).
+#define DIST \
+	VSUBPD Y0, Y6, Y6 \
+	VMULPD Y6, Y6, Y6 \
+	VSUBPD Y1, Y7, Y7 \
+	VMULPD Y7, Y7, Y7 \
+	VADDPD Y7, Y6, Y6 \
+	VSUBPD Y2, Y8, Y8 \
+	VMULPD Y8, Y8, Y8 \
+	VADDPD Y8, Y6, Y6 \
+	VSUBPD Y3, Y6, Y7
+
+#define KEEP \
+	VMOVMSKPD Y7, R13 \
+	POPCNTQ R13, AX \
+	SHLQ $4, R13 \
+	VPERMILPS (R11)(R13*1), X4, X8 \
+	VMOVDQU X8, (DI)(DX*4) \
+	VMOVDQU (R12)(R13*2), Y9 \
+	VPERMPS Y6, Y9, Y10 \
+	VMOVUPD Y10, (SI)(DX*8) \
+	ADDQ AX, DX \
+	VPADDD X5, X4, X4
+
 // The vector kernels of kernel_amd64.go: filterScalar, kernelSumScalar and forceSumScalar
 // (kernel.go) four candidates or neighbours at a time in the lanes of a Y register, with
 // the same IEEE operations in the same order (no fused multiply-add, no reassociation), and
 // every sum added lane after lane in index order.
 
-// func filterAVX2(dst *int32, r2 *float64, xs, ys, zs *float64, n int, j0 int32, xi, yi, zi, H2 float64) int
+// func filterAVX2(dst *int32, r2 *float64, spans *span, ns int, x, y, z *float64, xi, yi, zi, H2 float64) int
 TEXT ·filterAVX2(SB), NOSPLIT, $0-96
 	MOVQ dst+0(FP), DI
 	MOVQ r2+8(FP), SI
-	MOVQ xs+16(FP), R8
-	MOVQ ys+24(FP), R9
-	MOVQ zs+32(FP), R10
-	MOVQ n+40(FP), CX
-	MOVL j0+48(FP), AX
-	VMOVD AX, X4
-	VPBROADCASTD X4, X4
-	VPADDD iota<>(SB), X4, X4 // the indexes of the four candidates
-	VMOVDQU four<>(SB), X5
+	MOVQ spans+16(FP), R15
+	MOVQ ns+24(FP), CX
+	MOVQ x+32(FP), R8
+	MOVQ y+40(FP), R9
+	MOVQ z+48(FP), R10
 	VBROADCASTSD xi+56(FP), Y0
 	VBROADCASTSD yi+64(FP), Y1
 	VBROADCASTSD zi+72(FP), Y2
 	VBROADCASTSD H2+80(FP), Y3
+	VMOVDQU four<>(SB), X5
 	LEAQ permI<>(SB), R11
 	LEAQ permD<>(SB), R12
-	XORQ BX, BX // candidates done
 	XORQ DX, DX // neighbours found
 
-filterLoop:
-	VMOVUPD (R8)(BX*8), Y6
-	VSUBPD Y0, Y6, Y6 // dx = xj - xi
-	VMULPD Y6, Y6, Y6
-	VMOVUPD (R9)(BX*8), Y7
-	VSUBPD Y1, Y7, Y7
-	VMULPD Y7, Y7, Y7
-	VADDPD Y7, Y6, Y6 // dx*dx + dy*dy
-	VMOVUPD (R10)(BX*8), Y7
-	VSUBPD Y2, Y7, Y7
-	VMULPD Y7, Y7, Y7
-	VADDPD Y7, Y6, Y6 // d, + dz*dz
-	VSUBPD Y3, Y6, Y7 // d - H2: its sign bits are the neighbours
-	VMOVMSKPD Y7, AX
-	MOVQ AX, R13
-	SHLQ $4, R13
+filterSpan:
+	MOVLQSX 0(R15), BX // the next candidate
+	MOVLQSX 4(R15), R14 // the span's end
+	VMOVD BX, X4
+	VPBROADCASTD X4, X4
+	VPADDD iota<>(SB), X4, X4 // the indexes of the four candidates
 
-	// Pack the neighbours' indexes and d to the front of the four lanes, store all four
-	// and advance past the neighbours.
-	VPERMILPS (R11)(R13*1), X4, X8
-	VMOVDQU X8, (DI)(DX*4)
-	VMOVDQU (R12)(R13*2), Y9
-	VPERMPS Y6, Y9, Y10
-	VMOVUPD Y10, (SI)(DX*8)
-	POPCNTQ AX, AX
-	ADDQ AX, DX
-	VPADDD X5, X4, X4
+filterFour:
+	LEAQ 4(BX), R13
+	CMPQ R13, R14
+	JGT filterTail
+	VMOVUPD (R8)(BX*8), Y6
+	VMOVUPD (R9)(BX*8), Y7
+	VMOVUPD (R10)(BX*8), Y8
+	DIST
+	KEEP
 	ADDQ $4, BX
-	CMPQ BX, CX
-	JLT filterLoop
+	JMP filterFour
+
+filterTail:
+	// The last one to three candidates, the other lanes masked out of the loads (which
+	// then read nothing there) and out of the neighbours.
+	MOVQ R14, R13
+	SUBQ BX, R13
+	JZ filterNext
+	SHLQ $5, R13
+	LEAQ lanes<>(SB), AX
+	VMOVDQU (AX)(R13*1), Y11
+	VMASKMOVPD (R8)(BX*8), Y11, Y6
+	VMASKMOVPD (R9)(BX*8), Y11, Y7
+	VMASKMOVPD (R10)(BX*8), Y11, Y8
+	DIST
+	VANDPD Y11, Y7, Y7
+	KEEP
+
+filterNext:
+	ADDQ $8, R15
+	DECQ CX
+	JNZ filterSpan
 
 	MOVQ DX, ret+88(FP)
 	VZEROUPPER
@@ -424,3 +457,22 @@ DATA permD<>+488(SB)/8, $0x0000000300000002
 DATA permD<>+496(SB)/8, $0x0000000500000004
 DATA permD<>+504(SB)/8, $0x0000000700000006
 GLOBL permD<>(SB), RODATA|NOPTR, $512
+
+// Entry t of lanes masks the first t lanes of four.
+DATA lanes<>+0(SB)/8, $0
+DATA lanes<>+8(SB)/8, $0
+DATA lanes<>+16(SB)/8, $0
+DATA lanes<>+24(SB)/8, $0
+DATA lanes<>+32(SB)/8, $-1
+DATA lanes<>+40(SB)/8, $0
+DATA lanes<>+48(SB)/8, $0
+DATA lanes<>+56(SB)/8, $0
+DATA lanes<>+64(SB)/8, $-1
+DATA lanes<>+72(SB)/8, $-1
+DATA lanes<>+80(SB)/8, $0
+DATA lanes<>+88(SB)/8, $0
+DATA lanes<>+96(SB)/8, $-1
+DATA lanes<>+104(SB)/8, $-1
+DATA lanes<>+112(SB)/8, $-1
+DATA lanes<>+120(SB)/8, $0
+GLOBL lanes<>(SB), RODATA|NOPTR, $128

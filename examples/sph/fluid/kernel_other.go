@@ -3,10 +3,10 @@
 package fluid
 
 // Without the vector kernels (another architecture, or the purego build tag), the scalar
-// ones do all the work: each ...Vec does a prefix of none.
+// ones do all the work: filterVec declines, the others do a prefix of none.
 
-func filterVec(dst []int32, r2 []float64, xs, ys, zs []float64, j0 int32, xi, yi, zi, H2 float64) (n, done int) {
-	return 0, 0
+func filterVec(dst []int32, r2 []float64, spans []span, x, y, z []float64, xi, yi, zi, H2 float64) (int, bool) {
+	return 0, false
 }
 
 func kernelSumVec(acc float64, r2, f []float64, k *consts) (float64, int) { return acc, 0 }

@@ -7,53 +7,62 @@ import (
 )
 
 // The vector kernels (kernel_amd64.s, where the machine has AVX2) must give the bits of the
-// scalar loops of kernel.go: filter, kernelSum and forceSumScalar against the scalar loops
+// scalar loops of kernel.go: filter, kernelSum and the force sum against the scalar loops
 // alone, on random particles and on the edge cases, for every length from 0 to 40 (the
-// vector kernels take groups of four, the scalar loops the rest).
+// vector kernels take groups of four).
 
-// TestFilterIsScalar: the same neighbours, indexes and r², with candidates at exactly the
-// support (d == H2: not a neighbour), i itself (d = 0) and every distance around 2h.
+// TestFilterIsScalar: the same neighbours, indexes and r², for spans of every length
+// from 0 to 40 (and up to ten of them, the last ones ending at the end of the arrays), with
+// candidates at exactly the support (d == H2: not a neighbour) and at d = 0.
 func TestFilterIsScalar(t *testing.T) {
 	k := newConsts(100000)
 	rng := rand.New(rand.NewPCG(1, 2))
-	xi, yi, zi := 0.0, 0.25, 0.75 // xi ± 2h is exact: d == H2 there
-	for n := range 41 {
-		for trial := range 20 {
-			xs, ys, zs := make([]float64, n), make([]float64, n), make([]float64, n)
-			for j := range n {
-				// Within 1.5 supports in each coordinate: about half are neighbours.
-				xs[j] = xi + (rng.Float64()-0.5)*3*math.Sqrt(k.H2)
-				ys[j] = yi + (rng.Float64()-0.5)*3*math.Sqrt(k.H2)
-				zs[j] = zi + (rng.Float64()-0.5)*3*math.Sqrt(k.H2)
-				switch rng.IntN(8) {
-				case 0: // exactly at the support along x: d == H2
-					xs[j], ys[j], zs[j] = xi+2*k.h, yi, zi
-				case 1: // the particle itself
-					xs[j], ys[j], zs[j] = xi, yi, zi
+	// xi ± 2h is exact: d == H2 there; and a lane loaded as zeros would be a neighbour.
+	xi, yi, zi := 0.0, 0.0, 0.0
+	const particles = 200
+	x, y, z := make([]float64, particles), make([]float64, particles), make([]float64, particles)
+	for trial := range 400 {
+		for j := range particles {
+			// Within 1.5 supports in each coordinate: about half are neighbours.
+			x[j] = xi + (rng.Float64()-0.5)*3*math.Sqrt(k.H2)
+			y[j] = yi + (rng.Float64()-0.5)*3*math.Sqrt(k.H2)
+			z[j] = zi + (rng.Float64()-0.5)*3*math.Sqrt(k.H2)
+			switch rng.IntN(8) {
+			case 0:
+				x[j], y[j], z[j] = xi+float64(1-2*rng.IntN(2))*2*k.h, yi, zi
+				if d := (x[j] - xi) * (x[j] - xi); d != k.H2 {
+					t.Fatalf("the edge case is not d == H2: %v, %v", d, k.H2)
 				}
+			case 1:
+				x[j], y[j], z[j] = xi, yi, zi
 			}
-			if trial == 0 && n > 0 {
-				xs[n-1], ys[n-1], zs[n-1] = xi-2*k.h, yi, zi
+		}
+		spans := make([]span, 1+trial%10)
+		for i := range spans {
+			n := trial % 41 // every length, then random ones
+			if i > 0 {
+				n = rng.IntN(20)
 			}
-			for j := range n {
-				if xs[j] == xi-2*k.h || xs[j] == xi+2*k.h {
-					if d := (xs[j] - xi) * (xs[j] - xi); d != k.H2 {
-						t.Fatalf("the edge case is not d == H2: %v, %v", d, k.H2)
-					}
-				}
+			lo := rng.IntN(particles - n + 1)
+			if i >= len(spans)-2 {
+				lo = particles - n
 			}
-			j0 := int32(rng.IntN(1000))
-			dst, r2 := make([]int32, n), make([]float64, n)
-			wantDst, wantR2 := make([]int32, n), make([]float64, n)
-			got := filter(dst, r2, xs, ys, zs, j0, xi, yi, zi, k.H2)
-			want := filterScalar(wantDst, wantR2, xs, ys, zs, j0, xi, yi, zi, k.H2)
-			if got != want {
-				t.Fatalf("%d candidates, trial %d: %d neighbours, scalar %d", n, trial, got, want)
-			}
-			for j := range want {
-				if dst[j] != wantDst[j] || math.Float64bits(r2[j]) != math.Float64bits(wantR2[j]) {
-					t.Fatalf("%d candidates, trial %d: neighbour %d is %d at r² %v, scalar %d at %v", n, trial, j, dst[j], r2[j], wantDst[j], wantR2[j])
-				}
+			spans[i] = span{int32(lo), int32(lo + n)}
+		}
+		room := filterSlack
+		for _, s := range spans {
+			room += int(s.hi - s.lo)
+		}
+		dst, r2 := make([]int32, room), make([]float64, room)
+		wantDst, wantR2 := make([]int32, room), make([]float64, room)
+		got := filter(dst, r2, spans, x, y, z, xi, yi, zi, k.H2)
+		want := filterScalar(wantDst, wantR2, spans, x, y, z, xi, yi, zi, k.H2)
+		if got != want {
+			t.Fatalf("spans %v: %d neighbours, scalar %d", spans, got, want)
+		}
+		for j := range want {
+			if dst[j] != wantDst[j] || math.Float64bits(r2[j]) != math.Float64bits(wantR2[j]) {
+				t.Fatalf("spans %v: neighbour %d is %d at r² %v, scalar %d at %v", spans, j, dst[j], r2[j], wantDst[j], wantR2[j])
 			}
 		}
 	}
