@@ -51,8 +51,10 @@
 // distance filter, the density sum with F(r), the force sum) run in assembly
 // (kernel_amd64.s), four at a time: the same IEEE operations in the same order, with no
 // fused multiply-add, and every sum added lane after lane in index order, so the bits are
-// those of the scalar Go loops (kernel.go). Those do the rest of every list (fewer than
-// four), and everything on other architectures or with the purego build tag.
+// those of the scalar Go loops (kernel.go). The filter takes all the candidates of a
+// particle in one call, the last one to three of a span in masked lanes; the two sums
+// leave their last one to three neighbours to the scalar loops, which do everything on
+// other architectures or with the purego build tag.
 //
 // # A step, and its locations
 //
