@@ -241,7 +241,7 @@ func compute(c *config, stdout, stderr io.Writer) int {
 	}
 	perTask := float64(len(res.Tasks) * c.Reps)
 	if !c.JSON {
-		fmt.Fprintf(stdout, "summary: wall %.3fs (setup, %d multiplication(s), checks); mean %.3fs per multiplication; per multiplication and task: compute %.3fs, waiting %.3fs; %.1f MB moved between processes; threads=%d/process\n",
+		fmt.Fprintf(stdout, "summary: wall %.3fs (setup, %d multiplication(s), checks); mean %.3fs per multiplication; per multiplication and task: compute %.3fs, waiting %.3fs; %.1f MB read from other processes; threads=%d/process\n",
 			time.Since(t0).Seconds(), c.Reps, res.MeanSeconds, compute.Seconds()/perTask, wait.Seconds()/perTask, float64(moved)/1e6, c.Threads)
 		for _, name := range slices.Sorted(maps.Keys(kinds)) {
 			if k := kinds[name]; len(kinds) > 1 {

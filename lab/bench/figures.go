@@ -654,7 +654,7 @@ func grantFigures(rows []grantRow) string {
 		}
 	}
 	for _, r := range rows {
-		what := map[string]string{"shm": "shared memory (one host)", "socket": "websocket (ORWL_SHM=off, as between hosts)"}[r.Method]
+		what := map[string]string{"shm": "shared memory (one host: read in place)", "socket": "websocket (ORWL_SHM=off, as between hosts)"}[r.Method]
 		if what == "" {
 			continue
 		}

@@ -23,10 +23,11 @@ import (
 // grant: a large location granted again and again to a task of another process, against a
 // raw TCP stream of the same bytes between two processes, in one run; and the memory each
 // ORWL process takes beyond its location while it streams. Two processes on this machine:
-// task 1 owns the location and rewrites it every iteration, task 0 reads it, so every grant
-// carries it whole. Rows: "shm" (the processes' connection through shared memory, as on one
-// host), "socket" (ORWL_SHM=off: the loopback websocket, as between hosts), "tcp" (the
-// reference). MB/s is the best of -rounds interleaved rounds of -iters grants, the first
+// task 1 owns the location and rewrites it every iteration, task 0 reads all of it, as a
+// program would. Rows: "shm" (the processes share memory, as on one host: the reader reads
+// the owner's data in place, and a grant carries only its name), "socket" (ORWL_SHM=off:
+// every grant carries the data whole through the loopback websocket, as between hosts),
+// "tcp" (the reference, which receives the bytes once). MB/s is the best of -rounds interleaved rounds of -iters grants, the first
 // grant not counted. Peak extra memory is the growth of each process's resident set (Linux
 // VmHWM, reset once the location and its copy are in memory) while it streams.
 
@@ -58,6 +59,7 @@ type grantReport struct {
 	Rank      int     `json:"rank"`
 	MBPerS    float64 `json:"mb_per_s,omitempty"` // the reader only
 	ExtraPeak int64   `json:"extra_peak_bytes"`   // -1 where the system cannot tell
+	Sum       uint64  `json:"sum"`                // of the words the reader read, which it reads all
 }
 
 // grantRow is one row of the table.
@@ -157,7 +159,7 @@ func grantORWL(spec grantSpec, socket bool) (mbps float64, reader, owner int64, 
 }
 
 // grantChild is one process of an ORWL measurement: task 1 owns the location and stamps
-// every iteration at both ends, task 0 reads it and checks the stamps.
+// every iteration at both ends, task 0 checks the stamps and reads all of it.
 func grantChild(spec grantSpec) error {
 	rep := grantReport{ExtraPeak: -1}
 	var baseline int64
@@ -190,8 +192,13 @@ func grantChild(spec grantSpec) error {
 						}
 						binary.LittleEndian.PutUint64(first, uint64(i))
 						binary.LittleEndian.PutUint64(last, uint64(i))
-					} else if binary.LittleEndian.Uint64(first) != uint64(i) || binary.LittleEndian.Uint64(last) != uint64(i) {
+						return nil
+					}
+					if binary.LittleEndian.Uint64(first) != uint64(i) || binary.LittleEndian.Uint64(last) != uint64(i) {
 						return fmt.Errorf("iteration %d: the data of an older iteration", i)
+					}
+					for _, w := range orwl.Uint64s(b) { // all of it, as a program would
+						rep.Sum += w
 					}
 					return nil
 				}); err != nil {
