@@ -40,6 +40,13 @@ import (
 // energy of the others is given relative to c-exact's (the definition allows 1e-12 up to 50
 // steps).
 //
+// On amd64 ORWL's three neighbour loops (the distance filter, the density sum, the force
+// sum) are AVX2 assembly, four lanes at a time with the scalar loops' operations in their
+// order (examples/sph/fluid/kernel_amd64.s); gcc -O3 -march=native vectorises none of the
+// C reference's (gcc -fopt-info-vec-missed: the filter's stores at a running index,
+// sqrt's errno branch in the density sum, the force loop's gathers), so the rows set
+// hand-vectorised Go against scalar C.
+//
 // Rows are measured in -runs interleaved rounds; each gives its fastest. Without gcc or
 // OpenMP the C rows say why they are skipped, and so do the ORWL rows when examples/sph does
 // not build. It prints the table (or with -json one JSON object per row), and writes sph.txt
