@@ -86,8 +86,8 @@ func (b buffers) filledData(n int) []byte {
 	return b.filled(n)
 }
 
-// free frees buf, a buffer of alloc, filled, data or filledData, or a view (mirror.go), which must not be used afterwards (in a
-// checked job every use faults).
+// free frees buf, a buffer of alloc, filled, data or filledData, or a view (mirror.go),
+// which must not be used afterwards (in a checked job every use faults).
 func (b buffers) free(buf []byte) {
 	if b.checked {
 		hugemem.Retire(buf)
@@ -122,8 +122,9 @@ func (l *location) guardReads(rs []*fifo.Request, by int) {
 }
 
 // resize sets *data, under a write grant, to n bytes, keeping the common prefix and
-// zero-filling the rest, and returns it; a new buffer comes from alloc. A checked job always moves the data to a new
-// buffer and retires the old one, so that the slice of before faults at every size.
+// zero-filling the rest, and returns it; a new buffer comes from alloc. A checked job
+// always moves the data to a new buffer and retires the old one, so that the slice of
+// before faults at every size.
 // Otherwise the buffer is kept when its capacity allows it, and one that is replaced waits
 // in *stale until the grant's release (freeStale), so that a write through the slice of
 // before is lost at every size, rather than faulting on a mapped buffer only.

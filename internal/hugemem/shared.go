@@ -52,18 +52,15 @@ func ParseShare(b []byte) (Share, error) {
 // AllocShared is Alloc for a buffer that other processes of this host may map (SharedAt,
 // View): one of Threshold bytes or more is mapped from this process's file of shared
 // memory where the system allows it, with ORWL_HUGEPAGES's advice; otherwise it is
-// Alloc's. Free, Retire and Protect take it as they take Alloc's, Move does not move its
-// pages (it copies).
+// Alloc's. Free, Retire and Protect take it as they take Alloc's; Move swaps it with
+// another shared buffer of its size, and copies into it from any other.
 func AllocShared(n int) []byte {
 	if n >= Threshold {
 		if p, length, off := mapShared(uintptr(n), advice()); p != nil {
-			b := record(p, length, n)
 			mu.Lock()
-			r := mapped[p]
-			r.share = off + 1
-			mapped[p] = r
+			mapped[p] = region{length: length, size: n, share: off + 1}
 			mu.Unlock()
-			return b
+			return unsafe.Slice((*byte)(p), n)
 		}
 	}
 	return Alloc(n)
