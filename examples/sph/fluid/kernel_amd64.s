@@ -2,6 +2,13 @@
 
 #include "textflag.h"
 
+// The vector kernels of kernel_amd64.go: filterScalar, kernelSumScalar and forceSumScalar
+// (kernel.go) four candidates or neighbours at a time in the lanes of a Y register, with
+// the same IEEE operations in the same order (no fused multiply-add, no reassociation; a
+// product or a sum may have its two operands swapped, which gives the same bits), and
+// every sum added lane after lane in index order. Go's assembler writes the operands of
+// the three-operand instructions last to first: VSUBPD A, B, C is C = B - A.
+
 // DIST and KEEP are filterScalar's work for four candidates, their indexes in X4 and their
 // x, y and z in Y6, Y7 and Y8, with xi, yi, zi and H2 in Y0 to Y3. DIST leaves their r² in
 // Y6 and r² - H2, whose sign bits are the neighbours, in Y7. KEEP stores the indexes and the
@@ -29,11 +36,6 @@
 	VMOVUPD Y10, (SI)(DX*8) \
 	ADDQ AX, DX \
 	VPADDD X5, X4, X4
-
-// The vector kernels of kernel_amd64.go: filterScalar, kernelSumScalar and forceSumScalar
-// (kernel.go) four candidates or neighbours at a time in the lanes of a Y register, with
-// the same IEEE operations in the same order (no fused multiply-add, no reassociation), and
-// every sum added lane after lane in index order.
 
 // func filterAVX2(dst *int32, r2 *float64, spans *span, ns int, x, y, z *float64, xi, yi, zi, H2 float64) int
 TEXT ·filterAVX2(SB), NOSPLIT, $0-96
