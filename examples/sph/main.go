@@ -17,7 +17,7 @@
 // than a second prints its progress on standard error; the process that runs task 0
 // prints the result line:
 //
-//	result: particles=20000 steps=50 tasks=2 procs=1 seconds=2.264 interactions=108291412 interactions_per_s=4.783e+07 kinetic=0.046975168269305347 checksum=29e00d20cda038a9 imbalance=1.0024 verified=true
+//	result: particles=20000 steps=50 tasks=2 procs=1 seconds=0.466 interactions=108291412 interactions_per_s=2.323e+08 kinetic=0.046975168269305347 checksum=29e00d20cda038a9 imbalance=1.0024 verified=true
 //
 // where seconds is the time of the steps (the initial particles, the final sums and the
 // check are not timed), interactions counts the neighbour pairs of the density and the
