@@ -22,7 +22,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 			t.Errorf("request %+v came back as %+v", m, got)
 		}
 	}
-	for _, m := range []grantMsg{{loc: 3, ticket: 9, version: 1 << 50, flow: 77, data: true}, {loc: 0, ticket: 1, refused: true}, {loc: 2, ticket: 5, more: true}, {loc: 1, ticket: 4, version: 7, recycle: true}} {
+	for _, m := range []grantMsg{{loc: 3, ticket: 9, version: 1 << 50, flow: 77, data: true}, {loc: 0, ticket: 1, refused: true}, {loc: 2, ticket: 5, more: true}, {loc: 1, ticket: 4, version: 7, recycle: true}, {loc: 6, ticket: 8, version: 2, view: true, more: true}} {
 		h := m.header()
 		if got := decodeGrant(&h); got != m {
 			t.Errorf("grant %+v came back as %+v", m, got)
