@@ -14,14 +14,14 @@ import (
 
 func init() { scenarios["view"] = viewScenario }
 
-// viewRounds and viewSize fix the view scenario: the size of its location in each round
-// (0-based), with a Resize to a new buffer in round 2 and one within it in round 4.
+// viewSizes fixes the view scenario: the size of its location in each round (0-based),
+// with a Resize to a new buffer in round 2 and one within it in round 4.
 var viewSizes = []int{3 << 20, 3 << 20, 6 << 20, 6 << 20, 5 << 20, 5 << 20}
 
 // viewScenario: task 0 (rank 0) owns a location of several MiB that it writes in every
-// round, the round's number in word 0 and a mark in the first byte of every page, resizing
-// it now and then; task 1 (rank 1) reads it, checks it, then writes word 1, which task 0
-// checks in the next round. With VIEW_MISUSE set, task 1 writes through its read's data in
+// round, the round's number plus one in word 0 and a mark in the first byte of every page,
+// resizing it now and then; task 1 (rank 1) reads it, checks it, then writes word 1, which
+// task 0 checks in the next round. With VIEW_MISUSE set, task 1 writes through its read's data in
 // round 1 and prints the error it gets.
 func viewScenario() int {
 	misuse := os.Getenv("VIEW_MISUSE") != ""
