@@ -1,12 +1,14 @@
 package orwl
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
+	"github.com/orwl-go/orwl/internal/hugemem"
 	"github.com/orwl-go/orwl/trace"
 	"github.com/orwl-go/orwl/transport"
 )
@@ -154,7 +156,9 @@ func (r *requester) sendRelease(t *remoteTicket, m releaseMsg, payload []byte, o
 	return err
 }
 
-// granted delivers a grant: its data, if any, is in the mirror already (grantSink).
+// granted delivers a grant: its data, if any, is in the mirror already (grantSink). A view
+// of an owner that has ended is not delivered: the owner's loss, which the transport
+// reports within the peer timeout, fails the job with its cause.
 func (r *requester) granted(from int, m grantMsg, payload []byte) error {
 	t := r.find(from, m.ticket)
 	if t == nil {
@@ -165,7 +169,10 @@ func (r *requester) granted(from int, m grantMsg, payload []byte) error {
 		return nil
 	}
 	q := t.q
-	if err := q.landed(m, payload); err != nil {
+	if err := q.landed(m, payload); errors.Is(err, hugemem.ErrGone) {
+		r.j.log.Debug("orwl: a grant's owner has ended", "rank", from, "err", err)
+		return nil
+	} else if err != nil {
 		return err
 	}
 	r.j.endTransfer(&t.transfer)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
+	"github.com/orwl-go/orwl/internal/hugemem"
 	"github.com/orwl-go/orwl/transport"
 )
 
@@ -352,5 +355,50 @@ func TestTicketTable(t *testing.T) {
 	}
 	if got := r.find(1, 1000); got != nil {
 		t.Fatalf("find of an id never handed out = %p, want nil", got)
+	}
+}
+
+// A view's grant whose owner has ended before this process could map the data does not
+// fail the job as a protocol error: the owner's loss, which the transport reports within
+// the peer timeout, names the cause, and the grant waits for it. (Before: "protocol error
+// from rank 0: grant of ...: hugemem: opening process ...'s shared memory".)
+func TestViewOfAnEndedOwnerWaitsForItsLoss(t *testing.T) {
+	jobs := connectedPair(t)
+	ctx := context.Background()
+	w := handle.New(queueOfX(t, jobs[0]), handle.Spec{Task: 0, Location: `task 0 "x"`, Mode: fifo.Write}, nil)
+	if err := w.Request(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Acquire(ctx); err != nil { // holds x: the remote read waits behind it
+		t.Fatal(err)
+	}
+	q := queueOfX(t, jobs[1]).(*remoteQueue)
+	r := handle.New(q, handle.Spec{Task: 1, Location: `task 0 "x"`, Mode: fifo.Read}, nil)
+	if err := r.Request(); err != nil {
+		t.Fatal(err)
+	}
+	var ticket *remoteTicket
+	for id := range uint64(8) {
+		if ticket = jobs[1].node.req.find(0, id); ticket != nil {
+			break
+		}
+	}
+	if ticket == nil {
+		t.Fatal("the read's ticket is not found")
+	}
+	ended := exec.Command(os.Args[0], "-test.run=^$")
+	if err := ended.Run(); err != nil {
+		t.Fatal(err)
+	}
+	g := grantMsg{loc: q.loc, ticket: ticket.id, version: 1, view: true}
+	h := g.header()
+	payload := hugemem.Share{PID: int32(ended.Process.Pid), FD: 3, Len: hugemem.Threshold}.Append(nil)
+	h.Len = uint64(len(payload))
+	jobs[1].node.Handle(0, &h, payload)
+	if err := jobs[1].failure(); err != nil {
+		t.Fatalf("a view of an ended owner failed the job: %v", err)
+	}
+	if ticket.latch.Granted() {
+		t.Fatal("a view that could not be mapped granted the read")
 	}
 }

@@ -82,14 +82,19 @@ func SharedAt(b []byte) (s Share, ok bool) {
 	return Share{PID: int32(selfPID), FD: int32(sharedFile.fd), Off: r.share - 1, Len: int64(len(b))}, true
 }
 
-// ErrNoView is View's error where the system cannot map another process's memory.
-var ErrNoView = errors.New("hugemem: this system does not map other processes' buffers")
+// View's errors: where the system cannot map another process's memory (ErrNoView), and
+// when the process that holds the buffer has ended (ErrGone).
+var (
+	ErrNoView = errors.New("hugemem: this system does not map other processes' buffers")
+	ErrGone   = errors.New("hugemem: the process of the shared buffer has ended")
+)
 
 // View maps the shared buffer s of another process of this host, or of this one,
 // read-only: every write to it faults, and Find reports it ReadOnly. What its owner writes
 // shows in it. Free unmaps it (Retire makes it inaccessible), and neither changes the
-// owner's buffer; Protect leaves it read-only. It fails when s's process is gone, or is
-// not this user's, or runs in another namespace, or the system refuses the mapping.
+// owner's buffer; Protect leaves it read-only. It fails when s's process has ended
+// (ErrGone), or is not this user's, or runs in another namespace, or the system refuses the
+// mapping.
 func View(s Share) ([]byte, error) {
 	if s.Len == 0 {
 		return []byte{}, nil

@@ -1,7 +1,9 @@
 package hugemem
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"unsafe"
@@ -69,8 +71,12 @@ func punch(off int64, length uintptr) {
 // mapView maps the buffer s names read-only, and returns its address and mapped length.
 // The file is open only while it maps: the mapping keeps what it shows.
 func mapView(s Share) (unsafe.Pointer, uintptr, error) {
-	f, err := os.Open("/proc/" + strconv.Itoa(int(s.PID)) + "/fd/" + strconv.Itoa(int(s.FD)))
+	proc := "/proc/" + strconv.Itoa(int(s.PID))
+	f, err := os.Open(proc + "/fd/" + strconv.Itoa(int(s.FD)))
 	if err != nil {
+		if _, gone := os.Stat(proc); errors.Is(gone, fs.ErrNotExist) {
+			return nil, 0, fmt.Errorf("%w (process %d)", ErrGone, s.PID)
+		}
 		return nil, 0, fmt.Errorf("hugemem: opening process %d's shared memory: %w", s.PID, err)
 	}
 	defer f.Close()

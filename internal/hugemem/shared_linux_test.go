@@ -2,6 +2,7 @@ package hugemem
 
 import (
 	"encoding/hex"
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -161,4 +162,19 @@ func TestMoveSwapsSharedBuffers(t *testing.T) {
 	Free(a)
 	Free(b)
 	Free(c)
+}
+
+// TestViewOfAnEndedProcess: a buffer whose process has ended cannot be viewed, and the
+// error says so (ErrGone), unlike one of a live process that names no buffer.
+func TestViewOfAnEndedProcess(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := View(Share{PID: int32(cmd.Process.Pid), FD: 3, Len: Threshold}); !errors.Is(err, ErrGone) {
+		t.Fatalf("a view of an ended process's buffer: %v, want ErrGone", err)
+	}
+	if _, err := View(Share{PID: int32(os.Getpid()), FD: 1 << 20, Len: Threshold}); err == nil || errors.Is(err, ErrGone) {
+		t.Fatalf("a view of no buffer of a live process: %v, want another error", err)
+	}
 }
