@@ -79,15 +79,17 @@ func (s *spareMirrors) free() {
 // mirrorState is a remote queue's mirror: the data, its version, and what it counts of the
 // queue's grants (guarded by remoteQueue.sendMu).
 type mirrorState struct {
-	mirror  []byte   // 8-byte aligned, never nil; written by a grant's data or under a write grant
-	version uint64   // the version the mirror holds (0: none)
-	stale   [][]byte // mirrors that Resize replaced, freed at the write grant's release
-	held    int      // grants delivered and not given back (sendMu)
-	recycle bool     // the last batch said recycle (sendMu)
-	guarded bool     // the mirror is read-only: read grants hold it, in a checked job (sendMu)
-	viewing bool     // the mirror is a view of the owner's data, viewed
-	viewed  hugemem.Share
+	mirror  []byte        // 8-byte aligned, never nil; written by a grant's data or under a write grant
+	version uint64        // the version the mirror holds (0: none)
+	stale   [][]byte      // mirrors that Resize replaced, freed at the write grant's release
+	held    int           // grants delivered and not given back (sendMu)
+	recycle bool          // the last batch said recycle (sendMu)
+	guarded bool          // the mirror is read-only: read grants hold it, in a checked job (sendMu)
+	viewed  hugemem.Share // the owner's buffer that the mirror views; zero: the mirror is this process's
 }
+
+// viewing reports whether the mirror is a view of the owner's data.
+func (m *mirrorState) viewing() bool { return m.viewed != hugemem.Share{} }
 
 // landed takes the version that grant m brings: its data, if any, is in the mirror already
 // (grantSink); a view's payload names the data (landView); a grant without either must
@@ -113,7 +115,7 @@ func (q *remoteQueue) landed(m grantMsg, payload []byte) error {
 // so the mirror's buffer may go (dropMirror).
 func (q *remoteQueue) landView(payload []byte) error {
 	s, err := hugemem.ParseShare(payload)
-	if err != nil || q.viewing && q.viewed == s {
+	if err != nil || q.viewed == s {
 		return err
 	}
 	v, err := hugemem.View(s)
@@ -121,7 +123,7 @@ func (q *remoteQueue) landView(payload []byte) error {
 		return err
 	}
 	q.dropMirror()
-	q.mirror, q.viewing, q.viewed = v, true, s
+	q.mirror, q.viewed = v, s
 	return nil
 }
 
@@ -129,9 +131,9 @@ func (q *remoteQueue) landView(payload []byte) error {
 // buffer goes to the spares, and the mirror holds nothing.
 func (q *remoteQueue) dropMirror() {
 	switch {
-	case q.viewing:
+	case q.viewing():
 		q.r.j.bufs.free(q.mirror)
-		q.viewing = false
+		q.viewed = hugemem.Share{}
 	case hugemem.Mapped(q.mirror):
 		q.r.spare.keep(q.mirror)
 	}
@@ -163,7 +165,7 @@ func (q *remoteQueue) givenBack(version uint64, written bool) bool {
 	var spare []byte
 	if q.held == 0 {
 		q.guard(false)
-		if !written && (q.recycle || q.active == 0) && !q.viewing && hugemem.Mapped(q.mirror) {
+		if !written && (q.recycle || q.active == 0) && !q.viewing() && hugemem.Mapped(q.mirror) {
 			spare, q.mirror, q.version = q.mirror, alignedBytes(0), 0
 		}
 		q.recycle = false
@@ -212,7 +214,7 @@ func (r *requester) grantSink(from int, m grantMsg) ([]byte, error) {
 		q.guard(false)
 		q.sendMu.Unlock()
 	}
-	if q.viewing { // the owner's buffer, read-only: the data needs a buffer of this process's
+	if q.viewing() { // the owner's buffer, read-only: the data needs a buffer of this process's
 		q.dropMirror()
 	}
 	return r.j.bufs.resizeKeep(&q.mirror, m.size, r.spare.take), nil
