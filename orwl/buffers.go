@@ -76,14 +76,13 @@ func (b buffers) data(n int) []byte {
 	return b.alloc(n)
 }
 
-// filledData is data for a buffer that the caller fills at once (see filledBytes).
+// filledData is data for a buffer that the caller fills at once, faulted in as filled's.
 func (b buffers) filledData(n int) []byte {
-	if b.share && n >= hugemem.Threshold {
-		d := hugemem.AllocShared(n)
+	d := b.data(n)
+	if !b.checked {
 		hugemem.Populate(d)
-		return d
 	}
-	return b.filled(n)
+	return d
 }
 
 // free frees buf, a buffer of alloc, filled, data or filledData, or a view (mirror.go),
