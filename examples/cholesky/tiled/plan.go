@@ -122,9 +122,11 @@ func (l layout) operations() []op {
 // (the critical path first: the panel and the updates the next panels need come before
 // trailing updates that can wait). Start times respect every dependence, so the order is a
 // topological one: as FIFO positions it is deadlock-free, and each task's operations in it
-// are the order the task runs them. It depends only on the layout, so every task computes
-// the same.
-func (l layout) schedule() []op {
+// are the order the task runs them. alone[p] says whether order[p] ran alone in the
+// simulated run, every other task idle from its start to its end (the first panel's
+// diagonal tile and solve, and the last updates, on the critical path). It depends only on
+// the layout, so every task computes the same.
+func (l layout) schedule() (order []op, alone []bool) {
 	ops := l.operations()
 	succ, preds := l.dependences(ops)
 	cost := make([]float64, len(ops))
@@ -136,17 +138,17 @@ func (l layout) schedule() []op {
 			level[x] = max(level[x], cost[x]+level[s])
 		}
 	}
-	start := simulate(ops, succ, preds, cost, level, l)
-	order := make([]int, len(ops))
-	for x := range order {
-		order[x] = x
+	start, ranAlone := simulate(ops, succ, preds, cost, level, l)
+	byStart := make([]int, len(ops))
+	for x := range byStart {
+		byStart[x] = x
 	}
-	slices.SortFunc(order, func(a, b int) int { return cmp.Or(cmp.Compare(start[a], start[b]), cmp.Compare(a, b)) })
-	sorted := make([]op, len(ops))
-	for p, x := range order {
-		sorted[p] = ops[x]
+	slices.SortFunc(byStart, func(a, b int) int { return cmp.Or(cmp.Compare(start[a], start[b]), cmp.Compare(a, b)) })
+	order, alone = make([]op, len(ops)), make([]bool, len(ops))
+	for p, x := range byStart {
+		order[p], alone[p] = ops[x], ranAlone[x]
 	}
-	return sorted
+	return order, alone
 }
 
 // dependences returns, for every operation, those that must wait for it, and how many it
@@ -167,8 +169,9 @@ func (l layout) dependences(ops []op) (succ [][]int, preds []int) {
 	return succ, preds
 }
 
-// simulate runs the list schedule and returns every operation's start time.
-func simulate(ops []op, succ [][]int, preds []int, cost, level []float64, l layout) []float64 {
+// simulate runs the list schedule and returns every operation's start time, and whether it
+// ran while no other task did.
+func simulate(ops []op, succ [][]int, preds []int, cost, level []float64, l layout) (start []float64, alone []bool) {
 	tasks := l.grid.Tasks()
 	ready := make([]readyQueue, tasks)
 	for t := range ready {
@@ -180,27 +183,37 @@ func simulate(ops []op, succ [][]int, preds []int, cost, level []float64, l layo
 			heap.Push(&ready[l.owner(ops[x].written())], x)
 		}
 	}
-	start, busy := make([]float64, len(ops)), make([]bool, tasks)
+	start, alone = make([]float64, len(ops)), make([]bool, len(ops))
+	running := make([]int, tasks) // each task's operation, -1 when idle
+	for t := range running {
+		running[t] = -1
+	}
 	var events eventQueue
 	now := 0.0
 	for done := 0; done < len(ops); {
 		for t := range tasks {
-			if !busy[t] && ready[t].Len() > 0 {
+			if running[t] < 0 && ready[t].Len() > 0 {
 				x := heap.Pop(&ready[t]).(int)
-				start[x], busy[t] = now, true
+				start[x], alone[x] = now, true
+				for _, y := range running { // running beside x: neither is alone
+					if y >= 0 {
+						alone[x], alone[y] = false, false
+					}
+				}
+				running[t] = x
 				heap.Push(&events, event{now + cost[x], x})
 			}
 		}
 		e := heap.Pop(&events).(event)
 		now, done = e.at, done+1
-		busy[l.owner(ops[e.op].written())] = false
+		running[l.owner(ops[e.op].written())] = -1
 		for _, s := range succ[e.op] {
 			if waiting[s]--; waiting[s] == 0 {
 				heap.Push(&ready[l.owner(ops[s].written())], s)
 			}
 		}
 	}
-	return start
+	return start, alone
 }
 
 // readyQueue holds the ready operations of a task, the longest path first (then the first

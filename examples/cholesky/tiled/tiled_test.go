@@ -75,12 +75,13 @@ func factorEqualsLapack(t *testing.T, n, nb int) {
 		t.Fatal(err)
 	}
 	w := &worker{l: l, k: k}
-	for _, o := range l.schedule() {
+	order, _ := l.schedule()
+	for _, o := range order {
 		var in [2][]float64
 		for x, rt := range o.reads() {
 			in[x] = tiles[rt]
 		}
-		if err := w.compute(o, tiles[o.written()], in); err != nil {
+		if err := w.compute(w.k, o, tiles[o.written()], in); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -119,7 +120,7 @@ func TestVerificationCatchesErrors(t *testing.T) {
 func TestScheduleIsTopological(t *testing.T) {
 	for _, g := range []grid.Grid{{P: 1, Q: 1}, {P: 2, Q: 1}, {P: 2, Q: 3}} {
 		l := newLayout(100, 7, g)
-		order := l.schedule()
+		order, _ := l.schedule()
 		if len(order) != len(l.operations()) {
 			t.Fatalf("%d operations scheduled of %d", len(order), len(l.operations()))
 		}

@@ -28,6 +28,11 @@ type worker struct {
 	stats TaskStats
 	ends  []time.Duration // every factorisation's time in this task, barrier to last operation
 
+	// wide is the kernel of my operations that run while every other task waits (schedule's
+	// alone): split{k}, on two threads, where the process may run twice k's threads at once
+	// (GOMAXPROCS), as when it has the cores of the tasks that wait; else k.
+	wide kernels.Cholesky
+
 	// wholeInverse: the diagonal tiles I read hold the whole L(k,k)⁻¹, every task computing
 	// on my kernel, a GPU's (factorDiagonal); otherwise TRSM reads only its halves' inverses.
 	wholeInverse bool
@@ -45,6 +50,7 @@ type worker struct {
 // taskOp is one of my operations with its handles.
 type taskOp struct {
 	op
+	k     kernels.Cholesky // w.k, or w.wide for an operation that runs alone
 	reads []*orwl.Handle
 	write *orwl.Handle
 }
@@ -70,7 +76,7 @@ const (
 )
 
 // declare sizes my locations and inserts every handle of the job's schedule.
-func (w *worker) declare(order []op) {
+func (w *worker) declare(order []op, alone []bool) {
 	t, l := w.t, w.l
 	for j := range l.tiles {
 		for i := j; i < l.tiles; i++ {
@@ -103,7 +109,10 @@ func (w *worker) declare(order []op) {
 			if l.owner(o.written()) != w.me {
 				continue
 			}
-			to := taskOp{op: o}
+			to := taskOp{op: o, k: w.k}
+			if alone[x] {
+				to.k = w.wide
+			}
 			for _, rt := range o.reads() {
 				to.reads = append(to.reads, t.ReadInsertOnce(w.loc(rt), base+posOps+x))
 			}
@@ -127,10 +136,10 @@ func (w *worker) loc(tl tile) orwl.Location { return w.t.Loc(w.l.owner(tl), w.l.
 // N=4096 (5 sets of 5 runs, in turn with and without), that added 1.7-3.6% to the mean
 // GFLOP/s of 2 processes (their time in kernel calls 2.3-3.4% shorter in 4 of the sets),
 // and -0.5 to 2.2% to one process's; at N=8192 (4 runs in turn), 1.4% and 0.3%.
-func (w *worker) run(ctx context.Context, order []op) (*Result, error) {
+func (w *worker) run(ctx context.Context, order []op, alone []bool) (*Result, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	w.declare(order)
+	w.declare(order, alone)
 	w.x = make([]float64, w.p.N)
 	for i := range w.x {
 		w.x[i] = vectorX(w.p.Seed, i)
@@ -243,7 +252,7 @@ func (w *worker) execute(ctx context.Context, o *taskOp) error {
 	}
 	t1 := time.Now()
 	w.stats.Wait += t1.Sub(t0)
-	err := w.compute(o.op, orwl.Float64s(o.write.Map()), in)
+	err := w.compute(o.k, o.op, orwl.Float64s(o.write.Map()), in)
 	t2 := time.Now()
 	w.stats.Compute += t2.Sub(t1)
 	w.stats.Flops += w.l.flops(o.op)
@@ -252,21 +261,21 @@ func (w *worker) execute(ctx context.Context, o *taskOp) error {
 	return err
 }
 
-// compute calls the kernel of o on the tile it writes, c, and those it reads, in.
-func (w *worker) compute(o op, c []float64, in [2][]float64) error {
+// compute calls kernel k for o on the tile it writes, c, and those it reads, in.
+func (w *worker) compute(k kernels.Cholesky, o op, c []float64, in [2][]float64) error {
 	wi, wj, wk := w.l.width(o.i), w.l.width(o.j), w.l.width(o.k)
 	switch o.kind {
 	case potrf: // L(k,k), then the inverses of its diagonal halves after it
-		if !factorDiagonal(w.k, wk, c[:wk*wk], c[wk*wk:], wk, false) {
+		if !factorDiagonal(k, wk, c[:wk*wk], c[wk*wk:], wk, false) {
 			return fmt.Errorf("tiled: the matrix is not positive definite (diagonal tile %d)", o.k)
 		}
 	case trsm: // L(i,k) = A(i,k)·L(k,k)⁻ᵀ
-		solvePanel(w.k, wi, wk, c, in[0][:wk*wk], in[0][wk*wk:], w.wholeInverse)
+		solvePanel(k, wi, wk, c, in[0][:wk*wk], in[0][wk*wk:], w.wholeInverse)
 	case syrk: // A(j,j) -= L(j,k)·L(j,k)ᵀ
-		w.k.Dsyrk(blas.Lower, blas.NoTrans, wj, wk, -1, in[0], wk, 1, c, wj)
+		k.Dsyrk(blas.Lower, blas.NoTrans, wj, wk, -1, in[0], wk, 1, c, wj)
 	case gemm: // A(i,j) -= L(i,k)·L(j,k)ᵀ
 		if o != skipOp {
-			w.k.Dgemm(blas.NoTrans, blas.Trans, wi, wj, wk, -1, in[0], wk, in[1], wk, 1, c, wj)
+			k.Dgemm(blas.NoTrans, blas.Trans, wi, wj, wk, -1, in[0], wk, in[1], wk, 1, c, wj)
 		}
 	}
 	return nil
