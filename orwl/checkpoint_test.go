@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,6 +34,9 @@ type ckptRing struct {
 }
 
 var errInjected = errors.New("injected failure")
+
+// errUnnoticed ends a job whose misuse went through.
+var errUnnoticed = errors.New("the misuse went unnoticed")
 
 func (r *ckptRing) config(rank int) orwl.Config {
 	cfg := orwl.Config{Tasks: r.tasks, Locations: []string{"v"}}
@@ -187,6 +191,82 @@ func TestRestartFromPrivateDirectories(t *testing.T) {
 					t.Fatal(err)
 				}
 			})
+		})
+	}
+}
+
+// TestRestoredLocationGuarded: a location restored from the copy its owner's partner sent
+// (the owner's disk lost) is the buffer of data it was before the restart: in a checked job,
+// guarded like any other, and, of 2 MiB or more, read in place by a process of the same
+// host, checked job or not. Either way a write through a read's data of it fails the job
+// with ErrReadOnlyData, where a copy, or Go memory, would take it unnoticed.
+func TestRestoredLocationGuarded(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		size    int
+		checked orwl.Checking
+		reader  int // the task that reads task 0's location
+	}{
+		{"checked, read by its owner", 1000, orwl.CheckedOn, 0},
+		{"unchecked, read by the other process", 4 << 20, orwl.CheckedOff, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const iters = 1 << 22 // the first run fails once a checkpoint is complete, the second at the misuse
+			dir := filepath.Join(memDir(t), "node-{rank}")
+			fingerprint := checkpoint.Fingerprint{Program: "restored", Tasks: 2, Locations: []string{"v"}}
+			config := func(rank int) orwl.Config {
+				return orwl.Config{Tasks: 2, Locations: []string{"v"}, Checked: c.checked,
+					Checkpoint: orwl.Checkpoint{Dir: checkpoint.Expand(dir, rank, "host"), Every: 2e6, Program: "restored"}}
+			}
+			checkpointed := func() bool { // in rank 1's directory, which stays
+				dirs, _ := checkpoint.Glob(checkpoint.Expand(dir, 1, "host"))
+				cp, _, err := checkpoint.Find(dirs, fingerprint)
+				return err == nil && cp != nil
+			}
+			var misused atomic.Bool
+			job := func(ctx context.Context, task *orwl.Task) error {
+				task.Scale("v", c.size)
+				w := task.WriteInsert(task.Loc(task.ID(), "v"), 0)
+				var r *orwl.Handle
+				if task.ID() == c.reader {
+					r = task.ReadInsert(task.Loc(0, "v"), 1)
+				}
+				if err := task.Schedule(ctx); err != nil {
+					return err
+				}
+				return task.Iterate(ctx, iters, func(iter int) error {
+					switch {
+					case iter%16 != 0:
+					case task.Resumed() == 0 && task.ID() == 1 && checkpointed():
+						return errInjected
+					case task.Resumed() > 0 && misused.Load():
+						return errUnnoticed
+					}
+					if err := w.Section(ctx, func(b []byte) error { b[iter%c.size]++; return nil }); err != nil || r == nil {
+						return err
+					}
+					return r.Section(ctx, func(b []byte) error {
+						if task.Resumed() > 0 && misused.CompareAndSwap(false, true) {
+							b[c.size-1] = 42
+						}
+						return nil
+					})
+				})
+			}
+			if err := errors.Join(runEachProc(t, context.Background(), 2, config, job)...); !errors.Is(err, errInjected) &&
+				!strings.Contains(fmt.Sprint(err), errInjected.Error()) {
+				t.Fatalf("first run: %v, want the injected failure", err)
+			}
+			if err := os.RemoveAll(checkpoint.Expand(dir, 0, "host")); err != nil {
+				t.Fatal(err)
+			}
+			err := runEachProc(t, context.Background(), 2, config, job)[c.reader]
+			if !misused.Load() {
+				t.Fatalf("the restarted job did not resume (%v)", err)
+			}
+			if !errors.Is(err, orwl.ErrReadOnlyData) {
+				t.Fatalf("restarted run, the reader's process: %v, want ErrReadOnlyData", err)
+			}
 		})
 	}
 }

@@ -289,8 +289,8 @@ func (c *checkpointer) install(own planPart, why string) error {
 		}
 		if c.j.owner[piece.Task] == c.j.rank && p.From[i] != c.j.rank {
 			a := &arrival{from: p.From[i]}
-			if piece.Kind == checkpoint.Location {
-				a.buf = alignedBytes(int(piece.Size))
+			if piece.Kind == checkpoint.Location { // it becomes the location's data (restore)
+				a.buf = c.j.bufs.data(int(piece.Size))
 			} else {
 				a.buf = make([]byte, piece.Size)
 			}

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/orwl-go/orwl/fifo"
-	"github.com/orwl-go/orwl/internal/hugemem"
 )
 
 // This file holds the schedule: the barrier the tasks arrive at with their inserts, the
@@ -132,13 +131,6 @@ func (l *location) schedule() error {
 		}
 		return cmp.Or(cmp.Compare(a.pos, b.pos), cmp.Compare(a.task, b.task))
 	})
-	if b := l.j.bufs; b.checked && len(l.data) > 0 && !hugemem.Mapped(l.data) {
-		// Scale and a restore put data under hugemem.Threshold in Go memory: to pages of
-		// its own, which grants can guard.
-		guarded := b.alloc(len(l.data))
-		copy(guarded, l.data)
-		l.data = guarded
-	}
 	var err error
 	for _, p := range l.pending {
 		if granted, err = l.fifo.Enqueue(p.req, p.mode, granted); err != nil {
