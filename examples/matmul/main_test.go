@@ -70,6 +70,23 @@ func TestProcessesGiveIdenticalResults(t *testing.T) {
 	}
 }
 
+// TestPanelLentToOneLocationAtATime: with one panel per owner (NB = N/2), which its
+// owner publishes through either of its panel locations in turn, two multiplications give
+// the product on 2 processes of one host (panels read in place, lent by swapping shared
+// memory) and on 1 (pages moved): lent twice, the second location read what the first
+// held ("exact-max-error=58.2", status 3).
+func TestPanelLentToOneLocationAtATime(t *testing.T) {
+	for _, procs := range []int{1, 2} {
+		var out, errs bytes.Buffer
+		args := "-n 1024 -nb 512 -kernel " + cpuKernels(t)[0] + " -threads 1 -reps 2 -verify -grid 2x1"
+		status := orwl.Launch{Procs: procs, Argv: []string{os.Args[0], "-test.run=^$"},
+			Env: []string{childEnv + "=" + args}, Stdout: &out, Stderr: &errs}.Run()
+		if status != 0 || resultRE.FindStringSubmatch(out.String()) == nil {
+			t.Fatalf("%d processes: status %d\n%s%s", procs, status, out.String(), errs.String())
+		}
+	}
+}
+
 // TestUnderMpirun: started by mpirun, every process is one process of the job and starts
 // nothing itself; the process of task 0 prints the result line. A mixed-kernel run, so
 // that balancing crosses processes too.

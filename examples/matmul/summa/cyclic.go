@@ -201,14 +201,14 @@ func (s *blockCyclic) publishPanels(ctx context.Context, st int) error {
 	step, g := s.steps[st], s.p.Grid
 	if step.aCol == s.gq && g.Q > 1 {
 		panel := s.aPanels[step.k/g.Q]
-		keep := s.p.Verify&Freivalds != 0 // Freivalds' check reads my A panels at the end
+		keep := s.p.Verify&Freivalds != 0 || !step.aLends // Freivalds' check reads my A panels at the end
 		if err := s.timedSection(ctx, s.aW[step.aBuf], func(b []byte) { s.put(b, &s.aLent[step.aBuf], panel, keep) }); err != nil {
 			return err
 		}
 	}
 	if step.bRow == s.gp && g.P > 1 {
 		panel := s.bPanels[step.k/g.P]
-		if err := s.timedSection(ctx, s.bW[step.bBuf], func(b []byte) { s.put(b, &s.bLent[step.bBuf], panel, false) }); err != nil {
+		if err := s.timedSection(ctx, s.bW[step.bBuf], func(b []byte) { s.put(b, &s.bLent[step.bBuf], panel, !step.bLends) }); err != nil {
 			return err
 		}
 	}
@@ -221,8 +221,9 @@ func (s *blockCyclic) publishPanels(ctx context.Context, st int) error {
 // back those of the panel it held: nothing is copied, and the location never touches
 // fresh pages, which would cost the first multiplication a page fault per 4 KiB. While
 // lent, a panel reads zero where it lives, where nothing reads it. It copies the panel
-// instead when something reads it there later (keep), and when a kernel of this process
-// has pinned the location, whose pages the device maps.
+// instead when something reads it there later, or when I publish it next through another
+// location before this one takes another panel (keep: see lendable), and when a kernel of
+// this process has pinned the location, whose pages the device maps.
 func (s *blockCyclic) put(b []byte, lent *[]float64, panel []float64, keep bool) {
 	dst := orwl.Float64s(b)
 	if *lent != nil && len(panel) > 0 && &(*lent)[0] == &panel[0] {

@@ -86,6 +86,9 @@ type step struct {
 	k          int // global block column of A / block row of B multiplied
 	aCol, aBuf int // grid column owning A's panel k, and the buffer (0 to panelBuffers-1) it uses
 	bRow, bBuf int // grid row owning B's panel k, and its buffer
+	// aLends (bLends) says that the panel may lend its pages to the buffer's location (put;
+	// see lendable).
+	aLends, bLends bool
 }
 
 // bufferUses counts a grid row's or column's publications, per buffer.
@@ -112,7 +115,35 @@ func schedule(g grid.Grid, nk, reps int) (steps []step, aUses, bUses []bufferUse
 		bUses[st.bRow][st.bBuf]++
 		steps = append(steps, st)
 	}
+	for s := range steps {
+		steps[s].aLends, steps[s].bLends = lendable(steps, s, true), lendable(steps, s, false)
+	}
 	return steps, aUses, bUses
+}
+
+// lendable reports whether the panel that steps[s] publishes, A's (a) or B's, may lend its
+// pages to the location of its buffer (put): unless its owner publishes it next through
+// another of its buffers before this one takes another panel, which gives the pages back.
+// Lent then, the panel would read zero where it lives while its pages were still in the
+// first location, and the second would get no data.
+func lendable(steps []step, s int, a bool) bool {
+	at := func(st step) (owner, buf int) {
+		if a {
+			return st.aCol, st.aBuf
+		}
+		return st.bRow, st.bBuf
+	}
+	o, b := at(steps[s])
+	for _, st := range steps[s+1:] {
+		switch so, sb := at(st); {
+		case so != o:
+		case st.k == steps[s].k:
+			return sb == b
+		case sb == b:
+			return true
+		}
+	}
+	return true
 }
 
 // lastUse is, for one owner, the step after the last use of each buffer (0: never used).

@@ -3,6 +3,7 @@ package summa
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -59,7 +60,10 @@ func TestScheduleReusesBuffersLate(t *testing.T) {
 			steps, aUses, bUses := schedule(g, nk, 3)
 			lastA, lastB := map[[2]int]int{}, map[[2]int]int{}
 			countA, countB := make([]bufferUses, g.Q), make([]bufferUses, g.P)
+			heldA, heldB := make([][panelBuffers]int, g.Q), make([][panelBuffers]int, g.P)
 			for s, st := range steps {
+				lendOnce(t, fmt.Sprintf("grid %s nk %d step %d: A", g, nk, s), &heldA[st.aCol], st.k, st.aBuf, st.aLends)
+				lendOnce(t, fmt.Sprintf("grid %s nk %d step %d: B", g, nk, s), &heldB[st.bRow], st.k, st.bBuf, st.bLends)
 				if st.k != s%nk || st.aCol != st.k%g.Q || st.bRow != st.k%g.P {
 					t.Fatalf("grid %s nk %d step %d: %+v", g, nk, s, st)
 				}
@@ -93,6 +97,24 @@ func TestScheduleReusesBuffersLate(t *testing.T) {
 			}
 		}
 	}
+}
+
+// lendOnce follows what put leaves in an owner's panel locations (held[b]: the panel whose
+// pages buffer b's location holds, plus one) when it publishes panel k through buffer b,
+// lending its pages or not, and fails when a panel would be lent to two locations at once.
+func lendOnce(t *testing.T, what string, held *[panelBuffers]int, k, b int, lends bool) {
+	t.Helper()
+	if held[b] == k+1 {
+		return // there already
+	}
+	held[b] = 0 // given back
+	if !lends {
+		return
+	}
+	if slices.Contains(held[:], k+1) {
+		t.Fatalf("%s: panel %d lent to buffer %d while another location holds it: %v", what, k, b, *held)
+	}
+	held[b] = k + 1
 }
 
 // TestDefaultNB: 512 while every task keeps a block along the grid's longer side, then a
@@ -203,6 +225,33 @@ func TestPanelsLendTheirPages(t *testing.T) {
 	copied, lent := job(grid.Grid{P: 1, Q: 2}, 2, Freivalds), job(grid.Grid{P: 1, Q: 2}, 2, Exact)
 	if copied.Checksum != lent.Checksum {
 		t.Errorf("grid 1x2: checksum %016x with A panels lent, %016x copied", lent.Checksum, copied.Checksum)
+	}
+}
+
+// TestPanelLentToOneLocationAtATime: a panel that its owner publishes through one panel
+// location in a multiplication and through the other in the next (here the only panel of
+// each owner, NB = N/2, whose publications alternate between the two buffers) is not lent
+// to the second while the first holds its pages: every number of multiplications gives
+// the product, of A panels (grid 1x2, no Freivalds check, which keeps them) and of B
+// panels alike. Lent twice, the second location took the pages the panel no longer had:
+// after 2 multiplications, "exact-max-error=58.2".
+func TestPanelLentToOneLocationAtATime(t *testing.T) {
+	const n, nb = 1024, 512 // 4 MiB panels: mapped, so lent
+	kernel := cpuKernels(t)[0]
+	for _, c := range []struct {
+		g grid.Grid
+		v Verify
+	}{{grid.Grid{P: 2, Q: 1}, Freivalds | Exact}, {grid.Grid{P: 1, Q: 2}, Exact}} {
+		for _, reps := range []int{1, 2, 3, 4} {
+			res, err := Run(context.Background(), Params{N: n, NB: nb, Grid: c.g, Kernels: slices.Repeat([]string{kernel}, c.g.Tasks()),
+				Reps: reps, Seed: 7, Verify: c.v})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Verified {
+				t.Fatalf("grid %s, %d multiplication(s): not verified, max error %g", c.g, reps, res.ExactErr)
+			}
+		}
 	}
 }
 
