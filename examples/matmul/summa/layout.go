@@ -3,13 +3,19 @@ package summa
 import "github.com/orwl-go/orwl/examples/grid"
 
 // DefaultNB is the block size a multiplication of N x N matrices over grid g uses unless
-// told otherwise: 512, large enough for a CPU kernel to run near its peak on each block and
-// small enough that a task computes on one panel while the next travels (bench sweep: within
-// 3% of the best block size, grid and tasks per process at N = 1024 to 8192 on 2 cores), but
-// no larger than a task's share of N along the longer side of the grid, so that every task
-// has a block.
+// told otherwise: 512, and 1024 from N = 4096, large enough for a CPU kernel to run near
+// its peak on each block and small enough that a task computes on one panel while the
+// next travels, but no larger than a task's share of N along the longer side of the grid,
+// so that every task has a block. On 2 cores, 2 processes, 1024 took 2-3% less time than
+// 512 at N = 4096 and 8192 (every multiplication, the first included: each step runs one
+// product over a task's part of C, half as many steps pass over it), the same at 2048;
+// `go run ./lab/bench sweep` puts the default beside every block size and grid.
 func DefaultNB(n int, g grid.Grid) int {
-	return max(1, min(512, n/max(g.P, g.Q)))
+	nb := 512
+	if n >= 4096 {
+		nb = 1024
+	}
+	return max(1, min(nb, n/max(g.P, g.Q)))
 }
 
 // MaxTasks bounds the tasks of a multiplication: far more than any machine runs, far fewer

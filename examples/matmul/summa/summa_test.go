@@ -117,15 +117,16 @@ func lendOnce(t *testing.T, what string, held *[panelBuffers]int, k, b int, lend
 	held[b] = k + 1
 }
 
-// TestDefaultNB: 512 while every task keeps a block along the grid's longer side, then a
-// task's share of N, never 0.
+// TestDefaultNB: 512, 1024 from N = 4096, while every task keeps a block along the grid's
+// longer side, then a task's share of N, never 0.
 func TestDefaultNB(t *testing.T) {
 	for _, c := range []struct {
 		n    int
 		g    grid.Grid
 		want int
 	}{
-		{8192, grid.Grid{P: 2, Q: 1}, 512}, {4096, grid.Grid{P: 2, Q: 1}, 512}, {1024, grid.Grid{P: 2, Q: 1}, 512},
+		{8192, grid.Grid{P: 2, Q: 1}, 1024}, {4096, grid.Grid{P: 2, Q: 1}, 1024}, {4095, grid.Grid{P: 2, Q: 1}, 512},
+		{1024, grid.Grid{P: 2, Q: 1}, 512}, {4096, grid.Grid{P: 8, Q: 2}, 512},
 		{1024, grid.Grid{P: 4, Q: 4}, 256}, {1000, grid.Grid{P: 3, Q: 1}, 333}, {100, grid.Grid{P: 2, Q: 2}, 50}, {3, grid.Grid{P: 8, Q: 2}, 1},
 	} {
 		if got := DefaultNB(c.n, c.g); got != c.want {
