@@ -77,7 +77,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime"
 	"slices"
 	"time"
 
@@ -214,10 +213,7 @@ func Run(ctx context.Context, p Params) (*Result, error) {
 			defer c.Close()
 		}
 		mixed := slices.ContainsFunc(p.Kernels, func(name string) bool { return name != p.Kernels[t.ID()] })
-		w := &worker{p: &p, l: l, t: t, me: t.ID(), k: k, wide: k, wholeInverse: !mixed && k.Device() == kernels.GPU}
-		if k.Device() == kernels.CPU && 2*k.Threads() <= runtime.GOMAXPROCS(0) {
-			w.wide = split{k}
-		}
+		w := &worker{p: &p, l: l, t: t, me: t.ID(), k: k, wholeInverse: !mixed && k.Device() == kernels.GPU}
 		r, err := w.run(ctx, order, alone)
 		if r != nil {
 			r.Procs = t.NumProcs()

@@ -28,11 +28,6 @@ type worker struct {
 	stats TaskStats
 	ends  []time.Duration // every factorisation's time in this task, barrier to last operation
 
-	// wide is the kernel of my operations that run while every other task waits (schedule's
-	// alone): split{k}, on two threads, where the process may run twice k's threads at once
-	// (GOMAXPROCS), as when it has the cores of the tasks that wait; else k.
-	wide kernels.Cholesky
-
 	// wholeInverse: the diagonal tiles I read hold the whole L(k,k)⁻¹, every task computing
 	// on my kernel, a GPU's (factorDiagonal); otherwise TRSM reads only its halves' inverses.
 	wholeInverse bool
@@ -50,7 +45,7 @@ type worker struct {
 // taskOp is one of my operations with its handles.
 type taskOp struct {
 	op
-	k     kernels.Cholesky // w.k, or w.wide for an operation that runs alone
+	k     kernels.Cholesky // w.k, or w.wide() for an operation that runs alone
 	reads []*orwl.Handle
 	write *orwl.Handle
 }
@@ -77,7 +72,7 @@ const (
 
 // declare sizes my locations and inserts every handle of the job's schedule.
 func (w *worker) declare(order []op, alone []bool) {
-	t, l := w.t, w.l
+	t, l, wide := w.t, w.l, w.wide()
 	for j := range l.tiles {
 		for i := j; i < l.tiles; i++ {
 			if tl := (tile{i, j}); l.owner(tl) == w.me {
@@ -111,7 +106,7 @@ func (w *worker) declare(order []op, alone []bool) {
 			}
 			to := taskOp{op: o, k: w.k}
 			if alone[x] {
-				to.k = w.wide
+				to.k = wide
 			}
 			for _, rt := range o.reads() {
 				to.reads = append(to.reads, t.ReadInsertOnce(w.loc(rt), base+posOps+x))
@@ -124,6 +119,16 @@ func (w *worker) declare(order []op, alone []bool) {
 	}
 	w.perOp = len(w.ops) / w.p.Reps
 	w.declareVerification(w.p.Reps * stride)
+}
+
+// wide returns the kernel of my operations that run while every other task waits
+// (schedule's alone): split{w.k}, on two threads, where the process may run twice w.k's
+// threads at once (GOMAXPROCS), as when it has the cores of the tasks that wait; else w.k.
+func (w *worker) wide() kernels.Cholesky {
+	if w.k.Device() == kernels.CPU && 2*w.k.Threads() <= runtime.GOMAXPROCS(0) {
+		return split{w.k}
+	}
+	return w.k
 }
 
 // loc is the location of tile tl.
