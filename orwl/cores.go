@@ -13,11 +13,14 @@ const envBind = "ORWL_BIND"
 // job run on it (GOMAXPROCS = cores / local, unless GOMAXPROCS is set): processes that each
 // take every core oversubscribe the host, and a hand-off between them then costs far more
 // (idle Go schedulers spin for the cores the others need); orwlrun does the same through the
-// environment. When the job's processes outnumber the cores this process may run on and
-// the whole job runs on this host (its rank is then its rank on the host), it also binds the
-// process to one of them, rank r to the (r mod cores)-th: unbound, processes that sleep and
-// wake to hand their messages over gather on the core of their wakers while another core
-// idles (docs/internals.md). ORWL_BIND=none leaves the binding to the launcher.
+// environment. When the job's processes are at least as many as the cores this process may
+// run on and the whole job runs on this host (its rank is then its rank on the host), it
+// also binds the process to one of them, rank r to the (r mod cores)-th, as MPI launchers
+// bind a rank to a core: unbound, the thread that a message wakes often runs on the core
+// of the process that sent it, taking the core from that process, and processes that
+// sleep and wake to hand their messages over gather there while another core idles
+// (docs/internals.md).
+// ORWL_BIND=none leaves the binding to the launcher.
 func placeOnCores(rank, local, size int, log *slog.Logger) {
 	if _, set := os.LookupEnv("GOMAXPROCS"); !set && local > 1 {
 		runtime.GOMAXPROCS(max(1, runtime.NumCPU()/local))
@@ -30,6 +33,6 @@ func placeOnCores(rank, local, size int, log *slog.Logger) {
 	case err != nil:
 		log.Warn("orwl: cannot bind the process to a core; "+envBind+"=none stops trying", "err", err)
 	case cpu >= 0:
-		log.Debug("orwl: bound to a core, the host's cores being fewer than the job's processes", "cpu", cpu)
+		log.Debug("orwl: bound to a core, the host's cores being no more than the job's processes", "cpu", cpu)
 	}
 }

@@ -10,15 +10,15 @@ import (
 )
 
 // bindToCore binds every thread of this process to the (rank mod n)-th of the n cores it
-// may run on, when local processes outnumber them, and returns that core (-1: not bound).
-// The runtime's later threads inherit the binding from the thread that makes them.
+// may run on, when local processes are at least as many, and returns that core (-1: not
+// bound). The runtime's later threads inherit the binding from the thread that makes them.
 func bindToCore(rank, local int) (int, error) {
 	var allowed unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
 		return -1, fmt.Errorf("the cores this process may run on: %w", err)
 	}
 	n := allowed.Count()
-	if local <= n {
+	if local < n {
 		return -1, nil
 	}
 	cpu := nthCPU(&allowed, rank%n)

@@ -69,10 +69,10 @@ func cpus(t *testing.T, list string) []int {
 	return c
 }
 
-// A job whose processes on this host outnumber its cores binds rank r, every thread of it,
-// to the (r mod n)-th of the n cores it may run on; ORWL_BIND=none leaves each where the
-// launcher put it, and so does a job with a core per process.
-func TestOversubscribedProcessesAreBoundToCores(t *testing.T) {
+// A job whose processes on this host are at least as many as its cores binds rank r, every
+// thread of it, to the (r mod n)-th of the n cores it may run on; ORWL_BIND=none leaves each
+// where the launcher put it, and so does a job of fewer processes than cores.
+func TestProcessesAreBoundToCores(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("binding to cores is Linux's")
 	}
@@ -97,21 +97,25 @@ func TestOversubscribedProcessesAreBoundToCores(t *testing.T) {
 		}
 		return got
 	}
-	procs := len(allowed) + 1
-	for r, l := range lists(procs) {
-		if want := strconv.Itoa(allowed[r%len(allowed)]); l != want {
-			t.Errorf("%d processes on %d cores: rank %d runs on cores %q, want %s", procs, len(allowed), r, l, want)
+	for _, procs := range []int{len(allowed) + 1, len(allowed)} {
+		if procs < 2 {
+			continue // a process alone keeps the launcher's cores
+		}
+		for r, l := range lists(procs) {
+			if want := strconv.Itoa(allowed[r%len(allowed)]); l != want {
+				t.Errorf("%d processes on %d cores: rank %d runs on cores %q, want %s", procs, len(allowed), r, l, want)
+			}
 		}
 	}
-	for r, l := range lists(procs, "ORWL_BIND=none") {
+	for r, l := range lists(len(allowed)+1, "ORWL_BIND=none") {
 		if l != mine {
 			t.Errorf("ORWL_BIND=none: rank %d runs on cores %q, want the launcher's %q", r, l, mine)
 		}
 	}
-	if len(allowed) > 1 {
-		for r, l := range lists(len(allowed)) {
+	if len(allowed) > 2 {
+		for r, l := range lists(len(allowed) - 1) {
 			if l != mine {
-				t.Errorf("a core per process: rank %d runs on cores %q, want the launcher's %q", r, l, mine)
+				t.Errorf("fewer processes than cores: rank %d runs on cores %q, want the launcher's %q", r, l, mine)
 			}
 		}
 	}
