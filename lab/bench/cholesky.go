@@ -32,10 +32,10 @@ import (
 //     skipped without liblapacke-dev or OpenBLAS's headers): the denominator of every
 //     double-precision ratio;
 //   - orwl: one process per core, one task and one kernel thread each, the example's
-//     defaults (grid, NB): how a job runs across processes and nodes, every tile another
-//     process reads copied to it;
-//   - orwl-1proc: one process of one task per core, one kernel thread each, the same grid
-//     and NB: StarPU's configuration, where the tasks read each other's tiles in place;
+//     defaults (grid, NB): how a job runs across processes and nodes; a tile of another
+//     process of this host is read in place (shared memory), one of another host copied;
+//   - orwl-1proc: one process with one task per core, one kernel thread each, the same
+//     grid and NB: StarPU's configuration, the tasks sharing one address space;
 //   - starpu: a double-precision tiled Cholesky on StarPU's task API, one CPU worker per
 //     core, its codelets calling LAPACKE and CBLAS (OpenBLAS), tiles of the ORWL row's NB,
 //     StarPU's prio scheduler (lab/bench/cholesky/starpu_dpotrf.c; skipped without

@@ -109,8 +109,9 @@ type Params struct {
 type TaskStats struct {
 	Compute time.Duration // inside kernel calls
 	Wait    time.Duration // blocked acquiring tiles
-	// Release is the time spent releasing tiles: handing them on, which, for a tile that a
-	// task of another process reads next, copies it to that process.
+	// Release is the time spent releasing tiles: handing each on to its next holder, a
+	// message (and the wake-up of a reader that sleeps) when that is a task of another
+	// process, which reads the tile in place on this host and gets a copy from another.
 	Release time.Duration
 	Flops   float64
 }
