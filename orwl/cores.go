@@ -19,20 +19,22 @@ const envBind = "ORWL_BIND"
 // bind a rank to a core: unbound, the thread that a message wakes often runs on the core
 // of the process that sent it, taking the core from that process, and processes that
 // sleep and wake to hand their messages over gather there while another core idles
-// (docs/internals.md).
-// ORWL_BIND=none leaves the binding to the launcher.
-func placeOnCores(rank, local, size int, log *slog.Logger) {
+// (docs/internals.md). ORWL_BIND=none leaves the binding to the launcher. The returned
+// function ends the binding, which lasts for the job only: the process's later jobs and the
+// programs it starts run on the cores it had.
+func placeOnCores(rank, local, size int, log *slog.Logger) (unbind func()) {
 	if _, set := os.LookupEnv("GOMAXPROCS"); !set && local > 1 {
 		runtime.GOMAXPROCS(max(1, runtime.NumCPU()/local))
 	}
 	if local != size || local <= 1 || os.Getenv(envBind) == "none" {
-		return
+		return func() {}
 	}
-	cpu, err := bindToCore(rank, local)
+	cpu, unbind, err := bindToCore(rank, local)
 	switch {
 	case err != nil:
 		log.Warn("orwl: cannot bind the process to a core; "+envBind+"=none stops trying", "err", err)
 	case cpu >= 0:
 		log.Debug("orwl: bound to a core, the host's cores being no more than the job's processes", "cpu", cpu)
 	}
+	return unbind
 }

@@ -11,33 +11,43 @@ import (
 
 // bindToCore binds every thread of this process to the (rank mod n)-th of the n cores it
 // may run on, when local processes are at least as many, and returns that core (-1: not
-// bound). The runtime's later threads inherit the binding from the thread that makes them.
-func bindToCore(rank, local int) (int, error) {
+// bound) and a function that gives every thread the cores it had back. The runtime's later
+// threads inherit the binding (or its end) from the thread that makes them.
+func bindToCore(rank, local int) (int, func(), error) {
 	var allowed unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
-		return -1, fmt.Errorf("the cores this process may run on: %w", err)
+		return -1, func() {}, fmt.Errorf("the cores this process may run on: %w", err)
 	}
 	n := allowed.Count()
 	if local < n {
-		return -1, nil
+		return -1, func() {}, nil
 	}
 	cpu := nthCPU(&allowed, rank%n)
 	var one unix.CPUSet
 	one.Set(cpu)
+	if err := setThreadsAffinity(&one); err != nil {
+		setThreadsAffinity(&allowed)
+		return -1, func() {}, fmt.Errorf("binding to core %d: %w", cpu, err)
+	}
+	return cpu, func() { setThreadsAffinity(&allowed) }, nil
+}
+
+// setThreadsAffinity lets every thread of this process run on the cores of set only.
+func setThreadsAffinity(set *unix.CPUSet) error {
 	tids, err := os.ReadDir("/proc/self/task")
 	if err != nil {
-		return -1, fmt.Errorf("the threads of this process: %w", err)
+		return fmt.Errorf("the threads of this process: %w", err)
 	}
 	for _, t := range tids {
 		tid, err := strconv.Atoi(t.Name())
 		if err != nil {
 			continue
 		}
-		if err := unix.SchedSetaffinity(tid, &one); err != nil && !errors.Is(err, unix.ESRCH) { // ESRCH: the thread ended
-			return -1, fmt.Errorf("binding thread %d to core %d: %w", tid, cpu, err)
+		if err := unix.SchedSetaffinity(tid, set); err != nil && !errors.Is(err, unix.ESRCH) { // ESRCH: the thread ended
+			return fmt.Errorf("thread %d: %w", tid, err)
 		}
 	}
-	return cpu, nil
+	return nil
 }
 
 // nthCPU returns the k-th core (from 0) of set, which holds more than k.

@@ -15,16 +15,29 @@ import (
 	"github.com/orwl-go/orwl/orwl"
 )
 
-// coresScenario runs a job of one task per process, then prints the cores every thread of
-// the process may run on, as "cores LIST" (one LIST when the threads agree).
+// coresScenario runs a job of one task per process and prints the cores every thread of the
+// process may run on while the job runs, as "cores LIST" (one LIST when the threads agree),
+// and once Run has returned, as "after LIST".
 func coresScenario() int {
 	procs, _ := strconv.Atoi(os.Getenv("ORWL_SIZE"))
+	var during string
 	err := orwl.Run(context.Background(), orwl.Config{Tasks: procs, Locations: []string{"x"}},
-		func(ctx context.Context, task *orwl.Task) error { return task.Schedule(ctx) })
+		func(ctx context.Context, task *orwl.Task) error {
+			err := task.Schedule(ctx)
+			during = threadsCores()
+			return err
+		})
 	if err != nil {
 		fmt.Println("err", err)
 		return 1
 	}
+	fmt.Println("cores", during)
+	fmt.Println("after", threadsCores())
+	return 0
+}
+
+// threadsCores returns the distinct Cpus_allowed_list of this process's threads, joined.
+func threadsCores() string {
 	tasks, _ := filepath.Glob("/proc/self/task/*/status")
 	var lists []string
 	for _, f := range tasks {
@@ -32,8 +45,7 @@ func coresScenario() int {
 			lists = append(lists, l)
 		}
 	}
-	fmt.Println("cores", strings.Join(lists, " "))
-	return 0
+	return strings.Join(lists, " ")
 }
 
 // allowedList returns the Cpus_allowed_list of a /proc status file ("" when unreadable).
@@ -70,7 +82,8 @@ func cpus(t *testing.T, list string) []int {
 }
 
 // A job whose processes on this host are at least as many as its cores binds rank r, every
-// thread of it, to the (r mod n)-th of the n cores it may run on; ORWL_BIND=none leaves each
+// thread of it, to the (r mod n)-th of the n cores it may run on, for the job only: once
+// Run returns, the process runs on the launcher's cores again. ORWL_BIND=none leaves each
 // where the launcher put it, and so does a job of fewer processes than cores.
 func TestProcessesAreBoundToCores(t *testing.T) {
 	if runtime.GOOS != "linux" {
@@ -81,42 +94,49 @@ func TestProcessesAreBoundToCores(t *testing.T) {
 	if len(allowed) > 8 {
 		t.Skipf("%d cores: a job that outnumbers them is too large for a test", len(allowed))
 	}
-	line := regexp.MustCompile(`\[(\d+)\] cores (.*)`)
-	lists := func(procs int, env ...string) map[int]string {
+	line := regexp.MustCompile(`\[(\d+)\] (cores|after) (.*)`)
+	lists := func(procs int, env ...string) (during, after map[int]string) {
 		out, status := job(t, procs, "cores", env...)
 		if status != 0 {
 			t.Fatalf("%d processes %v: status %d\n%s", procs, env, status, out)
 		}
-		got := map[int]string{}
+		during, after = map[int]string{}, map[int]string{}
 		for _, m := range line.FindAllStringSubmatch(out, -1) {
 			r, _ := strconv.Atoi(m[1])
-			got[r] = m[2]
+			if m[2] == "cores" {
+				during[r] = m[3]
+			} else {
+				after[r] = m[3]
+			}
 		}
-		if len(got) != procs {
-			t.Fatalf("%d processes %v: %d reported their cores\n%s", procs, env, len(got), out)
+		if len(during) != procs || len(after) != procs {
+			t.Fatalf("%d processes %v: %d and %d reported their cores\n%s", procs, env, len(during), len(after), out)
 		}
-		return got
+		return during, after
+	}
+	launchers := func(what string, got map[int]string) {
+		for r, l := range got {
+			if l != mine {
+				t.Errorf("%s: rank %d runs on cores %q, want the launcher's %q", what, r, l, mine)
+			}
+		}
 	}
 	for _, procs := range []int{len(allowed) + 1, len(allowed)} {
 		if procs < 2 {
 			continue // a process alone keeps the launcher's cores
 		}
-		for r, l := range lists(procs) {
+		during, after := lists(procs)
+		for r, l := range during {
 			if want := strconv.Itoa(allowed[r%len(allowed)]); l != want {
 				t.Errorf("%d processes on %d cores: rank %d runs on cores %q, want %s", procs, len(allowed), r, l, want)
 			}
 		}
+		launchers(fmt.Sprintf("%d processes, once Run returned", procs), after)
 	}
-	for r, l := range lists(len(allowed)+1, "ORWL_BIND=none") {
-		if l != mine {
-			t.Errorf("ORWL_BIND=none: rank %d runs on cores %q, want the launcher's %q", r, l, mine)
-		}
-	}
+	during, _ := lists(len(allowed)+1, "ORWL_BIND=none")
+	launchers("ORWL_BIND=none", during)
 	if len(allowed) > 2 {
-		for r, l := range lists(len(allowed) - 1) {
-			if l != mine {
-				t.Errorf("fewer processes than cores: rank %d runs on cores %q, want the launcher's %q", r, l, mine)
-			}
-		}
+		during, _ := lists(len(allowed) - 1)
+		launchers("fewer processes than cores", during)
 	}
 }
