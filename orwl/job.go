@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/orwl-go/orwl/internal/hostcpu"
 	"github.com/orwl-go/orwl/internal/jobenv"
 	"github.com/orwl-go/orwl/transport"
 )
@@ -143,7 +144,7 @@ func (j *job) spin() time.Duration {
 // look.
 func (j *job) oversubscribed() bool {
 	local := j.info.LocalSize
-	return local == 0 || local > runtime.NumCPU()
+	return local == 0 || local > j.hostCores()
 }
 
 // manySchedulers is transport.Config.ManySchedulers: the job's processes on this host do
@@ -151,7 +152,17 @@ func (j *job) oversubscribed() bool {
 // when the user sets GOMAXPROCS.
 func (j *job) manySchedulers() bool {
 	local := j.info.LocalSize
-	return !j.oversubscribed() && local*runtime.GOMAXPROCS(0) > runtime.NumCPU()
+	return !j.oversubscribed() && local*runtime.GOMAXPROCS(0) > j.hostCores()
+}
+
+// hostCores is the number of cores the job's processes on this host share: those this
+// process may run on, or all the host's where the launcher bound each process to cores of
+// its own (a process bound to one core is not a job of two processes on one core).
+func (j *job) hostCores() int {
+	if j.info.Bound {
+		return hostcpu.Online()
+	}
+	return runtime.NumCPU()
 }
 
 // duration returns d, or else the duration in the environment variable name, or 0.

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"math"
 	"os"
-	"runtime"
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/orwl-go/orwl/internal/hostcpu"
 )
 
 // crowdProbe tells polling readers and tasks whether the host is oversubscribed: more
@@ -60,9 +61,11 @@ func (p *crowdProbe) pin() {
 }
 
 // crowdThreshold is the most runnable threads a host holds before it counts as crowded: its
-// cores plus a margin of a quarter of them, one at least.
+// cores plus a margin of a quarter of them, one at least. Its cores are all the host's, as
+// /proc/loadavg counts their threads, not only those this process may run on (one, where
+// a launcher bound each process to a core).
 func crowdThreshold() int {
-	n := runtime.NumCPU()
+	n := hostcpu.Online()
 	return n + max(1, n/4)
 }
 

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/orwl-go/orwl/internal/hostcpu"
 )
 
 // A reader or a task polls for spin, and past it, up to maxIdleSpin, only while the process
@@ -49,7 +51,7 @@ func TestReaderGroupPollOn(t *testing.T) {
 // and a reader does not poll; either change takes two samples running that agree, so that a
 // thread or two waking up for a moment changes nothing.
 func TestReaderGroupYieldsTheCoreOnACrowdedHost(t *testing.T) {
-	crowded, alone := crowdThreshold()+1, runtime.NumCPU()+1 // alone: a job, and a thread of the runtime waking up
+	crowded, alone := crowdThreshold()+1, hostcpu.Online()+1 // alone: a job, and a thread of the runtime waking up
 	runnable := crowded
 	spin := time.Millisecond
 	g := readerGroup{spin: spin, idle: func() bool { return true }}
@@ -73,7 +75,7 @@ func TestReaderGroupYieldsTheCoreOnACrowdedHost(t *testing.T) {
 		{alone, pollYield}, // two say free
 	} {
 		if got := sample(c.runnable, 0); got != c.mode {
-			t.Fatalf("sample %d (%d runnable threads on %d cores): pollOn = %v, want %v", i+1, c.runnable, runtime.NumCPU(), got, c.mode)
+			t.Fatalf("sample %d (%d runnable threads on %d cores): pollOn = %v, want %v", i+1, c.runnable, hostcpu.Online(), got, c.mode)
 		}
 	}
 	if got := g.pollOn(0, time.Now(), true); got != pollYield {

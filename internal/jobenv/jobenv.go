@@ -164,6 +164,10 @@ type Job struct {
 	// SLURM_STEP_TASKS_PER_NODE), Size for a job on one host, 1 in a Kubernetes pod, 0 when
 	// unknown.
 	LocalSize int
+	// Bound says that the launcher bound each process to cores of its own (Open MPI's
+	// binding), so that this process may run on fewer cores than the job's processes on
+	// this host share.
+	Bound bool
 	// JobID is the launcher's job id, which derived ports and secrets hash, or "".
 	JobID string
 	// PMI, when not nil, is the launcher's PMI connection, through which Rendezvous

@@ -57,6 +57,9 @@ func TestDiscover(t *testing.T) {
 		{name: "open mpi one host", env: env("OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=3", "OMPI_COMM_WORLD_LOCAL_SIZE=3", "PMIX_NAMESPACE=prterun-host-1234@1", "PMIX_RANK=1"),
 			want: Job{Rank: 1, Size: 3, Coord: "127.0.0.1:" + port("prterun-host-1234@1"), CoordFrom: CoordJobID, Listen: "127.0.0.1", WeakSecret: true, Source: SourceOpenMPI, CoordFD: -1,
 				LocalSize: 3, JobID: "prterun-host-1234@1"}},
+		{name: "open mpi, ranks bound to cores", env: env("OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_LOCAL_SIZE=2", "PMIX_NAMESPACE=ns2", "OMPI_MCA_orte_bound_at_launch=1"),
+			want: Job{Rank: 1, Size: 2, Coord: "127.0.0.1:" + port("ns2"), CoordFrom: CoordJobID, Listen: "127.0.0.1", WeakSecret: true, Source: SourceOpenMPI, CoordFD: -1,
+				LocalSize: 2, JobID: "ns2", Bound: true}},
 		{name: "open mpi with ORWL_COORD and secret", env: env("OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_LOCAL_SIZE=1", "ORWL_COORD=n1:5000", "ORWL_SECRET=s3"),
 			want: Job{Rank: 0, Size: 2, Coord: "n1:5000", CoordFrom: CoordGiven, Listen: "0.0.0.0", Secret: []byte("s3"), Source: SourceOpenMPI, CoordFD: -1, LocalSize: 1}},
 		{name: "pmi without a connection", env: env("PMI_RANK=3", "PMI_SIZE=4", "PMI_KVSNAME=kvs_9"),
@@ -131,7 +134,7 @@ func TestDiscover(t *testing.T) {
 			if got.Rank != want.Rank || got.Size != want.Size || got.Coord != want.Coord || got.Listen != want.Listen ||
 				string(got.Secret) != string(want.Secret) || got.WeakSecret != want.WeakSecret || got.Source != want.Source ||
 				got.CoordFD != want.CoordFD || !slices.Equal(got.Hosts, want.Hosts) || got.CoordFrom != want.CoordFrom ||
-				got.LocalSize != want.LocalSize || got.Node != want.Node || got.JobID != want.JobID ||
+				got.LocalSize != want.LocalSize || got.Bound != want.Bound || got.Node != want.Node || got.JobID != want.JobID ||
 				(got.PMI == nil) != (want.PMI == nil) || got.PMI != nil && *got.PMI != *want.PMI {
 				t.Errorf("got  %+v\nwant %+v", got, want)
 			}

@@ -1,0 +1,74 @@
+package orwl
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/orwl-go/orwl/internal/hostcpu"
+	"github.com/orwl-go/orwl/internal/jobenv"
+)
+
+// A process that its launcher bound to cores of its own sees fewer cores than the job's
+// processes on the host share: two processes bound to a core each do not oversubscribe a
+// host of two, while two that share one core do. The check runs in a child process started
+// on one core (it inherits the starting thread's cores), where runtime.NumCPU is 1.
+func TestJobBoundByLauncher(t *testing.T) {
+	if os.Getenv("ORWL_TEST_BOUND_CHILD") != "" {
+		for _, bound := range []bool{true, false} {
+			j := &job{info: jobenv.Job{LocalSize: 2, Bound: bound}}
+			fmt.Printf("bound=%v cores=%d oversubscribed=%v\n", bound, runtime.NumCPU(), j.oversubscribed())
+		}
+		return
+	}
+	if hostcpu.Online() < 2 {
+		t.Skip("needs two cores")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestJobBoundByLauncher$", "-test.v")
+	cmd.Env = append(os.Environ(), "ORWL_TEST_BOUND_CHILD=1")
+	out, err := startOnOneCore(cmd)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"bound=true cores=1 oversubscribed=false", "bound=false cores=1 oversubscribed=true"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the child on one core did not print %q:\n%s", want, out)
+		}
+	}
+}
+
+// startOnOneCore runs cmd with the first core this process may run on as its only one,
+// and returns its output.
+func startOnOneCore(cmd *exec.Cmd) (string, error) {
+	runtime.LockOSThread() // the child inherits this thread's cores
+	defer runtime.UnlockOSThread()
+	var mine, one unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &mine); err != nil {
+		return "", err
+	}
+	for c := 0; ; c++ {
+		if mine.IsSet(c) {
+			one.Set(c)
+			break
+		}
+	}
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	err := cmd.Start()
+	if rerr := unix.SchedSetaffinity(0, &mine); err == nil {
+		err = rerr
+	}
+	if err == nil {
+		err = cmd.Wait()
+	}
+	return buf.String(), err
+}
