@@ -42,7 +42,8 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 	j.cancel = cancel
 	sigterm := j.stopOnSIGTERM()
 	defer sigterm.end(nil)
-	defer placeOnCores(j.rank, j.info.LocalSize, j.procs, j.log)()
+	unbind := placeOnCores(j.rank, j.info.LocalSize, j.procs, j.log)
+	defer unbind()
 	if j.procs > 1 {
 		if err := j.connect(jobCtx); err != nil {
 			return sigterm.end(err)
