@@ -35,7 +35,10 @@ import (
 //     (iters × per iteration), what starting and ending the job cost;
 //   - per iteration: as the program reports it (the slowest task's, warm-up left out);
 //   - per process, sampled every -sample from /proc while the job runs (its processes are
-//     the launcher's descendants running the program): the peak resident set (VmRSS) and
+//     the launcher's descendants running the program), in one more run of each contender
+//     whose times are not kept: a sample reads thousands of /proc files, which took a
+//     quarter of the cores at 32-64 processes and slowed the sampled job by 25-30%, so the
+//     times come from runs that nothing samples; the peak resident set (VmRSS) and
 //     its shared part (RssShmem), threads (Threads), open file descriptors and, of them,
 //     TCP connections established; the mean over the processes and the largest;
 //   - shm: the peak growth of the host's shared memory (/proc/meminfo Shmem: memfd segments
@@ -73,7 +76,7 @@ type scaleRow struct {
 	Checked   bool   `json:"checked"`  // every result's checksum is the sequential sweep's
 	Error     string `json:"error,omitempty"`
 	Iters     int    `json:"iters"`
-	// Of the finished runs, in seconds: the best and the median.
+	// Of the finished timed runs, in seconds: the best and the median.
 	PerIteration stat `json:"per_iteration"`
 	Start        stat `json:"start"` // launch to exit less Iters × PerIteration
 	// Per process, the largest over the runs of each process's peak: mean over the
@@ -108,8 +111,8 @@ func benchScale(fs *flag.FlagSet) func(rep *report) error {
 	iters := fs.Int("iters", 1000, "iterations of each run")
 	variantList := fs.String("variants", "default", `semicolon-separated variants of the orwl runs, each "default" or space-separated NAME=value of its environment, and bin=PATH for a prebuilt examples/stencil (another commit's), e.g. "default;ORWL_SPIN=0"`)
 	timeout := fs.Duration("timeout", 2*time.Minute, "time after which a run is killed and reported as such")
-	sample := fs.Duration("sample", 100*time.Millisecond, "period of the /proc samples (a sample of 64 processes reads some 10000 files)")
-	rounds := fs.Int("rounds", 2, "interleaved rounds of the contenders of each N; best and median reported")
+	sample := fs.Duration("sample", 100*time.Millisecond, "period of the /proc samples, in the round that is not timed (a sample of 64 processes reads some 10000 files)")
+	rounds := fs.Int("rounds", 2, "interleaved timed rounds of the contenders of each N, after one that samples /proc; best and median reported")
 	withMPI := fs.Bool("mpi", true, "also run the C MPI reference when Open MPI's mpicc and mpirun are present")
 	return func(rep *report) error {
 		procs, err := intList(*procList)
@@ -141,7 +144,7 @@ func benchScale(fs *flag.FlagSet) func(rep *report) error {
 			defer cleanup()
 		}
 
-		rep.header("%s, %d cores; 1-D stencil, %d cells per task, %d iterations; best of %d interleaved rounds (median in the json); per process: mean/max over the processes",
+		rep.header("%s, %d cores; 1-D stencil, %d cells per task, %d iterations; best of %d interleaved timed rounds (median in the json), after a round that samples /proc; per process: mean/max over the processes",
 			cpuModel(), runtime.NumCPU(), *cells, *iters, *rounds)
 		rep.line("%5s %-30s %-6s %8s %10s %7s %11s %7s %9s %9s %8s %8s %s\n", "procs", "contender", "done", "start s", "per-iter", "/mpi",
 			"RSS MiB", "threads", "fds", "tcp", "shm MiB", "beats/s", "error")
@@ -162,8 +165,11 @@ func benchScale(fs *flag.FlagSet) func(rep *report) error {
 				jobs = append(jobs, j)
 			}
 			runs := make([][]scaleRun, len(jobs))
-			for range *rounds {
+			for round := range *rounds + 1 { // round 0 samples /proc, the others are timed
 				for i, j := range jobs {
+					if round > 0 {
+						j.sample = 0
+					}
 					r := runScale(j)
 					fmt.Fprintf(os.Stderr, "scale: %d processes, %s: %s\n", n, j.contender, r)
 					runs[i] = append(runs[i], r)
@@ -252,9 +258,10 @@ type scaleJob struct {
 	env       []string      // added to this process's environment
 	beat      time.Duration // heartbeat period; 0: the program sends none
 	// parse reads the result from the job's output: seconds per iteration and checksum.
-	parse           func(out string) (perIteration float64, checksum string, err error)
-	iters, cells    int
-	timeout, sample time.Duration
+	parse        func(out string) (perIteration float64, checksum string, err error)
+	iters, cells int
+	timeout      time.Duration
+	sample       time.Duration // period of the /proc samples; 0: none, a timed run
 }
 
 // scaleRun is what one run of a job gives.
@@ -265,23 +272,27 @@ type scaleRun struct {
 	seconds      float64 // launch to exit
 	perIteration float64
 	launched     time.Time
-	peaks        map[int]procSample // each process's peak, by pid
+	sampled      bool               // its times are not kept (see benchScale)
+	peaks        map[int]procSample // each process's peak, by pid, when sampled
 	hostShm      int64              // peak growth of the host's shared memory, bytes
 }
 
 // String says in a few words how the run went.
 func (r scaleRun) String() string {
-	if !r.finished {
+	switch {
+	case !r.finished:
 		return "failed after " + strconv.FormatFloat(r.seconds, 'f', 2, 64) + "s: " + r.err
+	case r.sampled:
+		return fmt.Sprintf("sampled, %d processes seen (%s per iteration, %.2fs in all, not kept)", len(r.peaks), seconds(r.perIteration), r.seconds)
 	}
-	return fmt.Sprintf("%s per iteration, %.2fs in all, %d processes seen", seconds(r.perIteration), r.seconds, len(r.peaks))
+	return fmt.Sprintf("%s per iteration, %.2fs in all", seconds(r.perIteration), r.seconds)
 }
 
-// runScale runs j once, samples its processes while it runs, and says how it went: a run
-// that fails or does not end within j.timeout (then killed, with all its processes) has its
-// error.
+// runScale runs j once, samples its processes while it runs when j.sample is not 0, and
+// says how it went: a run that fails or does not end within j.timeout (then killed, with
+// all its processes) has its error.
 func runScale(j scaleJob) scaleRun {
-	r := scaleRun{launched: time.Now()}
+	r := scaleRun{launched: time.Now(), sampled: j.sample > 0}
 	ctx, cancel := context.WithTimeout(context.Background(), j.timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, j.argv[0], j.argv[1:]...)
@@ -297,9 +308,11 @@ func runScale(j scaleJob) scaleRun {
 		return r
 	}
 	stop := make(chan struct{})
-	var shmPeak int64
+	shmPeak := base
 	var wg sync.WaitGroup
-	wg.Go(func() { r.peaks, shmPeak = sampleJob(cmd.Process.Pid, filepath.Base(j.program), j.sample, stop) })
+	if r.sampled {
+		wg.Go(func() { r.peaks, shmPeak = sampleJob(cmd.Process.Pid, filepath.Base(j.program), j.sample, stop) })
+	}
 	err := cmd.Wait()
 	r.seconds = time.Since(r.launched).Seconds()
 	close(stop)
@@ -336,8 +349,10 @@ func summarize(j scaleJob, runs []scaleRun) scaleRow {
 		}
 		row.Finished++
 		row.Checked = row.Checked && r.checked
-		perIter = append(perIter, r.perIteration)
-		start = append(start, r.seconds-float64(j.iters)*r.perIteration)
+		if !r.sampled {
+			perIter = append(perIter, r.perIteration)
+			start = append(start, r.seconds-float64(j.iters)*r.perIteration)
+		}
 	}
 	row.PerIteration, row.Start = bestMedian(perIter), bestMedian(start)
 	const mib = 1 << 20

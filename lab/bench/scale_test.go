@@ -132,16 +132,19 @@ func TestFailure(t *testing.T) {
 }
 
 // TestSummarize: a row counts the finished runs, keeps the first error, the best and median
-// times, the largest per-process figures over the runs, and the ratio to MPI's row.
+// times of the timed runs (not of the sampled ones), the largest per-process figures over
+// the runs, and the ratio to MPI's row.
 func TestSummarize(t *testing.T) {
 	j := scaleJob{procs: 2, contender: "orwl", iters: 100, beat: 300 * time.Millisecond}
 	runs := []scaleRun{
-		{finished: true, checked: true, seconds: 1, perIteration: 2e-3, peaks: map[int]procSample{1: {rss: 10 << 20, threads: 6, established: 2}, 2: {rss: 20 << 20, threads: 8, established: 4}}},
+		{finished: true, checked: true, sampled: true, seconds: 0.2, perIteration: 0.5e-3, peaks: map[int]procSample{1: {rss: 10 << 20, threads: 6, established: 2}, 2: {rss: 20 << 20, threads: 8, established: 4}}},
 		{err: "no end within 1s (killed)", seconds: 1},
-		{finished: true, checked: true, seconds: 0.5, perIteration: 1e-3, peaks: map[int]procSample{1: {rss: 12 << 20, threads: 7, established: 2}}},
+		{finished: true, checked: true, seconds: 1, perIteration: 2e-3},
+		{finished: true, checked: true, sampled: true, seconds: 0.5, perIteration: 1e-3, peaks: map[int]procSample{1: {rss: 12 << 20, threads: 7, established: 2}}},
+		{finished: true, checked: true, seconds: 0.5, perIteration: 1e-3},
 	}
 	row := summarize(j, runs)
-	if row.Runs != 3 || row.Finished != 2 || !row.Checked || row.Error != "no end within 1s (killed)" {
+	if row.Runs != 5 || row.Finished != 4 || !row.Checked || row.Error != "no end within 1s (killed)" {
 		t.Fatalf("counts: %+v", row)
 	}
 	if row.PerIteration != (stat{Best: 1e-3, Median: 2e-3}) || row.Start.Best != 0.4 {
@@ -163,8 +166,8 @@ func TestSummarize(t *testing.T) {
 	}
 }
 
-// TestRunScale: a job that fails or does not end in time is a run with its error, killed
-// with its processes.
+// TestRunScale: a sampled run sees the job's processes, a timed one samples nothing; a job
+// that fails or does not end in time is a run with its error, killed with its processes.
 func TestRunScale(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("no /proc")
@@ -172,6 +175,15 @@ func TestRunScale(t *testing.T) {
 	base := scaleJob{procs: 1, iters: 10, cells: 1, timeout: time.Minute, sample: 5 * time.Millisecond, program: "sleep",
 		parse: func(string) (float64, string, error) { return 1e-3, "x", nil }}
 	j := base
+	j.argv = []string{"sh", "-c", "sleep 0.2; echo done"}
+	if r := runScale(j); !r.finished || r.err != "" || !r.sampled || len(r.peaks) != 1 {
+		t.Errorf("a sampled job that succeeds: %v (sampled %v, %d processes seen; want 1)", r, r.sampled, len(r.peaks))
+	}
+	j.sample = 0
+	if r := runScale(j); !r.finished || r.sampled || r.peaks != nil {
+		t.Errorf("a timed job: %v (sampled %v, %d processes seen; want none)", r, r.sampled, len(r.peaks))
+	}
+	j = base
 	j.argv = []string{"sh", "-c", "echo done"}
 	if r := runScale(j); !r.finished || r.err != "" {
 		t.Errorf("a job that succeeds: %v", r)
