@@ -19,10 +19,15 @@ const envBind = "ORWL_BIND"
 // bind a rank to a core: unbound, the thread that a message wakes often runs on the core
 // of the process that sent it, taking the core from that process, and processes that
 // sleep and wake to hand their messages over gather there while another core idles
-// (docs/internals.md). ORWL_BIND=none leaves the binding to the launcher. The returned
-// function ends the binding, which lasts for the job only: the process's later jobs and the
-// programs it starts run on the cores it had.
-func placeOnCores(rank, local, size int, log *slog.Logger) (unbind func()) {
+// (docs/internals.md). ORWL_BIND=none leaves the binding to the launcher, and so does a
+// launcher that bound each process to cores of its own (bound): the process then keeps its
+// cores, and GOMAXPROCS its default, as many. The returned function ends the binding, which
+// lasts for the job only: the process's later jobs and the programs it starts run on the
+// cores it had.
+func placeOnCores(rank, local, size int, bound bool, log *slog.Logger) (unbind func()) {
+	if bound {
+		return func() {}
+	}
 	if _, set := os.LookupEnv("GOMAXPROCS"); !set && local > 1 {
 		runtime.GOMAXPROCS(max(1, runtime.NumCPU()/local))
 	}

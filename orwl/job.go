@@ -155,11 +155,15 @@ func (j *job) manySchedulers() bool {
 	return !j.oversubscribed() && local*runtime.GOMAXPROCS(0) > j.hostCores()
 }
 
-// hostCores is the number of cores the job's processes on this host share: those this
-// process may run on, or all the host's where the launcher bound each process to cores of
-// its own (a process bound to one core is not a job of two processes on one core).
+// hostCores is the number of cores the job's processes on this host share: as many as the
+// launcher gave the job here, where it says; else those this process may run on, or all the
+// host's where the launcher bound each process to cores of its own (a process bound to one
+// core is not a job of two processes on one core).
 func (j *job) hostCores() int {
-	if j.info.Bound {
+	switch {
+	case j.info.Cores > 0:
+		return j.info.Cores
+	case j.info.Bound:
 		return hostcpu.Online()
 	}
 	return runtime.NumCPU()

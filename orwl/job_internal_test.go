@@ -30,6 +30,27 @@ func TestJobOversubscribed(t *testing.T) {
 	}
 }
 
+// A launcher that says how many cores the job has on this host (SLURM_CPUS_ON_NODE) is
+// believed over the cores this process may run on: tasks that srun bound to a core each
+// are no job of two processes on one core, and a job given fewer cores than the process
+// sees is oversubscribed by fewer processes.
+func TestJobCoresFromLauncher(t *testing.T) {
+	cores := runtime.NumCPU()
+	for _, c := range []struct {
+		local, given int
+		over         bool
+	}{
+		{2 * cores, 4 * cores, false},
+		{2, 1, true},
+		{cores + 1, cores + 1, false},
+	} {
+		j := &job{info: jobenv.Job{LocalSize: c.local, Cores: c.given, Bound: true}}
+		if over := j.oversubscribed(); over != c.over {
+			t.Errorf("%d local processes, %d cores given by the launcher, %d seen: oversubscribed %v, want %v", c.local, c.given, cores, over, c.over)
+		}
+	}
+}
+
 // TestFailureReasonNotACancelledTask: a job that heard first only that another process
 // failed (a reason that yields) cancels its tasks; a task that then returns its context's
 // error gives no better reason, and the report of why, when it comes, replaces the first.

@@ -3,6 +3,7 @@ package orwl
 import (
 	"bytes"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"runtime"
@@ -71,4 +72,27 @@ func startOnOneCore(cmd *exec.Cmd) (string, error) {
 		err = cmd.Wait()
 	}
 	return buf.String(), err
+}
+
+// placeOnCores leaves a process that its launcher bound as it is: its cores and its
+// GOMAXPROCS (unbound, rank 0 of two processes of this host would take the first core, and
+// half of its schedulers).
+func TestPlaceOnCoresLeavesLaunchersBinding(t *testing.T) {
+	runtime.LockOSThread() // the cores looked at are this thread's
+	defer runtime.UnlockOSThread()
+	var before, after unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &before); err != nil {
+		t.Fatal(err)
+	}
+	procs := runtime.GOMAXPROCS(0)
+	unbind := placeOnCores(0, 2, 2, true, slog.New(slog.DiscardHandler))
+	afterProcs := runtime.GOMAXPROCS(0)
+	if err := unix.SchedGetaffinity(0, &after); err != nil {
+		t.Fatal(err)
+	}
+	unbind()
+	runtime.GOMAXPROCS(procs)
+	if after != before || afterProcs != procs {
+		t.Errorf("a process bound by its launcher: %d cores and GOMAXPROCS %d became %d and %d", before.Count(), procs, after.Count(), afterProcs)
+	}
 }

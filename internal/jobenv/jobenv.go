@@ -165,9 +165,12 @@ type Job struct {
 	// unknown.
 	LocalSize int
 	// Bound says that the launcher bound each process to cores of its own (Open MPI's
-	// binding), so that this process may run on fewer cores than the job's processes on
-	// this host share.
+	// binding, SLURM's task affinity), so that this process may run on fewer cores than the
+	// job's processes on this host share.
 	Bound bool
+	// Cores is the number of cores the launcher gave the job on this host
+	// (SLURM_CPUS_ON_NODE), or 0 when it does not say.
+	Cores int
 	// JobID is the launcher's job id, which derived ports and secrets hash, or "".
 	JobID string
 	// PMI, when not nil, is the launcher's PMI connection, through which Rendezvous

@@ -115,6 +115,14 @@ func TestDiscover(t *testing.T) {
 		{name: "srun --mpi=pmix", env: env("PMIX_RANK=1", "SLURM_STEP_NUM_TASKS=2", "SLURM_PROCID=1", "SLURM_STEP_ID=0", "SLURM_JOB_ID=5", "SLURM_STEP_NODELIST=a[1-2]", "PMIX_NAMESPACE=slurm.pmix.5.0"),
 			want: Job{Rank: 1, Size: 2, Coord: "a1:" + port("slurm:5.0"), CoordFrom: CoordNodeList, Listen: "0.0.0.0", WeakSecret: true, Source: SourcePMIx, CoordFD: -1,
 				Hosts: []string{"a1", "a2"}, JobID: "slurm:5.0"}},
+		{name: "srun binding each task to cores of its own", env: env("SLURM_PROCID=1", "SLURM_STEP_NUM_TASKS=2", "SLURM_STEP_ID=0", "SLURM_JOB_ID=6", "SLURM_STEP_NODELIST=n1",
+			"SLURM_CPUS_ON_NODE=2", "SLURM_CPU_BIND_TYPE=mask_cpu:", "ORWL_SECRET=x"),
+			want: Job{Rank: 1, Size: 2, Coord: "127.0.0.1:" + port("slurm:6.0"), CoordFrom: CoordJobID, Listen: "127.0.0.1", Secret: []byte("x"), Source: SourceSLURM, CoordFD: -1,
+				Hosts: []string{"n1"}, LocalSize: 2, Bound: true, Cores: 2, JobID: "slurm:6.0"}},
+		{name: "srun --cpu-bind=none", env: env("SLURM_PROCID=1", "SLURM_STEP_NUM_TASKS=2", "SLURM_STEP_ID=0", "SLURM_JOB_ID=6", "SLURM_STEP_NODELIST=n1",
+			"SLURM_CPUS_ON_NODE=2", "SLURM_CPU_BIND_TYPE=none", "ORWL_SECRET=x"),
+			want: Job{Rank: 1, Size: 2, Coord: "127.0.0.1:" + port("slurm:6.0"), CoordFrom: CoordJobID, Listen: "127.0.0.1", Secret: []byte("x"), Source: SourceSLURM, CoordFD: -1,
+				Hosts: []string{"n1"}, LocalSize: 2, Cores: 2, JobID: "slurm:6.0"}},
 		{name: "slurm batch script is not a step", env: env("SLURM_PROCID=0", "SLURM_NTASKS=8", "SLURM_JOB_ID=777", "SLURM_JOB_NODELIST=n[1-2]"),
 			want: Job{Rank: 0, Size: 1, Listen: "127.0.0.1", Source: SourceSingle, CoordFD: -1, LocalSize: 1}},
 	}
@@ -134,7 +142,7 @@ func TestDiscover(t *testing.T) {
 			if got.Rank != want.Rank || got.Size != want.Size || got.Coord != want.Coord || got.Listen != want.Listen ||
 				string(got.Secret) != string(want.Secret) || got.WeakSecret != want.WeakSecret || got.Source != want.Source ||
 				got.CoordFD != want.CoordFD || !slices.Equal(got.Hosts, want.Hosts) || got.CoordFrom != want.CoordFrom ||
-				got.LocalSize != want.LocalSize || got.Bound != want.Bound || got.Node != want.Node || got.JobID != want.JobID ||
+				got.LocalSize != want.LocalSize || got.Bound != want.Bound || got.Cores != want.Cores || got.Node != want.Node || got.JobID != want.JobID ||
 				(got.PMI == nil) != (want.PMI == nil) || got.PMI != nil && *got.PMI != *want.PMI {
 				t.Errorf("got  %+v\nwant %+v", got, want)
 			}
@@ -179,6 +187,8 @@ func TestDiscoverErrors(t *testing.T) {
 		{"slurm nodelist", "SLURM_STEP_NODELIST", Explicit{}, env("SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_STEP_ID=0", "SLURM_JOB_ID=1", "SLURM_STEP_NODELIST=n[1-")},
 		{"slurm tasks per node", "SLURM_STEP_TASKS_PER_NODE", Explicit{}, env("SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_STEP_ID=0", "SLURM_JOB_ID=1", "SLURM_STEP_NODELIST=n[1-2]", "SLURM_STEP_TASKS_PER_NODE=1(3)")},
 		{"slurm node id", "SLURM_NODEID", Explicit{}, env("SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_STEP_ID=0", "SLURM_JOB_ID=1", "SLURM_STEP_NODELIST=n[1-2]", "SLURM_STEP_TASKS_PER_NODE=1(x2)", "SLURM_NODEID=first")},
+		{"slurm cores", "SLURM_CPUS_ON_NODE", Explicit{}, env("SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_STEP_ID=0", "SLURM_JOB_ID=1", "SLURM_STEP_NODELIST=n1", "SLURM_CPUS_ON_NODE=two")},
+		{"slurm no cores", "SLURM_CPUS_ON_NODE", Explicit{}, env("SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_STEP_ID=0", "SLURM_JOB_ID=1", "SLURM_STEP_NODELIST=n1", "SLURM_CPUS_ON_NODE=0")},
 		{"hydra local size", "MPI_LOCALNRANKS", Explicit{}, env("PMI_RANK=0", "PMI_SIZE=2", "PMI_FD=6", "MPI_LOCALNRANKS=0")},
 		{"hydra bad fd", "PMI_FD", Explicit{}, env("PMI_RANK=0", "PMI_SIZE=2", "PMI_FD=six")},
 		{"hydra bad ORWL_PMI", "ORWL_PMI", Explicit{}, env("PMI_RANK=0", "PMI_SIZE=2", "PMI_FD=6", "ORWL_PMI=3")},

@@ -28,6 +28,9 @@ func srunLauncher(source string, detect func(envReader) bool, read func(envReade
 		detect: detect,
 		read: func(env envReader) (placement, error) {
 			p, err := read(env)
+			if err == nil {
+				err = readSlurmCores(env, &p)
+			}
 			if err != nil {
 				return placement{}, err
 			}
@@ -37,6 +40,25 @@ func srunLauncher(source string, detect func(envReader) bool, read func(envReade
 		coord:  derivedCoord,
 		secret: derivedSecret,
 	}
+}
+
+// readSlurmCores completes p with what SLURM says of this node's cores: how many the job
+// has here (SLURM_CPUS_ON_NODE), and whether srun bound each task to cores of its own
+// (SLURM_CPU_BIND_TYPE, "mask_cpu:" under the task/affinity plugin's default, "none" when
+// it binds nothing).
+func readSlurmCores(env envReader, p *placement) error {
+	n, ok, err := env.int("SLURM_CPUS_ON_NODE")
+	switch {
+	case err != nil:
+		return err
+	case ok && n < 1:
+		return fmt.Errorf("jobenv: SLURM_CPUS_ON_NODE=%d; need at least 1", n)
+	case ok:
+		p.job.Cores = n
+	}
+	bind := env.first("SLURM_CPU_BIND_TYPE")
+	p.job.Bound = inSlurmStep(env) && bind != "" && bind != "none"
+	return nil
 }
 
 // inSlurmStep reports whether the process is a task of a SLURM step (started by srun).
