@@ -11,11 +11,15 @@ import (
 // pmiLauncher is a PMI-1 or PMI-2 launcher: MPICH's Hydra (mpiexec), srun --mpi=pmi2.
 // PMI_RANK and PMI_SIZE place the process, MPI_LOCALNRANKS counts the ranks on this host,
 // and the connection it hands down (PMI_FD or PMI_PORT) carries the coordinator and the
-// secret. Under srun, SLURM's node list says more (readSlurmNodes).
+// secret. Hydra says that it bound each rank to cores of its own (-bind-to, other than
+// none) with HYDRA_USER_PROVIDED_BINDING=1, which MPICH itself reads to that end. Under
+// srun, SLURM's node list and cores say more (readSlurmNodes, readSlurmCores).
 var pmiLauncher = srunLauncher(SourcePMI,
 	func(env envReader) bool { return env.has("PMI_RANK") },
 	func(env envReader) (placement, error) {
-		return readStarter(env, "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS", "PMI_JOBID", "PMIX_NAMESPACE", "PMI_KVSNAME", "PMI_PORT")
+		p, err := readStarter(env, "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS", "PMI_JOBID", "PMIX_NAMESPACE", "PMI_KVSNAME", "PMI_PORT")
+		p.job.Bound = env.first("HYDRA_USER_PROVIDED_BINDING") == "1"
+		return p, err
 	})
 
 // pmixLauncher is a PMIx launcher (srun --mpi=pmix, PRRTE): PMIX_RANK, the size from the

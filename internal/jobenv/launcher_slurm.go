@@ -56,8 +56,10 @@ func readSlurmCores(env envReader, p *placement) error {
 	case ok:
 		p.job.Cores = n
 	}
-	bind := env.first("SLURM_CPU_BIND_TYPE")
-	p.job.Bound = inSlurmStep(env) && bind != "" && bind != "none"
+	if inSlurmStep(env) {
+		bind := env.first("SLURM_CPU_BIND_TYPE")
+		p.job.Bound = bind != "" && bind != "none"
+	}
 	return nil
 }
 
