@@ -9,29 +9,30 @@ import (
 // envBind set to "none" leaves a process on the cores its launcher gave it (see placeOnCores).
 const envBind = "ORWL_BIND"
 
-// placeOnCores gives this process its share of the host's cores when local processes of the
-// job run on it (GOMAXPROCS = cores / local, unless GOMAXPROCS is set): processes that each
-// take every core oversubscribe the host, and a hand-off between them then costs far more
-// (idle Go schedulers spin for the cores the others need); orwlrun does the same through the
+// placeOnCores gives this process its share of the cores that the job's local processes
+// share on this host (cores; see job.hostCores) when the process may run on more: its
+// GOMAXPROCS (cores / local, unless GOMAXPROCS is set), since processes that each take
+// every core oversubscribe the host, and a hand-off between them then costs far more (idle
+// Go schedulers spin for the cores the others need); orwlrun does the same through the
 // environment. When the job's processes are at least as many as the cores this process may
 // run on and the whole job runs on this host (its rank is then its rank on the host), it
 // also binds the process to one of them, rank r to the (r mod cores)-th, as MPI launchers
 // bind a rank to a core: unbound, the thread that a message wakes often runs on the core
 // of the process that sent it, taking the core from that process, and processes that
 // sleep and wake to hand their messages over gather there while another core idles
-// (docs/internals.md). ORWL_BIND=none leaves the binding to the launcher, and so does a
-// launcher that bound each process to cores of its own (bound): the process then keeps its
-// cores, and GOMAXPROCS its default, as many. The returned function ends the binding, which
-// lasts for the job only: the process's later jobs and the programs it starts run on the
-// cores it had.
-func placeOnCores(rank, local, size int, bound bool, log *slog.Logger) (unbind func()) {
-	if bound {
+// (docs/internals.md). ORWL_BIND=none leaves the binding to the launcher, and a process
+// that its launcher confined to its share or less (bound to a core of its own) is left as
+// it is, GOMAXPROCS included. The returned function ends the binding, which lasts for the
+// job only: the process's later jobs and the programs it starts run on the cores it had.
+func placeOnCores(rank, local, size, cores int, log *slog.Logger) (unbind func()) {
+	share := max(1, cores/max(1, local))
+	if local <= 1 || runtime.NumCPU() <= share {
 		return func() {}
 	}
-	if _, set := os.LookupEnv("GOMAXPROCS"); !set && local > 1 {
-		runtime.GOMAXPROCS(max(1, runtime.NumCPU()/local))
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
+		runtime.GOMAXPROCS(share)
 	}
-	if local != size || local <= 1 || os.Getenv(envBind) == "none" {
+	if local != size || os.Getenv(envBind) == "none" {
 		return func() {}
 	}
 	cpu, unbind, err := bindToCore(rank, local)

@@ -74,9 +74,10 @@ func startOnOneCore(cmd *exec.Cmd) (string, error) {
 	return buf.String(), err
 }
 
-// placeOnCores leaves a process that its launcher bound as it is: its cores and its
-// GOMAXPROCS (unbound, rank 0 of two processes of this host would take the first core, and
-// half of its schedulers).
+// placeOnCores leaves a process that its launcher confined to its share of the job's cores
+// as it is: its cores and its GOMAXPROCS (here the launcher gave two processes twice the
+// cores this one may run on; taken for the host's, rank 0 of two would take the first
+// core, and half of its schedulers).
 func TestPlaceOnCoresLeavesLaunchersBinding(t *testing.T) {
 	runtime.LockOSThread() // the cores looked at are this thread's
 	defer runtime.UnlockOSThread()
@@ -85,7 +86,7 @@ func TestPlaceOnCoresLeavesLaunchersBinding(t *testing.T) {
 		t.Fatal(err)
 	}
 	procs := runtime.GOMAXPROCS(0)
-	unbind := placeOnCores(0, 2, 2, true, slog.New(slog.DiscardHandler))
+	unbind := placeOnCores(0, 2, 2, 2*runtime.NumCPU(), slog.New(slog.DiscardHandler))
 	afterProcs := runtime.GOMAXPROCS(0)
 	if err := unix.SchedGetaffinity(0, &after); err != nil {
 		t.Fatal(err)

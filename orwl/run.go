@@ -42,7 +42,7 @@ func Run(ctx context.Context, cfg Config, fn TaskFunc) error {
 	j.cancel = cancel
 	sigterm := j.stopOnSIGTERM()
 	defer sigterm.end(nil)
-	unbind := placeOnCores(j.rank, j.info.LocalSize, j.procs, j.info.Bound, j.log)
+	unbind := placeOnCores(j.rank, j.info.LocalSize, j.procs, j.hostCores(), j.log)
 	defer unbind()
 	if j.procs > 1 {
 		if err := j.connect(jobCtx); err != nil {

@@ -164,9 +164,9 @@ type Job struct {
 	// SLURM_STEP_TASKS_PER_NODE), Size for a job on one host, 1 in a Kubernetes pod, 0 when
 	// unknown.
 	LocalSize int
-	// Bound says that the launcher bound each process to cores of its own (Open MPI's
-	// binding, SLURM's task affinity), so that this process may run on fewer cores than the
-	// job's processes on this host share.
+	// Bound says that the launcher bound each process to some of the host's cores (Open
+	// MPI's binding, SLURM's task affinity, Hydra's -bind-to), so that this process may run
+	// on fewer cores than the job's processes on this host share.
 	Bound bool
 	// Cores is the number of cores the launcher gave the job on this host
 	// (SLURM_CPUS_ON_NODE), or 0 when it does not say.
