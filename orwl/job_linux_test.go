@@ -77,8 +77,8 @@ func startOnOneCore(cmd *exec.Cmd) (string, error) {
 // placeOnCores leaves a process that its launcher confined to its share of the job's cores
 // as it is: its cores and its GOMAXPROCS (here the launcher gave two processes twice the
 // cores this one may run on; taken for the host's, rank 0 of two would take the first
-// core, and half of its schedulers).
-func TestPlaceOnCoresLeavesLaunchersBinding(t *testing.T) {
+// core, and half of its schedulers); one that may run on more is placed.
+func TestPlaceOnCoresShare(t *testing.T) {
 	runtime.LockOSThread() // the cores looked at are this thread's
 	defer runtime.UnlockOSThread()
 	var before, after unix.CPUSet
@@ -95,5 +95,26 @@ func TestPlaceOnCoresLeavesLaunchersBinding(t *testing.T) {
 	runtime.GOMAXPROCS(procs)
 	if after != before || afterProcs != procs {
 		t.Errorf("a process bound by its launcher: %d cores and GOMAXPROCS %d became %d and %d", before.Count(), procs, after.Count(), afterProcs)
+	}
+
+	// One that may run on all the cores that two share (Open MPI's --bind-to socket) is
+	// placed: half of them as schedulers, and bound to the first where they are two.
+	cores := runtime.NumCPU()
+	if _, set := os.LookupEnv("GOMAXPROCS"); set || cores < 2 {
+		return
+	}
+	unbind = placeOnCores(0, 2, 2, cores, slog.New(slog.DiscardHandler))
+	afterProcs = runtime.GOMAXPROCS(0)
+	if err := unix.SchedGetaffinity(0, &after); err != nil {
+		t.Fatal(err)
+	}
+	unbind()
+	runtime.GOMAXPROCS(procs)
+	want := cores
+	if cores == 2 {
+		want = 1
+	}
+	if afterProcs != cores/2 || after.Count() != want {
+		t.Errorf("a process that may run on the %d cores two share: GOMAXPROCS %d and %d cores, want %d and %d", cores, afterProcs, after.Count(), cores/2, want)
 	}
 }
