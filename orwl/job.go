@@ -157,8 +157,8 @@ func (j *job) manySchedulers() bool {
 
 // hostCores is the number of cores the job's processes on this host share: as many as the
 // launcher gave the job here, where it says; else those this process may run on, or all the
-// host's where the launcher bound each process to cores of its own (a process bound to one
-// core is not a job of two processes on one core).
+// host's where the launcher bound each process to some of them (a process bound to one core
+// is not a job of two processes on one core).
 func (j *job) hostCores() int {
 	switch {
 	case j.info.Cores > 0:
