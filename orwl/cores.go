@@ -25,8 +25,11 @@ const envBind = "ORWL_BIND"
 // it is, GOMAXPROCS included. The returned function ends the binding, which lasts for the
 // job only: the process's later jobs and the programs it starts run on the cores it had.
 func placeOnCores(rank, local, size, cores int, log *slog.Logger) (unbind func()) {
-	share := max(1, cores/max(1, local))
-	if local <= 1 || runtime.NumCPU() <= share {
+	if local <= 1 {
+		return func() {}
+	}
+	share := max(1, cores/local)
+	if runtime.NumCPU() <= share {
 		return func() {}
 	}
 	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
