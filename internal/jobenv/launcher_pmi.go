@@ -18,7 +18,9 @@ var pmiLauncher = srunLauncher(SourcePMI,
 	func(env envReader) bool { return env.has("PMI_RANK") },
 	func(env envReader) (placement, error) {
 		p, err := readStarter(env, "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS", "PMI_JOBID", "PMIX_NAMESPACE", "PMI_KVSNAME", "PMI_PORT")
-		p.job.Bound = env.first("HYDRA_USER_PROVIDED_BINDING") == "1"
+		if err == nil {
+			p.job.Bound = env.first("HYDRA_USER_PROVIDED_BINDING") == "1"
+		}
 		return p, err
 	})
 
