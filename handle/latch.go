@@ -3,6 +3,8 @@ package handle
 import (
 	"context"
 	"sync/atomic"
+
+	"github.com/orwl-go/orwl/internal/release"
 )
 
 // Latch is one request's grant as its waiter sees it, whoever grants it (a local FIFO or
@@ -37,7 +39,7 @@ func (l *Latch) Start() {
 	if l.err.Load() != nil {
 		l.err.Store(nil)
 	}
-	l.state.Store(uint32(LatchPending))
+	release.Uint32(&l.state, uint32(LatchPending)) // published with the request, under the queue's lock
 }
 
 // State returns the stage of l.

@@ -9,6 +9,8 @@ import (
 	"github.com/orwl-go/orwl/internal/hugemem"
 	"github.com/orwl-go/orwl/trace"
 	"github.com/orwl-go/orwl/transport"
+
+	"github.com/orwl-go/orwl/internal/release"
 )
 
 // served is a request of a remote handle, placed in a FIFO of this process on its behalf.
@@ -24,7 +26,7 @@ type served struct {
 	active    bool          // requested and not yet released; the reader of from's connection only
 	recycle   bool          // the grant may say recycle (mirror.go); set under loc.mu
 	placed    uint32        // how many times it was placed; the reader of from's connection only
-	delivered atomic.Uint32 // how many of its grants were sent: the last placement's, when placed
+	delivered atomic.Uint32 // how many of its grants were sent: the last placement's, when placed; changed under loc.sendMu
 	transfer  trace.Span    // a write-back arriving
 }
 
@@ -59,7 +61,7 @@ func (s *served) granted(onTask, more bool) {
 			l.mirrors[s.from] = l.version
 		}
 	}
-	s.delivered.Add(1)
+	release.Uint32(&s.delivered, s.delivered.Load()+1) // under l.sendMu
 	err := s.o.mesh.SendAhead(s.from, transport.Owner, m.header(), payload)
 	l.sendMu.Unlock()
 	if err == nil {

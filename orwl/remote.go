@@ -11,6 +11,8 @@ import (
 	"github.com/orwl-go/orwl/internal/hugemem"
 	"github.com/orwl-go/orwl/trace"
 	"github.com/orwl-go/orwl/transport"
+
+	"github.com/orwl-go/orwl/internal/release"
 )
 
 // remoteQueue is the proxy of a location owned by another process. Its mirror holds the
@@ -64,7 +66,7 @@ func (t *remoteTicket) end() bool {
 	if !t.active.Load() {
 		return false
 	}
-	t.active.Store(false)
+	release.Bool(&t.active, false)
 	t.q.active--
 	return true
 }
@@ -85,7 +87,7 @@ func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Tic
 		t = r.newTicket(q, h)
 		r.mu.Unlock()
 	}
-	t.active.Store(true)
+	release.Bool(&t.active, true)
 	q.active++
 	t.latch.Start()
 	live := r.j.requestsLive.Load()

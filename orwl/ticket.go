@@ -6,6 +6,8 @@ import (
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
 	"github.com/orwl-go/orwl/trace"
+
+	"github.com/orwl-go/orwl/internal/release"
 )
 
 // This file holds what the deadlock watch, the trace, Resize and Handle.Test need of a
@@ -60,9 +62,9 @@ func (b *ticketBase) Waiting(ctx context.Context) {
 	if n == nil {
 		return
 	}
-	polling.Store(true)
+	release.Bool(polling, true) // a hint to the process's idle check (detector.idle)
 	n.mesh.Poll(b.settled, ctx.Done())
-	polling.Store(false)
+	release.Bool(polling, false)
 }
 
 // settled reports whether the latch is no longer pending.

@@ -296,7 +296,7 @@ func (c *conn) writeBatch(batch []outMsg) error {
 			}
 		}
 	}
-	sent := &c.m.peers[c.peer].sent
+	p := &c.m.peers[c.peer]
 	for i := range batch {
 		if err := c.w.writeMessage(&batch[i].h, batch[i].p); err != nil {
 			return err
@@ -304,7 +304,7 @@ func (c *conn) writeBatch(batch []outMsg) error {
 		// The payload was read, and the message's last bytes wait for the flush below
 		// (wire.writeMessage): publish it before the peer can answer it, for the readers
 		// of the answers.
-		sent.Add(1)
+		p.wrote(1)
 	}
 	return c.w.flush()
 }
@@ -350,7 +350,7 @@ func (c *conn) commitRecord(rec, frames []byte, msgs int) error {
 	if len(frames) != len(rec) {
 		return fmt.Errorf("transport: %d bytes of frames for a ring record of %d", len(frames), len(rec))
 	}
-	c.m.peers[c.peer].sent.Add(uint64(msgs))
+	c.m.peers[c.peer].wrote(msgs)
 	c.shm.out.commit(len(rec))
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+
+	"github.com/orwl-go/orwl/internal/release"
 )
 
 // The reading half of a connection (conn.go holds the writing half): its reader goroutine,
@@ -64,7 +66,7 @@ func (c *conn) readMessage(frame []byte, size int, inRing bool) error {
 		c.meshMessage(&c.rh)
 		return nil
 	}
-	c.m.peers[c.peer].sent.Load()
+	c.m.peers[c.peer].heard()
 	c.m.h.Handle(c.peer, &c.rh, p)
 	return nil
 }
@@ -81,7 +83,7 @@ func (c *conn) next() error {
 			continue
 		}
 		if c.w.buffered() == 0 && c.shm.drained() {
-			c.reading.Store(false)
+			release.Bool(&c.reading, false)
 			if err := c.shm.await(c.pending.Load); err != nil {
 				return err
 			}
@@ -113,7 +115,7 @@ func (c *conn) readEnd() {
 	if c.pending.Load() != more { // mostly unchanged: no write to publish
 		c.pending.Store(more)
 	}
-	c.reading.Store(false)
+	release.Bool(&c.reading, false)
 }
 
 // waiting is what readWaiting found.
@@ -139,7 +141,7 @@ func (c *conn) readWaiting() waiting {
 	}
 	frame, size, inRing := c.ringFrame()
 	if !inRing && !c.wholeBuffered() {
-		c.reading.Store(false)
+		release.Bool(&c.reading, false)
 		return leftToReader
 	}
 	err := c.readMessage(frame, size, inRing)
@@ -209,7 +211,7 @@ func (c *conn) sinkArriving(h *Header) ([]byte, error) {
 // scratch buffer (when the payload is at most maxScratch bytes). Everything this process
 // wrote to the peer before the peer sent the message happens before Sink (see Send).
 func (c *conn) sink(h *Header) ([]byte, error) {
-	c.m.peers[c.peer].sent.Load()
+	c.m.peers[c.peer].heard()
 	buf, err := c.m.h.Sink(c.peer, h)
 	switch {
 	case err != nil:

@@ -296,10 +296,27 @@ type peer struct {
 	// passed when it said goodbye.
 	bar    peerBarrier
 	byeSeq atomic.Uint64
-	// sent counts the messages the writers of both connections to the peer have written;
-	// readers of the peer's messages load it before Sink and Handle (see Send: a
-	// happens-before edge the race detector sees).
+	// sent counts the messages the writers of both connections to the peer have written,
+	// under the race detector (wrote, heard).
 	sent atomic.Uint64
+}
+
+// wrote publishes, under the race detector, that the writers to p read n more messages
+// (see Send: a happens-before edge that the detector sees). Elsewhere the edge runs through
+// the network or the shared-memory ring, and the counter's locked add would cost every
+// message for nothing.
+func (p *peer) wrote(n int) {
+	if raceDetector {
+		p.sent.Add(uint64(n))
+	}
+}
+
+// heard is the other end of wrote: the readers of p's messages call it before Sink and
+// Handle.
+func (p *peer) heard() {
+	if raceDetector {
+		p.sent.Load()
+	}
 }
 
 // now is the mesh's monotonic clock: the time since Start.
@@ -435,10 +452,11 @@ func (m *Mesh) SharedMemory(to int, role Role) bool {
 // Memory model: the write of a message (every read of payload by the mesh) happens before
 // the delivery (Sink and Handle) of any message that the peer sent after receiving it, on
 // either connection. The causality goes through the network, which the race detector
-// cannot see, so the mesh makes it explicit: the writer publishes a per-peer counter (one
-// atomic add per message) once it has read the message, and the readers of that peer's
-// messages load it before calling Sink or Handle. A caller that modifies payload once the
-// peer's answer was delivered is therefore race-free for the detector too.
+// cannot see, so under the detector the mesh makes it explicit: the writer publishes a
+// per-peer counter (one atomic add per message) once it has read the message, and the
+// readers of that peer's messages load it before calling Sink or Handle (peer.wrote, heard).
+// A caller that modifies payload once the peer's answer was delivered is therefore
+// race-free for the detector too.
 //
 // Errors: Send fails with a *PeerLostError (errors.Is ErrPeerLost) when to is lost or is
 // closing its mesh (its connection was closed or broken by its side), and with ErrClosed

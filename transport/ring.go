@@ -3,6 +3,8 @@ package transport
 import (
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/orwl-go/orwl/internal/release"
 )
 
 // A ring carries one direction of a shared-memory connection (shm.go) as records: an 8-byte
@@ -214,7 +216,7 @@ func (r *ringReader) ready() bool {
 		case hdr == 0:
 			return false
 		case hdr&recordSkip != 0:
-			r.h.read.Store(pos + shmRing - pos&(shmRing-1))
+			release.Uint64(&r.h.read, pos+shmRing-pos&(shmRing-1))
 		default:
 			r.n, r.got = hdr&recordLen, 0
 			return true
@@ -250,7 +252,7 @@ func (r *ringReader) take(p []byte) int {
 func (r *ringReader) consume(k int) {
 	r.got += uint64(k)
 	if r.got == r.n {
-		r.h.read.Store(r.h.read.Load() + span(r.n))
+		release.Uint64(&r.h.read, r.h.read.Load()+span(r.n))
 		r.n, r.got = 0, 0
 	}
 }

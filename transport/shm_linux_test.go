@@ -510,7 +510,8 @@ func TestRingWriterHasRoom(t *testing.T) {
 
 // A batch of small messages through shared memory goes into the ring as one record, written
 // in place (conn.writeRecord): the reader finds the frames of all of them in that record, in
-// order, and reads each in place; the sent count counts them all before the record shows.
+// order, and reads each in place; under the race detector, the sent count counts them all
+// before the record shows (peer.wrote).
 func TestSmallBatchIsOneRingRecord(t *testing.T) {
 	c, reader := ringConns(t)
 	batch := []outMsg{
@@ -524,8 +525,8 @@ func TestSmallBatchIsOneRingRecord(t *testing.T) {
 	if err := c.writeBatch(batch); err != nil {
 		t.Fatal(err)
 	}
-	if n := c.m.peers[1].sent.Load(); n != 3 {
-		t.Errorf("sent counts %d messages, want 3", n)
+	if n := c.m.peers[1].sent.Load(); raceDetector && n != 3 {
+		t.Errorf("under the race detector, sent counts %d messages, want 3", n)
 	}
 	rec, ok := reader.shm.in.next()
 	if !ok || len(rec) != ringFrames(batch) {
@@ -548,8 +549,8 @@ func TestSendNowWritesInPlace(t *testing.T) {
 	if err := c.enqueueMsg(&h, []byte("grant"), direct); err != nil {
 		t.Fatal(err)
 	}
-	if len(c.q) != 0 || c.m.peers[1].sent.Load() != 1 {
-		t.Fatalf("after SendNow: %d queued, %d sent, want 0 and 1", len(c.q), c.m.peers[1].sent.Load())
+	if sent := c.m.peers[1].sent.Load(); len(c.q) != 0 || raceDetector && sent != 1 {
+		t.Fatalf("after SendNow: %d queued, %d sent (race detector %v), want 0 and 1", len(c.q), sent, raceDetector)
 	}
 	if rec, _ := reader.shm.in.next(); len(rec) != frameSize(5) {
 		t.Fatalf("the ring holds a record of %d bytes, want the message's frame of %d", len(rec), frameSize(5))
