@@ -204,6 +204,9 @@ func newNode(j *job, log *slog.Logger) *node {
 // while it does.
 func (n *node) setMesh(m *transport.Mesh) {
 	n.mesh, n.req.mesh, n.own.mesh = m, m, m
+	for _, t := range n.j.local {
+		t.poller = m.Poller()
+	}
 }
 
 // noSharedMemory reports whether ORWL_SHM is "off": the processes of a host then share no

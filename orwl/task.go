@@ -7,6 +7,7 @@ import (
 
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
+	"github.com/orwl-go/orwl/transport"
 )
 
 // Task is one task of the job, handed to its TaskFunc. Its methods must be called from the
@@ -16,10 +17,11 @@ type Task struct {
 	job *job
 	obs observer
 
-	handles   *handle.Owner    // what its handles share: the observer, those in use, the wake-ups
-	inserts   []*handle.Handle // handles declared in the init phase, requested at the schedule
-	problems  []error          // init-phase mistakes, reported by Schedule
-	misuse    []error          // mistakes after the schedule, returned when the task ends
+	handles   *handle.Owner     // what its handles share: the observer, those in use, the wake-ups
+	poller    *transport.Poller // where it waits for messages in a job of several processes (Waiting)
+	inserts   []*handle.Handle  // handles declared in the init phase, requested at the schedule
+	problems  []error           // init-phase mistakes, reported by Schedule
+	misuse    []error           // mistakes after the schedule, returned when the task ends
 	scheduled bool
 
 	failedGrants []failedGrant // grants of write sections that failed, held until the task ends

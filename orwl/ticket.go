@@ -54,16 +54,15 @@ func (s *served) round() int      { return s.rnd }
 
 // Waiting implements handle.Ticket: it tells the deadlock watch that the task waits
 // (detector.block), then, in a job of several processes, reads the messages of processes
-// of this host on the task's goroutine while they come quickly (transport.Mesh.Poll), so
+// of this host on the task's goroutine while they come quickly (transport.Poller.Poll), so
 // that a grant that comes in one needs no wake-up; meanwhile the task counts as polling.
 func (b *ticketBase) Waiting(ctx context.Context) {
 	polling := b.j.det.block(b.spec.Task, b)
-	n := b.j.node
-	if n == nil {
+	if b.j.node == nil {
 		return
 	}
 	release.Bool(polling, true) // a hint to the process's idle check (detector.idle)
-	n.mesh.Poll(b.settled, ctx.Done())
+	b.j.task[b.spec.Task].poller.Poll(b.settled, ctx.Done())
 	release.Bool(polling, false)
 }
 

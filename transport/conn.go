@@ -44,7 +44,7 @@ type conn struct {
 	receiving atomic.Bool // the reader is reading a user message's payload (Mesh.Receiving)
 
 	// In shared memory (shm not nil), a task that waits for a message may read it itself
-	// (Mesh.Poll): whoever reads a message holds reading, and the reading state below
+	// (Poller.Poll): whoever reads a message holds reading, and the reading state below
 	// (the wire's read buffers included) belongs to it.
 	shm     *shmConn
 	reading atomic.Bool

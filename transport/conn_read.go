@@ -128,7 +128,7 @@ const (
 )
 
 // readWaiting reads a message that has arrived whole in shared memory, on the calling
-// goroutine (a task that waits for one, see Mesh.Poll), and says whether it did: only one
+// goroutine (a task that waits for one, see Poller.Poll), and says whether it did: only one
 // of less than 64 KiB that fits in one frame, so that the caller never waits for the rest of
 // a message; anything else is left to the reader. A message that breaks the rules ends the
 // connection as it would in the reader.

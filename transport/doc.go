@@ -32,7 +32,7 @@
 // socket (writev) and from the socket into Handler.Sink's buffer.
 //
 // Processes of one host exchange their frames through shared memory (shm.go, ring.go),
-// where a goroutine that waits for a message may read it itself (Mesh.Poll).
+// where a goroutine that waits for a message may read it itself (Poller.Poll).
 //
 // This package knows nothing of ORWL semantics: it moves frames whose types
 // from TypeUser up are defined by the upper layer (the remote-location

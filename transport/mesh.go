@@ -155,7 +155,7 @@ type Config struct {
 	// without waking a sleeping thread, most of a small message's latency, at the price of
 	// a busy core. While the host has more runnable threads than cores, whichever programs
 	// they belong to (sampled every 2ms by a poller), or always when Oversubscribed, only a
-	// task that waits for a message polls (Mesh.Poll), for Spin at most, giving its core to
+	// task that waits for a message polls (Poller.Poll), for Spin at most, giving its core to
 	// the other threads at every look, and readers sleep at once. Default 0: no polling.
 	Spin time.Duration
 	// Oversubscribed says that the processes of the job on this host outnumber its cores:
@@ -264,9 +264,11 @@ type Mesh struct {
 	coll   collective    // markMu
 
 	// The connections through shared memory, in the order they came (a new slice on each,
-	// under lifeMu), which Poll reads, and what their readers share (shm.go).
+	// under lifeMu), which Poll reads, what their readers share, and the pollers that Close
+	// waits for (shm.go; lifeMu).
 	onRings atomic.Pointer[[]*conn]
 	readers readerGroup
+	pollers []*Poller
 
 	// Liveness: the last beat, when this process last found it had been paused, and for
 	// how long.
@@ -686,8 +688,13 @@ func (m *Mesh) Close() error {
 		t := time.AfterFunc(closeWait, func() { m.eachConn((*conn).shutdown) })
 		m.wg.Wait()
 		t.Stop()
-		for m.readers.pollers.Load() > 0 { // a task's Poll is done with the segments, and none starts
-			runtime.Gosched()
+		m.lifeMu.Lock()
+		pollers := m.pollers
+		m.lifeMu.Unlock()
+		for _, p := range pollers { // a task's Poll is done with the segments, and none starts
+			for p.polling.Load() {
+				runtime.Gosched()
+			}
 		}
 		m.eachConn(func(c *conn) {
 			if c.shm != nil {

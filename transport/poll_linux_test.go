@@ -12,10 +12,10 @@ import (
 	"time"
 )
 
-// onPoller reports whether the calling goroutine runs inside Mesh.Poll.
+// onPoller reports whether the calling goroutine runs inside Poller.Poll.
 func onPoller() bool {
 	buf := make([]byte, 16<<10)
-	return bytes.Contains(buf[:runtime.Stack(buf, false)], []byte("transport.(*Mesh).Poll("))
+	return bytes.Contains(buf[:runtime.Stack(buf, false)], []byte("transport.(*Poller).Poll("))
 }
 
 // A goroutine that polls reads the messages it waits for itself when they come whole in
@@ -52,6 +52,7 @@ func TestPollReadsSmallMessagesOnTheCaller(t *testing.T) {
 			c.Handler = rec
 		}
 	})
+	poller := meshes[1].Poller()
 	for i := range n {
 		size := 8
 		switch i % 4 {
@@ -64,7 +65,7 @@ func TestPollReadsSmallMessagesOnTheCaller(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := int64(i + 1)
-		meshes[1].Poll(func() bool { return got.Load() >= want }, nil)
+		poller.Poll(func() bool { return got.Load() >= want }, nil)
 		if got.Load() < want {
 			t.Fatalf("Poll returned before message %d arrived", i)
 		}
@@ -137,16 +138,17 @@ func TestCloseWhilePolling(t *testing.T) {
 	wait()
 }
 
-// startPollers starts n goroutines that call m.Poll with done again and again until stop is
-// closed, and returns a function that waits for them.
+// startPollers starts n goroutines that poll m with done, each with a Poller of its own,
+// again and again until stop is closed, and returns a function that waits for them.
 func startPollers(n int, m *Mesh, done func() bool, stop chan struct{}) (wait func()) {
 	var wg sync.WaitGroup
 	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			p := m.Poller()
 			for !isClosed(stop) {
-				m.Poll(done, stop)
+				p.Poll(done, stop)
 				runtime.Gosched()
 			}
 		}()
@@ -176,6 +178,7 @@ func TestMessageAfterThePolledOneIsDelivered(t *testing.T) {
 			c.Handler = rec
 		}
 	})
+	poller := meshes[1].Poller()
 	for i := range pairs {
 		first, second := uint64(2*i), uint64(2*i+1)
 		for k, seq := range []uint64{first, second} {
@@ -187,7 +190,7 @@ func TestMessageAfterThePolledOneIsDelivered(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		meshes[1].Poll(func() bool { return got.Load() > first }, nil)
+		poller.Poll(func() bool { return got.Load() > first }, nil)
 		for got.Load() <= second {
 			select {
 			case <-arrived:

@@ -57,7 +57,7 @@ type ringHeader struct {
 	_        [56]byte
 	sleeping atomic.Uint32 // awake, asleep or woken
 	_        [60]byte
-	polling  atomic.Int32 // tasks in Mesh.Poll, on a crowded host
+	polling  atomic.Int32 // tasks in Poller.Poll, on a crowded host
 	_        [60]byte
 }
 

@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+
+	"github.com/orwl-go/orwl/internal/release"
 )
 
 // Shared memory between two processes of one host. When a mesh connection is dialed and
@@ -18,7 +20,7 @@ import (
 // connection's bytes through the rings instead of the socket, and the socket stays open to
 // wake a reader that sleeps and to find a peer that dies (ring.go says how the bytes are
 // laid out). A reader polls its ring for a while (Config.Spin) before it sleeps, and so does
-// a task that waits for a message (Mesh.Poll), which it then reads itself; a writer
+// a task that waits for a message (Poller.Poll), which it then reads itself; a writer
 // whose ring is full polls, then backs off. Everything above the bytes (frames, messages,
 // liveness) is the same as over the network.
 
@@ -99,6 +101,23 @@ func (w *wire) useShm(c *shmConn) {
 	w.masks, w.peerMasks = false, false
 }
 
+// A Poller is the seat of one goroutine at a time in Poll: Close waits for the pollers that
+// poll before it unmaps the shared memory, and a Poll that begins after Close reads nothing.
+type Poller struct {
+	m       *Mesh
+	polling atomic.Bool // in Poll, past the look at m.closing
+}
+
+// Poller returns a new Poller of m, which m keeps until it is closed: a goroutine that
+// waits again and again (a task) keeps its own.
+func (m *Mesh) Poller() *Poller {
+	p := &Poller{m: m}
+	m.lifeMu.Lock()
+	m.pollers = append(m.pollers, p)
+	m.lifeMu.Unlock()
+	return p
+}
+
 // Poll reads, on the calling goroutine, the messages of less than 64 KiB that have arrived
 // whole, in one frame, from processes of this host (through shared memory) and delivers
 // them to the Handler, until done reports true, stop is closed, or the readers' polling
@@ -114,13 +133,21 @@ func (w *wire) useShm(c *shmConn) {
 // wakes a reader for what it leaves (leaveRings) as it returns. It returns at once when the
 // readers do not poll or no connection goes through shared memory. It must not be called
 // from Handler methods, nor with a lock that a Handler method may take.
-func (m *Mesh) Poll(done func() bool, stop <-chan struct{}) {
+func (p *Poller) Poll(done func() bool, stop <-chan struct{}) {
+	m := p.m
 	onRings := m.onRings.Load()
 	if m.readers.spin == 0 || onRings == nil {
 		return
 	}
-	m.readers.pollers.Add(1) // Close unmaps the segments once none polls, and none starts after
-	defer m.readers.pollers.Add(-1)
+	// Close unmaps the segments once no poller polls, after it set closing: polling is
+	// stored before closing is loaded, and Close loads it after it stored closing. Its end
+	// needs no more than release ordering, on the way out of every wait.
+	p.polling.Store(true)
+	defer release.Bool(&p.polling, false)
+	if m.readers.manySchedulers {
+		m.readers.pollers.Add(1)
+		defer m.readers.pollers.Add(-1)
+	}
 	if m.closing.Load() {
 		return
 	}
@@ -248,12 +275,12 @@ type readerGroup struct {
 	manySchedulers bool         // Config.ManySchedulers
 	sockets        atomic.Int32 // connections that do not use shared memory: their readers wait on their sockets
 	asleep         atomic.Int32 // shared-memory readers asleep on their sockets
-	pollers        atomic.Int32 // tasks in Mesh.Poll
+	pollers        atomic.Int32 // tasks in Poll, counted with manySchedulers only
 	crowd          crowdProbe   // whether the host's cores are oversubscribed (see pollOn)
 }
 
 // sleepAtOnce reports whether the readers sleep at once, leaving the polling to the
-// tasks that wait (Mesh.Poll): on a crowded host, or with Config.ManySchedulers.
+// tasks that wait (Poller.Poll): on a crowded host, or with Config.ManySchedulers.
 func (g *readerGroup) sleepAtOnce() bool {
 	return g.manySchedulers || g.crowd.crowded.Load()
 }
@@ -461,7 +488,7 @@ func (p *poller) next(g *readerGroup) bool {
 const pollStep = 5 * time.Microsecond
 
 // Write writes p into the out ring, waiting for room while the peer reads, and wakes the
-// peer's reader when it sleeps and no task of the peer polls the ring (Mesh.Poll), which
+// peer's reader when it sleeps and no task of the peer polls the ring (Poller.Poll), which
 // then reads the record or wakes the reader itself: the record's header is stored before
 // polling is loaded, and a task stops polling before it looks at the ring a last time.
 func (c *shmConn) Write(p []byte) (int, error) {

@@ -252,7 +252,7 @@ func freshRings(seg []byte) (up, down ring) {
 	return up, down
 }
 
-// The reader of a connection whose messages a task reads (Mesh.Poll) sees its position move
+// The reader of a connection whose messages a task reads (Poller.Poll) sees its position move
 // and does not fall asleep, which would cost the writer a wake-up on the socket; a reader
 // that does sleep is woken by one byte, however many writes follow.
 func TestReaderStaysAwakeWhileATaskReads(t *testing.T) {
@@ -662,12 +662,13 @@ func TestPollTellsTheWritersOnlyToWait(t *testing.T) {
 	}
 	in.polling.Add(-1)
 	var seen []int32 // polling, as the task's looks leave it
-	meshes[1].Poll(func() bool { seen = append(seen, in.polling.Load()); return got.Load() == 1 }, nil)
+	poller := meshes[1].Poller()
+	poller.Poll(func() bool { seen = append(seen, in.polling.Load()); return got.Load() == 1 }, nil)
 	if got.Load() != 1 || !slices.Equal(seen, []int32{0, 0}) {
 		t.Errorf("a message that had come: %d read, polling %v as the task looked, want 1 read and [0 0]", got.Load(), seen)
 	}
 	seen = nil
-	meshes[1].Poll(func() bool { seen = append(seen, in.polling.Load()); return len(seen) == 3 }, nil)
+	poller.Poll(func() bool { seen = append(seen, in.polling.Load()); return len(seen) == 3 }, nil)
 	if !slices.Equal(seen, []int32{0, 1, 1}) || in.polling.Load() != 0 {
 		t.Errorf("nothing to read: polling %v as the task looked, %d after, want [0 1 1] and 0", seen, in.polling.Load())
 	}
