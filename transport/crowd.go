@@ -3,7 +3,6 @@ package transport
 import (
 	"bytes"
 	"math"
-	"os"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -73,11 +72,8 @@ func crowdThreshold() int {
 // the numerator of the fourth field of /proc/loadavg ("0.50 0.40 0.30 3/456 789"), or 0 when
 // it cannot be read.
 func hostRunnable() int {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	f := bytes.Fields(b)
+	var buf [128]byte
+	f := bytes.Fields(buf[:readLoadavg(buf[:])])
 	if len(f) < 4 {
 		return 0
 	}

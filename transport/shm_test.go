@@ -157,13 +157,22 @@ func TestReaderGroupManySchedulers(t *testing.T) {
 	}
 }
 
-// hostRunnable reads the kernel's count of runnable threads, this one at least.
+// hostRunnable reads the kernel's count of runnable threads, this one at least, at every
+// sample.
 func TestHostRunnable(t *testing.T) {
 	if _, err := os.Stat("/proc/loadavg"); err != nil {
 		t.Skip("no /proc/loadavg here:", err)
 	}
-	if n := hostRunnable(); n < 1 {
-		t.Fatalf("hostRunnable() = %d while this thread runs", n)
+	for i := range 3 {
+		if n := hostRunnable(); n < 1 {
+			t.Fatalf("sample %d: hostRunnable() = %d while this thread runs", i, n)
+		}
+	}
+}
+
+func BenchmarkHostRunnable(b *testing.B) {
+	for b.Loop() {
+		hostRunnable()
 	}
 }
 
