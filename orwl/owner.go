@@ -7,10 +7,9 @@ import (
 
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/internal/hugemem"
+	"github.com/orwl-go/orwl/internal/release"
 	"github.com/orwl-go/orwl/trace"
 	"github.com/orwl-go/orwl/transport"
-
-	"github.com/orwl-go/orwl/internal/release"
 )
 
 // served is a request of a remote handle, placed in a FIFO of this process on its behalf.

@@ -9,10 +9,9 @@ import (
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
 	"github.com/orwl-go/orwl/internal/hugemem"
+	"github.com/orwl-go/orwl/internal/release"
 	"github.com/orwl-go/orwl/trace"
 	"github.com/orwl-go/orwl/transport"
-
-	"github.com/orwl-go/orwl/internal/release"
 )
 
 // remoteQueue is the proxy of a location owned by another process. Its mirror holds the

@@ -5,9 +5,8 @@ import (
 
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
-	"github.com/orwl-go/orwl/trace"
-
 	"github.com/orwl-go/orwl/internal/release"
+	"github.com/orwl-go/orwl/trace"
 )
 
 // This file holds what the deadlock watch, the trace, Resize and Handle.Test need of a

@@ -105,7 +105,7 @@ func (w *wire) useShm(c *shmConn) {
 // poll before it unmaps the shared memory, and a Poll that begins after Close reads nothing.
 type Poller struct {
 	m       *Mesh
-	polling atomic.Bool // in Poll, past the look at m.closing
+	polling atomic.Bool // in Poll, from before its look at m.closing
 }
 
 // Poller returns a new Poller of m, which m keeps until it is closed: a goroutine that
