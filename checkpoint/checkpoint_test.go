@@ -584,22 +584,6 @@ func TestFingerprintDiff(t *testing.T) {
 	}
 }
 
-// mountTmpfs mounts a tmpfs with options on a new directory, unmounted at the test's end
-// (after the cleanups registered later); the test skips where mounting is not permitted.
-func mountTmpfs(t *testing.T, flags uintptr, options string) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", flags, options); err != nil {
-		t.Skipf("cannot mount a tmpfs (%v): needs root", err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
-
 // A directory that cannot be written fails at once, naming it.
 func TestUnwritableDir(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "file")
@@ -613,7 +597,7 @@ func TestUnwritableDir(t *testing.T) {
 	if _, err := Create(under, testJob); err == nil || !strings.Contains(err.Error(), under) {
 		t.Errorf("Create under a file: %v", err)
 	}
-	ro := mountTmpfs(t, syscall.MS_RDONLY, "size=64k")
+	ro := mountTmpfs(t, true, "size=64k")
 	for _, dir := range []string{ro, filepath.Join(ro, "sub")} {
 		_, err := Create(dir, testJob)
 		if !errors.Is(err, syscall.EROFS) || !strings.Contains(err.Error(), "checkpoint: directory "+dir) {
@@ -666,7 +650,7 @@ func second[T any](_ T, err error) error { return err }
 // A full disk: the write fails with an error the caller recognises, the partial file is
 // removed, the previous checkpoint stays complete, and the job goes on once room is made.
 func TestFullDisk(t *testing.T) {
-	dir := mountTmpfs(t, 0, "size=256k")
+	dir := mountTmpfs(t, false, "size=256k")
 	s := create(t, dir)
 	writeCheckpoint(t, 1, s)
 	if _, err := s.WritePiece(2, LocationKey(0, "block"), content(2, LocationKey(0, "block"))); err != nil {

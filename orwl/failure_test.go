@@ -19,8 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/orwl-go/orwl/internal/testemu/netemu"
 	"github.com/orwl-go/orwl/orwl"
 )
@@ -224,25 +222,6 @@ func (p *ringProcs) waitProgress(t *testing.T) {
 
 // resume lets task 0 go on past the pause.
 func (p *ringProcs) resume() { io.WriteString(p.stdin, "go\n") }
-
-// awaitExit waits, a minute at most, until the process of rank has ended, without reaping
-// it (wait collects its status).
-func (p *ringProcs) awaitExit(t *testing.T, rank int) {
-	t.Helper()
-	exited := make(chan error, 1)
-	go func() {
-		var info unix.Siginfo
-		exited <- unix.Waitid(unix.P_PID, p.cmds[rank].Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-	}()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("waiting for rank %d to end: %v", rank, err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatalf("rank %d did not end within a minute", rank)
-	}
-}
 
 // signal sends sig to the processes of ranks.
 func (p *ringProcs) signal(sig syscall.Signal, ranks ...int) {

@@ -53,19 +53,36 @@ func NewServer(size int) *Server {
 // of the given rank, and returns the other, for the process to inherit (as PMI_FD). The
 // caller closes the returned file once the process has started.
 func (s *Server) Socket(rank int) (*os.File, error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	conn, theirs, err := Pair()
 	if err != nil {
-		return nil, fmt.Errorf("pmitest: socketpair: %w", err)
+		return nil, err
+	}
+	s.Go(conn, rank)
+	return theirs, nil
+}
+
+// Pair makes a connected pair of Unix sockets, neither inherited by processes started
+// meanwhile: one end as a connection, the other as a file for a process to inherit (in
+// exec.Cmd.ExtraFiles), which the caller closes once the process has started.
+func Pair() (net.Conn, *os.File, error) {
+	syscall.ForkLock.RLock() // SOCK_CLOEXEC is Linux's
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err == nil {
+		syscall.CloseOnExec(fds[0])
+		syscall.CloseOnExec(fds[1])
+	}
+	syscall.ForkLock.RUnlock()
+	if err != nil {
+		return nil, nil, fmt.Errorf("pmitest: socketpair: %w", err)
 	}
 	mine := os.NewFile(uintptr(fds[0]), "pmi-server")
 	conn, err := net.FileConn(mine)
 	mine.Close()
 	if err != nil {
 		syscall.Close(fds[1])
-		return nil, fmt.Errorf("pmitest: %w", err)
+		return nil, nil, fmt.Errorf("pmitest: %w", err)
 	}
-	s.Go(conn, rank)
-	return os.NewFile(uintptr(fds[1]), "pmi-client"), nil
+	return conn, os.NewFile(uintptr(fds[1]), "pmi-client"), nil
 }
 
 // Go serves conn for the process of the given rank in a goroutine; Wait reports how it

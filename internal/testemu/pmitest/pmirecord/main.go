@@ -17,7 +17,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 
 	"github.com/orwl-go/orwl/internal/testemu/pmitest"
 )
@@ -49,17 +48,10 @@ func run(dir string, argv []string) int {
 	if err != nil {
 		return fail(fmt.Errorf("PMI_FD=%d: %w", fd, err))
 	}
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	mine, child, err := pmitest.Pair()
 	if err != nil {
 		return fail(err)
 	}
-	mineFile := os.NewFile(uintptr(fds[0]), "relay")
-	mine, err := net.FileConn(mineFile)
-	mineFile.Close()
-	if err != nil {
-		return fail(err)
-	}
-	child := os.NewFile(uintptr(fds[1]), "child-pmi")
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.ExtraFiles = []*os.File{child}
