@@ -9,9 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// bindToCore binds every thread of this process to the (rank mod n)-th of the n cores it
-// may run on, when local processes are at least as many, and returns that core (-1: not
-// bound) and a function that gives every thread the cores it had back. The runtime's later
+// bindToCore binds every thread of this process to the (rank·n/local)-th of the n cores it
+// may run on, when local processes are at least as many (consecutive ranks share a core;
+// see placeOnCores), and returns that core (-1: not bound) and a function that gives every thread the cores it had back. The runtime's later
 // threads inherit the binding (or its end) from the thread that makes them.
 func bindToCore(rank, local int) (int, func(), error) {
 	var allowed unix.CPUSet
@@ -22,7 +22,7 @@ func bindToCore(rank, local int) (int, func(), error) {
 	if local < n {
 		return -1, func() {}, nil
 	}
-	cpu := nthCPU(&allowed, rank%n)
+	cpu := nthCPU(&allowed, rank*n/local)
 	var one unix.CPUSet
 	one.Set(cpu)
 	if err := setThreadsAffinity(&one); err != nil {

@@ -81,8 +81,8 @@ func cpus(t *testing.T, list string) []int {
 	return c
 }
 
-// A job whose processes on this host are at least as many as its cores binds rank r, every
-// thread of it, to the (r mod n)-th of the n cores it may run on, for the job only: once
+// A job whose processes on this host are at least as many as its cores binds rank r of p, every
+// thread of it, to the (r·n/p)-th of the n cores it may run on, for the job only: once
 // Run returns, the process runs on the launcher's cores again. ORWL_BIND=none leaves each
 // where the launcher put it, and so does a job of fewer processes than cores.
 func TestProcessesAreBoundToCores(t *testing.T) {
@@ -127,7 +127,7 @@ func TestProcessesAreBoundToCores(t *testing.T) {
 		}
 		during, after := lists(procs)
 		for r, l := range during {
-			if want := strconv.Itoa(allowed[r%len(allowed)]); l != want {
+			if want := strconv.Itoa(allowed[r*len(allowed)/procs]); l != want {
 				t.Errorf("%d processes on %d cores: rank %d runs on cores %q, want %s", procs, len(allowed), r, l, want)
 			}
 		}
