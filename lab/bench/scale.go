@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,9 +37,10 @@ import (
 //   - per iteration: as the program reports it (the slowest task's, warm-up left out);
 //   - per process, sampled every -sample from /proc while the job runs (its processes are
 //     the launcher's descendants running the program), in one more run of each contender
-//     whose times are not kept: a sample reads thousands of /proc files, which took a
-//     quarter of the cores at 32-64 processes and slowed the sampled job by 25-30%, so the
-//     times come from runs that nothing samples; the peak resident set (VmRSS) and
+//     after the timed ones, made long enough for sampledPeriods samples, whose times are
+//     not kept: a sample reads thousands of /proc files, which took a quarter of the cores
+//     at 32-64 processes and slowed the sampled job by 25-30%, so the times come from runs
+//     that nothing samples; the peak resident set (VmRSS) and
 //     its shared part (RssShmem), threads (Threads), open file descriptors and, of them,
 //     TCP connections established; the mean over the processes and the largest;
 //   - shm: the peak growth of the host's shared memory (/proc/meminfo Shmem: memfd segments
@@ -112,7 +114,7 @@ func benchScale(fs *flag.FlagSet) func(rep *report) error {
 	variantList := fs.String("variants", "default", `semicolon-separated variants of the orwl runs, each "default" or space-separated NAME=value of its environment, and bin=PATH for a prebuilt examples/stencil (another commit's), e.g. "default;ORWL_SPIN=0"`)
 	timeout := fs.Duration("timeout", 2*time.Minute, "time after which a run is killed and reported as such")
 	sample := fs.Duration("sample", 100*time.Millisecond, "period of the /proc samples, in the round that is not timed (a sample of 64 processes reads some 10000 files)")
-	rounds := fs.Int("rounds", 2, "interleaved timed rounds of the contenders of each N, after one that samples /proc; best and median reported")
+	rounds := fs.Int("rounds", 2, "interleaved timed rounds of the contenders of each N, then one that samples /proc; best and median reported")
 	withMPI := fs.Bool("mpi", true, "also run the C MPI reference when Open MPI's mpicc and mpirun are present")
 	return func(rep *report) error {
 		procs, err := intList(*procList)
@@ -144,7 +146,7 @@ func benchScale(fs *flag.FlagSet) func(rep *report) error {
 			defer cleanup()
 		}
 
-		rep.header("%s, %d cores; 1-D stencil, %d cells per task, %d iterations; best of %d interleaved timed rounds (median in the json), after a round that samples /proc; per process: mean/max over the processes",
+		rep.header("%s, %d cores; 1-D stencil, %d cells per task, %d iterations; best of %d interleaved timed rounds (median in the json), then a round that samples /proc; per process: mean/max over the processes",
 			cpuModel(), runtime.NumCPU(), *cells, *iters, *rounds)
 		rep.line("%5s %-30s %-6s %8s %10s %7s %11s %7s %9s %9s %8s %8s %s\n", "procs", "contender", "done", "start s", "per-iter", "/mpi",
 			"RSS MiB", "threads", "fds", "tcp", "shm MiB", "beats/s", "error")
@@ -155,20 +157,26 @@ func benchScale(fs *flag.FlagSet) func(rep *report) error {
 			for _, v := range variants {
 				j := common
 				j.contender, j.env, j.program, j.beat, j.parse = v.name, v.env, cmp.Or(v.bin, program), heartbeatPeriod(v.env), parseORWLResult
-				j.argv = []string{launcher, "-np", strconv.Itoa(n), j.program, "-n", strconv.Itoa(n * *cells), "-iters", strconv.Itoa(*iters)}
+				j.argv = func(iters int) []string {
+					return []string{launcher, "-np", strconv.Itoa(n), j.program, "-n", strconv.Itoa(n * *cells), "-iters", strconv.Itoa(iters)}
+				}
 				jobs = append(jobs, j)
 			}
 			if mpi != nil {
 				j := common
 				j.contender, j.program, j.parse = "mpi-"+mpi.shm, cbin, parseMPIResult
-				j.argv = append([]string{mpi.run}, mpi.args(n, mpi.shm, nil, cbin, "1", strconv.Itoa(n**cells), "1", strconv.Itoa(n), "1", strconv.Itoa(*iters))...)
+				j.argv = func(iters int) []string {
+					return append([]string{mpi.run}, mpi.args(n, mpi.shm, nil, cbin, "1", strconv.Itoa(n**cells), "1", strconv.Itoa(n), "1", strconv.Itoa(iters))...)
+				}
 				jobs = append(jobs, j)
 			}
 			runs := make([][]scaleRun, len(jobs))
-			for round := range *rounds + 1 { // round 0 samples /proc, the others are timed
+			for round := range *rounds + 1 { // the last round samples /proc, the others are timed
 				for i, j := range jobs {
-					if round > 0 {
+					if round < *rounds {
 						j.sample = 0
+					} else {
+						j.iters = sampledIters(j, runs[i])
 					}
 					r := runScale(j)
 					fmt.Fprintf(os.Stderr, "scale: %d processes, %s: %s\n", n, j.contender, r)
@@ -253,10 +261,10 @@ func heartbeatPeriod(env []string) time.Duration {
 type scaleJob struct {
 	procs     int
 	contender string
-	argv      []string      // the launcher's command line
-	program   string        // the program the launcher starts: its processes are the job's
-	env       []string      // added to this process's environment
-	beat      time.Duration // heartbeat period; 0: the program sends none
+	argv      func(iters int) []string // the launcher's command line
+	program   string                   // the program the launcher starts: its processes are the job's
+	env       []string                 // added to this process's environment
+	beat      time.Duration            // heartbeat period; 0: the program sends none
 	// parse reads the result from the job's output: seconds per iteration and checksum.
 	parse        func(out string) (perIteration float64, checksum string, err error)
 	iters, cells int
@@ -295,7 +303,8 @@ func runScale(j scaleJob) scaleRun {
 	r := scaleRun{launched: time.Now(), sampled: j.sample > 0}
 	ctx, cancel := context.WithTimeout(context.Background(), j.timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, j.argv[0], j.argv[1:]...)
+	argv := j.argv(j.iters)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), j.env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -334,6 +343,25 @@ func runScale(j scaleJob) scaleRun {
 	}
 	return r
 }
+
+// sampledIters returns the iterations of j's run that samples /proc: j's, or enough for the
+// run to last sampledPeriods sample periods at the best time per iteration of its timed
+// runs, so that a short job is seen while it runs.
+func sampledIters(j scaleJob, timed []scaleRun) int {
+	best := 0.0
+	for _, r := range timed {
+		if r.finished && (best == 0 || r.perIteration < best) {
+			best = r.perIteration
+		}
+	}
+	if best == 0 {
+		return j.iters
+	}
+	return max(j.iters, int(math.Ceil(sampledPeriods*j.sample.Seconds()/best)))
+}
+
+// sampledPeriods is how many sample periods a sampled run's iterations last at least.
+const sampledPeriods = 10
 
 // summarize makes the row of job j from its runs.
 func summarize(j scaleJob, runs []scaleRun) scaleRow {
@@ -736,8 +764,11 @@ func scaleFigures(rows []scaleRow) string {
 		if r.Error != "" {
 			done += ": " + strings.ReplaceAll(r.Error, "|", "/")
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %.0f | %.1f | %.0f | %.0f | %.0f | %s | %s |\n", r.Procs, per, ref, ratio,
-			r.Threads.Max, r.RSSMiB.Mean, r.FDs.Mean, r.Conns.Mean, r.BeatsPerSec, start, done)
+		perProcess := "- | - | - | - | -" // the samples saw none of its processes
+		if r.Seen > 0 {
+			perProcess = fmt.Sprintf("%.0f | %.1f | %.0f | %.0f | %.0f", r.Threads.Max, r.RSSMiB.Mean, r.FDs.Mean, r.Conns.Mean, r.BeatsPerSec)
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s |\n", r.Procs, per, ref, ratio, perProcess, start, done)
 	}
 	return b.String()
 }

@@ -175,7 +175,7 @@ func TestRunScale(t *testing.T) {
 	base := scaleJob{procs: 1, iters: 10, cells: 1, timeout: time.Minute, sample: 5 * time.Millisecond, program: "sleep",
 		parse: func(string) (float64, string, error) { return 1e-3, "x", nil }}
 	j := base
-	j.argv = []string{"sh", "-c", "sleep 0.2; echo done"}
+	j.argv = shell("sleep 0.2; echo done")
 	if r := runScale(j); !r.finished || r.err != "" || !r.sampled || len(r.peaks) != 1 {
 		t.Errorf("a sampled job that succeeds: %v (sampled %v, %d processes seen; want 1)", r, r.sampled, len(r.peaks))
 	}
@@ -184,19 +184,40 @@ func TestRunScale(t *testing.T) {
 		t.Errorf("a timed job: %v (sampled %v, %d processes seen; want none)", r, r.sampled, len(r.peaks))
 	}
 	j = base
-	j.argv = []string{"sh", "-c", "echo done"}
+	j.argv = shell("echo done")
 	if r := runScale(j); !r.finished || r.err != "" {
 		t.Errorf("a job that succeeds: %v", r)
 	}
-	j.argv = []string{"sh", "-c", "echo broken; exit 3"}
+	j.argv = shell("echo broken; exit 3")
 	if r := runScale(j); r.finished || !strings.Contains(r.err, "exit status 3: broken") {
 		t.Errorf("a failed job: %v", r)
 	}
 	j = base
 	j.timeout = 50 * time.Millisecond
-	j.argv = []string{"sh", "-c", "sleep 60; echo never"}
+	j.argv = shell("sleep 60; echo never")
 	if r := runScale(j); r.finished || !strings.Contains(r.err, "no end within 50ms (killed)") {
 		t.Errorf("a job past its time: %v", r)
+	}
+}
+
+// shell is a job's command line: script run by sh, whatever the iterations.
+func shell(script string) func(int) []string {
+	return func(int) []string { return []string{"sh", "-c", script} }
+}
+
+// The sampled run lasts sampledPeriods sample periods at the timed runs' best time per
+// iteration, and never has fewer iterations than the timed ones.
+func TestSampledIters(t *testing.T) {
+	j := scaleJob{iters: 1000, sample: 100 * time.Millisecond}
+	timed := []scaleRun{{finished: true, perIteration: 20e-6}, {finished: true, perIteration: 10e-6}, {err: "failed"}}
+	if got, want := sampledIters(j, timed), 100000; got != want { // 10 periods of 100ms at 10µs
+		t.Errorf("a short job: %d iterations, want %d", got, want)
+	}
+	if got := sampledIters(j, []scaleRun{{finished: true, perIteration: 1}}); got != j.iters {
+		t.Errorf("a long job: %d iterations, want its own %d", got, j.iters)
+	}
+	if got := sampledIters(j, []scaleRun{{err: "failed"}}); got != j.iters {
+		t.Errorf("no finished timed run: %d iterations, want %d", got, j.iters)
 	}
 }
 
@@ -210,7 +231,7 @@ func TestScaleBadFlags(t *testing.T) {
 
 func TestScaleFigures(t *testing.T) {
 	rows := []scaleRow{
-		{Procs: 4, Contender: "orwl", Runs: 1, Finished: 1, PerIteration: stat{Best: 20e-6}, Start: stat{Best: 0.05}, Ratio: 2,
+		{Procs: 4, Contender: "orwl", Runs: 1, Finished: 1, PerIteration: stat{Best: 20e-6}, Start: stat{Best: 0.05}, Ratio: 2, Seen: 4,
 			Threads: spread{Max: 6}, RSSMiB: spread{Mean: 9.5}, FDs: spread{Mean: 16}, Conns: spread{Mean: 6}, BeatsPerSec: 20},
 		{Procs: 4, Contender: "orwl ORWL_SPIN=0", Runs: 1, Finished: 1},
 		{Procs: 4, Contender: "mpi-vader", Runs: 1, Finished: 1, PerIteration: stat{Best: 10e-6}, Start: stat{Best: 2.5}},
@@ -219,7 +240,7 @@ func TestScaleFigures(t *testing.T) {
 	got := scaleFigures(rows)
 	for _, want := range []string{
 		"| 4 | 20µs | 10µs | 2.00x | 6 | 9.5 | 16 | 6 | 20 | 0.05 (2.50) | 1 of 1 |",
-		"| 128 | - | - | - | 0 | 0.0 | 0 | 0 | 0 | - | 0 of 1: exit status 1: a / b |",
+		"| 128 | - | - | - | - | - | - | - | - | - | 0 of 1: exit status 1: a / b |",
 	} {
 		if !strings.Contains(got, want+"\n") {
 			t.Errorf("no row %q in\n%s", want, got)
