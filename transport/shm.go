@@ -186,7 +186,8 @@ func (p *Poller) Poll(done func() bool, stop <-chan struct{}) {
 			for _, c := range conns {
 				c.shm.in.h.polling.Add(1)
 			}
-		case !left && looks%every != 0:
+		case !left && looks%every != 0: // looks again at once, after a spin-wait hint
+			spinPause()
 		case isClosed(stop) || !poll.next(&m.readers): // yields
 			return
 		}
