@@ -19,11 +19,11 @@ const envBind = "ORWL_BIND"
 // also binds the process to one of them, as MPI launchers bind a rank to a core: unbound,
 // the thread that a message wakes often runs on the core of the process that sent it,
 // taking the core from that process, and processes that sleep and wake to hand their
-// messages over gather there while another core idles. Consecutive ranks share a core
-// (rank r of local to the (r·cores/local)-th), as a block distribution puts them on one
-// node: decompositions make neighbouring ranks the ones that exchange, so their messages
-// stay in one core's caches and a process that yields its core often hands it to the one
-// it waits for (docs/internals.md). ORWL_BIND=none leaves the binding to the launcher, and a process
+// messages over gather there while another core idles. Consecutive ranks share a core (rank
+// r of local to the (r·cores/local)-th), as a block distribution puts them on one node:
+// decompositions make neighbouring ranks the ones that exchange, so their messages stay in
+// one core's caches and a process that yields its core often hands it to the one it waits
+// for (docs/internals.md). ORWL_BIND=none leaves the binding to the launcher, and a process
 // that its launcher confined to its share or less (bound to a core of its own) is left as
 // it is, GOMAXPROCS included. The returned function ends the binding, which lasts for the
 // job only: the process's later jobs and the programs it starts run on the cores it had.

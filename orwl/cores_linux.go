@@ -11,8 +11,9 @@ import (
 
 // bindToCore binds every thread of this process to the (rank·n/local)-th of the n cores it
 // may run on, when local processes are at least as many (consecutive ranks share a core;
-// see placeOnCores), and returns that core (-1: not bound) and a function that gives every thread the cores it had back. The runtime's later
-// threads inherit the binding (or its end) from the thread that makes them.
+// see placeOnCores), and returns that core (-1: not bound) and a function that gives every
+// thread the cores it had back. The runtime's later threads inherit the binding (or its
+// end) from the thread that makes them.
 func bindToCore(rank, local int) (int, func(), error) {
 	var allowed unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
