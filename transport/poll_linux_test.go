@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -198,5 +199,82 @@ func TestMessageAfterThePolledOneIsDelivered(t *testing.T) {
 				t.Fatalf("message %d not delivered 5s after Poll returned with message %d", second, first)
 			}
 		}
+	}
+}
+
+// On a crowded host a task polls only the connections that deliver (watchList): once a
+// peer has sent nothing for a while, the task no longer looks at its ring nor tells its
+// writer it polls, and that peer's next message still arrives, through the reader it
+// wakes, while the task polls for another's; the connection is watched again after it.
+func TestQuietPeerIsLeftToItsReader(t *testing.T) {
+	var got [3]atomic.Int32
+	rec := newRecorder()
+	rec.onRecv = func(from int, h *Header, p []byte) { got[from].Add(1) }
+	meshes, _ := startMeshes(t, 3, func(rank int, c *Config) {
+		c.Spin, c.Oversubscribed = time.Hour, true
+		c.Heartbeat, c.PeerTimeout = time.Hour, 2*time.Hour // only the test's messages
+		if rank == 0 {
+			c.Handler = rec
+		}
+	})
+	poller := meshes[0].Poller()
+	fromOne := func() { // a message from rank 1, and the task's wait for it
+		want := got[1].Load() + 1
+		if err := meshes[1].SendNow(0, Requester, Header{Type: TypeUser}, []byte("busy")); err != nil {
+			t.Fatal(err)
+		}
+		poller.Poll(func() bool { return got[1].Load() >= want }, nil)
+		if got[1].Load() < want {
+			t.Fatal("Poll returned before rank 1's message came")
+		}
+	}
+	watchesTwo := func() bool {
+		return slices.ContainsFunc(poller.watch.conns, func(c *conn) bool { return c.peer == 2 })
+	}
+	for range (watchKeep + 1) * watchEvery {
+		fromOne()
+	}
+	if watchesTwo() {
+		t.Fatal("rank 2, silent, is still watched")
+	}
+	quiet := meshes[0].peers[2].conns[Owner].Load().shm.in.h // rank 2's Requester messages
+	deadline, looks := time.Now().Add(5*time.Second), 0
+	poller.Poll(func() bool {
+		if looks++; looks == 2 { // the first look found nothing: the task polls
+			if quiet.polling.Load() != 0 {
+				t.Error("the task told rank 2's writer that it polls its ring")
+			}
+			if err := meshes[2].SendNow(0, Requester, Header{Type: TypeUser}, []byte("quiet")); err != nil {
+				t.Error(err)
+			}
+		}
+		return got[2].Load() == 1 || time.Now().After(deadline)
+	}, nil)
+	if got[2].Load() != 1 {
+		t.Fatal("rank 2's message not delivered within 5s")
+	}
+	for range watchEvery {
+		fromOne()
+	}
+	if !watchesTwo() {
+		t.Error("rank 2 not watched again after its message")
+	}
+}
+
+// A Poller seats one goroutine: a second one's Poll returns at once, without polling.
+func TestPollerSeatsOneGoroutine(t *testing.T) {
+	meshes, _ := startMeshes(t, 2, func(rank int, c *Config) {
+		c.Spin, c.Oversubscribed = time.Hour, true
+	})
+	poller := meshes[0].Poller()
+	stop, polling := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	go poller.Poll(func() bool { once.Do(func() { close(polling) }); return isClosed(stop) }, nil)
+	<-polling
+	looks := 0
+	poller.Poll(func() bool { looks++; return looks == 3 }, nil)
+	close(stop)
+	if looks != 0 {
+		t.Errorf("a second goroutine's Poll looked %d times while the first polled, want 0", looks)
 	}
 }

@@ -101,11 +101,13 @@ func (w *wire) useShm(c *shmConn) {
 	w.masks, w.peerMasks = false, false
 }
 
-// A Poller is the seat of one goroutine at a time in Poll: Close waits for the pollers that
-// poll before it unmaps the shared memory, and a Poll that begins after Close reads nothing.
+// A Poller is the seat of one goroutine at a time in Poll (a Poll that finds it taken
+// returns at once): Close waits for the pollers that poll before it unmaps the shared
+// memory, and a Poll that begins after Close reads nothing.
 type Poller struct {
 	m       *Mesh
 	polling atomic.Bool // in Poll, from before its look at m.closing
+	watch   watchList   // the connections that its Poll looks at
 }
 
 // Poller returns a new Poller of m, which m keeps until it is closed: a goroutine that
@@ -130,9 +132,11 @@ func (m *Mesh) Poller() *Poller {
 // at most. While a task polls on a crowded host, where the readers sleep at once, the
 // peers' writers do not wake them (a socket write, and a thread woken, per message; see
 // shmConn.Write), from its first look that finds nothing: the task reads what comes, and
-// wakes a reader for what it leaves (leaveRings) as it returns. It returns at once when the
-// readers do not poll or no connection goes through shared memory. It must not be called
-// from Handler methods, nor with a lock that a Handler method may take.
+// wakes a reader for what it leaves (leaveRings) as it returns; there it looks only at the
+// connections that deliver (watchList), the others' readers being woken by their writers as
+// where no task polls. It returns at once when the readers do not poll or no connection
+// goes through shared memory. It must not be called from Handler methods, nor with a lock
+// that a Handler method may take.
 func (p *Poller) Poll(done func() bool, stop <-chan struct{}) {
 	m := p.m
 	onRings := m.onRings.Load()
@@ -142,7 +146,9 @@ func (p *Poller) Poll(done func() bool, stop <-chan struct{}) {
 	// Close unmaps the segments once no poller polls, after it set closing: polling is
 	// stored before closing is loaded, and Close loads it after it stored closing. Its end
 	// needs no more than release ordering, on the way out of every wait.
-	p.polling.Store(true)
+	if !p.polling.CompareAndSwap(false, true) {
+		return
+	}
 	defer release.Bool(&p.polling, false)
 	if m.readers.manySchedulers {
 		m.readers.pollers.Add(1)
@@ -151,12 +157,18 @@ func (p *Poller) Poll(done func() bool, stop <-chan struct{}) {
 	if m.closing.Load() {
 		return
 	}
-	conns := *onRings // a connection that comes later wakes its reader as before
 	every := m.readers.looksPerYield()
-	// Where the readers sleep at once (sleepAtOnce), the task tells the writers it polls
-	// (ringHeader.polling) once a look found nothing, so that a wait whose messages have
-	// come already writes nothing into the rings' headers, which the peers' writers read.
+	// Where the readers sleep at once (sleepAtOnce), the task looks only at the connections
+	// that its watch list holds, and tells their writers it polls (ringHeader.polling) once a
+	// look found nothing, so that a wait whose messages have come already writes nothing
+	// into the rings' headers, which the peers' writers read. Elsewhere it looks at every
+	// connection: the readers poll too, and one that sleeps keeps the others from polling
+	// long (readerGroup.idleOnRings).
 	readersSleep, polling := m.readers.sleepAtOnce(), false
+	conns := *onRings // a connection that comes later wakes its reader as before
+	if readersSleep {
+		conns = p.watch.watched(onRings)
+	}
 	defer func() {
 		if polling {
 			leaveRings(conns)
