@@ -162,8 +162,8 @@ func (p *Poller) Poll(done func() bool, stop <-chan struct{}) {
 	// that its watch list holds, and tells their writers it polls (ringHeader.polling) once a
 	// look found nothing, so that a wait whose messages have come already writes nothing
 	// into the rings' headers, which the peers' writers read. Elsewhere it looks at every
-	// connection: the readers poll too, and one that sleeps keeps the others from polling
-	// long (readerGroup.idleOnRings).
+	// connection: where each process keeps its core a look costs no cache miss, and the
+	// readers poll too, for longer only while none of them sleeps (readerGroup.idleOnRings).
 	readersSleep, polling := m.readers.sleepAtOnce(), false
 	conns := *onRings // a connection that comes later wakes its reader as before
 	if readersSleep {
