@@ -13,11 +13,17 @@ package transport
 //
 // A watchList belongs to one Poller, used by one goroutine at a time.
 type watchList struct {
-	from  *[]*conn // the mesh's connections (Mesh.onRings) when conns was chosen
-	conns []*conn  // the connections watched
-	seen  []uint64 // conn.received of each of *from at the last choice
-	quiet []uint8  // the choices since each of *from last moved, up to watchKeep
-	left  int      // waits until the next choice
+	from  *[]*conn     // the mesh's connections (Mesh.onRings) when conns was chosen
+	conns []*conn      // the connections watched
+	track []watchTrack // of each of *from
+	left  int          // waits until the next choice
+}
+
+// watchTrack is what a watchList knows of one connection: conn.received at the last choice,
+// and the choices since it last moved, up to watchKeep.
+type watchTrack struct {
+	seen  uint64
+	quiet uint8
 }
 
 // How often a watchList chooses, and for how long it keeps a connection that went quiet: a
@@ -38,17 +44,17 @@ func (w *watchList) watched(all *[]*conn) []*conn {
 	list := *all
 	if all != w.from { // a connection came: a new list, every connection watched at first
 		w.from = all
-		w.seen = make([]uint64, len(list))
-		w.quiet = make([]uint8, len(list))
+		w.track = make([]watchTrack, len(list))
 	}
 	w.conns = w.conns[:0]
 	for i, c := range list {
-		if n := c.received(); n != w.seen[i] {
-			w.seen[i], w.quiet[i] = n, 0
-		} else if w.quiet[i] < watchKeep {
-			w.quiet[i]++
+		t := &w.track[i]
+		if n := c.received(); n != t.seen {
+			t.seen, t.quiet = n, 0
+		} else if t.quiet < watchKeep {
+			t.quiet++
 		}
-		if w.quiet[i] < watchKeep {
+		if t.quiet < watchKeep {
 			w.conns = append(w.conns, c)
 		}
 	}
