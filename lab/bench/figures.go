@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -177,7 +178,7 @@ func measureFigures(f *figuresFlags, mm matmulSweep, want map[string]bool, root,
 		"faults":     func(b *strings.Builder) error { return appendRows(b, out, faultFigures, "faults") },
 	}
 	kept := keptSections(old)
-	today, code := time.Now().UTC().Format("2006-01-02"), codeVersion(root)
+	today, code, setup := time.Now().UTC().Format("2006-01-02"), codeVersion(root), thisSetup()
 	var sections []figuresSection
 	for _, name := range figuresSections {
 		run := measure[name]
@@ -188,7 +189,7 @@ func measureFigures(f *figuresFlags, mm matmulSweep, want map[string]bool, root,
 			if err := run(&b); err != nil {
 				return "", err
 			}
-			sections = append(sections, figuresSection{name, today, code, strings.Trim(b.String(), "\n")})
+			sections = append(sections, figuresSection{name, today, code, setup, strings.Trim(b.String(), "\n")})
 		case kept[name].body != "":
 			sections = append(sections, kept[name])
 		default:
@@ -196,11 +197,10 @@ func measureFigures(f *figuresFlags, mm matmulSweep, want map[string]bool, root,
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\nMeasured by `go run ./lab/bench figures` on %s, %d cores, %s, %s: %s.\n",
-		figuresBegin, cpuModel(), runtime.NumCPU(), runtime.Version(), runtime.GOARCH, whenMeasured(sections))
-	b.WriteString("Every ratio compares two rows of the same run; absolute numbers vary with the machine's load.\n")
+	fmt.Fprintf(&b, "%s\nMeasured by `go run ./lab/bench figures`: %s.\n", figuresBegin, whenMeasured(sections))
+	b.WriteString("Every ratio compares two rows of the same run; absolute numbers vary with the machine and its load.\n")
 	for _, s := range sections {
-		fmt.Fprintf(&b, "\n<!-- figures:%s %s %s -->\n\n%s\n\n<!-- figures:%s end -->\n", s.name, s.day, s.code, s.body, s.name)
+		fmt.Fprintf(&b, "\n<!-- figures:%s %s %s on %s -->\n\n%s\n\n<!-- figures:%s end -->\n", s.name, s.day, s.code, s.setup, s.body, s.name)
 	}
 	link := func(what, file string) string { return "[" + what + "](" + links + "/" + file + ")" }
 	fmt.Fprintf(&b, "\nCharts: %s, %s, %s; tables: %s.\n", link("kernels", "kernels.svg"), link("matmul against N", "matmul_n.svg"),
@@ -211,33 +211,50 @@ func measureFigures(f *figuresFlags, mm matmulSweep, want map[string]bool, root,
 	return b.String(), nil
 }
 
-// figuresSection is one section of the figures: its name in figuresSections, the day (UTC)
-// and the code (commit) it was measured on, and its text.
-type figuresSection struct{ name, day, code, body string }
+// figuresSection is one section of the figures: its name in figuresSections, the day (UTC),
+// the code (commit) and the setup (thisSetup) it was measured on, and its text. Sections
+// measured on different days may come from different machines: each keeps its own.
+type figuresSection struct{ name, day, code, setup, body string }
+
+// thisSetup names the machine and toolchain that measure: "AMD EPYC, 2 cores, go1.26.8,
+// amd64".
+func thisSetup() string {
+	return fmt.Sprintf("%s, %d cores, %s, %s", cpuModel(), runtime.NumCPU(), runtime.Version(), runtime.GOARCH)
+}
 
 // sectionMarks finds the sections of a page's figures: each between
-// <!-- figures:NAME DAY CODE --> and <!-- figures:NAME end -->.
-var sectionMarks = regexp.MustCompile(`(?s)<!-- figures:(\w+) (\S+) (\S+) -->\n(.*?)\n<!-- figures:(\w+) end -->`)
+// <!-- figures:NAME DAY CODE on SETUP --> and <!-- figures:NAME end -->. Pages written
+// before 2026-11-29 have no SETUP in the marks, and name one for all in their header
+// (oldHeaderSetup).
+var (
+	sectionMarks   = regexp.MustCompile(`(?s)<!-- figures:(\w+) (\S+) (\S+)(?: on ([^\n]*?))? -->\n(.*?)\n<!-- figures:(\w+) end -->`)
+	oldHeaderSetup = regexp.MustCompile("Measured by `go run ./lab/bench figures` on ([^:\n]+):")
+)
 
 // keptSections returns the sections of the figures text old, by name.
 func keptSections(old string) map[string]figuresSection {
+	setup := "an unnamed machine"
+	if m := oldHeaderSetup.FindStringSubmatch(old); m != nil {
+		setup = m[1]
+	}
 	kept := map[string]figuresSection{}
 	for _, m := range sectionMarks.FindAllStringSubmatch(old, -1) {
-		if m[1] == m[5] {
-			kept[m[1]] = figuresSection{m[1], m[2], m[3], strings.Trim(m[4], "\n")}
+		if m[1] == m[6] {
+			kept[m[1]] = figuresSection{m[1], m[2], m[3], cmp.Or(m[4], setup), strings.Trim(m[5], "\n")}
 		}
 	}
 	return kept
 }
 
-// whenMeasured says which sections were measured on which day and code, the latest first:
-// "locks and sph on 2026-11-28 (code 1a2b3c4), kernels on 2026-11-27 (code 9c9b69b)".
+// whenMeasured says which sections were measured on which day, code and setup, the latest
+// first: "locks and sph on 2026-11-28 (code 1a2b3c4; AMD EPYC, 2 cores, go1.26.8, amd64);
+// kernels on 2026-11-27 (code 9c9b69b; ...)".
 func whenMeasured(sections []figuresSection) string {
-	type run struct{ day, code string }
+	type run struct{ day, code, setup string }
 	var runs []run
 	names := map[run][]string{}
 	for _, s := range sections {
-		r := run{s.day, s.code}
+		r := run{s.day, s.code, s.setup}
 		if names[r] == nil {
 			runs = append(runs, r)
 		}
@@ -246,7 +263,7 @@ func whenMeasured(sections []figuresSection) string {
 	slices.SortStableFunc(runs, func(a, b run) int { return strings.Compare(b.day, a.day) })
 	parts := make([]string, len(runs))
 	for i, r := range runs {
-		parts[i] = fmt.Sprintf("%s on %s (code %s)", joinAnd(names[r]), r.day, r.code)
+		parts[i] = fmt.Sprintf("%s on %s (code %s; %s)", joinAnd(names[r]), r.day, r.code, r.setup)
 	}
 	return strings.Join(parts, "; ")
 }
