@@ -17,6 +17,7 @@
 //	go run ./lab/bench external [flags]   external programs on memfd files against tmpfs and disk files (external.go, Linux)
 //	go run ./lab/bench checkpoint [flags] stencil checkpoints: overhead, hold, kill trials under orwlrun -restarts, disk (checkpoint.go)
 //	go run ./lab/bench scale [flags]      jobs of 4 to 256 processes on this machine, ORWL beside Open MPI: start, per iteration, memory, threads, fds, shm (scale.go)
+//	go run ./lab/bench footprint [flags]  cache lines and pages one process touches per iteration of the stencil, ORWL beside Open MPI, under valgrind (footprint.go)
 //	go run ./lab/bench figures [flags]    rewrites the figures of docs/performance.md and lab/results from the others (figures.go)
 //
 // Run "go run ./lab/bench <command> -h" for a command's flags. A command measures, prints
