@@ -88,11 +88,18 @@ func benchFootprint(fs *flag.FlagSet) func(*report) error {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		bins, err := goBuild(dir, "cmd/orwlrun", "examples/stencil")
+		pkgs := []string{"cmd/orwlrun", "examples/stencil"}
+		if *bin != "" {
+			pkgs = pkgs[:1]
+		}
+		bins, err := goBuild(dir, pkgs...)
 		if err != nil {
 			return err
 		}
-		orwlrun, stencil := bins[0], cmp.Or(*bin, bins[1])
+		orwlrun, stencil := bins[0], *bin
+		if stencil == "" {
+			stencil = bins[1]
+		}
 		lackey := func(prefix string) []string {
 			return []string{valgrind, "--tool=lackey", "--trace-mem=yes", "--log-file=" + filepath.Join(dir, prefix+".%p")}
 		}
