@@ -122,7 +122,7 @@ func benchFootprint(fs *flag.FlagSet) func(*report) error {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("%s: %v: %s", strings.Join(cmd.Args, " "), err, lastLines(string(out), 3))
 		}
-		syms, err := goSymbols(stencil)
+		syms, err := nmSymbols("go", "tool", "nm", stencil)
 		if err != nil {
 			return err
 		}
@@ -140,7 +140,7 @@ func benchFootprint(fs *flag.FlagSet) func(*report) error {
 			if _, err := mpi.launch(*procs, mpi.shm, nil, l[0], append(l[1:], cbin, "1", n, "1", strconv.Itoa(*procs), "1", strconv.Itoa(*iters))...); err != nil {
 				return err
 			}
-			csyms, err := cSymbols(cbin)
+			csyms, err := nmSymbols("nm", cbin)
 			if err != nil {
 				return err
 			}
@@ -397,21 +397,13 @@ func parseSymbols(out string) symbolTable {
 	return t
 }
 
-// goSymbols returns the functions of the Go program bin (go tool nm).
-func goSymbols(bin string) (symbolTable, error) {
-	out, err := exec.Command("go", "tool", "nm", bin).Output()
+// nmSymbols returns the functions of a program that the nm command argv lists: "go tool nm
+// BIN" for a Go program, "nm BIN" for a C program built without position independence, so
+// that its functions lie at their addresses under valgrind.
+func nmSymbols(argv ...string) (symbolTable, error) {
+	out, err := exec.Command(argv[0], argv[1:]...).Output()
 	if err != nil {
-		return symbolTable{}, fmt.Errorf("go tool nm %s: %v", bin, err)
-	}
-	return parseSymbols(string(out)), nil
-}
-
-// cSymbols returns the functions of the C program bin (nm), built without position
-// independence, so that they lie at their addresses under valgrind.
-func cSymbols(bin string) (symbolTable, error) {
-	out, err := exec.Command("nm", bin).Output()
-	if err != nil {
-		return symbolTable{}, fmt.Errorf("nm %s: %v", bin, err)
+		return symbolTable{}, fmt.Errorf("%s: %v", strings.Join(argv, " "), err)
 	}
 	return parseSymbols(string(out)), nil
 }
