@@ -22,22 +22,25 @@ import (
 // footprint: how much memory one process touches while the stencil iterates, ORWL's against
 // Open MPI's, in distinct 64-byte cache lines and 4 KiB pages: the working set that must fit
 // in a core's caches, and its TLB, when many processes take turns on the core
-// (docs/scaling.md). examples/stencil runs under cmd/orwlrun and the C stencil under mpirun,
-// -procs processes of -cells cells each, every process under valgrind's lackey tool, which
-// writes every instruction, load and store it makes. From the trace of one process (the one
-// whose trace is of median size: an interior rank), it counts the lines and pages touched
-// in each window of -window iterations of the steady state (the first quarter and the last
-// tenth of the run left out), data and code apart, and gives the median window; for ORWL,
-// the functions whose instructions touched each data line first, averaged over the windows
-// (-top of them). Windows are cut at the entry of the stencil's kernel (jacobi.line3 in Go,
-// sweep in C), entered the same number of times in every iteration. Under valgrind a
-// process runs 50-100 times slower, which changes what else runs (the sockets' readers wake
-// more often): compare builds with it (-bin), not the machine's caches.
+// (docs/scaling.md); and how many instructions it runs per iteration, in the stencil's
+// kernel and outside it (the library, the runtime, the program's own loop). examples/stencil
+// runs under cmd/orwlrun and the C stencil under mpirun, -procs processes of -cells cells
+// each, every process under valgrind's lackey tool, which writes every instruction, load and
+// store it makes. From the trace of one process (the one whose trace is of median size: an
+// interior rank), it counts the lines and pages touched in each window of -window iterations
+// of the steady state (the first quarter and the last tenth of the run left out), data and
+// code apart, and the instructions, and gives the median window; for ORWL, the functions
+// whose instructions touched each data line first, and the functions that ran the most
+// instructions, averaged over the windows (-top of each). Windows are cut at the entry of
+// the stencil's kernel (jacobi.line3 in Go, sweep in C), entered the same number of times in
+// every iteration. Under valgrind a process runs 50-100 times slower, which changes what else
+// runs (the sockets' readers wake more often, the runtime's timers fire more often per
+// iteration): compare builds with it (-bin), not the machine's caches.
 
 func init() {
 	register(command{
 		name:    "footprint",
-		summary: "cache lines and pages one process touches per iteration of the stencil, ORWL beside Open MPI, under valgrind (lackey)",
+		summary: "cache lines and pages one process touches, and instructions it runs, per iteration of the stencil, ORWL beside Open MPI, under valgrind (lackey)",
 		files:   tableFiles("footprint"),
 		setup:   benchFootprint,
 	})
@@ -54,13 +57,17 @@ type footprintRow struct {
 	CodeLines  int             `json:"code_lines"`
 	DataPages  int             `json:"data_pages"`
 	CodePages  int             `json:"code_pages"`
+	Instrs     int             `json:"instructions_per_iteration"`
+	Outside    int             `json:"outside_kernel_per_iteration"` // instructions outside the kernel's function
 	FirstTouch []footprintFunc `json:"first_touch,omitempty"`
+	TopInstrs  []footprintFunc `json:"instructions,omitempty"`
 }
 
-// footprintFunc is a function and the data lines per window that it touched first.
+// footprintFunc is a function and what it did per window (FirstTouch: the data lines it
+// touched first) or per iteration (TopInstrs: the instructions it ran).
 type footprintFunc struct {
 	Name  string  `json:"name"`
-	Lines float64 `json:"lines"`
+	Count float64 `json:"count"`
 }
 
 func benchFootprint(fs *flag.FlagSet) func(*report) error {
@@ -68,7 +75,7 @@ func benchFootprint(fs *flag.FlagSet) func(*report) error {
 	cells := fs.Int("cells", 1000, "cells of each task")
 	iters := fs.Int("iters", 300, "iterations of each job")
 	window := fs.Int("window", 16, "iterations of a window")
-	top := fs.Int("top", 15, "functions of ORWL's first touches to list")
+	top := fs.Int("top", 15, "functions of ORWL's first touches, and of its instructions, to list")
 	bin := fs.String("bin", "", "a prebuilt examples/stencil (another commit's) instead of this checkout's")
 	return func(rep *report) error {
 		switch {
@@ -106,12 +113,12 @@ func benchFootprint(fs *flag.FlagSet) func(*report) error {
 		n := strconv.Itoa(*procs * *cells)
 		rep.header("%s, %d cores; 1-D stencil, %d processes of %d cells, %d iterations, windows of %d iterations; median window",
 			cpuModel(), runtime.NumCPU(), *procs, *cells, *iters, *window)
-		rep.line("%-10s %8s %10s %10s %10s %10s\n", "contender", "windows", "data lines", "code lines", "data pages", "code pages")
+		rep.line("%-10s %8s %10s %10s %10s %10s %12s %14s\n", "contender", "windows", "data lines", "code lines", "data pages", "code pages", "instr/iter", "outside kernel")
 		var rows []footprintRow
 		add := func(r footprintRow) {
 			rows = append(rows, r)
 			rep.row(r)
-			rep.line("%-10s %8d %10d %10d %10d %10d\n", r.Contender, r.Windows, r.DataLines, r.CodeLines, r.DataPages, r.CodePages)
+			rep.line("%-10s %8d %10d %10d %10d %10d %12d %14d\n", r.Contender, r.Windows, r.DataLines, r.CodeLines, r.DataPages, r.CodePages, r.Instrs, r.Outside)
 		}
 
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
@@ -152,12 +159,17 @@ func benchFootprint(fs *flag.FlagSet) func(*report) error {
 			add(r)
 		}
 		for _, r := range rows {
-			if len(r.FirstTouch) == 0 {
-				continue
+			if len(r.FirstTouch) > 0 {
+				rep.line("\n%s: data lines per window by the function that touched them first\n", r.Contender)
 			}
-			rep.line("\n%s: data lines per window by the function that touched them first\n", r.Contender)
 			for _, f := range r.FirstTouch {
-				rep.line("%8.1f  %s\n", f.Lines, f.Name)
+				rep.line("%8.1f  %s\n", f.Count, f.Name)
+			}
+			if len(r.TopInstrs) > 0 {
+				rep.line("\n%s: instructions per iteration by function\n", r.Contender)
+			}
+			for _, f := range r.TopInstrs {
+				rep.line("%8.0f  %s\n", f.Count, f.Name)
 			}
 		}
 		return rep.write(rows)
@@ -168,7 +180,7 @@ func benchFootprint(fs *flag.FlagSet) func(*report) error {
 // with prefix: windows of window iterations cut at the entry of the function mark of syms,
 // which a run of iters iterations enters the same number of times in each.
 func traceFootprint(dir, prefix string, syms symbolTable, mark string, iters, window, top int) (footprintRow, error) {
-	at, ok := syms.addr(mark)
+	at, end, ok := syms.span(mark)
 	if !ok {
 		return footprintRow{}, fmt.Errorf("footprint: no function %s in the program", mark)
 	}
@@ -198,7 +210,7 @@ func traceFootprint(dir, prefix string, syms symbolTable, mark string, iters, wi
 		return footprintRow{}, err
 	}
 	perIter := max(1, (entries+iters/2)/iters)
-	w, err := measureWindows(f, at, perIter*window, entries/4, entries-entries/10, syms)
+	w, err := measureWindows(f, at, end, perIter*window, entries/4, entries-entries/10, syms)
 	if err != nil {
 		return footprintRow{}, err
 	}
@@ -269,24 +281,36 @@ func parseHex(b []byte) (uint64, bool) {
 	return v, true
 }
 
-// footprintWindows is what measureWindows found: for each window, its distinct data and
-// code lines and pages, and over all windows the data lines each function touched first.
+// footprintWindow is what one window touched and ran: its distinct data and code lines and
+// pages, its instructions and those outside the kernel's function.
+type footprintWindow struct {
+	dataLines, codeLines, dataPages, codePages int
+	instrs, outside                            int
+}
+
+// footprintWindows is what measureWindows found: each window, and over all windows the
+// data lines each function touched first and the instructions each ran.
 type footprintWindows struct {
-	windows [][4]int // data lines, code lines, data pages, code pages
+	windows []footprintWindow
 	first   map[string]int
+	instrs  map[string]int
 }
 
 // measureWindows reads the trace r, cut into windows of span entries of the instruction at
-// at, and measures those that lie between the entries from and to.
-func measureWindows(r io.Reader, at uint64, span, from, to int, syms symbolTable) (footprintWindows, error) {
-	w := footprintWindows{first: map[string]int{}}
+// at, the start of the kernel's function [at, end), and measures those that lie between the
+// entries from and to.
+func measureWindows(r io.Reader, at, end uint64, span, from, to int, syms symbolTable) (footprintWindows, error) {
+	w := footprintWindows{first: map[string]int{}, instrs: map[string]int{}}
 	var (
 		entries  int
 		lastInst uint64
+		cur      footprintWindow
 		data     = map[uint64]uint64{} // line: the instruction that touched it first
 		code     = map[uint64]bool{}
 		dPages   = map[uint64]bool{}
 		cPages   = map[uint64]bool{}
+		ran      = map[uint64]int{} // instruction: times run in this window
+		ranAll   = map[uint64]int{} // and in the windows measured
 	)
 	in := func() bool { return entries >= from && entries < to }
 	err := scanTrace(r, func(instr bool, addr uint64) {
@@ -294,11 +318,17 @@ func measureWindows(r io.Reader, at uint64, span, from, to int, syms symbolTable
 			if addr == at {
 				if entries >= from && (entries-from)%span == 0 {
 					if entries > from && entries <= to {
-						w.windows = append(w.windows, [4]int{len(data), len(code), len(dPages), len(cPages)})
+						cur.dataLines, cur.codeLines, cur.dataPages, cur.codePages = len(data), len(code), len(dPages), len(cPages)
+						w.windows = append(w.windows, cur)
 						for _, pc := range data {
 							w.first[syms.name(pc)]++
 						}
+						for pc, n := range ran {
+							ranAll[pc] += n
+						}
 					}
+					cur = footprintWindow{}
+					clear(ran)
 					clear(data)
 					clear(code)
 					clear(dPages)
@@ -309,6 +339,11 @@ func measureWindows(r io.Reader, at uint64, span, from, to int, syms symbolTable
 			lastInst = addr
 			if in() {
 				code[addr>>6], cPages[addr>>12] = true, true
+				cur.instrs++
+				if addr < at || addr >= end {
+					cur.outside++
+				}
+				ran[addr]++
 			}
 			return
 		}
@@ -319,28 +354,46 @@ func measureWindows(r io.Reader, at uint64, span, from, to int, syms symbolTable
 			dPages[addr>>12] = true
 		}
 	})
+	for pc, n := range ranAll {
+		w.instrs[syms.name(pc)] += n
+	}
 	return w, err
 }
 
-// row is the median window of w, with the top functions of the first touches.
+// row is the median window of w, and the top functions of the first touches and of the
+// instructions; a window is window iterations.
 func (w footprintWindows) row(window, top int) footprintRow {
-	median := func(i int) int {
+	median := func(of func(footprintWindow) int) int {
 		v := make([]int, len(w.windows))
 		for k, x := range w.windows {
-			v[k] = x[i]
+			v[k] = of(x)
 		}
 		slices.Sort(v)
 		return v[len(v)/2]
 	}
-	r := footprintRow{Window: window, Windows: len(w.windows), DataLines: median(0), CodeLines: median(1), DataPages: median(2), CodePages: median(3)}
-	for name, n := range w.first {
-		r.FirstTouch = append(r.FirstTouch, footprintFunc{name, float64(n) / float64(len(w.windows))})
+	r := footprintRow{Window: window, Windows: len(w.windows),
+		DataLines: median(func(x footprintWindow) int { return x.dataLines }),
+		CodeLines: median(func(x footprintWindow) int { return x.codeLines }),
+		DataPages: median(func(x footprintWindow) int { return x.dataPages }),
+		CodePages: median(func(x footprintWindow) int { return x.codePages }),
+		Instrs:    median(func(x footprintWindow) int { return x.instrs }) / window,
+		Outside:   median(func(x footprintWindow) int { return x.outside }) / window,
 	}
-	slices.SortFunc(r.FirstTouch, func(a, b footprintFunc) int {
-		return cmp.Or(cmp.Compare(b.Lines, a.Lines), strings.Compare(a.Name, b.Name))
-	})
-	r.FirstTouch = r.FirstTouch[:min(top, len(r.FirstTouch))]
+	r.FirstTouch = topFuncs(w.first, float64(len(w.windows)), top)
+	r.TopInstrs = topFuncs(w.instrs, float64(len(w.windows)*window), top)
 	return r
+}
+
+// topFuncs returns the top functions of counts, each count divided by per, the largest first.
+func topFuncs(counts map[string]int, per float64, top int) []footprintFunc {
+	var fs []footprintFunc
+	for name, n := range counts {
+		fs = append(fs, footprintFunc{name, float64(n) / per})
+	}
+	slices.SortFunc(fs, func(a, b footprintFunc) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.Name, b.Name))
+	})
+	return fs[:min(top, len(fs))]
 }
 
 // symbolTable is a program's functions, sorted by address.
@@ -349,13 +402,18 @@ type symbolTable struct {
 	names []string
 }
 
-// addr returns the address of the function name.
-func (t symbolTable) addr(name string) (uint64, bool) {
+// span returns the addresses of the function name, from its start to the next function's
+// (the end of the address space for the last).
+func (t symbolTable) span(name string) (start, end uint64, ok bool) {
 	i := slices.Index(t.names, name)
 	if i < 0 {
-		return 0, false
+		return 0, 0, false
 	}
-	return t.addrs[i], true
+	end = ^uint64(0)
+	if i+1 < len(t.addrs) {
+		end = t.addrs[i+1]
+	}
+	return t.addrs[i], end, true
 }
 
 // name returns the function that holds address pc, or "?" outside the program's text.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -35,9 +36,12 @@ not a symbol line
 
 func TestMeasureWindows(t *testing.T) {
 	syms := parseSymbols(testSymbols)
-	at, ok := syms.addr("mark")
-	if !ok || at != 0x1000 {
-		t.Fatalf("mark at %#x, %v; want 0x1000", at, ok)
+	at, end, ok := syms.span("mark")
+	if !ok || at != 0x1000 || end != 0x2000 {
+		t.Fatalf("mark at [%#x, %#x), %v; want [0x1000, 0x2000)", at, end, ok)
+	}
+	if _, end, _ := syms.span("other"); end != ^uint64(0) {
+		t.Errorf("the last function ends at %#x, want the end of the address space", end)
 	}
 	if got := syms.name(0x2004); got != "other" {
 		t.Errorf("0x2004 is in %q, want other", got)
@@ -49,24 +53,32 @@ func TestMeasureWindows(t *testing.T) {
 	if err != nil || n != 3 {
 		t.Fatalf("%d entries, %v; want 3", n, err)
 	}
-	w, err := measureWindows(strings.NewReader(testTrace), at, 1, 0, n, syms)
+	w, err := measureWindows(strings.NewReader(testTrace), at, end, 1, 0, n, syms)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := [][4]int{{3, 2, 3, 2}, {1, 2, 1, 2}} // data lines, code lines, data pages, code pages
-	if len(w.windows) != 2 || w.windows[0] != want[0] || w.windows[1] != want[1] {
-		t.Fatalf("windows %v, want %v", w.windows, want)
+	want := []footprintWindow{
+		{dataLines: 3, codeLines: 2, dataPages: 3, codePages: 2, instrs: 2, outside: 1},
+		{dataLines: 1, codeLines: 2, dataPages: 1, codePages: 2, instrs: 2, outside: 1},
+	}
+	if !slices.Equal(w.windows, want) {
+		t.Fatalf("windows %+v, want %+v", w.windows, want)
 	}
 	if w.first["mark"] != 1 || w.first["other"] != 3 {
 		t.Errorf("first touches %v, want mark 1 and other 3", w.first)
 	}
+	if w.instrs["mark"] != 2 || w.instrs["other"] != 2 {
+		t.Errorf("instructions %v, want mark 2 and other 2 (the third entry starts no whole window)", w.instrs)
+	}
 	r := w.row(1, 1)
-	if r.Windows != 2 || r.DataLines != 3 || r.CodePages != 2 || len(r.FirstTouch) != 1 || r.FirstTouch[0] != (footprintFunc{"other", 1.5}) {
+	if r.Windows != 2 || r.DataLines != 3 || r.CodePages != 2 || r.Instrs != 2 || r.Outside != 1 ||
+		len(r.FirstTouch) != 1 || r.FirstTouch[0] != (footprintFunc{"other", 1.5}) ||
+		len(r.TopInstrs) != 1 || r.TopInstrs[0] != (footprintFunc{"mark", 1}) {
 		t.Errorf("row %+v", r)
 	}
 	// The entries from 1 on: the second window alone.
-	if w, _ := measureWindows(strings.NewReader(testTrace), at, 1, 1, n, syms); len(w.windows) != 1 || w.windows[0] != want[1] {
-		t.Errorf("windows from the second entry: %v, want %v", w.windows, want[1:])
+	if w, _ := measureWindows(strings.NewReader(testTrace), at, end, 1, 1, n, syms); !slices.Equal(w.windows, want[1:]) {
+		t.Errorf("windows from the second entry: %+v, want %+v", w.windows, want[1:])
 	}
 }
 
@@ -98,6 +110,9 @@ func TestFootprintRuns(t *testing.T) {
 	if o.Windows < 4 || o.DataLines <= 2*1000*8/64 || o.CodeLines == 0 || o.DataPages == 0 || o.CodePages == 0 {
 		t.Errorf("orwl: %+v; want 4 windows or more, more data lines than its two arrays of 1000 cells", o)
 	}
+	if o.Outside <= 0 || o.Instrs <= o.Outside+1000 {
+		t.Errorf("orwl: %d instructions an iteration, %d outside the kernel; want the kernel's 1000 cells among them", o.Instrs, o.Outside)
+	}
 	found := map[string]bool{}
 	for _, f := range o.FirstTouch {
 		found[f.Name] = true
@@ -106,6 +121,9 @@ func TestFootprintRuns(t *testing.T) {
 		if !found[name] {
 			t.Errorf("%s touched no line first: %+v", name, o.FirstTouch)
 		}
+	}
+	if len(o.TopInstrs) == 0 || o.TopInstrs[0].Name != "github.com/orwl-go/orwl/examples/stencil/jacobi.line3" {
+		t.Errorf("the kernel does not run the most instructions: %+v", o.TopInstrs)
 	}
 	if _, err := exec.LookPath("mpicc"); err == nil && (len(rows) != 2 || rows[1].DataLines == 0) {
 		t.Errorf("Open MPI's row: %+v", rows[1:])
