@@ -27,7 +27,9 @@ import (
 // of examples/stencil (1000 cells per task by default, -cells) under cmd/orwlrun, once per
 // -variants (an environment, such as ORWL_SPIN=0), and the same stencil in C
 // (lab/bench/stencil/stencil.c) under Open MPI's mpirun --oversubscribe over shared memory
-// (vader or sm), one after the other, and reports for each run:
+// (vader or sm), and with -floor the same stencil in Go without ORWL (lab/bench/floor: the
+// edges through a cache line of shared memory per neighbour, as Open MPI's fastboxes, what
+// a Go process itself costs), one after the other, and reports for each run:
 //
 //   - finished: whether it ended within -timeout with its result line and the sequential
 //     sweep's checksum; a run that fails or times out is a row with its error, and the
@@ -72,7 +74,7 @@ func init() {
 // scaleRow is one contender at one number of processes, over the rounds.
 type scaleRow struct {
 	Procs     int    `json:"procs"`
-	Contender string `json:"contender"` // "orwl", "orwl" and its variant, or "mpi-vader" (mpi-sm)
+	Contender string `json:"contender"` // "orwl", "orwl" and its variant, "go-floor", or "mpi-vader" (mpi-sm)
 	Runs      int    `json:"runs"`
 	Finished  int    `json:"finished"` // runs that ended with a result
 	Checked   bool   `json:"checked"`  // every result's checksum is the sequential sweep's
@@ -116,6 +118,7 @@ func benchScale(fs *flag.FlagSet) func(rep *report) error {
 	sample := fs.Duration("sample", 100*time.Millisecond, "period of the /proc samples, in the round that is not timed (a sample of 64 processes reads some 10000 files)")
 	rounds := fs.Int("rounds", 2, "interleaved timed rounds of the contenders of each N, then one that samples /proc; best and median reported")
 	withMPI := fs.Bool("mpi", true, "also run the C MPI reference when Open MPI's mpicc and mpirun are present")
+	withFloor := fs.Bool("floor", true, "also run lab/bench/floor, the stencil in Go without ORWL (go-floor)")
 	return func(rep *report) error {
 		procs, err := intList(*procList)
 		if err != nil {
@@ -133,11 +136,11 @@ func benchScale(fs *flag.FlagSet) func(rep *report) error {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		bins, err := goBuild(dir, "cmd/orwlrun", "examples/stencil")
+		bins, err := goBuild(dir, "cmd/orwlrun", "examples/stencil", "lab/bench/floor")
 		if err != nil {
 			return err
 		}
-		launcher, program := bins[0], bins[1]
+		launcher, program, floor := bins[0], bins[1], bins[2]
 		var mpi *openMPI
 		var cbin string
 		if *withMPI {
@@ -159,6 +162,14 @@ func benchScale(fs *flag.FlagSet) func(rep *report) error {
 				j.contender, j.env, j.program, j.beat, j.parse = v.name, v.env, cmp.Or(v.bin, program), heartbeatPeriod(v.env), parseORWLResult
 				j.argv = func(iters int) []string {
 					return []string{launcher, "-np", strconv.Itoa(n), j.program, "-n", strconv.Itoa(n * *cells), "-iters", strconv.Itoa(iters)}
+				}
+				jobs = append(jobs, j)
+			}
+			if *withFloor {
+				j := common
+				j.contender, j.program, j.parse = "go-floor", floor, parseORWLResult
+				j.argv = func(iters int) []string {
+					return []string{floor, "-np", strconv.Itoa(n), "-n", strconv.Itoa(n * *cells), "-iters", strconv.Itoa(iters)}
 				}
 				jobs = append(jobs, j)
 			}
@@ -734,15 +745,19 @@ func (r scaleRow) line() string {
 }
 
 // scaleFigures formats the rows of the scale command for the figures page: per number of
-// processes, the default orwl run beside Open MPI's, with what each process held.
+// processes, the default orwl run beside Open MPI's and Go's without ORWL (go-floor), with
+// what each ORWL process held.
 func scaleFigures(rows []scaleRow) string {
 	var b strings.Builder
-	b.WriteString("\n| processes | ORWL per iteration | Open MPI | ratio | threads | RSS MiB | fds | TCP connections | heartbeats/s | start s (MPI) | finished |\n" +
-		"|---|---|---|---|---|---|---|---|---|---|---|\n")
-	mpi := map[int]scaleRow{}
+	b.WriteString("\n| processes | ORWL per iteration | Open MPI | ratio | Go without ORWL (/MPI) | threads | RSS MiB | fds | TCP connections | heartbeats/s | start s (MPI) | finished |\n" +
+		"|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	mpi, floor := map[int]scaleRow{}, map[int]scaleRow{}
 	for _, r := range rows {
-		if strings.HasPrefix(r.Contender, "mpi") {
+		switch {
+		case strings.HasPrefix(r.Contender, "mpi"):
 			mpi[r.Procs] = r
+		case r.Contender == "go-floor":
+			floor[r.Procs] = r
 		}
 	}
 	for _, r := range rows {
@@ -760,6 +775,13 @@ func scaleFigures(rows []scaleRow) string {
 		if r.Ratio > 0 {
 			ratio = fmt.Sprintf("%.2fx", r.Ratio)
 		}
+		goAlone := "-"
+		if f := floor[r.Procs]; f.Finished > 0 {
+			goAlone = seconds(f.PerIteration.Best)
+			if f.Ratio > 0 {
+				goAlone += fmt.Sprintf(" (%.2fx)", f.Ratio)
+			}
+		}
 		done := fmt.Sprintf("%d of %d", r.Finished, r.Runs)
 		if r.Error != "" {
 			done += ": " + strings.ReplaceAll(r.Error, "|", "/")
@@ -768,7 +790,7 @@ func scaleFigures(rows []scaleRow) string {
 		if r.Seen > 0 {
 			perProcess = fmt.Sprintf("%.0f | %.1f | %.0f | %.0f | %.0f", r.Threads.Max, r.RSSMiB.Mean, r.FDs.Mean, r.Conns.Mean, r.BeatsPerSec)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s |\n", r.Procs, per, ref, ratio, perProcess, start, done)
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", r.Procs, per, ref, ratio, goAlone, perProcess, start, done)
 	}
 	return b.String()
 }

@@ -234,13 +234,15 @@ func TestScaleFigures(t *testing.T) {
 		{Procs: 4, Contender: "orwl", Runs: 1, Finished: 1, PerIteration: stat{Best: 20e-6}, Start: stat{Best: 0.05}, Ratio: 2, Seen: 4,
 			Threads: spread{Max: 6}, RSSMiB: spread{Mean: 9.5}, FDs: spread{Mean: 16}, Conns: spread{Mean: 6}, BeatsPerSec: 20},
 		{Procs: 4, Contender: "orwl ORWL_SPIN=0", Runs: 1, Finished: 1},
+		{Procs: 4, Contender: "go-floor", Runs: 1, Finished: 1, PerIteration: stat{Best: 9e-6}, Ratio: 0.9},
 		{Procs: 4, Contender: "mpi-vader", Runs: 1, Finished: 1, PerIteration: stat{Best: 10e-6}, Start: stat{Best: 2.5}},
 		{Procs: 128, Contender: "orwl", Runs: 1, Error: "exit status 1: a | b"},
+		{Procs: 128, Contender: "go-floor", Runs: 1, Error: "killed"},
 	}
 	got := scaleFigures(rows)
 	for _, want := range []string{
-		"| 4 | 20µs | 10µs | 2.00x | 6 | 9.5 | 16 | 6 | 20 | 0.05 (2.50) | 1 of 1 |",
-		"| 128 | - | - | - | - | - | - | - | - | - | 0 of 1: exit status 1: a / b |",
+		"| 4 | 20µs | 10µs | 2.00x | 9µs (0.90x) | 6 | 9.5 | 16 | 6 | 20 | 0.05 (2.50) | 1 of 1 |",
+		"| 128 | - | - | - | - | - | - | - | - | - | - | 0 of 1: exit status 1: a / b |",
 	} {
 		if !strings.Contains(got, want+"\n") {
 			t.Errorf("no row %q in\n%s", want, got)
