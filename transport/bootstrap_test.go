@@ -378,3 +378,39 @@ func TestStartOfManyProcesses(t *testing.T) {
 		}
 	}
 }
+
+// A dial whose peer stops answering during the handshake (a process stopped, as by SIGSTOP,
+// while a lazy connection was being made) ends when the dial's context does, rather than at
+// the handshake's timeout: a mesh that closes, or that learns the peer lost, does not wait
+// for it (Close waits for its dialers).
+func TestDialEndsWithItsContextDuringTheHandshake(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	quit := make(chan struct{})
+	defer close(quit)
+	srv := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		ws, err := upgrader.Upgrade(rw, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.Close()
+		<-quit // upgraded, and silent from then on
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	m := &Mesh{rank: 0, size: 2, cfg: Config{Secret: testSecret, PeerTimeout: time.Second}, log: quietLogger()}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // as dialPeer's
+	defer cancel()
+	time.AfterFunc(200*time.Millisecond, cancel) // the peer lost meanwhile
+	start := time.Now()
+	w, err := m.dial(ctx, ln.Addr().String(), 1, purposeMesh)
+	if err == nil {
+		w.nc.Close()
+		t.Fatal("a dial to a silent peer succeeded")
+	}
+	if d := time.Since(start); d >= handshakeTimeout/2 {
+		t.Errorf("the dial ended %v after it began, its context cancelled at 200ms: %v", d, err)
+	}
+}

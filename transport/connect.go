@@ -148,7 +148,17 @@ func (m *Mesh) dialPeer(j int) error {
 	addr := (*m.book.Load())[j]
 	w, err := m.dial(ctx, addr, j, purposeMesh)
 	if err == nil {
-		if err = m.shmOffer(w); err != nil {
+		// Like the dial's handshake, the offer ends when j is lost or the mesh closes.
+		sock := w.nc // shmOffer may replace w.nc
+		stop := context.AfterFunc(ctx, func() { sock.Close() })
+		err = m.shmOffer(w)
+		if !stop() { // closed under it
+			err = fmt.Errorf("transport: rank %d: connecting to rank %d: %w", m.rank, j, context.Cause(ctx))
+			if m.closing.Load() {
+				err = ErrClosed
+			}
+		}
+		if err != nil {
 			w.nc.Close()
 		}
 	}
@@ -253,7 +263,11 @@ func (m *Mesh) dial(ctx context.Context, addr string, serverRank int, purpose ui
 			// From here on the mesh frames the connection itself (see wire).
 			w := newWire(ws.NetConn(), true)
 			deadline, _ := ctx.Deadline()
+			stop := context.AfterFunc(ctx, func() { w.nc.Close() }) // a peer that went silent holds nothing up
 			err = m.clientAuth(deadline, w, serverRank, purpose)
+			if !stop() && err == nil { // closed under it
+				err = context.Cause(ctx)
+			}
 			if err == nil {
 				return w, nil
 			}
