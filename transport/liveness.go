@@ -7,11 +7,15 @@ import (
 )
 
 // lostError is the error of losing rank for cause. When this process was itself paused for
-// longer than the peer timeout a short while ago, it says so: its peers took it for lost,
-// and whatever they did about it is why it lost them.
+// longer than the peer timeout a short while ago, it says so, and when a peer told it that
+// another found it lost (a partition between the two, say), it says who: its peers took it
+// for lost, and whatever they did about it is why it lost them.
 func (m *Mesh) lostError(rank int, cause error) *PeerLostError {
 	if note := m.PauseNote(); note != "" {
 		cause = fmt.Errorf("%w %s", cause, note)
+	}
+	if note := m.foundLost.Load(); note != nil {
+		cause = fmt.Errorf("%w %s", cause, *note)
 	}
 	return &PeerLostError{Rank: rank, Err: cause}
 }

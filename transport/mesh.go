@@ -271,10 +271,11 @@ type Mesh struct {
 	pollers []*Poller
 
 	// Liveness: the last beat, when this process last found it had been paused, and for
-	// how long.
+	// how long; who found this process lost, as a peer told it (lostReport).
 	lastBeat  atomic.Int64
 	resumedAt atomic.Int64
 	pausedFor atomic.Int64
+	foundLost atomic.Pointer[string]
 }
 
 type peer struct {

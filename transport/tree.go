@@ -3,6 +3,7 @@ package transport
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // The job's tree: a binary tree over the ranks, rank r's parent being (r-1)/2 and its
@@ -67,9 +68,15 @@ func (m *Mesh) spread(h Header, except int) {
 // barrier), having passed Seq barriers.
 const lostClosed = 1
 
-// spreadLoss tells the peers that rank is lost, for cause (see TypeLost).
+// spreadLoss tells the peers that rank is lost, for cause (see TypeLost), naming the process
+// that found it lost: this one, or the one a report named (foundBy).
 func (m *Mesh) spreadLoss(rank int, cause error) {
-	h := Header{Type: TypeLost, Arg: int64(rank), Key: uint32(m.rank)}
+	by := m.rank
+	var found *foundBy
+	if errors.As(cause, &found) {
+		by = found.rank
+	}
+	h := Header{Type: TypeLost, Arg: int64(rank), Key: uint32(by)}
 	if errors.Is(cause, ErrPeerClosed) {
 		h.Flags, h.Seq = lostClosed, m.peers[rank].byeSeq.Load()
 	}
@@ -77,25 +84,64 @@ func (m *Mesh) spreadLoss(rank int, cause error) {
 }
 
 // lostReport takes from's report that a process is lost (TypeLost h): when it is news, the
-// process is lost here too (and the report goes on, see lose). A report that names this
-// process is dropped: the reporter has closed its connections with it, which this process
-// finds itself.
+// process is lost here too (and the report goes on, see lose), and hears it first (tellLost).
+// A report that names this process comes from a peer about to close its connections with
+// it, which this process finds itself: it keeps who found it lost, for the errors of the
+// peers it loses (lostError).
 func (m *Mesh) lostReport(from int, h *Header) {
 	rank, by := int(h.Arg), int(h.Key)
-	if rank < 0 || rank >= m.size || rank == m.rank || m.peers[rank].err.Load() != nil {
-		return
-	}
 	via := ""
 	if by != from {
 		via = fmt.Sprintf(", reported by rank %d", from)
 	}
-	cause := fmt.Errorf("rank %d found it lost%s", by, via)
+	if rank == m.rank && by >= 0 && by < m.size {
+		note := fmt.Sprintf("(rank %d found this process, rank %d, lost%s: the processes that heard it ended their connections with it)", by, m.rank, via)
+		m.foundLost.CompareAndSwap(nil, &note)
+		return
+	}
+	if rank < 0 || rank >= m.size || rank == m.rank || m.peers[rank].err.Load() != nil {
+		return
+	}
+	m.tellLost(rank, h)
+	var cause error = &foundBy{rank: by, via: via}
 	if h.Flags&lostClosed != 0 {
 		cause = fmt.Errorf("%w (rank %d saw it%s)", ErrPeerClosed, by, via)
 		m.farewell(rank, h.Seq, false) // passed on with the loss
 	}
 	m.lose(rank, cause)
 }
+
+// foundBy is the cause of a loss that a peer reported: process rank found it lost; via
+// says which peer reported it, when another.
+type foundBy struct {
+	rank int
+	via  string
+}
+
+func (e *foundBy) Error() string { return fmt.Sprintf("rank %d found it lost%s", e.rank, e.via) }
+
+// tellLost writes the report h that rank is lost to rank itself, on each of its
+// connections, before lose ends them: the messages before a connection's end are read
+// before its end is seen, so rank learns who found it lost whichever connection ends first.
+// It never waits for rank, which may not read any more: into a ring's room when there is
+// some (its reader reads the ring before it sees the end), on a socket within tellLostWait;
+// otherwise the report is dropped with the connection. It only explains.
+func (m *Mesh) tellLost(rank int, h *Header) {
+	for i := range m.peers[rank].conns {
+		c := m.peers[rank].conns[i].Load()
+		switch {
+		case c == nil:
+		case c.shm != nil:
+			c.enqueue(outMsg{h: *h}, ahead)
+		default:
+			c.w.nc.SetWriteDeadline(time.Now().Add(tellLostWait)) // the connection ends next
+			c.enqueue(outMsg{h: *h}, direct)
+		}
+	}
+}
+
+// tellLostWait bounds the write of tellLost's report on a socket.
+const tellLostWait = 100 * time.Millisecond
 
 // failedReport takes from's report that process rank entered FinalBarrier saying it
 // failed: when it is news, it is recorded (every barrier fails from now on, naming it, and

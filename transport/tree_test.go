@@ -247,3 +247,41 @@ func TestBarrierThenCloseWithPartialConnections(t *testing.T) {
 		wg.Wait()
 	}
 }
+
+// A process that others take for lost on a third's report (a partition between it and the
+// third, say) hears who found it lost before their connections with it end: the error it
+// reports for them names that process, not only the messengers that hung up on it; through
+// shared memory and through sockets alike.
+func TestLostProcessHearsWhoFoundIt(t *testing.T) {
+	for _, sockets := range []bool{false, true} {
+		t.Run(map[bool]string{false: "rings", true: "sockets"}[sockets], func(t *testing.T) {
+			meshes, recs := startMeshes(t, 3, func(_ int, c *Config) { c.NoSharedMemory = sockets })
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := meshes[1].Connect(ctx, []int{2}); err != nil { // not neighbours in the tree
+				t.Fatal(err)
+			}
+			// Rank 0's report that it found rank 2 lost reaches rank 1 (as its reader
+			// hands it over), while rank 2 is still connected with both.
+			meshes[1].lostReport(0, &Header{Type: TypeLost, Arg: 2, Key: 0})
+			for {
+				select {
+				case err := <-recs[2].lost:
+					var pl *PeerLostError
+					if !errors.As(err, &pl) {
+						t.Fatalf("rank 2: %v", err)
+					}
+					if pl.Rank != 1 {
+						continue
+					}
+					if !strings.Contains(err.Error(), "rank 0 found this process, rank 2, lost") {
+						t.Errorf("rank 2's error for rank 1 does not say who found it lost: %v", err)
+					}
+					return
+				case <-ctx.Done():
+					t.Fatal("rank 2 still connected with rank 1, which took it for lost")
+				}
+			}
+		})
+	}
+}
