@@ -355,7 +355,8 @@ func TestOneProcessStoppedFailsAll(t *testing.T) {
 
 // TestPartitionFailsEveryProcess: ranks 0 and 2 of three emulated hosts lose each other (a
 // network that splits); rank 1, which still reaches both, is told: every process fails,
-// none reports success on stale data.
+// none reports success on stale data, and each side names the other, even when rank 1's
+// end reaches it first.
 func TestPartitionFailsEveryProcess(t *testing.T) {
 	hosts := netemu.ForTest(t, []string{"h1"}, []string{"h2"}, []string{"h3"})
 	r := ringJob{iters: 60, words: 4, pause: 20}
@@ -373,6 +374,11 @@ func TestPartitionFailsEveryProcess(t *testing.T) {
 	}
 	if !strings.Contains(outs[1], "rank 0") && !strings.Contains(outs[1], "rank 2") {
 		t.Errorf("rank 1's error names neither side of the partition:\n%s", outs[1])
+	}
+	for rank, other := range map[int]string{0: "rank 2", 2: "rank 0"} { // whoever told it first
+		if !strings.Contains(outs[rank], other) {
+			t.Errorf("rank %d's error does not name %s, across the partition:\n%s", rank, other, outs[rank])
+		}
 	}
 	if n := checkResults(t, r, outs); n != 0 {
 		t.Errorf("%d processes report success", n)
