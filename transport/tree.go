@@ -94,7 +94,7 @@ func (m *Mesh) lostReport(from int, h *Header) {
 	if by != from {
 		via = fmt.Sprintf(", reported by rank %d", from)
 	}
-	if rank == m.rank && by >= 0 && by < m.size {
+	if rank == m.rank && by >= 0 && by < m.size && h.Flags&lostClosed == 0 {
 		note := fmt.Sprintf("(rank %d found this process, rank %d, lost%s: the processes that heard it ended their connections with it)", by, m.rank, via)
 		m.foundLost.CompareAndSwap(nil, &note)
 		return
@@ -102,11 +102,12 @@ func (m *Mesh) lostReport(from int, h *Header) {
 	if rank < 0 || rank >= m.size || rank == m.rank || m.peers[rank].err.Load() != nil {
 		return
 	}
-	m.tellLost(rank, h)
 	var cause error = &foundBy{rank: by, via: via}
 	if h.Flags&lostClosed != 0 {
 		cause = fmt.Errorf("%w (rank %d saw it%s)", ErrPeerClosed, by, via)
 		m.farewell(rank, h.Seq, false) // passed on with the loss
+	} else {
+		m.tellLost(rank, h) // a process that closed its mesh needs no telling
 	}
 	m.lose(rank, cause)
 }
