@@ -20,14 +20,17 @@ import (
 	"github.com/orwl-go/orwl/orwl"
 )
 
-// faults: how long a job takes to notice a lost process. Three processes run a ring of
-// iterative sections (a task each; every task writes an 8-byte location and reads its left
-// neighbour's, every iteration) until rank 2 is killed (SIGKILL), stopped (SIGSTOP), or cut
-// off from rank 0 by a partition of emulated hosts (network namespaces; needs root). The
-// detection time is from the fault to the moment the last process that can still run
-// returned its error from orwl.Run: ranks 0 and 1, and for a partition rank 2 as well. Every
-// such error must name a rank on the other side of the fault. The table gives min, median
-// and max over -trials trials, and goes to faults.txt and faults.json in -out.
+// faults: how long a job takes to notice a lost process. Jobs of each of -procs sizes (3
+// and 64 processes by default) run a ring of iterative sections (a task a process; every
+// task writes an 8-byte location and reads its left neighbour's, every iteration) until rank
+// 2 is killed (SIGKILL), stopped (SIGSTOP), or cut off from rank 0 by a partition of
+// emulated hosts (network namespaces, three processes on three hosts whatever -procs; needs
+// root). The detection time is from the
+// fault to the moment the last process that can still run returned its error from
+// orwl.Run: every process but rank 2, and for a partition rank 2 as well. Every such error
+// must name a rank on the other side of the fault (rank 2; for rank 2, rank 0; rank 1 of a
+// partition may name either). The table gives min, median and max over -trials trials, and
+// goes to faults.txt and faults.json in -out.
 
 func init() {
 	register(command{
@@ -45,6 +48,7 @@ const faultsChildEnv = "ORWL_BENCH_FAULTS_CHILD"
 // faultRow is one kind of fault's detection times.
 type faultRow struct {
 	Kind        string    `json:"kind"`
+	Procs       int       `json:"procs"`
 	Trials      int       `json:"trials"`
 	PeerTimeout string    `json:"peer_timeout"`
 	Min         float64   `json:"min_seconds"`
@@ -58,9 +62,11 @@ func benchFaults(fs *flag.FlagSet) func(rep *report) error {
 	trials := fs.Int("trials", 10, "trials of every kind of fault")
 	kinds := fs.String("kinds", "kill,stop,partition", "the faults: kill (SIGKILL), stop (SIGSTOP), partition (emulated hosts, root)")
 	peerTimeout := fs.Duration("peer-timeout", 0, "ORWL_PEER_TIMEOUT of the jobs (0: the library's default)")
+	procList := fs.String("procs", "3,64", "comma-separated sizes of the jobs killed or stopped, at least 3 (a partition's job has 3)")
 	return func(rep *report) error {
-		if *trials < 1 || *peerTimeout < 0 {
-			return badFlags("-trials must be at least 1 and -peer-timeout not negative")
+		procs, err := intList(*procList)
+		if err != nil || slices.Min(procs) < 3 || *trials < 1 || *peerTimeout < 0 {
+			return badFlags("-trials must be at least 1, -peer-timeout not negative, -procs sizes of 3 or more")
 		}
 		timeout := "default"
 		if *peerTimeout > 0 {
@@ -71,39 +77,54 @@ func benchFaults(fs *flag.FlagSet) func(rep *report) error {
 			if !slices.Contains([]string{"kill", "stop", "partition"}, kind) {
 				return badFlags("-kinds: unknown fault %q", kind)
 			}
-			row := faultRow{Kind: kind, PeerTimeout: timeout}
-			for trial := range *trials {
-				d, err := faultTrial(kind, *peerTimeout)
-				if errors.Is(err, netemu.ErrUnavailable) {
-					row.Skipped = err.Error()
-					fmt.Fprintf(os.Stderr, "faults: %s skipped: %v\n", kind, err)
-					break
-				}
+			sizes := procs
+			if kind == "partition" {
+				sizes = []int{3}
+			}
+			for _, n := range sizes {
+				row, err := faultTrials(kind, n, *trials, *peerTimeout)
 				if err != nil {
-					return fmt.Errorf("%s, trial %d: %w", kind, trial+1, err)
+					return err
 				}
-				fmt.Fprintf(os.Stderr, "faults: %s, trial %d: every process failed %v after the fault\n", kind, trial+1, d.Round(time.Microsecond))
-				row.Seconds = append(row.Seconds, d.Seconds())
+				row.PeerTimeout = timeout
+				rows = append(rows, row)
 			}
-			if len(row.Seconds) > 0 {
-				s := slices.Sorted(slices.Values(row.Seconds))
-				row.Trials, row.Min, row.Median, row.Max = len(s), s[0], median(s), s[len(s)-1]
-			}
-			rows = append(rows, row)
 		}
-		rep.header("3 processes on %d cores; time from the fault to the last error",
-			runtime.NumCPU())
-		rep.line("%-10s %6s %12s %10s %10s %10s\n", "fault", "trials", "peer-timeout", "min", "median", "max")
+		rep.header("%d cores; time from the fault to the last error", runtime.NumCPU())
+		rep.line("%-10s %5s %6s %12s %10s %10s %10s\n", "fault", "procs", "trials", "peer-timeout", "min", "median", "max")
 		for _, r := range rows {
 			if r.Skipped != "" {
-				rep.line("%-10s skipped: %s\n", r.Kind, r.Skipped)
+				rep.line("%-10s %5d skipped: %s\n", r.Kind, r.Procs, r.Skipped)
 			} else {
-				rep.line("%-10s %6d %12s %10s %10s %10s\n", r.Kind, r.Trials, r.PeerTimeout, seconds(r.Min), seconds(r.Median), seconds(r.Max))
+				rep.line("%-10s %5d %6d %12s %10s %10s %10s\n", r.Kind, r.Procs, r.Trials, r.PeerTimeout, seconds(r.Min), seconds(r.Median), seconds(r.Max))
 			}
 			rep.row(r)
 		}
 		return rep.write(rows)
 	}
+}
+
+// faultTrials runs trials trials of kind on jobs of procs processes.
+func faultTrials(kind string, procs, trials int, peerTimeout time.Duration) (faultRow, error) {
+	row := faultRow{Kind: kind, Procs: procs}
+	for trial := range trials {
+		d, err := faultTrial(kind, procs, peerTimeout)
+		if errors.Is(err, netemu.ErrUnavailable) {
+			row.Skipped = err.Error()
+			fmt.Fprintf(os.Stderr, "faults: %s skipped: %v\n", kind, err)
+			break
+		}
+		if err != nil {
+			return row, fmt.Errorf("%s, %d processes, trial %d: %w", kind, procs, trial+1, err)
+		}
+		fmt.Fprintf(os.Stderr, "faults: %s, %d processes, trial %d: every process failed %v after the fault\n", kind, procs, trial+1, d.Round(time.Microsecond))
+		row.Seconds = append(row.Seconds, d.Seconds())
+	}
+	if len(row.Seconds) > 0 {
+		s := slices.Sorted(slices.Values(row.Seconds))
+		row.Trials, row.Min, row.Median, row.Max = len(s), s[0], median(s), s[len(s)-1]
+	}
+	return row, nil
 }
 
 // median of sorted values.
@@ -114,9 +135,9 @@ func median(s []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// faultTrial runs one job of three processes, injects the fault into rank 2 once every
+// faultTrial runs one job of procs processes, injects the fault into rank 2 once every
 // process is running, and returns how long the processes that could go on took to fail.
-func faultTrial(kind string, peerTimeout time.Duration) (time.Duration, error) {
+func faultTrial(kind string, procs int, peerTimeout time.Duration) (time.Duration, error) {
 	var hosts *netemu.Net
 	if kind == "partition" {
 		var err error
@@ -127,7 +148,7 @@ func faultTrial(kind string, peerTimeout time.Duration) (time.Duration, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	job, err := startFaultJob(ctx, hosts, peerTimeout)
+	job, err := startFaultJob(ctx, procs, hosts, peerTimeout)
 	if err != nil {
 		return 0, err
 	}
@@ -138,7 +159,12 @@ func faultTrial(kind string, peerTimeout time.Duration) (time.Duration, error) {
 		}
 	}
 	start := time.Now()
-	survivors := []int{0, 1}
+	var survivors []int
+	for rank := range procs {
+		if rank != 2 {
+			survivors = append(survivors, rank)
+		}
+	}
 	switch kind {
 	case "kill":
 		err = job.procs[2].Process.Kill()
@@ -185,9 +211,9 @@ type faultJob struct {
 	lines []chan string
 }
 
-// startFaultJob starts the ring over three processes of this program: on hosts when it is
+// startFaultJob starts the ring over procs processes of this program: on hosts when it is
 // not nil (rank k on host k), else on loopback.
-func startFaultJob(ctx context.Context, hosts *netemu.Net, peerTimeout time.Duration) (*faultJob, error) {
+func startFaultJob(ctx context.Context, procs int, hosts *netemu.Net, peerTimeout time.Duration) (*faultJob, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -203,7 +229,7 @@ func startFaultJob(ctx context.Context, hosts *netemu.Net, peerTimeout time.Dura
 		coord = net.JoinHostPort(hosts.Hosts[0].Addr, port)
 	}
 	job := &faultJob{}
-	for rank := range 3 {
+	for rank := range procs {
 		var cmd *exec.Cmd
 		listen := "127.0.0.1"
 		if hosts != nil {
@@ -211,7 +237,7 @@ func startFaultJob(ctx context.Context, hosts *netemu.Net, peerTimeout time.Dura
 		} else {
 			cmd = exec.CommandContext(ctx, exe, "faults")
 		}
-		cmd.Env = netemu.CleanEnv(faultsChildEnv+"=1", "ORWL_RANK="+strconv.Itoa(rank), "ORWL_SIZE=3",
+		cmd.Env = netemu.CleanEnv(faultsChildEnv+"=1", "ORWL_RANK="+strconv.Itoa(rank), "ORWL_SIZE="+strconv.Itoa(procs),
 			"ORWL_COORD="+coord, "ORWL_SECRET=faults", "ORWL_LISTEN="+listen)
 		if peerTimeout > 0 {
 			cmd.Env = append(cmd.Env, "ORWL_PEER_TIMEOUT="+peerTimeout.String())
@@ -262,14 +288,17 @@ func (j *faultJob) stop() {
 	}
 }
 
-// faultsChild is one process of a faults job: the ring runs until the job fails (or a
-// minute passes); the process says "running" after its task's first 100 iterations and
-// "returned <unix ns> <error>" when Run returns.
+// faultsChild is one process of a faults job: the ring of a task a process runs until the
+// job fails (or a minute passes); the process says "running" after its task's first 100
+// iterations and "returned <unix ns> <error>" when Run returns.
 func faultsChild() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	const tasks = 3
-	err := orwl.Run(ctx, orwl.Config{Tasks: tasks, Locations: []string{"x"}},
+	tasks, err := strconv.Atoi(os.Getenv("ORWL_SIZE")) // a task a process
+	if err != nil {
+		return fmt.Errorf("ORWL_SIZE: %v", err)
+	}
+	err = orwl.Run(ctx, orwl.Config{Tasks: tasks, Locations: []string{"x"}},
 		func(ctx context.Context, t *orwl.Task) error {
 			me, left := t.ID(), (t.ID()+tasks-1)%tasks
 			t.Scale("x", 8)

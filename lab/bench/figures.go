@@ -724,14 +724,14 @@ func firstFigures(rows []firstRow) string {
 // faultFigures is the failure-detection part of the Figures section.
 func faultFigures(rows []faultRow) string {
 	var b strings.Builder
-	b.WriteString("\n| fault of 1 process of 3 | peer timeout | trials | every other process failed after: min | median | max |\n|---|---|---|---|---|---|\n")
+	b.WriteString("\n| fault of 1 process | processes | peer timeout | trials | every other process failed after: min | median | max |\n|---|---|---|---|---|---|---|\n")
 	what := map[string]string{"kill": "killed (SIGKILL)", "stop": "stopped (SIGSTOP)", "partition": "cut off from one other (emulated hosts)"}
 	for _, r := range rows {
 		if r.Skipped != "" {
-			fmt.Fprintf(&b, "| %s | | skipped: %s | | | |\n", what[r.Kind], r.Skipped)
+			fmt.Fprintf(&b, "| %s | %d | | skipped: %s | | | |\n", what[r.Kind], r.Procs, r.Skipped)
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s |\n", what[r.Kind], r.PeerTimeout, r.Trials, seconds(r.Min), seconds(r.Median), seconds(r.Max))
+		fmt.Fprintf(&b, "| %s | %d | %s | %d | %s | %s | %s |\n", what[r.Kind], r.Procs, r.PeerTimeout, r.Trials, seconds(r.Min), seconds(r.Median), seconds(r.Max))
 	}
 	return b.String()
 }

@@ -37,6 +37,8 @@ func TestBadFlagsAreUsageErrors(t *testing.T) {
 		{"sweep", "-reps", "0"},
 		{"faults", "-kinds", "reboot"},
 		{"faults", "-trials", "0"},
+		{"faults", "-procs", "2"},
+		{"faults", "-procs", "x"},
 		{"checkpoint", "-every", "0"},
 		{"checkpoint", "-trials", "-1"},
 		{"grant", "-size", "8"},
