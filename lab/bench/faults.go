@@ -25,12 +25,11 @@ import (
 // task writes an 8-byte location and reads its left neighbour's, every iteration) until rank
 // 2 is killed (SIGKILL), stopped (SIGSTOP), or cut off from rank 0 by a partition of
 // emulated hosts (network namespaces, three processes on three hosts whatever -procs; needs
-// root). The detection time is from the
-// fault to the moment the last process that can still run returned its error from
-// orwl.Run: every process but rank 2, and for a partition rank 2 as well. Every such error
-// must name a rank on the other side of the fault (rank 2; for rank 2, rank 0; rank 1 of a
-// partition may name either). The table gives min, median and max over -trials trials, and
-// goes to faults.txt and faults.json in -out.
+// root). The detection time is from the fault to the moment the last process that can still
+// run returned its error from orwl.Run: every process but rank 2, and for a partition rank 2
+// as well. Every such error must name a rank on the other side of the fault (rank 2; for
+// rank 2, rank 0; rank 1 of a partition may name either). The table gives min, median and
+// max over -trials trials, and goes to faults.txt and faults.json in -out.
 
 func init() {
 	register(command{
