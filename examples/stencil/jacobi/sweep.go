@@ -148,6 +148,10 @@ func (b *block) sweep(u, v []float64, r0, r1, c0, c1 int) {
 	}
 }
 
+// Line3 is the 1-D kernel (line3), for a program that compares its exchange with this
+// package's on the same arithmetic (lab/bench/floor).
+func Line3(out, row []float64) { line3(out, row) }
+
 // line3 sets out[i] = (row[i] + row[i+1] + row[i+2]) / 3; len(row) = len(out)+2. Written so
 // that the compiler proves every index in bounds (no checks in the loop). The loop is bound
 // by the divider (one DIVSD per cell, the instructions of the C reference's loop), and it

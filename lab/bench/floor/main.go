@@ -10,8 +10,8 @@
 //
 // It prints examples/stencil's result line: the time of one iteration (the slowest
 // process's, the first tenth of the iterations left out) and the checksum of the cells,
-// which equals the sequential sweep's (the same formula, operand order, initial and
-// boundary values, package jacobi):
+// which equals the sequential sweep's (package jacobi's kernel, initial and boundary
+// values):
 //
 //	go run ./lab/bench/floor -np 4 -n 4000 -iters 1000
 package main
@@ -210,7 +210,7 @@ func (j job) process(rank string) error {
 		if me < j.procs-1 {
 			send(j.box(me, true), u[cols], seq)
 		}
-		sweep(v[2:cols], u[1:cols+1]) // the cells 1..cols-2 of the block
+		jacobi.Line3(v[2:cols], u[1:cols+1]) // the cells 1..cols-2 of the block
 		receive(in, ghost, u, seq)
 		v[1] = (u[0] + u[1] + u[2]) / 3
 		v[cols] = (u[cols-1] + u[cols] + u[cols+1]) / 3
@@ -246,23 +246,6 @@ func receive(in []*box, ghost []int, u []float64, seq uint64) {
 		if left > 0 {
 			yieldCore()
 		}
-	}
-}
-
-// sweep sets out[i] = (row[i] + row[i+1] + row[i+2]) / 3; len(row) = len(out)+2, as
-// jacobi's kernel, a function of its own as there.
-//
-//go:noinline
-func sweep(out, row []float64) {
-	if len(row) < 2 {
-		return
-	}
-	w, c := row[0], row[1]
-	row = row[2:]
-	out = out[:len(row)]
-	for i, e := range row {
-		out[i] = (w + c + e) / 3
-		w, c = c, e
 	}
 }
 
