@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // conn is one authenticated websocket to a peer: a writer goroutine that drains its queue,
@@ -469,9 +470,13 @@ func (c *conn) writerEnds() {
 
 // endQuiet shuts the connection down once its writer is done: the peer is quiet, and its
 // goodbye is not waited for, but what this process queued (its final marker, its goodbye)
-// is written first.
+// is written first, on a socket within a heartbeat: a quiet peer (stopped, cut off) may read
+// nothing more, and a write stuck on its full socket would hold Close for closeWait.
 func (c *conn) endQuiet() {
 	c.quietEnd.Store(true)
+	if c.shm == nil {
+		c.w.nc.SetWriteDeadline(time.Now().Add(c.m.cfg.Heartbeat))
+	}
 	if c.writerDone.Load() {
 		c.shutdown()
 	}

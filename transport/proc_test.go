@@ -24,6 +24,7 @@ func childMain() {
 	cfg := Config{
 		Rank: rank, Size: 2, Coord: os.Getenv("TRANSPORT_TEST_COORD"), Secret: testSecret,
 		Heartbeat: 100 * time.Millisecond, PeerTimeout: time.Second, Logger: quietLogger(),
+		NoSharedMemory: os.Getenv("TRANSPORT_TEST_SOCKETS") != "",
 	}
 	m, err := Start(context.Background(), cfg)
 	if err != nil {
@@ -44,12 +45,22 @@ func childMain() {
 // startChild starts rank 1 in a child process and rank 0 here.
 func startChild(t *testing.T) (*Mesh, *recorder, *exec.Cmd) {
 	t.Helper()
+	return startChildOn(t, false)
+}
+
+// startChildOn is startChild, the two processes connected through sockets only when
+// sockets is set.
+func startChildOn(t *testing.T, sockets bool) (*Mesh, *recorder, *exec.Cmd) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=1", "TRANSPORT_TEST_COORD="+ln.Addr().String())
+	if sockets {
+		cmd.Env = append(cmd.Env, "TRANSPORT_TEST_SOCKETS=1")
+	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -73,6 +84,7 @@ func startChild(t *testing.T) (*Mesh, *recorder, *exec.Cmd) {
 	m, err := Start(ctx, Config{
 		Rank: 0, Size: 2, Coord: ln.Addr().String(), Listener: ln, Secret: testSecret, Handler: r,
 		Heartbeat: 100 * time.Millisecond, PeerTimeout: time.Second, Logger: quietLogger(),
+		NoSharedMemory: sockets,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -126,6 +138,28 @@ func TestPeerProcessStoppedHeartbeatTimeout(t *testing.T) {
 	}
 	if err := m.Send(1, Owner, Header{Type: TypeUser}, nil); !errors.Is(err, ErrPeerLost) {
 		t.Fatalf("Send after loss: %v", err)
+	}
+}
+
+// A process that closes its mesh while a peer is quiet (stopped, or cut off) and a write to
+// that peer is stuck on a full socket does not wait for the write: its Close returns within a
+// heartbeat or two, where it took closeWait (a process cut off by a partition ended a second
+// after it found the loss).
+func TestCloseDoesNotWaitForAQuietPeer(t *testing.T) {
+	m, _, cmd := startChildOn(t, true)
+	cmd.Process.Signal(syscall.SIGSTOP)
+	defer cmd.Process.Signal(syscall.SIGCONT)
+	big := make([]byte, 8<<20) // more than the socket's buffers: the writer waits for the peer
+	for range 4 {
+		if err := m.send(1, Requester, outMsg{h: Header{Type: TypeUser}, p: big}, queued); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(3 * m.cfg.Heartbeat) // quiet for more than two heartbeats, less than the peer timeout
+	start := time.Now()
+	m.Close()
+	if d := time.Since(start); d >= closeWait/2 {
+		t.Errorf("Close took %v with a quiet peer (closeWait %v)", d, closeWait)
 	}
 }
 
