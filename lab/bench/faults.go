@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -24,12 +25,12 @@ import (
 // and 64 processes by default) run a ring of iterative sections (a task a process; every
 // task writes an 8-byte location and reads its left neighbour's, every iteration) until rank
 // 2 is killed (SIGKILL), stopped (SIGSTOP), or cut off from rank 0 by a partition of
-// emulated hosts (network namespaces, three processes on three hosts whatever -procs; needs
-// root). The detection time is from the fault to the moment the last process that can still
-// run returned its error from orwl.Run: every process but rank 2, and for a partition rank 2
-// as well. Every such error must name a rank on the other side of the fault (rank 2; for
-// rank 2, rank 0; rank 1 of a partition may name either). The table gives min, median and
-// max over -trials trials, and goes to faults.txt and faults.json in -out.
+// emulated hosts (network namespaces, a host a process; needs root). The detection time is
+// from the fault to the moment the last process that can still run returned its error from
+// orwl.Run: every process but rank 2, and for a partition rank 2 as well. Every such error
+// must name a rank on the other side of the fault (rank 2; for rank 2, rank 0; the others
+// of a partition may name either). The table gives min, median and max over -trials trials,
+// and goes to faults.txt and faults.json in -out.
 
 func init() {
 	register(command{
@@ -61,7 +62,7 @@ func benchFaults(fs *flag.FlagSet) func(rep *report) error {
 	trials := fs.Int("trials", 10, "trials of every kind of fault")
 	kinds := fs.String("kinds", "kill,stop,partition", "the faults: kill (SIGKILL), stop (SIGSTOP), partition (emulated hosts, root)")
 	peerTimeout := fs.Duration("peer-timeout", 0, "ORWL_PEER_TIMEOUT of the jobs (0: the library's default)")
-	procList := fs.String("procs", "3,64", "comma-separated sizes of the jobs killed or stopped, at least 3 (a partition's job has 3)")
+	procList := fs.String("procs", "3,64", "comma-separated sizes of the jobs, at least 3")
 	return func(rep *report) error {
 		procs, err := intList(*procList)
 		if err != nil || slices.Min(procs) < 3 || *trials < 1 || *peerTimeout < 0 {
@@ -76,11 +77,7 @@ func benchFaults(fs *flag.FlagSet) func(rep *report) error {
 			if !slices.Contains([]string{"kill", "stop", "partition"}, kind) {
 				return badFlags("-kinds: unknown fault %q", kind)
 			}
-			sizes := procs
-			if kind == "partition" {
-				sizes = []int{3}
-			}
-			for _, n := range sizes {
+			for _, n := range procs {
 				row, err := faultTrials(kind, n, *trials, *peerTimeout)
 				if err != nil {
 					return err
@@ -140,7 +137,11 @@ func faultTrial(kind string, procs int, peerTimeout time.Duration) (time.Duratio
 	var hosts *netemu.Net
 	if kind == "partition" {
 		var err error
-		if hosts, err = netemu.New([]string{"h1"}, []string{"h2"}, []string{"h3"}); err != nil {
+		names := make([][]string, procs) // a host a process
+		for i := range names {
+			names[i] = []string{"h" + strconv.Itoa(i+1)}
+		}
+		if hosts, err = netemu.New(names...); err != nil {
 			return 0, err
 		}
 		defer hosts.Close()
@@ -187,14 +188,14 @@ func faultTrial(kind string, procs int, peerTimeout time.Duration) (time.Duratio
 		if msg == "<nil>" {
 			return 0, fmt.Errorf("rank %d returned success after the fault", rank)
 		}
-		other := "rank 2"
-		if rank == 2 {
-			other = "rank 0"
+		across := []string{"rank 2"}
+		switch {
+		case rank == 2:
+			across = []string{"rank 0"}
+		case kind == "partition" && rank != 0:
+			across = []string{"rank 0", "rank 2"} // either side may be the one it hears of
 		}
-		if rank == 1 && kind == "partition" {
-			other = "rank " // either side may be the one rank 1 hears of
-		}
-		if !strings.Contains(msg, other) {
+		if !slices.ContainsFunc(across, func(r string) bool { return regexp.MustCompile(`\b` + r + `\b`).MatchString(msg) }) {
 			return 0, fmt.Errorf("rank %d's error names no rank across the fault: %s", rank, msg)
 		}
 		if t := time.Unix(0, ns); t.After(last) {
