@@ -402,7 +402,7 @@ func TestCloseAfterAgreementBeforeAPeerAgreed(t *testing.T) {
 		t.Fatal(err)
 	}
 	meshes[2].Close()
-	if !meshes[3].AwaitGone(2) {
+	if !awaitGone(meshes[3], 2) {
 		t.Fatal("rank 2 closed its mesh, and rank 3 did not see it go")
 	}
 	release()

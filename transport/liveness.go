@@ -184,18 +184,3 @@ func (m *Mesh) lose(rank int, cause error) {
 		m.h.PeerLost(rank, e)
 	}
 }
-
-// AwaitGone waits, a peer timeout at most, until rank is lost or has closed its mesh: its
-// goodbye read on both connections, so that every message it sent before is delivered
-// (a Send that fails with ErrPeerClosed has seen its goodbye on one connection only). It
-// reports whether rank is gone.
-func (m *Mesh) AwaitGone(rank int) bool {
-	t := time.NewTimer(m.cfg.PeerTimeout)
-	defer t.Stop()
-	select {
-	case <-m.peers[rank].gone:
-		return true
-	case <-t.C:
-		return false
-	}
-}

@@ -148,3 +148,16 @@ func userSink(size int) (*sinkHandler, <-chan []byte) {
 	}
 	return sh, got
 }
+
+// awaitGone waits, a peer timeout at most, until rank is lost or has closed its mesh (its
+// goodbye read on both connections), and reports whether it is gone.
+func awaitGone(m *Mesh, rank int) bool {
+	t := time.NewTimer(m.cfg.PeerTimeout)
+	defer t.Stop()
+	select {
+	case <-m.peers[rank].gone:
+		return true
+	case <-t.C:
+		return false
+	}
+}

@@ -613,19 +613,18 @@ func sendAheadThenNext(t *testing.T, shm bool) {
 	}
 }
 
-// AwaitGone waits for a peer that closed its mesh until its goodbye came on both
-// connections, so that what it sent before, on either one, is delivered; it gives up after
-// a peer timeout on a peer that stays.
-func TestAwaitGone(t *testing.T) {
+// A peer that closed its mesh is gone once its goodbye came on both connections, so that
+// what it sent before, on either one, is delivered; a peer that stays is not gone.
+func TestGoneAfterGoodbyeOnBothConnections(t *testing.T) {
 	meshes, recs := startMeshes(t, 2, func(rank int, c *Config) { c.PeerTimeout = 300 * time.Millisecond })
-	if meshes[0].AwaitGone(1) {
+	if awaitGone(meshes[0], 1) {
 		t.Fatal("rank 1 taken for gone while it is there")
 	}
 	if err := meshes[1].Send(0, Requester, Header{Type: TypeUser, ID: 7}, []byte("why")); err != nil {
 		t.Fatal(err)
 	}
 	meshes[1].Close()
-	if !meshes[0].AwaitGone(1) {
+	if !awaitGone(meshes[0], 1) {
 		t.Fatal("rank 1 closed its mesh and is not gone")
 	}
 	select {
