@@ -39,7 +39,7 @@ func mapShared(uintptr, string) (unsafe.Pointer, uintptr, int64) { return nil, 0
 func punch(int64, uintptr) {}
 
 // mapView maps nothing here.
-func mapView(Share) (unsafe.Pointer, uintptr, error) { return nil, 0, ErrNoView }
+func mapView(Share, bool) (unsafe.Pointer, uintptr, error) { return nil, 0, ErrNoView }
 
 // remapShared is never called where nothing is shared.
 func remapShared(unsafe.Pointer, uintptr, int64) bool { return false }

@@ -25,8 +25,8 @@ type Share struct {
 	Len     int64
 }
 
-// shareSize is the length of a Share's encoding (Append).
-const shareSize = 24
+// ShareSize is the length of a Share's encoding (Append).
+const ShareSize = 24
 
 // Append appends the encoding of s to b.
 func (s Share) Append(b []byte) []byte {
@@ -38,8 +38,8 @@ func (s Share) Append(b []byte) []byte {
 
 // ParseShare decodes what Append wrote.
 func ParseShare(b []byte) (Share, error) {
-	if len(b) != shareSize {
-		return Share{}, fmt.Errorf("hugemem: a shared buffer's name has %d bytes, want %d", len(b), shareSize)
+	if len(b) != ShareSize {
+		return Share{}, fmt.Errorf("hugemem: a shared buffer's name has %d bytes, want %d", len(b), ShareSize)
 	}
 	s := Share{PID: int32(binary.LittleEndian.Uint32(b)), FD: int32(binary.LittleEndian.Uint32(b[4:])),
 		Off: int64(binary.LittleEndian.Uint64(b[8:])), Len: int64(binary.LittleEndian.Uint64(b[16:]))}
@@ -64,6 +64,20 @@ func AllocShared(n int) []byte {
 		}
 	}
 	return Alloc(n)
+}
+
+// AllocSharedAny is AllocShared for a buffer of any size, however small: it is mapped from
+// this process's file of shared memory (a range of whole huge pages of the file, of which
+// only the pages written take memory), or nil where the system refuses.
+func AllocSharedAny(n int) []byte {
+	p, length, off := mapShared(uintptr(max(n, 1)), advice())
+	if p == nil {
+		return nil
+	}
+	mu.Lock()
+	mapped[p] = region{length: length, size: n, share: off + 1}
+	mu.Unlock()
+	return unsafe.Slice((*byte)(p), n)
 }
 
 // SharedAt returns the name of the shared buffer that b starts (AllocShared), with b's
@@ -95,16 +109,22 @@ var (
 // owner's buffer; Protect leaves it read-only. It fails when s's process has ended
 // (ErrGone), or is not this user's, or runs in another namespace, or the system refuses the
 // mapping.
-func View(s Share) ([]byte, error) {
+func View(s Share) ([]byte, error) { return view(s, ReadOnly) }
+
+// ViewWritable is View for a buffer that both processes write: words that they share, such
+// as counters, never data that one of them only reads.
+func ViewWritable(s Share) ([]byte, error) { return view(s, ReadWrite) }
+
+func view(s Share, a Access) ([]byte, error) {
 	if s.Len == 0 {
 		return []byte{}, nil
 	}
-	p, length, err := mapView(s)
+	p, length, err := mapView(s, a == ReadWrite)
 	if err != nil {
 		return nil, err
 	}
 	mu.Lock()
-	mapped[p] = region{length: length, size: int(s.Len), access: ReadOnly, view: true}
+	mapped[p] = region{length: length, size: int(s.Len), access: a, view: true}
 	mu.Unlock()
 	return unsafe.Slice((*byte)(p), int(s.Len)), nil
 }

@@ -68,11 +68,15 @@ func punch(off int64, length uintptr) {
 	unix.Fallocate(sharedFile.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, int64(length))
 }
 
-// mapView maps the buffer s names read-only, and returns its address and mapped length.
-// The file is open only while it maps: the mapping keeps what it shows.
-func mapView(s Share) (unsafe.Pointer, uintptr, error) {
+// mapView maps the buffer s names, read-only unless writable, and returns its address and
+// mapped length. The file is open only while it maps: the mapping keeps what it shows.
+func mapView(s Share, writable bool) (unsafe.Pointer, uintptr, error) {
 	proc := "/proc/" + strconv.Itoa(int(s.PID))
-	f, err := os.Open(proc + "/fd/" + strconv.Itoa(int(s.FD)))
+	flag, prot := os.O_RDONLY, unix.PROT_READ
+	if writable {
+		flag, prot = os.O_RDWR, unix.PROT_READ|unix.PROT_WRITE
+	}
+	f, err := os.OpenFile(proc+"/fd/"+strconv.Itoa(int(s.FD)), flag, 0)
 	if err != nil {
 		if _, gone := os.Stat(proc); errors.Is(gone, fs.ErrNotExist) {
 			return nil, 0, fmt.Errorf("%w (process %d)", ErrGone, s.PID)
@@ -82,7 +86,7 @@ func mapView(s Share) (unsafe.Pointer, uintptr, error) {
 	defer f.Close()
 	page := uintptr(unix.Getpagesize())
 	length := (uintptr(s.Len) + page - 1) &^ (page - 1)
-	p, err := unix.MmapPtr(int(f.Fd()), s.Off, nil, length, unix.PROT_READ, unix.MAP_SHARED)
+	p, err := unix.MmapPtr(int(f.Fd()), s.Off, nil, length, prot, unix.MAP_SHARED)
 	if err != nil {
 		return nil, 0, fmt.Errorf("hugemem: mapping %d bytes of process %d's shared memory: %w", s.Len, s.PID, err)
 	}
