@@ -206,6 +206,36 @@ func (p *Poller) Poll(done func() bool, stop <-chan struct{}) {
 	}
 }
 
+// Await polls done alone, on the calling goroutine, as Poll polls for a message, until done
+// reports true, stop is closed, or the polling time is over: for a task that waits for a
+// word that another process of the host stores in memory they share, with no message to
+// read (a pair's counters, package orwl). On a crowded host it gives its core away at every
+// look, as Poll does, and counts awaitBatch looks as one of Poll's. Unlike Poll it touches
+// none of the mesh's memory, and may be called at any time.
+func (p *Poller) Await(done func() bool, stop <-chan struct{}) {
+	g := &p.m.readers
+	if g.spin == 0 {
+		return
+	}
+	every := g.looksPerYield()
+	crowded := g.sleepAtOnce()
+	poll := poller{task: true, await: true}
+	for looks := 1; !done(); looks++ {
+		switch {
+		case crowded && looks%awaitBatch != 0: // the core's other threads first
+			yieldCore()
+		case !crowded && looks%every != 0:
+			spinPause()
+		case isClosed(stop) || !poll.next(g):
+			return
+		}
+	}
+}
+
+// awaitBatch is how many looks Await makes on a crowded host between two of the poller's
+// decisions (poller.next: the clock, the host's load, a yield to the process's other
+// goroutines): a look there is little more than a yield of the core.
+const awaitBatch = 16
 // leaveRings ends a task's polling of the rings of conns: it reads the messages that are
 // left, up to maxLeftovers a connection, and wakes the readers of the connections where
 // something still waits, which their writers may have left to the task.
@@ -466,6 +496,10 @@ type poller struct {
 	// then takes a core from the polling processes of the host: a remote hand-off between
 	// two processes of GOMAXPROCS 2 on 2 cores took 7.8 µs instead of 0.8.
 	yields bool
+	// await: a task in Await, which yields its processor once every pollBatch looks only
+	// when it gives its core away at every look (a crowded host): nothing it waits for runs
+	// on it.
+	await bool
 }
 
 // pollBatch is the number of looks between two readings of the clock.
@@ -485,7 +519,7 @@ func (p *poller) next(g *readerGroup) bool {
 	if p.mode == pollStop {
 		return false
 	}
-	if p.yields {
+	if p.yields && (!p.await || p.looks == 0 || p.mode != pollYieldThread) {
 		runtime.Gosched()
 	}
 	if p.mode == pollYieldThread {
