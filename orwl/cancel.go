@@ -3,6 +3,7 @@ package orwl
 import (
 	"github.com/orwl-go/orwl/fifo"
 	"github.com/orwl-go/orwl/handle"
+	"github.com/orwl-go/orwl/internal/release"
 )
 
 // This file holds a request withdrawn by its handle (handle.Ticket.Cancel), local or
@@ -11,6 +12,9 @@ import (
 
 // Cancel withdraws the ticket; a grant that had arrived goes back with the data unchanged.
 func (t *localTicket) Cancel() {
+	if t.loc.pairCancel(t) {
+		return
+	}
 	t.latch.Cancel()
 	t.loc.cancel(&t.req)
 }
@@ -42,6 +46,12 @@ func (r *requester) giveBack(cancelled []*remoteTicket) {
 // Cancel gives a grant that had arrived back now, unchanged, and one that has not as soon
 // as it arrives (requester.granted); a failed ticket only ends.
 func (t *remoteTicket) Cancel() {
+	if p := t.paired(); p != nil {
+		t.latch.Cancel()
+		release.Bool(&t.active, false)
+		t.q.pairRelease(p, t, true)
+		return
+	}
 	r := t.q.r
 	if t.latch.Cancel() {
 		r.sendRelease(t, releaseMsg{}, nil, true)

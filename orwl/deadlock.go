@@ -129,7 +129,7 @@ func (l *location) holders() []holder {
 		if g.Tag.(queued).round() < 0 {
 			continue // one-shot
 		}
-		if _, remote := g.Tag.(*served); !remote {
+		if _, local := g.Tag.(*localTicket); local {
 			hs[i].Hold = GrantedOnly
 		}
 		l.fifo.Each(func(r *fifo.Request) {
@@ -148,6 +148,8 @@ func requestPos(r *fifo.Request) int {
 		return q.spec.Pos
 	case *served:
 		return q.pos
+	case *pairServed:
+		return q.l.pair.r.pos
 	}
 	return 0
 }
@@ -163,6 +165,9 @@ func nextRound(g, r *fifo.Request) bool {
 		n, ok := r.Tag.(*served)
 		return ok && n.from == q.from && n.taskID == q.taskID && n.pos == q.pos && n.rnd == q.rnd+1 &&
 			n.req.Mode() == q.req.Mode()
+	case *pairServed:
+		n, ok := r.Tag.(*pairServed)
+		return ok && n.rnd == q.rnd+1
 	}
 	return false
 }

@@ -100,13 +100,24 @@ func (j *job) servedRecords() []servedRecord {
 			continue
 		}
 		l.mu.Lock()
+		if rec, ok := l.pairServedRecord(); ok {
+			recs = append(recs, rec)
+		}
 		holders := l.holders()
 		l.fifo.Each(func(r *fifo.Request) {
-			s, ok := r.Tag.(*served)
-			if !ok || r.State() == fifo.Cancelled {
+			if r.State() == fifo.Cancelled {
 				return
 			}
-			rec := servedRecord{From: s.from, Ticket: s.id, Granted: r.State() == fifo.Granted}
+			var rec servedRecord
+			switch s := r.Tag.(type) {
+			case *served:
+				rec = servedRecord{From: s.from, Ticket: s.id}
+			case *pairServed:
+				rec = servedRecord{From: s.l.pair.rank, Ticket: s.l.pair.hdr.ticket.Load()}
+			default:
+				return
+			}
+			rec.Granted = r.State() == fifo.Granted
 			if !rec.Granted {
 				rec.Holders = holders
 			}

@@ -102,7 +102,8 @@
 //
 // Config.Trace (or ORWL_TRACE=FILE) records every request, grant, wait, section, release
 // and transfer of the whole job into one Chrome trace event file (open it in Perfetto) and
-// reports where the time went; cmd/orwltrace draws it as a Gantt chart.
+// reports where the time went; cmd/orwltrace draws it as a Gantt chart. A traced job makes
+// no pairs (see Location data below), whose rounds have no FIFO events to record.
 //
 // # Checkpoints
 //
@@ -132,6 +133,8 @@
 // iterative handles once (handles used in turn belong in one iteration of several steps):
 // Iterate checks it, so that the rounds of every location are its iterations.
 //
+// # Location data
+//
 // Location data and mirrors of remote locations of 2 MiB or more live outside the Go heap,
 // mapped (package internal/hugemem): they are freed when Run returns, and at the release
 // of a write whose Resize replaced them, so a slice from Map must not outlive its section
@@ -141,7 +144,11 @@
 // (whose messages go through shared memory) reads data of 2 MiB or more in place instead:
 // the owner's buffer is shared memory, which the reader maps read-only, so nothing is
 // copied and a write through a read's data faults in every job (ORWL_SHM=off turns this
-// off, and the rings with it). The environment
+// off, and the rings with it). A location that only one iterative writer of its owner's
+// process and one iterative reader of another process of the host use, from the schedule
+// on, is a pair, at any size: its data is shared memory, its FIFO two counters there, and
+// a round costs neither process a message; another request on it makes it an ordinary
+// FIFO again, and a job that takes checkpoints or a trace makes no pairs. The environment
 // variable ORWL_HUGEPAGES=on asks for transparent huge pages for them (512 times fewer page
 // faults when they are first touched; faster where the system has the memory at hand, but
 // slower on a virtual machine whose host lends memory lazily), off refuses them; unset, the

@@ -53,6 +53,9 @@ func (l *location) fail(err error) {
 	for _, p := range l.pending {
 		waiting = append(waiting, p.req.Tag.(queued))
 	}
+	if p := l.pair; p != nil && !p.dissolved.Load() && p.waiting != nil {
+		waiting = append(waiting, p.waiting)
+	}
 	l.pending = nil
 	l.mu.Unlock()
 	for _, q := range waiting {

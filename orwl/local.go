@@ -20,6 +20,9 @@ func (t *localTicket) Data() []byte { return t.loc.data }
 
 // Release ends the access; a write makes a new version of the data.
 func (t *localTicket) Release() error {
+	if t.loc.pairRelease(t) {
+		return nil
+	}
 	write := t.spec.Mode == fifo.Write
 	if write {
 		t.loc.j.bufs.freeStale(&t.loc.stale)
@@ -40,6 +43,9 @@ func (l *location) Request(h *handle.Handle, reuse handle.Ticket) (handle.Ticket
 	spec := &t.spec
 	t.rnd = l.j.round(spec.Iterative, h.Acquires())
 	t.latch.Start()
+	if l.pairRequest(t) {
+		return t, nil
+	}
 	if err := l.enqueue(&t.req, spec.Mode, true, spec.Pos, spec.Task, true); err != nil {
 		return nil, err
 	}

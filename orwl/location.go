@@ -37,6 +37,8 @@ type location struct {
 	sendMu  sync.Mutex
 	mirrors []uint64
 
+	pair *pairOwner // the pair it is (pair.go); nil for a FIFO of messages
+
 	fq       *trace.FIFO   // the trace of this FIFO; nil when tracing is off
 	lastFlow atomic.Uint64 // the trace flow of the last release, for the grant it causes
 }
@@ -45,8 +47,9 @@ type location struct {
 const grantBuf = 16
 
 // deliver hands every request of granted its grant: a local ticket's latch (cancelled
-// meanwhile, it refuses the grant, which its canceller gives back), or a grant sent to
-// another process, which says more when another of the same process follows.
+// meanwhile, it refuses the grant, which its canceller gives back), a grant sent to
+// another process, which says more when another of the same process follows, or the grant
+// count of a dissolved pair's reader (pair.go).
 func deliver(granted []*fifo.Request, onTask bool) {
 	for i, r := range granted {
 		switch t := r.Tag.(type) {
@@ -54,6 +57,8 @@ func deliver(granted []*fifo.Request, onTask bool) {
 			t.latch.Grant()
 		case *served:
 			t.granted(onTask, moreFor(t.from, granted[i+1:]))
+		case *pairServed:
+			t.granted(onTask, moreFor(t.l.pair.rank, granted[i+1:]))
 		}
 	}
 }
@@ -61,8 +66,15 @@ func deliver(granted []*fifo.Request, onTask bool) {
 // moreFor reports whether a request of rest is served for process from.
 func moreFor(from int, rest []*fifo.Request) bool {
 	for _, r := range rest {
-		if s, ok := r.Tag.(*served); ok && s.from == from {
-			return true
+		switch s := r.Tag.(type) {
+		case *served:
+			if s.from == from {
+				return true
+			}
+		case *pairServed:
+			if s.l.pair.rank == from {
+				return true
+			}
 		}
 	}
 	return false
@@ -84,7 +96,11 @@ func (l *location) enqueue(r *fifo.Request, mode fifo.Mode, initial bool, pos, t
 		l.mu.Unlock()
 		return nil
 	}
-	granted, err := l.fifo.Enqueue(r, mode, buf[:0])
+	granted := buf[:0]
+	if l.pair != nil && !l.pair.dissolved.Load() {
+		granted = l.dissolve(granted)
+	}
+	granted, err := l.fifo.Enqueue(r, mode, granted)
 	l.granting(granted)
 	l.mu.Unlock()
 	deliver(granted, onTask)

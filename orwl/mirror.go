@@ -263,5 +263,5 @@ func (o *owner) writeBackSink(from int, m releaseMsg) ([]byte, error) {
 	if o.j.rec != nil {
 		s.transfer = o.j.rec.TaskTrack(s.loc.id.Task).BeginTransfer(trace.Loc(s.loc.id), trace.In, from, int64(m.size))
 	}
-	return o.j.bufs.resizeKeep(&s.loc.data, m.size, o.j.bufs.filledData), nil
+	return o.j.bufs.resizeKeep(&s.loc.data, m.size, s.loc.filledAlloc()), nil
 }

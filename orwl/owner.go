@@ -155,7 +155,7 @@ func (o *owner) released(from int, m releaseMsg, payload []byte) error {
 	l.traceRelease(s.taskID, mode, m.flow)
 	write := m.data && mode == fifo.Write
 	if write {
-		o.j.bufs.resizeKeep(&l.data, m.size, o.j.bufs.filledData) // sets the size, 0 included
+		o.j.bufs.resizeKeep(&l.data, m.size, l.filledAlloc()) // sets the size, 0 included
 	}
 	return l.release(&s.req, write, from, false, next)
 }

@@ -17,6 +17,7 @@ const (
 	msgRequest = transport.TypeUser + iota // requestMsg: requester to owner
 	msgGrant                               // grantMsg: owner to requester
 	msgRelease                             // releaseMsg: requester to owner
+	msgPair                                // pairMsg: either way, for a pair (pair.go)
 )
 
 // The flags of the grant's messages: a bit means one thing per message type.
@@ -28,6 +29,7 @@ const (
 	flagFailed              // releaseMsg: the access failed; the payload says why
 	flagMore                // grantMsg: another grant of the same FIFO operation follows for this process
 	flagView                // grantMsg: the payload names the data, to read in place (hugemem.Share)
+	flagPair                // grantMsg: the round of a dissolved pair's reader; its data is in the pair's buffer
 
 	flagRecycle = flagFailed  // grantMsg: the requester's copy is not read again before the data changes
 	flagDropped = flagRefused // releaseMsg: the requester's mirror holds nothing any more
@@ -78,18 +80,19 @@ type grantMsg struct {
 	flow    trace.FlowID // the trace flow of the release that caused the grant
 	size    int          // the payload's length, when decoded (the transport sets it on sending)
 
-	data, refused, more, recycle, view bool // the flags
+	data, refused, more, recycle, view, pair bool // the flags
 }
 
 func (m grantMsg) header() transport.Header {
 	return transport.Header{Type: msgGrant, Key: m.loc, ID: m.ticket, Seq: m.version, Arg: int64(m.flow),
-		Flags: flags(m.data, flagData) | flags(m.refused, flagRefused) | flags(m.more, flagMore) | flags(m.recycle, flagRecycle) | flags(m.view, flagView)}
+		Flags: flags(m.data, flagData) | flags(m.refused, flagRefused) | flags(m.more, flagMore) | flags(m.recycle, flagRecycle) | flags(m.view, flagView) |
+			flags(m.pair, flagPair)}
 }
 
 func decodeGrant(h *transport.Header) grantMsg {
 	return grantMsg{loc: h.Key, ticket: h.ID, version: h.Seq, flow: trace.FlowID(h.Arg),
 		data: h.Flags&flagData != 0, refused: h.Flags&flagRefused != 0, more: h.Flags&flagMore != 0,
-		recycle: h.Flags&flagRecycle != 0, view: h.Flags&flagView != 0, size: int(h.Len)}
+		recycle: h.Flags&flagRecycle != 0, view: h.Flags&flagView != 0, pair: h.Flags&flagPair != 0, size: int(h.Len)}
 }
 
 // releaseMsg ends the access of ticket: a write's carries the data (the payload), a failed
@@ -114,6 +117,33 @@ func (m releaseMsg) header() transport.Header {
 func decodeRelease(h *transport.Header) releaseMsg {
 	return releaseMsg{loc: h.Key, ticket: h.ID, next: h.Seq, flow: trace.FlowID(h.Arg), data: h.Flags&flagData != 0,
 		failed: h.Flags&flagFailed != 0, dropped: h.Flags&flagDropped != 0, size: int(h.Len)}
+}
+
+// pairMsg is a message of a pair (pair.go): the owner names the shared buffers to the reader
+// (pairSetup: its first request's ticket, the payload the header's and the data's
+// hugemem.Share) or wakes it (pairWake); the reader reports its acquires and releases
+// (pairAcquire, pairRelease: count is the counter's value).
+type pairMsg struct {
+	loc    uint32
+	kind   uint8
+	ticket uint64
+	count  uint64
+}
+
+// The kinds of pairMsg.
+const (
+	pairSetup = iota + 1
+	pairWake
+	pairAcquire
+	pairRelease
+)
+
+func (m pairMsg) header() transport.Header {
+	return transport.Header{Type: msgPair, Key: m.loc, ID: m.ticket, Seq: m.count, Flags: m.kind}
+}
+
+func decodePair(h *transport.Header) pairMsg {
+	return pairMsg{loc: h.Key, kind: h.Flags, ticket: h.ID, count: h.Seq}
 }
 
 // Sink implements transport.Handler: where a message's data lands (mirror.go), or a
@@ -143,6 +173,9 @@ func (n *node) Handle(from int, h *transport.Header, payload []byte) {
 	case msgRelease:
 		n.j.det.moved()
 		err = n.own.released(from, decodeRelease(h), payload)
+	case msgPair:
+		n.j.det.moved()
+		err = n.pair(from, decodePair(h), payload)
 	default:
 		err = n.handleWide(from, h, payload)
 	}

@@ -15,12 +15,12 @@ import (
 
 // The job-wide message types, after the grant's (protocol.go).
 const (
-	msgProblems   = msgRelease + 1 + iota // problemsMsg: init-phase mistakes along the job's tree, at the schedule
-	msgFail                               // failMsg: the sender's job failed
-	msgStuck                              // stuckMsg: deadlock detection's reports and probes, along the job's tree
-	msgTracePart                          // payload: the trace parts of the sender's subtree, to its parent at the end (trace.go)
-	msgClock                              // clockMsg: a process to rank 0 and back, for the trace
-	msgCheckpoint                         // ckptMessage: a step of a checkpoint or a restart, a form for each (ckptPrepare...)
+	msgProblems   = msgPair + 1 + iota // problemsMsg: init-phase mistakes along the job's tree, at the schedule
+	msgFail                            // failMsg: the sender's job failed
+	msgStuck                           // stuckMsg: deadlock detection's reports and probes, along the job's tree
+	msgTracePart                       // payload: the trace parts of the sender's subtree, to its parent at the end (trace.go)
+	msgClock                           // clockMsg: a process to rank 0 and back, for the trace
+	msgCheckpoint                      // ckptMessage: a step of a checkpoint or a restart, a form for each (ckptPrepare...)
 )
 
 // The flags of the job-wide messages: a bit means one thing per message type.

@@ -32,6 +32,9 @@ type remoteQueue struct {
 	mirrorState
 	active int           // tickets requested and not given back
 	next   *remoteTicket // the next round's request (rule 6), which its handle's release carries
+
+	pair        atomic.Pointer[pairReader]   // the location is a pair (pair.go)
+	pairWaiting atomic.Pointer[remoteTicket] // the pair's request that waits for its round
 }
 
 // requester is this process's side of its requests on the locations of other processes:
@@ -86,6 +89,17 @@ func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Tic
 		t = r.newTicket(q, h)
 		r.mu.Unlock()
 	}
+	if p := q.pair.Load(); p != nil && h == p.handle {
+		release.Bool(&t.active, true)
+		p.mu.Lock() // a wake on the reader's goroutine may look at t, reused (pairWoken)
+		t.latch.Start()
+		t.rnd = r.j.round(true, h.Acquires())
+		p.mu.Unlock()
+		q.pairWaiting.Store(t)
+		q.sendMu.Unlock()
+		q.pairRequest(p, t)
+		return t, nil
+	}
 	release.Bool(&t.active, true)
 	q.active++
 	t.latch.Start()
@@ -115,10 +129,20 @@ func (t *remoteTicket) request(initial bool) requestMsg {
 	return requestMsg{loc: t.q.loc, ticket: t.id, mode: t.spec.Mode, initial: initial, pos: t.spec.Pos, task: t.spec.Task, round: t.rnd}
 }
 
-func (t *remoteTicket) Data() []byte { return t.q.mirror }
+func (t *remoteTicket) Data() []byte {
+	if p := t.paired(); p != nil {
+		return p.data
+	}
+	return t.q.mirror
+}
 
 // Release gives the grant back to the owner, with the data when it was a write.
 func (t *remoteTicket) Release() error {
+	if p := t.paired(); p != nil {
+		release.Bool(&t.active, false)
+		t.q.pairRelease(p, t, false)
+		return nil
+	}
 	return t.q.r.sendRelease(t, releaseMsg{data: t.spec.Mode == fifo.Write}, nil, true)
 }
 
@@ -163,6 +187,12 @@ func (r *requester) sendRelease(t *remoteTicket, m releaseMsg, payload []byte, o
 func (r *requester) granted(from int, m grantMsg, payload []byte) error {
 	t := r.find(from, m.ticket)
 	if t == nil {
+		if q := r.pairGone(from, m); q != nil { // it cancelled its request, which its report of it ends at the owner
+			if !m.more {
+				r.deliverBatch(q, m.recycle)
+			}
+			return nil
+		}
 		return fmt.Errorf("grant of unknown ticket %d", m.ticket)
 	}
 	if m.refused {
@@ -170,7 +200,11 @@ func (r *requester) granted(from int, m grantMsg, payload []byte) error {
 		return nil
 	}
 	q := t.q
-	if err := q.landed(m, payload); errors.Is(err, hugemem.ErrGone) {
+	if m.pair {
+		if err := t.pairLanded(); err != nil {
+			return err
+		}
+	} else if err := q.landed(m, payload); errors.Is(err, hugemem.ErrGone) {
 		r.j.log.Debug("orwl: a grant's owner has ended", "rank", from, "err", err)
 		return nil
 	} else if err != nil {
@@ -179,14 +213,24 @@ func (r *requester) granted(from int, m grantMsg, payload []byte) error {
 	r.j.endTransfer(&t.transfer)
 	t.version, t.grantFlow = m.version, m.flow
 	q.batch = append(q.batch, t)
-	if m.more {
-		return nil
+	if !m.more {
+		r.deliverBatch(q, m.recycle)
+	}
+	return nil
+}
+
+// deliverBatch grants the tickets of q's batch together; recycle: the last grant said so.
+func (r *requester) deliverBatch(q *remoteQueue, recycle bool) {
+	if len(q.batch) == 0 {
+		return
 	}
 	var cancelled []*remoteTicket
 	q.sendMu.Lock()
-	q.hold(len(q.batch), m.recycle, q.batch[0].spec.Mode == fifo.Read) // a read group, or a write alone
+	if held := q.heldOf(q.batch); held > 0 {
+		q.hold(held, recycle, q.batch[0].spec.Mode == fifo.Read) // a read group, or a write alone
+	}
 	for i, b := range q.batch {
-		if !b.latch.Grant() {
+		if !b.latch.Grant() && b.paired() == nil { // a pair's reader gives it back with its report of the cancel
 			cancelled = append(cancelled, b)
 		}
 		q.batch[i] = nil
@@ -196,5 +240,4 @@ func (r *requester) granted(from int, m grantMsg, payload []byte) error {
 	if cancelled != nil {
 		r.giveBack(cancelled)
 	}
-	return nil
 }

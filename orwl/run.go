@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/orwl-go/orwl/handle"
+	"github.com/orwl-go/orwl/internal/hugemem"
 	"github.com/orwl-go/orwl/internal/jobenv"
 	"github.com/orwl-go/orwl/trace"
 	"github.com/orwl-go/orwl/transport"
@@ -169,6 +170,9 @@ func (j *job) freeBuffers() {
 			j.bufs.freeStale(&l.stale)
 			j.bufs.free(l.data)
 			l.data = nil
+			if l.pair != nil {
+				hugemem.Free(l.pair.hdrBuf)
+			}
 		}
 	}
 	for _, q := range j.queues {
@@ -176,6 +180,10 @@ func (j *job) freeBuffers() {
 			j.bufs.freeStale(&r.stale)
 			j.bufs.free(r.mirror)
 			r.mirror = nil
+			if p := r.pair.Load(); p != nil {
+				hugemem.Free(p.hdrBuf)
+				hugemem.Free(p.data)
+			}
 		}
 	}
 	if j.node != nil {

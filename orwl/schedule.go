@@ -131,6 +131,12 @@ func (l *location) schedule() error {
 		}
 		return cmp.Or(cmp.Compare(a.pos, b.pos), cmp.Compare(a.task, b.task))
 	})
+	if l.pairUp() {
+		l.pending = nil
+		l.scheduled = true
+		l.mu.Unlock()
+		return nil
+	}
 	var err error
 	for _, p := range l.pending {
 		if granted, err = l.fifo.Enqueue(p.req, p.mode, granted); err != nil {

@@ -33,6 +33,9 @@ type ticket interface {
 	traceRelease(task int, m fifo.Mode, flow trace.FlowID)
 	// failGrant fails the location of the granted ticket with err (fail.go).
 	failGrant(err error)
+	// pairAwait is Waiting's poll for a request of a pair (pair.go); it reports false for
+	// any other request, which polls the mesh.
+	pairAwait(ctx context.Context) bool
 }
 
 // queued is a request in a FIFO of this process, found through its fifo.Request's Tag: a
@@ -55,13 +58,19 @@ func (s *served) round() int      { return s.rnd }
 // (detector.block), then, in a job of several processes, reads the messages of processes
 // of this host on the task's goroutine while they come quickly (transport.Poller.Poll), so
 // that a grant that comes in one needs no wake-up; meanwhile the task counts as polling.
+//
+// A ticket of a pair (pair.go) polls its round's counter instead, and grants itself; before
+// it parks it says in the pair's header that it sleeps, so that the other side's next store
+// comes with a message that wakes it.
 func (b *ticketBase) Waiting(ctx context.Context) {
 	polling := b.j.det.block(b.spec.Task, b)
 	if b.j.node == nil {
 		return
 	}
 	release.Bool(polling, true) // a hint to the process's idle check (detector.idle)
-	b.j.task[b.spec.Task].poller.Poll(b.settled, ctx.Done())
+	if !b.self.pairAwait(ctx) {
+		b.j.task[b.spec.Task].poller.Poll(b.settled, ctx.Done())
+	}
 	release.Bool(polling, false)
 }
 
@@ -76,8 +85,8 @@ func (b *ticketBase) Traced(h *handle.Handle, e handle.Event) {
 // Granted reports whether the FIFO granted t: the grants of one FIFO operation reach their
 // latches one by one after the location's lock, but the FIFO's state is decided under it.
 func (t *localTicket) Granted() bool {
-	if t.latch.Granted() {
-		return true
+	if t.latch.Granted() || t.pairAwaits() && t.loc.pairPoll(t) {
+		return t.latch.Granted()
 	}
 	l := t.loc
 	l.mu.Lock()
@@ -87,13 +96,13 @@ func (t *localTicket) Granted() bool {
 
 func (t *localTicket) Resize(n int) ([]byte, error) {
 	l := t.loc
-	return l.j.bufs.resize(&l.data, &l.stale, n, l.j.bufs.data), nil
+	return l.j.bufs.resize(&l.data, &l.stale, n, l.dataAlloc()), nil
 }
 
 // Granted reports whether t's grant arrived, waiting for a batch being delivered (granted).
 func (t *remoteTicket) Granted() bool {
-	if t.latch.Granted() {
-		return true
+	if t.latch.Granted() || t.paired() != nil && t.pairPoll() {
+		return t.latch.Granted()
 	}
 	t.q.sendMu.Lock()
 	defer t.q.sendMu.Unlock()
@@ -107,7 +116,12 @@ func (t *remoteTicket) Resize(n int) ([]byte, error) {
 
 func (t *localTicket) where() uint32 { return t.loc.index }
 
-func (t *localTicket) describeWait(w *waitRecord) bool { return t.loc.describeWait(&t.req, w) }
+func (t *localTicket) describeWait(w *waitRecord) bool {
+	if t.loc.pairWait(t, w) {
+		return true
+	}
+	return t.loc.describeWait(&t.req, w)
+}
 
 func (t *localTicket) traceGrant(task int, m fifo.Mode) trace.FlowID {
 	return t.loc.traceGrant(task, m)
