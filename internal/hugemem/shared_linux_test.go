@@ -178,3 +178,34 @@ func TestViewOfAnEndedProcess(t *testing.T) {
 		t.Fatalf("a view of no buffer of a live process: %v, want another error", err)
 	}
 }
+
+// TestSmallSharedBufferAndWritableView: AllocSharedAny shares a buffer of a few bytes too,
+// and a writable view of it shows each side's writes to the other, where View's faults.
+func TestSmallSharedBufferAndWritableView(t *testing.T) {
+	b := AllocSharedAny(24)
+	s, ok := SharedAt(b)
+	if len(b) != 24 || !ok || s.Len != 24 {
+		t.Fatalf("AllocSharedAny(24): len %d, share %+v %v", len(b), s, ok)
+	}
+	defer Free(b)
+	w, err := ViewWritable(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Free(w)
+	b[3], w[20] = 5, 6
+	if w[3] != 5 || b[20] != 6 {
+		t.Fatalf("writes do not cross: view byte 3 = %d, buffer byte 20 = %d", w[3], b[20])
+	}
+	if a, _, _, ok := Find(uintptr(unsafe.Pointer(&w[0]))); !ok || a != ReadWrite {
+		t.Fatalf("Find in the writable view: %v %v", a, ok)
+	}
+	r, err := View(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Free(r)
+	if r[20] != 6 || !faultsOn(func() { r[0] = 1 }) {
+		t.Fatalf("the read-only view: byte 20 = %d, or a write did not fault", r[20])
+	}
+}
