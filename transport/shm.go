@@ -236,6 +236,7 @@ func (p *Poller) Await(done func() bool, stop <-chan struct{}) {
 // decisions (poller.next: the clock, the host's load, a yield to the process's other
 // goroutines): a look there is little more than a yield of the core.
 const awaitBatch = 16
+
 // leaveRings ends a task's polling of the rings of conns: it reads the messages that are
 // left, up to maxLeftovers a connection, and wakes the readers of the connections where
 // something still waits, which their writers may have left to the task.
