@@ -516,7 +516,12 @@ func (r *requester) pairSetup(from int, m pairMsg, payload []byte) error {
 	p.handle = t.h
 	q.pairWaiting.Store(t)
 	p.hdr.rSleeps.Store(1) // its task may have parked before the pair came: the grant wakes it
+	q.sendMu.Lock()
+	if q.active > 1 { // another request of this process is on its way (see freeze)
+		p.freeze()
+	}
 	q.pair.Store(p)
+	q.sendMu.Unlock()
 	if t.latch.State() == handle.LatchCancelled { // its handle closed before the pair came
 		q.pairRelease(p, t, true)
 		return nil
@@ -570,21 +575,31 @@ func (q *remoteQueue) pairRequest(p *pairReader, t *remoteTicket) {
 }
 
 // pairRelease ends the reader's round of t; the owner hears of it when its writer sleeps or
-// the pair has dissolved.
+// the pair has dissolved: then only from a message, once this process has marked it.
 func (q *remoteQueue) pairRelease(p *pairReader, t *remoteTicket, gone bool) {
 	h := p.hdr
 	n := uint64(t.rnd) + 1
-	if gone {
-		n = h.released.Load()&pairCount | pairGone
+	if gone { // marked even once dissolved: a grant on its way finds the request cancelled
+		n = h.released.Or(pairGone) | pairGone
+	}
+	if h.acquired.Load()&pairDissolved != 0 { // told in order with this process's requests
+		q.sendPair(pairRelease, n)
+		return
 	}
 	h.released.Store(n)
 	switch {
-	case h.acquired.Load()&pairDissolved != 0:
+	case h.acquired.Load()&pairDissolved != 0: // the owner may have read the count before
 		q.sendPair(pairRelease, n)
 	case h.wSleeps.Load() != 0 && h.wSleeps.CompareAndSwap(1, 0):
 		q.sendPair(pairRelease, n)
 	}
 }
+
+// freeze marks the pair dissolved from the reader's side, before another handle of this
+// process sends a request on its location, which dissolves it at the owner: the reader's
+// releases and acquires then travel as messages behind that request, never ahead of it
+// through the counters, as they would through the connection without the pair.
+func (p *pairReader) freeze() { p.hdr.acquired.Or(pairDissolved) }
 
 // sendPair sends the owner kind about count.
 func (q *remoteQueue) sendPair(kind uint8, count uint64) {

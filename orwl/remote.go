@@ -89,7 +89,9 @@ func (q *remoteQueue) Request(h *handle.Handle, reuse handle.Ticket) (handle.Tic
 		t = r.newTicket(q, h)
 		r.mu.Unlock()
 	}
-	if p := q.pair.Load(); p != nil && h == p.handle {
+	if p := q.pair.Load(); p != nil && h != p.handle {
+		p.freeze()
+	} else if p != nil {
 		release.Bool(&t.active, true)
 		p.mu.Lock() // a wake on the reader's goroutine may look at t, reused (pairWoken)
 		t.latch.Start()

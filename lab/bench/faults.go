@@ -178,6 +178,7 @@ func faultTrial(kind string, procs int, peerTimeout time.Duration) (time.Duratio
 		return 0, err
 	}
 	var last time.Time
+	ends := make([]string, 0, len(survivors)) // what each said, for a trial that took long
 	for _, rank := range survivors {
 		line, err := job.expect(rank, "returned")
 		if err != nil {
@@ -201,8 +202,21 @@ func faultTrial(kind string, procs int, peerTimeout time.Duration) (time.Duratio
 		if t := time.Unix(0, ns); t.After(last) {
 			last = t
 		}
+		ends = append(ends, fmt.Sprintf("rank %d after %v: %s", rank, time.Unix(0, ns).Sub(start).Round(time.Millisecond), msg))
+	}
+	if d := last.Sub(start); d > slowFault(peerTimeout) {
+		fmt.Fprintf(os.Stderr, "faults: %s, %d processes: a slow trial (%v), what every process said:\n  %s\n", kind, procs, d.Round(time.Millisecond), strings.Join(ends, "\n  "))
 	}
 	return last.Sub(start), nil
+}
+
+// slowFault is how long after a fault a trial counts as slow: the peer timeout and a second
+// of heartbeats and goodbyes; such a trial prints what every process said.
+func slowFault(peerTimeout time.Duration) time.Duration {
+	if peerTimeout == 0 {
+		peerTimeout = 3 * time.Second // the library's default
+	}
+	return peerTimeout + time.Second
 }
 
 // faultJob is the running processes of one trial, with their standard output line by line.
