@@ -146,7 +146,7 @@
 // copied and a write through a read's data faults in every job (ORWL_SHM=off turns this
 // off, and the rings with it). A location that only one iterative writer of its owner's
 // process and one iterative reader of another process of the host use, from the schedule
-// on, is a pair, at any size: its data is shared memory, its FIFO two counters there, and
+// on, is a pair, at any size: its data is shared memory, its FIFO counters there, and
 // a round costs neither process a message; another request on it makes it an ordinary
 // FIFO again, and a job that takes checkpoints or a trace makes no pairs. The environment
 // variable ORWL_HUGEPAGES=on asks for transparent huge pages for them (512 times fewer page

@@ -48,8 +48,8 @@ const grantBuf = 16
 
 // deliver hands every request of granted its grant: a local ticket's latch (cancelled
 // meanwhile, it refuses the grant, which its canceller gives back), a grant sent to
-// another process, which says more when another of the same process follows, or the grant
-// count of a dissolved pair's reader (pair.go).
+// another process, which says more when another of the same process follows, or that of a
+// dissolved pair's reader (pair.go).
 func deliver(granted []*fifo.Request, onTask bool) {
 	for i, r := range granted {
 		switch t := r.Tag.(type) {

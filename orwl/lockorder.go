@@ -7,6 +7,7 @@ package orwl
 //
 //	remoteQueue.sendMu > requester.mu         a request that registers a new ticket
 //	remoteQueue.sendMu > spareMirrors.mu      a release gives its mirror's buffer up
+//	remoteQueue.sendMu > pairReader.mu        a pair's reader reuses a ticket (pair.go)
 //	location.mu        > checkpointer.mu      a snapshot queues its piece for the writer
 //
 // Taken alone: location.sendMu, jobWide.mu, job.errMu, job.mu, restart.mu, coordInbox.mu,

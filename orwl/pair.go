@@ -149,9 +149,11 @@ func (s *pairServed) granted(onTask, more bool) {
 		return // its report that it has gone cancels s
 	}
 	l.sendMu.Lock()
-	l.publish() // no writer holds the data: the reader's round is granted
-	m := grantMsg{loc: l.index, ticket: p.hdr.ticket.Load(), version: l.version, more: more, pair: true}
-	err := l.j.mesh.SendAhead(p.rank, transport.Owner, m.header(), nil)
+	err := l.publish() // no writer holds the data: the reader's round is granted
+	if err == nil {
+		m := grantMsg{loc: l.index, ticket: p.hdr.ticket.Load(), version: l.version, more: more, pair: true}
+		err = l.j.mesh.SendAhead(p.rank, transport.Owner, m.header(), nil)
+	}
 	l.sendMu.Unlock()
 	if err == nil {
 		err = l.j.mesh.Flush(p.rank, transport.Owner, onTask)
@@ -163,11 +165,12 @@ func (s *pairServed) granted(onTask, more bool) {
 
 // pairUp makes l a pair when its initial requests allow it (see above); l.mu held, at the
 // schedule, with l.pending holding the job's initial requests of l. It reports whether it
-// did; the requests are then the pair's, and none is placed in the FIFO.
-func (l *location) pairUp() bool {
+// did; the requests are then the pair's, and none is placed in the FIFO. The error is the
+// reader's process's, whose setup message could not be sent: it fails the job.
+func (l *location) pairUp() (bool, error) {
 	j := l.j
 	if len(l.pending) != 2 || j.node == nil || j.ckpt != nil || j.rec != nil {
-		return false
+		return false, nil
 	}
 	a, b := l.pending[0], l.pending[1]
 	if b.pos < a.pos || b.pos == a.pos && b.task < a.task {
@@ -181,7 +184,7 @@ func (l *location) pairUp() bool {
 	r, okR := b.req.Tag.(*served)
 	if !okW || !okR || !a.initial || !b.initial || a.mode != fifo.Write || b.mode != fifo.Read ||
 		!w.spec.Iterative || r.rnd < 0 || !j.mesh.SharedMemory(r.from, transport.Owner) {
-		return false
+		return false, nil
 	}
 	hdrBuf := hugemem.AllocSharedAny(pairHeaderSize)
 	data := hugemem.AllocSharedAny(len(l.data))
@@ -190,7 +193,7 @@ func (l *location) pairUp() bool {
 	if !okH || !okD {
 		hugemem.Free(hdrBuf)
 		hugemem.Free(data)
-		return false
+		return false, nil
 	}
 	copy(data, l.data)
 	j.bufs.free(l.data)
@@ -203,7 +206,6 @@ func (l *location) pairUp() bool {
 		p.hdr.granted.Store(1)
 	}
 	l.pair = p
-	j.log.Debug("orwl: a pair", "location", l.id.String(), "reader", r.from)
 	p.waiting = w
 	w.rnd = 0
 	if !readFirst {
@@ -213,9 +215,9 @@ func (l *location) pairUp() bool {
 	payload = ds.Append(payload)
 	err := j.mesh.Send(r.from, transport.Owner, pairMsg{loc: l.index, kind: pairSetup, ticket: r.id}.header(), payload)
 	if err != nil && !peerClosed(err) {
-		j.fail(fmt.Errorf("orwl: pairing %s with rank %d: %w", l.id, r.from, err))
+		return true, fmt.Errorf("orwl: pairing %s with rank %d: %w", l.id, r.from, err)
 	}
-	return true
+	return true, nil
 }
 
 // wOpen reports whether the writer may acquire round k; l.mu held or not (the counters only
@@ -286,7 +288,11 @@ func (l *location) pairRelease(t *localTicket) bool {
 	if p.held == t {
 		p.held = nil
 	}
-	l.publish()
+	if err := l.publish(); err != nil {
+		l.mu.Unlock()
+		l.j.fail(err)
+		return true
+	}
 	next := uint64(t.rnd) + 1
 	if p.readFirst {
 		next++
@@ -322,19 +328,20 @@ func (l *location) pairCancel(t *localTicket) bool {
 }
 
 // publish names l's data to the reader when it moved since it was last named, with l.mu
-// held while paired, l.sendMu once dissolved (pairServed.granted).
-func (l *location) publish() {
+// held while paired, l.sendMu once dissolved (pairServed.granted). It fails only where the
+// system refused the shared buffer that pairAlloc asked for: the reader cannot see the data.
+func (l *location) publish() error {
 	p := l.pair
 	if unsafe.SliceData(p.published) == unsafe.SliceData(l.data) && len(p.published) == len(l.data) {
-		return
+		return nil
 	}
 	s, ok := hugemem.SharedAt(l.data)
 	if !ok {
-		l.fail(fmt.Errorf("orwl: %s: its data left shared memory", l.id)) // pairAlloc keeps it there
-		return
+		return fmt.Errorf("orwl: %s: the system refused shared memory for its data, which rank %d reads in place", l.id, p.rank)
 	}
 	p.hdr.setShare(s)
 	p.published = l.data
+	return nil
 }
 
 // filledAlloc is dataAlloc for a buffer that the caller fills at once.
@@ -350,7 +357,7 @@ func (l *location) pairAlloc(n int) []byte {
 	if b := hugemem.AllocSharedAny(n); b != nil {
 		return b
 	}
-	return l.j.bufs.data(n) // publish fails the location: the reader cannot see it
+	return l.j.bufs.data(n) // publish fails the job: the reader cannot see it
 }
 
 // dataAlloc is the allocator of l's data: pairAlloc for a pair, else the job's.

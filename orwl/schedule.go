@@ -131,11 +131,12 @@ func (l *location) schedule() error {
 		}
 		return cmp.Or(cmp.Compare(a.pos, b.pos), cmp.Compare(a.task, b.task))
 	})
-	if l.pairUp() {
+	if paired, err := l.pairUp(); paired {
 		l.pending = nil
 		l.scheduled = true
 		l.mu.Unlock()
-		return nil
+		l.j.log.Debug("orwl: a pair", "location", l.id.String(), "reader", l.pair.rank)
+		return err
 	}
 	var err error
 	for _, p := range l.pending {
