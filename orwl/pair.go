@@ -723,6 +723,9 @@ func (r *requester) pairGone(from int, m grantMsg) *remoteQueue {
 // pair's buffer instead.
 func (q *remoteQueue) heldOf(batch []*remoteTicket) int {
 	n := len(batch)
+	if q.pair.Load() == nil {
+		return n
+	}
 	for _, t := range batch {
 		if t.paired() != nil {
 			n--
