@@ -235,21 +235,32 @@ func (p *pairOwner) wOpen(k int) bool {
 // it did: not for a request of another handle, nor once the pair has dissolved. The writer
 // requests round k as it acquires round k-1 (rule 6), which it then holds.
 func (l *location) pairRequest(t *localTicket) bool {
-	p := l.pair
-	if p == nil || t.h != p.wHandle {
+	p := l.lockPair(t)
+	if p == nil {
 		return false
 	}
-	l.mu.Lock()
 	defer l.mu.Unlock()
-	if p.dissolved.Load() {
-		return false
-	}
 	p.held, p.waiting = p.waiting, t
 	p.wAcquired = t.rnd
 	if p.wOpen(t.rnd) {
 		t.latch.Grant()
 	}
 	return true
+}
+
+// lockPair returns l's pair, l.mu held, when t is a request of its writer and the pair has
+// not dissolved; nil, l.mu not held, otherwise.
+func (l *location) lockPair(t *localTicket) *pairOwner {
+	p := l.pair
+	if p == nil || t.h != p.wHandle {
+		return nil
+	}
+	l.mu.Lock()
+	if p.dissolved.Load() {
+		l.mu.Unlock()
+		return nil
+	}
+	return p
 }
 
 // pairPoll grants the writer's waiting ticket t when its round is open; it reports whether
@@ -274,13 +285,8 @@ func (l *location) pairPoll(t *localTicket) bool {
 // whether it did): a new version of the data, named to the reader when it moved, and the
 // reader's round granted.
 func (l *location) pairRelease(t *localTicket) bool {
-	p := l.pair
-	if p == nil || t.h != p.wHandle {
-		return false
-	}
-	l.mu.Lock()
-	if p.dissolved.Load() {
-		l.mu.Unlock()
+	p := l.lockPair(t)
+	if p == nil {
 		return false
 	}
 	l.version++
@@ -307,13 +313,8 @@ func (l *location) pairRelease(t *localTicket) bool {
 // whether it did): the writer has gone, and every round of the reader is granted from now
 // on, with the data as it is.
 func (l *location) pairCancel(t *localTicket) bool {
-	p := l.pair
-	if p == nil || t.h != p.wHandle {
-		return false
-	}
-	l.mu.Lock()
-	if p.dissolved.Load() {
-		l.mu.Unlock()
+	p := l.lockPair(t)
+	if p == nil {
 		return false
 	}
 	t.latch.Cancel()
