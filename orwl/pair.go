@@ -534,7 +534,7 @@ func (r *requester) pairSetup(from int, m pairMsg, payload []byte) error {
 		q.pairRelease(p, t, true)
 		return nil
 	}
-	t.pairPoll()
+	p.poll(t)
 	return nil
 }
 
@@ -619,6 +619,7 @@ func (q *remoteQueue) sendPair(kind uint8, count uint64) {
 
 // pairPoll grants t, a request of a paired queue, when its round is granted; it reports
 // whether t is settled. The data it reads comes with the grant: mapped anew when it moved.
+// Only t's task calls it (another goroutine calls pairReader.poll).
 func (t *remoteTicket) pairPoll() bool {
 	if t.latch.State() != handle.LatchPending {
 		return true
@@ -741,17 +742,21 @@ func (r *requester) pairWoken(from int, m pairMsg) error {
 	if !ok || q.owner != from || q.pair.Load() == nil {
 		return fmt.Errorf("a pair message for %d, which is not a pair of rank %d's", m.loc, from)
 	}
-	t := q.pairWaiting.Load()
-	if t == nil {
-		return nil
+	if t := q.pairWaiting.Load(); t != nil {
+		q.pair.Load().poll(t)
 	}
-	p := q.pair.Load()
-	p.mu.Lock() // t may be reused for a later round meanwhile (remoteQueue.Request)
+	return nil
+}
+
+// poll grants t, a request of the pair's reader, when its round is granted, from another
+// goroutine than its task's, which may reuse t for a later round meanwhile
+// (remoteQueue.Request, under p.mu).
+func (p *pairReader) poll(t *remoteTicket) {
+	p.mu.Lock()
 	if t.latch.State() == handle.LatchPending && p.hdr.granted.Load() > uint64(t.rnd) {
 		p.grantLocked(t)
 	}
 	p.mu.Unlock()
-	return nil
 }
 
 // pair dispatches a pair's message.
