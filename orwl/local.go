@@ -41,11 +41,12 @@ func (l *location) Request(h *handle.Handle, reuse handle.Ticket) (handle.Ticket
 	}
 	// A reused ticket is h's own (Queue.Request), unchanged: the deadlock watch reads t.h.
 	spec := &t.spec
-	t.rnd = l.j.round(spec.Iterative, h.Acquires())
-	t.latch.Start()
-	if l.pairRequest(t) {
+	rnd := l.j.round(spec.Iterative, h.Acquires())
+	if l.pairRequest(t, rnd) {
 		return t, nil
 	}
+	t.rnd = rnd
+	t.latch.Start()
 	if err := l.enqueue(&t.req, spec.Mode, true, spec.Pos, spec.Task, true); err != nil {
 		return nil, err
 	}

@@ -231,15 +231,18 @@ func (p *pairOwner) wOpen(k int) bool {
 	return rel&pairGone != 0 || rel&pairCount >= need
 }
 
-// pairRequest makes t, the writer's request of round t.rnd, the pair's, and reports whether
-// it did: not for a request of another handle, nor once the pair has dissolved. The writer
-// requests round k as it acquires round k-1 (rule 6), which it then holds.
-func (l *location) pairRequest(t *localTicket) bool {
+// pairRequest makes t the writer's request of round rnd of the pair, and reports whether it
+// did: not for a request of another handle, nor once the pair has dissolved. The writer
+// requests round k as it acquires round k-1 (rule 6), which it then holds. t, a ticket
+// reused, changes under l.mu, where a wake on a reader goroutine looks at it (pairReported).
+func (l *location) pairRequest(t *localTicket, rnd int) bool {
 	p := l.lockPair(t)
 	if p == nil {
 		return false
 	}
 	defer l.mu.Unlock()
+	t.rnd = rnd
+	t.latch.Start()
 	p.held, p.waiting = p.waiting, t
 	p.wAcquired = t.rnd
 	if p.wOpen(t.rnd) {
@@ -437,11 +440,13 @@ func (o *owner) pairReported(from int, m pairMsg) error {
 		return fmt.Errorf("a pair message for %d, which is not a pair of rank %d's", m.loc, from)
 	}
 	p := l.pair
-	if !p.dissolved.Load() {
+	if !p.dissolved.Load() { // a wake of the writer
 		p.hdr.wSleeps.Store(0)
-		if t := p.waitingTicket(l); t != nil {
-			l.pairPoll(t)
+		l.mu.Lock()
+		if t := p.waiting; !p.dissolved.Load() && t != nil && t.latch.State() == handle.LatchPending && p.wOpen(t.rnd) {
+			t.latch.Grant()
 		}
+		l.mu.Unlock()
 		return nil
 	}
 	var buf [grantBuf]*fifo.Request
@@ -479,13 +484,6 @@ func (o *owner) pairReported(from int, m pairMsg) error {
 	l.mu.Unlock()
 	deliver(granted, false)
 	return nil
-}
-
-// waitingTicket returns the writer's ticket that waits for its round, if any.
-func (p *pairOwner) waitingTicket(l *location) *localTicket {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return p.waiting
 }
 
 // pairReader is the reader's side of a pair, in its remoteQueue.
