@@ -1,7 +1,6 @@
 package orwl
 
 import (
-	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -66,7 +65,7 @@ func (s *served) granted(onTask, more bool) {
 	if err == nil {
 		err = s.o.mesh.Flush(s.from, transport.Owner, onTask)
 	}
-	if err != nil && !errors.Is(err, transport.ErrPeerClosed) { // closed: nobody waits for it
+	if err != nil && !peerClosed(err) { // closed: nobody waits for it
 		s.o.j.fail(fmt.Errorf("orwl: sending the grant of %s to rank %d: %w", l.id, s.from, err))
 	}
 }

@@ -420,14 +420,21 @@ func (l *location) dissolve(granted []*fifo.Request) []*fifo.Request {
 			if t := writes[k]; write && t != nil {
 				granted, _ = l.fifo.Enqueue(&t.req, fifo.Write, granted)
 			} else if !write && k >= rDone && k <= rLast {
-				s := &pairServed{l: l, rnd: k}
-				s.req.Tag = s
-				p.entries[k] = s
-				granted, _ = l.fifo.Enqueue(&s.req, fifo.Read, granted)
+				granted = l.placeRead(k, granted)
 			}
 		}
 	}
 	p.held, p.waiting = nil, nil
+	return granted
+}
+
+// placeRead places the reader's request of round k in the FIFO of its dissolved pair, and
+// returns granted with what that grants; l.mu held.
+func (l *location) placeRead(k int, granted []*fifo.Request) []*fifo.Request {
+	s := &pairServed{l: l, rnd: k}
+	s.req.Tag = s
+	l.pair.entries[k] = s
+	granted, _ = l.fifo.Enqueue(&s.req, fifo.Read, granted) // s is idle
 	return granted
 }
 
@@ -459,10 +466,7 @@ func (o *owner) pairReported(from int, m pairMsg) error {
 	switch m.kind {
 	case pairAcquire: // its request of round count
 		for k := p.placed; k <= int(m.count); k++ {
-			s := &pairServed{l: l, rnd: k}
-			s.req.Tag = s
-			p.entries[k] = s
-			granted, _ = l.fifo.Enqueue(&s.req, fifo.Read, granted)
+			granted = l.placeRead(k, granted)
 		}
 		p.placed = max(p.placed, int(m.count)+1)
 	case pairRelease:
