@@ -21,11 +21,11 @@ func TestAllocFilled(t *testing.T) {
 			t.Fatalf("byte %d is %d, want 0", i, b[i])
 		}
 	}
-	before := faults(t)
-	for i := 0; i < size; i += 4096 {
-		b[i] = 1
-	}
-	n := faults(t) - before
+	n := faultsOf(t, func() {
+		for i := 0; i < size; i += 4096 {
+			b[i] = 1
+		}
+	})
 	if n > size/4096/2 && supportsPopulate(t) {
 		t.Fatalf("writing %d MiB from AllocFilled took %d page faults, want few (the pages were faulted in by AllocFilled)", size>>20, n)
 	}
