@@ -498,7 +498,9 @@ func (b *bootstrap) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	rank, purpose, err := m.serverAuth(w, time.Now().Add(handshakeTimeout))
 	if err != nil {
 		stop()
-		if errors.Is(err, ErrAuth) {
+		if m.closing.Load() { // cut by Close (m.ctx), not refused
+			m.log.Debug("a connection's handshake ended with the mesh", "remote", r.RemoteAddr, "err", err)
+		} else if errors.Is(err, ErrAuth) {
 			m.log.Warn("refused connection", "remote", r.RemoteAddr, "err", err)
 		} else {
 			m.log.Info("a connection's handshake timed out; its client tries again", "remote", r.RemoteAddr, "err", err)

@@ -425,7 +425,7 @@ func (c *conn) shutdown() {
 }
 
 func (c *conn) writeLoop() {
-	defer c.m.wg.Done()
+	defer c.m.conns.Done()
 	defer c.writerEnds()
 	w := c.w
 	for {

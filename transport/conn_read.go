@@ -14,7 +14,7 @@ import (
 
 // readLoop reads messages until the connection ends.
 func (c *conn) readLoop() {
-	defer c.m.wg.Done()
+	defer c.m.conns.Done()
 	defer c.shutdown()
 	for {
 		if err := c.next(); err != nil {

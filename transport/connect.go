@@ -25,7 +25,8 @@ import (
 // that is connected has both connections, as every pair had before. When a connection is
 // attached, the messages pending for its role go first, in order. Two processes that dial
 // each other at once make the same two connections: one dial per direction, whichever
-// comes first. The listeners stay open for the mesh's life.
+// comes first. The listeners stay open for the mesh's life, and during Close until its
+// connections are closed: a dial then is answered that the mesh closes.
 
 // purposeHeader names a registration in the websocket request, so that the coordinator
 // answers one that comes after the start with startOver before its handshake, while it
@@ -39,6 +40,32 @@ const (
 	passedHeader = "Orwl-Passed"
 	agreedHeader = "Orwl-Agreed"
 )
+
+// awaitPending waits, for closeWait at most, until no message waits for its connection:
+// each is on its connection's queue (attach put it there), which Close writes before its
+// goodbye, or was dropped with its lost peer. Close calls it first: cutting the dial of a
+// message sent just before (a job's failure, passed on to a neighbour in the tree) would
+// lose the message, and leave the peer a connection broken without a goodbye, from a
+// process it would then take for lost.
+func (m *Mesh) awaitPending() {
+	if !m.up.Load() {
+		return // no dial before the address book
+	}
+	ctx, cancel := context.WithTimeout(m.ctx, closeWait)
+	defer cancel()
+	m.awaitMarks(ctx, func() (bool, error) { // attach and lose wake it
+		for j := range m.peers {
+			p := &m.peers[j]
+			p.mu.Lock()
+			waiting := len(p.pending) > 0
+			p.mu.Unlock()
+			if waiting {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
 
 // track counts a goroutine of the mesh that Close waits for, unless Close has begun.
 func (m *Mesh) track() bool {

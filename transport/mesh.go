@@ -241,7 +241,8 @@ type Mesh struct {
 	cancel     context.CancelFunc //
 	up         atomic.Bool        // Start has succeeded: losses are reported to the Handler
 	done       chan struct{}      // closed when Close begins
-	wg         sync.WaitGroup
+	wg         sync.WaitGroup     // the mesh's goroutines but those of its connections
+	conns      sync.WaitGroup     // the readers and writers of its connections (attach)
 	closeOnce  sync.Once
 	started    time.Time
 
@@ -617,7 +618,7 @@ func (m *Mesh) attach(rank int, role Role, w *wire) bool {
 			conns = append(conns[:len(conns):len(conns)], c)
 			m.onRings.Store(&conns)
 		}
-		m.wg.Add(2)
+		m.conns.Add(2)
 	}
 	closing := m.closing.Load()
 	p.mu.Unlock()
@@ -663,19 +664,18 @@ func (m *Mesh) Receiving() bool {
 }
 
 // Close says goodbye to every peer, closes every connection and the listener, and waits for
-// all goroutines of the mesh. Messages queued before Close are written first, within a short
-// grace period. No Handler method runs after Close returns. Close must not be called from a
-// Handler method.
+// all goroutines of the mesh. Messages sent before Close are written first, those that wait
+// for their connection's dial included, within a short grace period. Until the connections
+// are closed, a process that dials this one is answered that its mesh closes. No Handler
+// method runs after Close returns. Close must not be called from a Handler method.
 func (m *Mesh) Close() error {
 	m.closeOnce.Do(func() {
+		m.awaitPending()
 		m.lifeMu.Lock()
-		m.closing.Store(true)
+		m.closing.Store(true) // attach refuses connections from now on
 		m.lifeMu.Unlock()
 		m.cancel()
 		close(m.done)
-		if srv := m.srv.Load(); srv != nil {
-			srv.Close()
-		}
 		m.eachConn((*conn).goodbye)
 		for j := range m.peers {
 			if j != m.rank && m.goneQuiet(j) { // no goodbye to wait for, once ours is out
@@ -687,8 +687,14 @@ func (m *Mesh) Close() error {
 			}
 		}
 		t := time.AfterFunc(closeWait, func() { m.eachConn((*conn).shutdown) })
-		m.wg.Wait()
+		m.conns.Wait()
 		t.Stop()
+		// A refused dial would say that this process may have died; the listener's answer
+		// until now (serveHTTP) said that it closes its mesh.
+		if srv := m.srv.Load(); srv != nil {
+			srv.Close()
+		}
+		m.wg.Wait()
 		m.lifeMu.Lock()
 		pollers := m.pollers
 		m.lifeMu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,6 +45,38 @@ func TestConnectionsWhereNeeded(t *testing.T) {
 		if got := m.Connected(); got > 5 {
 			t.Errorf("rank %d: connected with %d peers, want at most 5 (tree and ring)", r, got)
 		}
+	}
+}
+
+// A message to a peer not connected yet, sent right before Close, is delivered, and then
+// the peer sees a clean close: Close waits for the dial that carries it (for closeWait at
+// most) instead of cutting it, which left the peer a connection broken without a goodbye,
+// the sender taken for lost and its last message (a job's failure, say) never read.
+func TestCloseDeliversWhatWaitsForItsConnection(t *testing.T) {
+	meshes, recs := startMeshes(t, treeSize, nil)
+	from, to := treeSize-1, 0
+	if meshes[from].Connected() != len(meshes[from].treeNeighbours()) || slices.Contains(meshes[from].treeNeighbours(), to) {
+		t.Fatalf("rank %d is connected with rank %d at the start", from, to)
+	}
+	if err := meshes[from].Send(to, Requester, Header{Type: TypeUser, ID: 7}, []byte("last words")); err != nil {
+		t.Fatal(err)
+	}
+	meshes[from].Close()
+	select {
+	case f := <-recs[to].frames:
+		if f.from != from || f.h.ID != 7 || string(f.p) != "last words" {
+			t.Fatalf("rank %d got %+v, want rank %d's message", to, f, from)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("rank %d's message, sent before its Close, never reached rank %d", from, to)
+	}
+	select {
+	case err := <-recs[to].lost:
+		if !errors.Is(err, ErrPeerClosed) {
+			t.Fatalf("rank %d took rank %d for lost: %v; want a clean close (ErrPeerClosed)", to, from, err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("rank %d never saw rank %d go", to, from)
 	}
 }
 
