@@ -41,13 +41,14 @@ const (
 	agreedHeader = "Orwl-Agreed"
 )
 
-// awaitPending waits, for closeWait at most, until no message waits for its connection:
-// each is on its connection's queue (attach put it there), which Close writes before its
-// goodbye, or was dropped with its lost peer. Close calls it first: cutting the dial of a
-// message sent just before (a job's failure, passed on to a neighbour in the tree) would
-// lose the message, and leave the peer a connection broken without a goodbye, from a
-// process it would then take for lost.
-func (m *Mesh) awaitPending() {
+// awaitDials waits, for closeWait at most, until no dial of this process is under way and
+// no message waits for its connection: each dial has attached its connection or lost its
+// peer, and each message is on its connection's queue, which Close writes before its
+// goodbye, or was dropped with its lost peer. Close calls it first: a dial that it cut after
+// the peer had accepted it would leave the peer a connection broken without a goodbye, from
+// a process it would then take for lost, and lose the messages it carried (a job's failure,
+// passed on to a neighbour in the tree).
+func (m *Mesh) awaitDials() {
 	if !m.up.Load() {
 		return // no dial before the address book
 	}
@@ -57,7 +58,8 @@ func (m *Mesh) awaitPending() {
 		for j := range m.peers {
 			p := &m.peers[j]
 			p.mu.Lock()
-			waiting := len(p.pending) > 0
+			dialing := p.dialed && p.conns[Requester].Load() == nil && p.err.Load() == nil
+			waiting := dialing || len(p.pending) > 0
 			p.mu.Unlock()
 			if waiting {
 				return false, nil

@@ -670,7 +670,7 @@ func (m *Mesh) Receiving() bool {
 // method runs after Close returns. Close must not be called from a Handler method.
 func (m *Mesh) Close() error {
 	m.closeOnce.Do(func() {
-		m.awaitPending()
+		m.awaitDials()
 		m.lifeMu.Lock()
 		m.closing.Store(true) // attach refuses connections from now on
 		m.lifeMu.Unlock()

@@ -80,6 +80,31 @@ func TestCloseDeliversWhatWaitsForItsConnection(t *testing.T) {
 	}
 }
 
+// A process that closes its mesh right after a peer first reached it goes cleanly for that
+// peer too: Close waits for its dial back (the peer's Owner-role connection), which it
+// would otherwise cut after the peer had accepted it.
+func TestCloseAfterAFirstContactIsClean(t *testing.T) {
+	meshes, recs := startMeshes(t, treeSize, nil)
+	from, to := treeSize-1, 0
+	if err := meshes[from].Send(to, Requester, Header{Type: TypeUser, ID: 8}, []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-recs[to].frames:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("rank %d's message never reached rank %d", from, to)
+	}
+	meshes[to].Close()
+	select {
+	case err := <-recs[from].lost:
+		if !errors.Is(err, ErrPeerClosed) {
+			t.Fatalf("rank %d took rank %d for lost: %v; want a clean close (ErrPeerClosed)", from, to, err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("rank %d never saw rank %d go", from, to)
+	}
+}
+
 // crashed are the ways a process goes that the tests of the tree try: killed (its sockets
 // closed without a goodbye) and stopped (silent, its sockets open: its writers are held, so
 // that its heartbeats never leave, until the test's end).
