@@ -70,14 +70,7 @@ func TestCloseDeliversWhatWaitsForItsConnection(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatalf("rank %d's message, sent before its Close, never reached rank %d", from, to)
 	}
-	select {
-	case err := <-recs[to].lost:
-		if !errors.Is(err, ErrPeerClosed) {
-			t.Fatalf("rank %d took rank %d for lost: %v; want a clean close (ErrPeerClosed)", to, from, err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatalf("rank %d never saw rank %d go", to, from)
-	}
+	awaitCleanClose(t, recs[to], to, from)
 }
 
 // A process that closes its mesh right after a peer first reached it goes cleanly for that
@@ -95,13 +88,20 @@ func TestCloseAfterAFirstContactIsClean(t *testing.T) {
 		t.Fatalf("rank %d's message never reached rank %d", from, to)
 	}
 	meshes[to].Close()
+	awaitCleanClose(t, recs[from], from, to)
+}
+
+// awaitCleanClose waits until rank, whose Handler is rec, sees closed go: cleanly, as a
+// process that closed its mesh (ErrPeerClosed), not one that broke its connections.
+func awaitCleanClose(t *testing.T, rec *recorder, rank, closed int) {
+	t.Helper()
 	select {
-	case err := <-recs[from].lost:
+	case err := <-rec.lost:
 		if !errors.Is(err, ErrPeerClosed) {
-			t.Fatalf("rank %d took rank %d for lost: %v; want a clean close (ErrPeerClosed)", from, to, err)
+			t.Fatalf("rank %d took rank %d for lost: %v; want a clean close (ErrPeerClosed)", rank, closed, err)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatalf("rank %d never saw rank %d go", from, to)
+		t.Fatalf("rank %d never saw rank %d go", rank, closed)
 	}
 }
 
