@@ -494,11 +494,11 @@ func (b *bootstrap) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	w := newWire(ws.NetConn(), false)
 	// Close closes the socket, not w.nc: shmAnswer may replace w.nc meanwhile.
 	sock := w.nc
-	stop := context.AfterFunc(m.ctx, func() { sock.Close() })
+	stop := context.AfterFunc(m.accepting, func() { sock.Close() })
 	rank, purpose, err := m.serverAuth(w, time.Now().Add(handshakeTimeout))
 	if err != nil {
 		stop()
-		if m.closing.Load() { // cut by Close (m.ctx), not refused
+		if m.closing.Load() { // cut by Close (m.accepting), not refused
 			m.log.Debug("a connection's handshake ended with the mesh", "remote", r.RemoteAddr, "err", err)
 		} else if errors.Is(err, ErrAuth) {
 			m.log.Warn("refused connection", "remote", r.RemoteAddr, "err", err)

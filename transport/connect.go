@@ -41,7 +41,7 @@ const (
 	agreedHeader = "Orwl-Agreed"
 )
 
-// awaitDials waits, for closeWait at most, until no dial of this process is under way and
+// awaitDials waits, for the peer timeout at most, until no dial of this process is under way and
 // no message waits for its connection: each dial has attached its connection or lost its
 // peer, and each message is on its connection's queue, which Close writes before its
 // goodbye, or was dropped with its lost peer. Close calls it first: a dial that it cut after
@@ -52,7 +52,7 @@ func (m *Mesh) awaitDials() {
 	if !m.up.Load() {
 		return // no dial before the address book
 	}
-	ctx, cancel := context.WithTimeout(m.ctx, closeWait)
+	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.PeerTimeout) // a live peer answers within it
 	defer cancel()
 	m.awaitMarks(ctx, func() (bool, error) { // attach and lose wake it
 		for j := range m.peers {
@@ -277,6 +277,10 @@ func (m *Mesh) dial(ctx context.Context, addr string, serverRank int, purpose ui
 				return nil, fmt.Errorf("transport: rank %d: rank %d at %s answers: %s", m.rank, serverRank, addr, refusal)
 			}
 			if purpose == purposeMesh && errors.Is(err, syscall.ECONNREFUSED) {
+				if c := m.peers[serverRank].conns[Owner].Load(); c != nil && c.bye.Load() {
+					// It said goodbye on its own connection first: it closed its mesh.
+					return nil, fmt.Errorf("%w: rank %d at %s said goodbye, and refuses connections", ErrPeerClosed, serverRank, addr)
+				}
 				return nil, fmt.Errorf("transport: rank %d: rank %d at %s refuses connections: it has closed its mesh or died (%v)", m.rank, serverRank, addr, err)
 			}
 			if !silence(err) {

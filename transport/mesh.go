@@ -237,8 +237,10 @@ type Mesh struct {
 	peers      []peer
 	closing    atomic.Bool        // set under lifeMu
 	lifeMu     sync.Mutex         // orders Close with the goroutines and connections that start late
-	ctx        context.Context    // cancelled when Close begins: dials, handshakes
+	ctx        context.Context    // cancelled when Close begins: dials and their handshakes
 	cancel     context.CancelFunc //
+	accepting  context.Context    // cancelled when Close closes the listener: the handshakes it serves
+	endAccepts context.CancelFunc //
 	up         atomic.Bool        // Start has succeeded: losses are reported to the Handler
 	done       chan struct{}      // closed when Close begins
 	wg         sync.WaitGroup     // the mesh's goroutines but those of its connections
@@ -380,6 +382,7 @@ func New(cfg Config) (*Mesh, error) {
 		coll:    newCollective(),
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.accepting, m.endAccepts = context.WithCancel(context.Background())
 	if cfg.Oversubscribed {
 		m.readers.crowd.pin()
 	}
@@ -588,13 +591,17 @@ func (m *Mesh) badPeer(to int, role Role) error {
 
 // attach starts the reader and writer of an authenticated connection, the messages sent
 // to its peer with its role before it came first. It refuses (closes) a second connection
-// of the same rank and role, any of a rank that is lost, and any once Close has begun.
+// of the same rank and role, any of a rank that is lost (but for one that closed its mesh,
+// whose last connection may come after the news), and any once Close has begun.
 func (m *Mesh) attach(rank int, role Role, w *wire) bool {
 	c := newConn(m, rank, role, w)
 	p := &m.peers[rank]
 	m.lifeMu.Lock() // Close says goodbye on every connection attached before it began
 	p.mu.Lock()
-	ok := !m.closing.Load() && p.err.Load() == nil && p.conns[role].Load() == nil
+	ok := !m.closing.Load() && p.conns[role].Load() == nil
+	if e := p.err.Load(); e != nil && !errors.Is(e, ErrPeerClosed) {
+		ok = false // a process that closed its mesh says goodbye on it, after its last messages
+	}
 	queued := false
 	if ok {
 		kept := p.pending[:0]
@@ -689,12 +696,18 @@ func (m *Mesh) Close() error {
 		t := time.AfterFunc(closeWait, func() { m.eachConn((*conn).shutdown) })
 		m.conns.Wait()
 		t.Stop()
-		// A refused dial would say that this process may have died; the listener's answer
-		// until now (serveHTTP) said that it closes its mesh.
+		// Until now, a dial was answered that this process closes its mesh; a refused one
+		// would say that it may have died, and comes once its connections ended (a peer
+		// that dials back then has had its goodbye). A handshake under way goes on, to a
+		// connection refused with a goodbye (attach), for closeWait at most: a silent
+		// client does not hold Close.
 		if srv := m.srv.Load(); srv != nil {
 			srv.Close()
 		}
+		cut := time.AfterFunc(closeWait, m.endAccepts)
 		m.wg.Wait()
+		cut.Stop()
+		m.endAccepts()
 		m.lifeMu.Lock()
 		pollers := m.pollers
 		m.lifeMu.Unlock()
