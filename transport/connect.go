@@ -41,13 +41,13 @@ const (
 	agreedHeader = "Orwl-Agreed"
 )
 
-// awaitDials waits, for the peer timeout at most, until no dial of this process is under way and
-// no message waits for its connection: each dial has attached its connection or lost its
-// peer, and each message is on its connection's queue, which Close writes before its
-// goodbye, or was dropped with its lost peer. Close calls it first: a dial that it cut after
-// the peer had accepted it would leave the peer a connection broken without a goodbye, from
-// a process it would then take for lost, and lose the messages it carried (a job's failure,
-// passed on to a neighbour in the tree).
+// awaitDials waits, for the peer timeout at most, until no dial of this process is under
+// way and no message waits for its connection: each dial has attached its connection or
+// lost its peer, and each message is on its connection's queue, which Close writes before
+// its goodbye, or was dropped with its lost peer. Close calls it first: a dial that it cut
+// after the peer had accepted it would leave the peer a connection broken without a
+// goodbye, from a process it would then take for lost, and lose the messages it carried (a
+// job's failure, passed on to a neighbour in the tree).
 func (m *Mesh) awaitDials() {
 	if !m.up.Load() {
 		return // no dial before the address book
