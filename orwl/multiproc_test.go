@@ -172,11 +172,16 @@ func TestDeadlockAcrossProcesses(t *testing.T) {
 	if status != 0 {
 		t.Fatalf("status %d\n%s", status, out)
 	}
-	for _, want := range []string{
+	outputHas(t, out,
 		`[0] deadlock=true`, `[1] deadlock=true`,
 		`task 0 waits to write task 1 "block" (position 1), held by task 1`,
-		`task 1 waits to write task 0 "block" (position 1), held by task 0`,
-	} {
+		`task 1 waits to write task 0 "block" (position 1), held by task 0`)
+}
+
+// outputHas reports each of wants that a job's output out lacks.
+func outputHas(t *testing.T, out string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
