@@ -300,13 +300,20 @@ func (l *launcher) supervise(procs []*proc, exited <-chan *proc) outcome {
 	stopping := false
 	var term, kill <-chan time.Time
 	signalAll := func(sig os.Signal) {
+		// Every process still running is marked before any is signalled: one that the
+		// first signal's process takes down with it (its failure relayed) may end before
+		// the loop reaches it, and is stopped all the same, not a failure of its own.
+		var running []*proc
 		for _, p := range procs {
 			select {
 			case <-p.done:
 			default:
 				p.stopped = true
-				p.cmd.Process.Signal(sig)
+				running = append(running, p)
 			}
+		}
+		for _, p := range running {
+			p.cmd.Process.Signal(sig)
 		}
 	}
 	stop := func() {
